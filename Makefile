@@ -1,0 +1,25 @@
+# The one gate: `make check` installs the dev extras into the active Python and runs
+# lint, format check, type check and the whole test suite.
+PYTHON ?= python3
+
+.PHONY: install check lint test wheel-smoke bench
+
+install:
+	$(PYTHON) -m pip install -q -e ".[dev]"
+
+lint:
+	$(PYTHON) -m ruff check agent_payload tests bench
+	$(PYTHON) -m ruff format --check agent_payload tests bench
+	$(PYTHON) -m mypy
+
+test:
+	$(PYTHON) -m pytest -q
+
+check: install lint test
+
+wheel-smoke:
+	bash .ci/wheel-smoke
+
+bench:
+	$(PYTHON) bench/merge.py
+	$(PYTHON) bench/tokens.py

@@ -1,0 +1,95 @@
+"""The change request and the DELETE markers (data, no logic).
+
+A change request is what the model emits instead of the whole payload::
+
+    {
+      "newElements":     {...},   additions
+      "updateElements":  {...},   surgical updates with {} placeholders and DELETE markers
+      "removeElements":  {...},   deletions, marked with DELETE
+      "replaceElements": {...},   whole-value replacement of top-level keys
+      "reasoning":       "why"    free text, never merged
+    }
+
+``AgentPayloadChangeRequest[Invoice]`` is generic in the payload type: the parameter documents
+what the buckets are partials of, and drives the JSON Schema given to the model in tool modes
+(see ``agent_payload.schema``). The buckets themselves hold plain JSON (dicts and lists), since
+a partial with placeholders and markers is not an ``Invoice``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_serializer
+
+__all__ = [
+    "BUCKETS",
+    "DEFAULT_MARKERS",
+    "MARKER",
+    "REFERENCE_MARKER",
+    "WIRE_NAMES",
+    "AgentPayloadChangeRequest",
+]
+
+MARKER = "DELETE"
+"""The seed's DELETE marker."""
+
+REFERENCE_MARKER = "__DELETE__"
+"""The reference system's DELETE marker."""
+
+DEFAULT_MARKERS: frozenset[str] = frozenset({MARKER, REFERENCE_MARKER})
+"""Markers active when none are configured (the agent activates exactly one per call)."""
+
+BUCKETS: tuple[str, ...] = ("newElements", "updateElements", "removeElements", "replaceElements")
+"""The four buckets, in wire (camelCase) spelling."""
+
+WIRE_NAMES: dict[str, str] = {
+    "new_elements": "newElements",
+    "update_elements": "updateElements",
+    "remove_elements": "removeElements",
+    "replace_elements": "replaceElements",
+    "reasoning": "reasoning",
+}
+"""Python attribute name -> wire name."""
+
+P = TypeVar("P")
+
+Bucket = dict[str, JsonValue] | list[JsonValue] | None
+
+
+class AgentPayloadChangeRequest(BaseModel, Generic[P]):
+    """A change request for a payload of type ``P``.
+
+    Both spellings are accepted on input (``newElements`` and ``new_elements``); ``model_dump``
+    and ``model_dump_json`` produce the camelCase wire form without empty fields.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        frozen=False,
+    )
+
+    new_elements: Bucket = Field(default=None, alias="newElements")
+    update_elements: Bucket = Field(default=None, alias="updateElements")
+    remove_elements: Bucket = Field(default=None, alias="removeElements")
+    replace_elements: Bucket = Field(default=None, alias="replaceElements")
+    reasoning: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_empty(self, handler: Any) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if v is not None and v != {} and v != []}
+
+    def to_wire(self) -> dict[str, Any]:
+        """The camelCase wire form without empty fields (a fresh dict)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def is_empty(self) -> bool:
+        """True when no bucket asks for anything (``reasoning`` does not count)."""
+        return not any(
+            (self.new_elements, self.update_elements, self.remove_elements, self.replace_elements)
+        )

@@ -1,0 +1,267 @@
+"""The exception tree of agent_payload.
+
+Every error the library raises on purpose is an ``AgentPayloadError``. Misuse by the calling
+program and failures of the outside world (the model's reply, the provider) are separate
+branches, so a caller can catch exactly what it can act on::
+
+    AgentPayloadError
+    ├── UsageError                    the calling program passed something wrong
+    │   ├── InvalidPayloadError       payload is not JSON data / its root is not object or array
+    │   ├── InvalidChangeRequestError change request is not an object / holds non-JSON data
+    │   ├── ConfigurationError        bad markers, permission rule, missing SDK extra, ...
+    │   └── ModelRequestsBlockedError a real model request while testing forbids them
+    ├── LimitExceededError            depth / size / change-request size above a limit
+    ├── MergeConflictError            strict merge refused: ``.report`` has every conflict
+    ├── PayloadValidationError        merged payload fails its pydantic type: ``.errors``
+    ├── StalePayloadError             the payload changed since the version the run started from
+    ├── ModelReplyError               the model's reply cannot be used: ``.feedback`` for the model
+    │   ├── ReplySyntaxError          no JSON could be read from the reply
+    │   ├── TruncatedReplyError       the reply was cut off (length / max_tokens); never applied
+    │   ├── NoChangeRequestError      the reply holds no change request (prose)
+    │   │   └── RefusalError          the model refused
+    │   ├── UnknownFieldError         top-level fields that are not part of the format
+    │   └── RetryWithFeedback         raised by a user validator: "ask again with this message"
+    ├── ProviderError                 transport failure after the SDK's own retries (chained)
+    └── RetriesExhaustedError         the correction loop ran out of attempts or tokens
+
+Messages say where (a payload or change-request path), what was expected, what was found,
+and what to do. Errors that the model must see carry a separate ``feedback`` text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_payload.report import MergeReport, Problem
+    from agent_payload.usage import Usage
+
+__all__ = [
+    "AgentPayloadError",
+    "ConfigurationError",
+    "InvalidChangeRequestError",
+    "InvalidPayloadError",
+    "LimitExceededError",
+    "MergeConflictError",
+    "ModelReplyError",
+    "ModelRequestsBlockedError",
+    "NoChangeRequestError",
+    "PayloadValidationError",
+    "ProviderError",
+    "RefusalError",
+    "ReplySyntaxError",
+    "RetriesExhaustedError",
+    "RetryWithFeedback",
+    "StalePayloadError",
+    "TruncatedReplyError",
+    "UnknownFieldError",
+    "UsageError",
+]
+
+
+class AgentPayloadError(Exception):
+    """Base of every error agent_payload raises on purpose."""
+
+
+# --- misuse by the calling program -------------------------------------------------------
+
+
+class UsageError(AgentPayloadError):
+    """The calling program passed something the library cannot work with."""
+
+
+class InvalidPayloadError(UsageError, ValueError):
+    """The payload is not JSON data, or its root is neither an object nor an array.
+
+    ``path`` is the payload path of the offending value (``()`` for the root).
+    """
+
+    def __init__(self, message: str, *, path: Sequence[str | int] = ()) -> None:
+        super().__init__(message)
+        self.path: tuple[str | int, ...] = tuple(path)
+
+
+class InvalidChangeRequestError(UsageError, ValueError):
+    """The change request is not an object, or holds data that is not JSON.
+
+    ``path`` is the change-request path written as in the report (``updateElements.a[3]``).
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ConfigurationError(UsageError, ValueError):
+    """An option is wrong: markers, a permission rule, a missing SDK extra, ..."""
+
+
+class ModelRequestsBlockedError(UsageError, RuntimeError):
+    """A request to a real model was made while ``agent_payload.testing`` forbids them."""
+
+
+# --- limits ----------------------------------------------------------------------------------
+
+
+class LimitExceededError(AgentPayloadError, ValueError):
+    """An input is deeper or larger than the configured limit.
+
+    ``limit`` names the limit (``max_depth``, ``max_nodes``, ``max_request_nodes``, ...),
+    ``value`` what was found and ``maximum`` the limit in force; ``path`` where it was hit.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        value: int,
+        maximum: int,
+        path: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        self.path = path
+
+
+# --- merge outcomes --------------------------------------------------------------------------
+
+
+class MergeConflictError(AgentPayloadError):
+    """Strict mode: the change request conflicts with the payload; nothing was applied."""
+
+    def __init__(self, message: str, *, report: MergeReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class PayloadValidationError(AgentPayloadError, ValueError):
+    """The merged payload does not validate against its pydantic type.
+
+    ``errors`` is a list of ``(payload_path, message)``; ``payload`` the merged (invalid) data.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errors: Sequence[tuple[tuple[str | int, ...], str]],
+        payload: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.errors = list(errors)
+        self.payload = payload
+
+
+class StalePayloadError(AgentPayloadError):
+    """The payload is no longer the version the run started from; nothing was applied."""
+
+    def __init__(self, message: str, *, expected: str, actual: str) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+# --- the outside world: the model's reply ------------------------------------------------------
+
+
+class ModelReplyError(AgentPayloadError):
+    """The model's reply cannot be used as it is.
+
+    ``feedback`` is the text to send back to the model (rendered from the correction template);
+    ``reply`` the raw reply text; ``problems`` the structured list behind the feedback.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reply: str = "",
+        feedback: str = "",
+        problems: Sequence[Problem] = (),
+    ) -> None:
+        super().__init__(message)
+        self.reply = reply
+        self.feedback = feedback or message
+        self.problems = list(problems)
+
+
+class ReplySyntaxError(ModelReplyError):
+    """No JSON object could be read from the reply, even leniently."""
+
+
+class TruncatedReplyError(ModelReplyError):
+    """The reply was cut off by a token limit; a truncated change request is never applied."""
+
+
+class NoChangeRequestError(ModelReplyError):
+    """The reply holds no change request (prose, an empty answer)."""
+
+
+class RefusalError(NoChangeRequestError):
+    """The model refused the task."""
+
+
+class UnknownFieldError(ModelReplyError):
+    """The change request has top-level fields that are not part of the format."""
+
+    def __init__(self, message: str, *, fields: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.fields = list(fields)
+
+
+class RetryWithFeedback(ModelReplyError):
+    """Raise from a user validator to ask the model again with ``feedback``."""
+
+    def __init__(self, feedback: str, *, path: str | None = None) -> None:
+        super().__init__(feedback, feedback=feedback)
+        self.path = path
+
+
+# --- the outside world: the provider -----------------------------------------------------------
+
+
+class ProviderError(AgentPayloadError):
+    """The provider failed (rate limit, server error, timeout, connection) after the SDK's own
+    retries. Always chained to the SDK's exception (``__cause__``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+        self.retryable = retryable
+
+
+class RetriesExhaustedError(AgentPayloadError):
+    """The correction loop gave up. The caller's payload is unchanged.
+
+    Carries ``attempts``, ``usage`` (summed over all attempts), ``last_reply`` (raw text) and
+    ``last_errors`` (the problems of the last attempt).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        usage: Usage,
+        last_reply: str | None,
+        last_errors: Sequence[Problem],
+        replies: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.usage = usage
+        self.last_reply = last_reply
+        self.last_errors = list(last_errors)
+        self.replies = list(replies)

@@ -1,0 +1,87 @@
+"""The narrow protocol between the agent and a model provider.
+
+The agent builds a ``ModelRequest`` (provider-neutral messages plus the output mode) and gets a
+``ModelReply`` back. One adapter per SDK implements ``Model`` (``providers/openai.py``,
+``providers/anthropic.py``); ``agent_payload.testing`` ships fakes that implement it too.
+Adapters never retry transport errors themselves (the SDK client does, with its own settings)
+and map SDK exceptions to ``ProviderError`` in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from agent_payload.usage import Usage
+
+__all__ = [
+    "Message",
+    "Model",
+    "ModelReply",
+    "ModelRequest",
+    "OutputMode",
+]
+
+OutputMode = Literal["text", "tool", "json_schema"]
+"""``text``: JSON in the text reply (default, every model). ``tool``: a forced tool call whose
+input is the change request. ``json_schema``: OpenAI structured outputs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One request to the model. ``messages`` starts with the system message."""
+
+    messages: tuple[Message, ...]
+    output_mode: OutputMode = "text"
+    schema: Mapping[str, Any] | None = None
+    """JSON Schema of the change request (tool input / structured output); None in text mode."""
+    tool_name: str = "apply_change_request"
+    tool_description: str = "Apply a change request to the payload."
+    max_tokens: int | None = None
+    temperature: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Passed through to the SDK call as keyword arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What came back, normalised across providers.
+
+    ``text`` is the reply text in text mode, or the tool call's arguments (a JSON string) in tool
+    and structured modes. ``finish_reason`` is the provider's own value (``stop``, ``length``,
+    ``tool_calls``, ``end_turn``, ``max_tokens``, ``refusal``, ...); ``truncated`` is True when
+    it says the reply was cut by a token limit. ``refusal`` holds a refusal text when the
+    provider reports one separately.
+    """
+
+    text: str
+    finish_reason: str | None = None
+    truncated: bool = False
+    refusal: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    raw: Any = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model the agent can talk to. ``request`` is used by ``PayloadAgent``, ``arequest`` by
+    ``AsyncPayloadAgent``; an adapter built on a sync client raises ``ConfigurationError`` from
+    ``arequest`` and the reverse."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    def request(self, request: ModelRequest) -> ModelReply: ...
+
+    async def arequest(self, request: ModelRequest) -> ModelReply: ...

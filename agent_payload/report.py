@@ -1,0 +1,136 @@
+"""What a merge reports: effective changes, warnings, conflicts (data, no logic).
+
+Paths come in two kinds:
+
+* payload paths: tuples of keys and indices, ``("items", 3, "price")``;
+* change-request paths: strings written as MERGE.md section 6 says,
+  ``updateElements.items[3].price``, ``updateElements["a.b"]``, ``updateElements.items["150"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+__all__ = [
+    "WARNING_CODES",
+    "CONFLICT_CODES",
+    "Change",
+    "Finding",
+    "Guard",
+    "Issue",
+    "MergeReport",
+    "MergeResult",
+    "PayloadPath",
+    "Problem",
+]
+
+PayloadPath = tuple[str | int, ...]
+ChangeOp = Literal["add", "update", "delete"]
+
+WARNING_CODES = frozenset(
+    {"new_exists", "update_missing", "update_append", "remove_missing", "shadowed", "data_loss"}
+)
+CONFLICT_CODES = frozenset(
+    {
+        "shape_mismatch",
+        "placeholder_out_of_range",
+        "index_out_of_range",
+        "invalid_remove_value",
+        "unknown_field",
+        "permission_denied",
+        "data_loss",
+    }
+)
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One effective change.
+
+    ``path`` is where it happened: for ``delete`` the path in the original payload, for
+    ``add``/``update`` the path in the result. ``old`` is absent (``None``) for an add, ``new``
+    for a delete; values are independent copies.
+    """
+
+    op: ChangeOp
+    path: PayloadPath
+    old: Any = None
+    new: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """A warning (applied with an auto-correction) or a conflict (not applied).
+
+    ``path`` is the change-request path where it arose; ``message`` says what was expected,
+    what was found and what to do instead; it is written to be shown to the model.
+    ``payload_path`` is the payload path concerned, when there is one.
+    """
+
+    code: str
+    path: str
+    message: str
+    payload_path: PayloadPath | None = None
+
+
+@dataclass(slots=True)
+class MergeReport:
+    changes: list[Change] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
+    conflicts: list[Issue] = field(default_factory=list)
+    reasoning: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing in the request was refused."""
+        return not self.conflicts
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult(Generic[P]):
+    """The merged payload (same kind as given) and the report."""
+
+    payload: P
+    report: MergeReport
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a guard says of one change: ``severity`` ``"conflict"`` refuses it (not applied),
+    ``"warning"`` lets it through and records it, ``"confirm"`` lets it through but asks the
+    agent to have the model confirm it."""
+
+    code: str
+    message: str
+    severity: Literal["warning", "conflict", "confirm"] = "conflict"
+
+
+# A guard is asked about every effective change before it is applied. It returns the findings
+# for that change (empty: nothing to say).
+Guard = Callable[[Change], Sequence[Finding]]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing to tell the model in a correction.
+
+    ``kind``: ``parse`` | ``truncated`` | ``refusal`` | ``unknown_field`` | ``conflict`` |
+    ``validation`` | ``guard`` | ``custom``. ``path`` is a change-request path (conflicts) or a
+    payload path written ``items[3].price`` (validation); ``current`` is the current value of
+    the payload subtree concerned when there is one (``has_current`` tells None from absent).
+    """
+
+    kind: str
+    message: str
+    path: str | None = None
+    code: str | None = None
+    current: Any = None
+    has_current: bool = False
