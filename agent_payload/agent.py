@@ -1,0 +1,410 @@
+"""``PayloadAgent`` and ``AsyncPayloadAgent``: hand over a payload and a task, get back the
+updated payload, with the model's mistakes corrected or reported and nothing lost.
+
+Both are thin drivers around the pure ``RunState`` of ``agent_payload._loop`` (every decision
+is made there, once): each attempt asks the state for the next request, sends it with the
+model, and gives the reply back to the state, which returns the result or raises the
+``ModelReplyError`` that the next attempt will correct. tenacity runs the attempts
+(``Retrying`` / ``AsyncRetrying``, no sleeping by default).
+
+What is retried: only problems with the model's reply (``ModelReplyError``: syntax, truncation,
+a first refusal, conflicts, validation errors, a user validator's ``RetryWithFeedback``, a guard
+asking for confirmation). Transport failures (429, 5xx, timeouts) are the SDK's business: they
+surface at once as ``ProviderError`` and are not retried again here.
+
+Hooks are plain keyword callables (or a ``Hooks`` object); in ``AsyncPayloadAgent`` a hook may
+also be a coroutine function (its result is awaited):
+
+* ``on_request(attempt, request, is_last)`` before each model request;
+* ``on_response(attempt, reply, is_last)`` after it;
+* ``on_retry(attempt, problems, is_last)`` after an attempt whose reply could not be used;
+  ``is_last`` is True when no further attempt will follow (the run is about to fail);
+* ``on_success(result)`` and ``on_error(error, attempts)`` once per run.
+
+``is_last`` is True when the retry policy's ``stop`` says no attempt follows this one (exact
+for attempt-count and token-budget stops; False when a time-based stop cannot tell yet).
+Everything is also logged on the ``agent_payload`` logger (DEBUG per request, INFO per retry,
+WARNING when a run fails).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_all,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+    wait_none,
+)
+
+from agent_payload._loop import (
+    AgentResult,
+    RunSettings,
+    RunState,
+    Validator,
+    estimate_tokens,
+)
+from agent_payload.errors import AgentPayloadError, ConfigurationError, ModelReplyError
+from agent_payload.providers.base import Model, ModelReply, ModelRequest, OutputMode
+from agent_payload.report import Guard, Problem
+
+__all__ = [
+    "AgentResult",
+    "AsyncPayloadAgent",
+    "Hooks",
+    "PayloadAgent",
+    "Validator",
+    "estimate_tokens",
+]
+
+logger = logging.getLogger("agent_payload")
+
+P = TypeVar("P")
+
+_OUTPUT_MODES: tuple[str, ...] = ("text", "tool", "json_schema")
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """Callbacks of a run (all optional). See the module docstring for when each is called."""
+
+    on_request: Callable[[int, ModelRequest, bool], Any] | None = None
+    on_response: Callable[[int, ModelReply, bool], Any] | None = None
+    on_retry: Callable[[int, Sequence[Problem], bool], Any] | None = None
+    on_success: Callable[[AgentResult[Any]], Any] | None = None
+    on_error: Callable[[BaseException, int], Any] | None = None
+
+
+def _resolve_model(model: Any, model_name: str | None) -> Model:
+    """A ``Model`` as is; an SDK client (with ``model_name``) or a ``"provider:MODEL"`` string
+    through ``providers.infer_model``."""
+    if isinstance(model, Model) and not isinstance(model, str):
+        return model
+    from agent_payload.providers import infer_model
+
+    if isinstance(model, str):
+        if model_name is not None:
+            raise ConfigurationError(
+                f"model_name={model_name!r} given with the model string {model!r}; "
+                "name the model once, as 'openai:MODEL' or as a client plus model_name"
+            )
+        return infer_model(model)
+    if model_name is None:
+        raise ConfigurationError(
+            f"model: a {type(model).__name__} client needs model_name= (for example "
+            "PayloadAgent(openai.OpenAI(), model_name='gpt-4o-mini')), or pass a Model"
+        )
+    return infer_model(model, model_name)
+
+
+def _check_guard(guard: Any, where: str) -> Guard:
+    if not callable(guard):
+        raise ConfigurationError(
+            f"{where}: expected a guard, a callable (change) -> findings, found "
+            f"{type(guard).__name__}; build one with agent_payload.guards"
+        )
+    return guard  # type: ignore[no-any-return]
+
+
+class _BaseAgent:
+    """Configuration shared by the sync and async agents (no I/O)."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        model_name: str | None = None,
+        output_mode: OutputMode = "text",
+        max_retries: int | Retrying | AsyncRetrying = 2,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        guards: Sequence[Guard] = (),
+        permissions: Any = None,
+        permissions_text: str | Sequence[str] | None = None,
+        read_only: str | Sequence[str] | None = None,
+        validators: Sequence[Validator] = (),
+        extra_instructions: str | None = None,
+        token_budget: int | None = None,
+        request_options: Mapping[str, Any] | None = None,
+        hooks: Hooks | None = None,
+        on_request: Callable[[int, ModelRequest, bool], Any] | None = None,
+        on_response: Callable[[int, ModelReply, bool], Any] | None = None,
+        on_retry: Callable[[int, Sequence[Problem], bool], Any] | None = None,
+        on_success: Callable[[AgentResult[Any]], Any] | None = None,
+        on_error: Callable[[BaseException, int], Any] | None = None,
+    ) -> None:
+        if output_mode not in _OUTPUT_MODES:
+            raise ConfigurationError(
+                f"output_mode: expected one of {', '.join(_OUTPUT_MODES)}, found {output_mode!r}"
+            )
+        if isinstance(max_retries, bool) or not isinstance(
+            max_retries, int | Retrying | AsyncRetrying
+        ):
+            raise ConfigurationError(
+                f"max_retries: expected an int >= 0 or a tenacity Retrying/AsyncRetrying, "
+                f"found {type(max_retries).__name__}"
+            )
+        if isinstance(max_retries, int) and max_retries < 0:
+            raise ConfigurationError(f"max_retries: expected an int >= 0, found {max_retries}")
+        if token_budget is not None and (
+            isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
+        ):
+            raise ConfigurationError(
+                f"token_budget: expected a positive int or None, found {token_budget!r}"
+            )
+        self.model: Model = _resolve_model(model, model_name)
+        self.output_mode: OutputMode = output_mode
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        all_guards = [_check_guard(g, "guards") for g in guards]
+        if permissions is not None:
+            all_guards.append(_check_guard(permissions, "permissions"))
+            describe = getattr(permissions, "describe", None)
+            if permissions_text is None and callable(describe):
+                permissions_text = describe()
+        self.guards: tuple[Guard, ...] = tuple(all_guards)
+        self.permissions_text = permissions_text
+        self.read_only = read_only
+        self.validators: tuple[Validator, ...] = tuple(validators)
+        self.extra_instructions = extra_instructions
+        self.token_budget = token_budget
+        self.request_options: Mapping[str, Any] = dict(request_options or {})
+        base = hooks or Hooks()
+        self.hooks = Hooks(
+            on_request=on_request or base.on_request,
+            on_response=on_response or base.on_response,
+            on_retry=on_retry or base.on_retry,
+            on_success=on_success or base.on_success,
+            on_error=on_error or base.on_error,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self.model.provider}:{self.model.name}, "
+            f"output_mode={self.output_mode!r}, max_retries={self.max_retries!r})"
+        )
+
+    def _start(
+        self,
+        payload: Any,
+        task: str,
+        payload_type: Any,
+        validators: Sequence[Validator],
+        extra_instructions: str | None,
+    ) -> RunState:
+        extra = self.extra_instructions
+        if extra_instructions:
+            extra = f"{extra}\n\n{extra_instructions}" if extra else extra_instructions
+        settings = RunSettings(
+            output_mode=self.output_mode,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            extra=self.request_options,
+            payload_type=payload_type,
+            validators=(*self.validators, *validators),
+            guards=self.guards,
+            permissions_text=_text(self.permissions_text),
+            read_only=self.read_only,
+            extra_instructions=extra,
+            token_budget=self.token_budget,
+        )
+        return RunState.start(payload, task, settings)
+
+    @overload
+    def _retrying(self, state: RunState, kind: type[Retrying]) -> Retrying: ...
+    @overload
+    def _retrying(self, state: RunState, kind: type[AsyncRetrying]) -> AsyncRetrying: ...
+    def _retrying(
+        self, state: RunState, kind: type[Retrying] | type[AsyncRetrying]
+    ) -> Retrying | AsyncRetrying:
+        """A fresh retry controller for one run: ours (``max_retries`` + 1 attempts, no
+        waiting) or a copy of the user's, whose ``retry`` condition is combined (and) with
+        ours, whose ``stop`` also stops on the token budget, and which never reraises (we wrap
+        ``RetryError``)."""
+
+        def budget(_: RetryCallState) -> bool:
+            return state.over_budget()
+
+        ours = retry_if_exception(state.should_retry)
+        policy = self.max_retries
+        if isinstance(policy, int):
+            return kind(
+                stop=stop_any(stop_after_attempt(policy + 1), budget),
+                wait=wait_none(),
+                retry=ours,
+                reraise=False,
+            )
+        options: dict[str, Any] = {
+            "stop": stop_any(policy.stop, budget),
+            "wait": policy.wait,
+            "retry": retry_all(ours, policy.retry),
+            "before": policy.before,
+            "after": policy.after,
+            "before_sleep": policy.before_sleep,
+            "reraise": False,
+            "retry_error_cls": RetryError,
+            "retry_error_callback": None,
+        }
+        if isinstance(policy, kind):
+            return policy.copy(**options)
+        return kind(**options)
+
+
+def _text(value: str | Sequence[str] | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return "\n".join(f"* {item}" for item in value)
+
+
+def _is_last(retrying: Retrying | AsyncRetrying, retry_state: RetryCallState) -> bool:
+    try:
+        verdict = retrying.stop(retry_state)
+    except Exception:  # a time-based stop cannot answer before the attempt's outcome
+        return False
+    if inspect.isawaitable(verdict):
+        close = getattr(verdict, "close", None)
+        if callable(close):
+            close()
+        return False
+    return bool(verdict)
+
+
+def _log_retry(attempt: int, error: ModelReplyError) -> None:
+    logger.info("attempt %d: reply not usable, asking again: %s", attempt, error)
+
+
+class PayloadAgent(_BaseAgent):
+    """Edit payloads with a model through a sync client (``openai.OpenAI``,
+    ``anthropic.Anthropic``, a ``"openai:MODEL"`` string, or any ``Model``).
+
+    ``max_retries`` (default 2): how many corrections after the first attempt, or a tenacity
+    ``Retrying`` for full control. ``token_budget`` stops the loop once that many tokens (input
+    plus output, summed over attempts) are spent. ``guards`` / ``permissions`` check every
+    effective change (a finding of severity ``conflict`` sends the change back to the model,
+    ``confirm`` asks the model once to confirm it); ``permissions.describe()``, when present,
+    (or ``permissions_text``) and ``read_only`` are told to the model. ``validators`` run on
+    every merged payload and may raise ``RetryWithFeedback``.
+    """
+
+    def run(
+        self,
+        payload: P,
+        task: str,
+        *,
+        payload_type: Any = None,
+        validators: Sequence[Validator] = (),
+        extra_instructions: str | None = None,
+    ) -> AgentResult[P]:
+        """Apply ``task`` to ``payload`` and return the updated copy (the same kind: dict,
+        list, or the same pydantic class). The caller's payload is never modified.
+
+        Raises ``RetriesExhaustedError`` when no usable change request came within the retry
+        policy or the token budget, ``RefusalError`` when the model refused twice,
+        ``ProviderError`` for transport failures (not retried here), ``InvalidPayloadError`` /
+        ``LimitExceededError`` for a payload that cannot be edited (before any request).
+        """
+        state = self._start(payload, task, payload_type, validators, extra_instructions)
+        retrying = self._retrying(state, Retrying)
+        hooks = self.hooks
+        try:
+            for attempt in retrying:
+                with attempt:
+                    request = state.next_request()
+                    last = _is_last(retrying, attempt.retry_state)
+                    _call(hooks.on_request, state.attempt, request, last)
+                    logger.debug("attempt %d: requesting %s", state.attempt, self.model.name)
+                    reply = self.model.request(request)
+                    _call(hooks.on_response, state.attempt, reply, last)
+                    try:
+                        result: AgentResult[Any] = state.judge(reply)
+                    except ModelReplyError as exc:
+                        last = _is_last(retrying, attempt.retry_state) or not state.should_retry(
+                            exc
+                        )
+                        _log_retry(state.attempt, exc)
+                        _call(hooks.on_retry, state.attempt, exc.problems, last)
+                        raise
+        except RetryError as exc:
+            error = state.exhausted()
+            logger.warning("%s", error)
+            _call(hooks.on_error, error, state.attempt)
+            raise error from (state.last_error or exc)
+        except AgentPayloadError as exc:
+            logger.warning("run failed after %d attempt(s): %s", state.attempt, exc)
+            _call(hooks.on_error, exc, state.attempt)
+            raise
+        _call(hooks.on_success, result)
+        return result
+
+
+class AsyncPayloadAgent(_BaseAgent):
+    """``PayloadAgent`` for async clients (``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic``,
+    or any ``Model`` with ``arequest``). Same options; ``max_retries`` may be an
+    ``AsyncRetrying``; hooks may be coroutine functions. Safe to run many times concurrently:
+    each run has its own state and retry controller."""
+
+    async def run(
+        self,
+        payload: P,
+        task: str,
+        *,
+        payload_type: Any = None,
+        validators: Sequence[Validator] = (),
+        extra_instructions: str | None = None,
+    ) -> AgentResult[P]:
+        """The async twin of ``PayloadAgent.run`` (same result, same errors)."""
+        state = self._start(payload, task, payload_type, validators, extra_instructions)
+        retrying = self._retrying(state, AsyncRetrying)
+        hooks = self.hooks
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    request = state.next_request()
+                    last = _is_last(retrying, attempt.retry_state)
+                    await _acall(hooks.on_request, state.attempt, request, last)
+                    logger.debug("attempt %d: requesting %s", state.attempt, self.model.name)
+                    reply = await self.model.arequest(request)
+                    await _acall(hooks.on_response, state.attempt, reply, last)
+                    try:
+                        result: AgentResult[Any] = state.judge(reply)
+                    except ModelReplyError as exc:
+                        last = _is_last(retrying, attempt.retry_state) or not state.should_retry(
+                            exc
+                        )
+                        _log_retry(state.attempt, exc)
+                        await _acall(hooks.on_retry, state.attempt, exc.problems, last)
+                        raise
+        except RetryError as exc:
+            error = state.exhausted()
+            logger.warning("%s", error)
+            await _acall(hooks.on_error, error, state.attempt)
+            raise error from (state.last_error or exc)
+        except AgentPayloadError as exc:
+            logger.warning("run failed after %d attempt(s): %s", state.attempt, exc)
+            await _acall(hooks.on_error, exc, state.attempt)
+            raise
+        await _acall(hooks.on_success, result)
+        return result
+
+
+def _call(hook: Callable[..., Any] | None, *args: Any) -> None:
+    if hook is not None:
+        hook(*args)
+
+
+async def _acall(hook: Callable[..., Any] | None, *args: Any) -> None:
+    if hook is not None:
+        outcome = hook(*args)
+        if inspect.isawaitable(outcome):
+            await outcome
