@@ -1,0 +1,163 @@
+"""Human-readable rendering for the command line: payload paths, diffs, report issues.
+
+Private helpers of ``agent_payload.cli`` and ``agent_payload.demo``. The diff is rendered from a
+merge report's ``changes`` (the engine already knows exactly what changed), one line each::
+
+    + lineItems[30]: {"sku": "EXP-01", ...}
+    - lineItems[29]: {"sku": "FRT-STD", ...}
+    ~ billing.contact.email: "old@example.com" -> "new@example.com"
+
+Colour (ANSI) is used only when asked for; ``use_color`` decides it from the stream, the
+``--no-color`` flag and the ``NO_COLOR`` convention (https://no-color.org).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
+
+from agent_payload.report import Change, Issue, MergeReport
+
+__all__ = [
+    "Style",
+    "format_payload_path",
+    "format_value",
+    "render_changes",
+    "render_issues",
+    "summarize",
+    "use_color",
+]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+
+
+def use_color(stream: TextIO, *, no_color: bool = False) -> bool:
+    """True when ANSI colour should be written to ``stream``.
+
+    Never with ``no_color`` (the ``--no-color`` flag), never when the ``NO_COLOR`` environment
+    variable is set to anything non-empty, and only when the stream is a terminal.
+    """
+    if no_color or os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):
+        return False
+
+
+class Style:
+    """ANSI styling that collapses to plain text when colour is off."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31", text)
+
+    def yellow(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def cyan(self, text: str) -> str:
+        return self._wrap("36", text)
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+
+def format_payload_path(path: Sequence[str | int]) -> str:
+    """``("items", 3, "price")`` -> ``items[3].price``; odd keys are quoted: ``["a.b"]``.
+
+    The root (empty path) is written ``$``.
+    """
+    if not path:
+        return "$"
+    parts: list[str] = []
+    for step in path:
+        if isinstance(step, int):
+            parts.append(f"[{step}]")
+        elif _IDENTIFIER.match(step):
+            parts.append(f".{step}" if parts else step)
+        else:
+            parts.append(f"[{json.dumps(step, ensure_ascii=False)}]")
+    return "".join(parts)
+
+
+def format_value(value: Any, *, width: int = 80) -> str:
+    """Compact one-line JSON for a value, shortened with an ellipsis past ``width`` chars."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if width > 1 and len(text) > width:
+        text = text[: width - 1] + "…"
+    return text
+
+
+def render_changes(
+    changes: Iterable[Change], *, style: Style | None = None, width: int = 80
+) -> list[str]:
+    """One line per change: ``+ path: new``, ``- path: old``, ``~ path: old -> new``."""
+    style = style or Style(False)
+    lines: list[str] = []
+    for change in changes:
+        where = format_payload_path(change.path)
+        if change.op == "add":
+            lines.append(style.green(f"+ {where}: {format_value(change.new, width=width)}"))
+        elif change.op == "delete":
+            lines.append(style.red(f"- {where}: {format_value(change.old, width=width)}"))
+        else:
+            old = format_value(change.old, width=max(20, width // 2))
+            new = format_value(change.new, width=max(20, width // 2))
+            lines.append(style.yellow(f"~ {where}: {old} -> {new}"))
+    return lines
+
+
+def render_issues(report: MergeReport, *, style: Style | None = None) -> list[str]:
+    """Warnings then conflicts: ``warning <code> at <change-request path>: <message>``."""
+    style = style or Style(False)
+    lines: list[str] = []
+    for kind, issues, paint in (
+        ("warning", report.warnings, style.yellow),
+        ("conflict", report.conflicts, style.red),
+    ):
+        for issue in issues:
+            lines.append(_render_issue(kind, issue, paint))
+    return lines
+
+
+def _render_issue(kind: str, issue: Issue, paint: Any) -> str:
+    where = issue.path or "(change request)"
+    head: str = paint(f"{kind} {issue.code}")
+    return f"{head} at {where}: {issue.message}"
+
+
+def summarize(report: MergeReport) -> str:
+    """One line: ``3 changes (1 added, 1 updated, 1 deleted); 1 warning; 0 conflicts``."""
+    counts = {"add": 0, "update": 0, "delete": 0}
+    for change in report.changes:
+        counts[change.op] = counts.get(change.op, 0) + 1
+    total = len(report.changes)
+    parts = [
+        f"{total} change{'' if total == 1 else 's'} "
+        f"({counts['add']} added, {counts['update']} updated, {counts['delete']} deleted)",
+        _plural(len(report.warnings), "warning"),
+        _plural(len(report.conflicts), "conflict"),
+    ]
+    return "; ".join(parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -1,0 +1,415 @@
+"""The command line: ``agent-payload apply | run | demo``.
+
+``apply PAYLOAD CHANGE``
+    Merge a change request into a payload and print the merged JSON (indent 2, UTF-8) on
+    stdout, or write it to ``-o FILE``. Either file may be ``-`` for stdin (not both).
+    ``--report`` prints the warnings and conflicts (code, change-request path, message), the
+    diff and a one-line summary on stderr. ``--strict`` refuses the whole request when anything
+    conflicts: nothing is printed or written, the conflicts go to stderr, exit status 1.
+    ``--reply`` reads CHANGE as a raw model reply (code fences, prose, comments, trailing commas)
+    with the tolerant parser instead of as strict JSON. ``--markers`` sets the DELETE markers.
+
+``run --model PROVIDER:MODEL --payload FILE TASK``
+    Ask a model (``openai:gpt-4.1-mini``, ``anthropic:claude-sonnet-4-5``; the SDK reads its API
+    key and base URL from the environment) to carry out TASK on the payload. The updated payload
+    goes to stdout (or ``-o FILE``); the diff, the attempts and the token usage go to stderr.
+
+``demo``
+    The main job end to end on a realistic invoice: against the real provider when
+    ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` is set, else an offline replay of scripted
+    replies shipped with the package (it says which). ``--offline`` forces the replay.
+
+Exit status: 0 success; 1 the job was refused or failed (conflicts under ``--strict``, the
+correction loop gave up, the provider failed); 2 usage or input errors (bad arguments,
+unreadable files, invalid JSON, a payload or change request the merge cannot take).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
+from agent_payload.changes import DEFAULT_MARKERS
+from agent_payload.errors import (
+    AgentPayloadError,
+    ConfigurationError,
+    LimitExceededError,
+    MergeConflictError,
+    ModelReplyError,
+    ProviderError,
+    RetriesExhaustedError,
+    UsageError,
+)
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+PROG = "agent-payload"
+
+
+class CliError(Exception):
+    """A usage or input error, printed as ``agent-payload: error: ...`` with exit status 2."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so ``main`` returns a status to its caller."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise CliError(message)
+
+
+# --- reading inputs ------------------------------------------------------------------------
+
+
+def _read_text(name: str, stdin: TextIO) -> tuple[str, str]:
+    """Return ``(display name, text)`` of a file argument (``-`` is stdin)."""
+    if name == "-":
+        return "<stdin>", stdin.read()
+    path = Path(name)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    try:
+        return name, data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"{name}: not UTF-8 text (byte {exc.start}: {exc.reason}); JSON files must be UTF-8"
+        ) from exc
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (use null or a string)")
+
+
+def _loads(text: str, source: str, *, hint: str = "") -> Any:
+    """Parse strict JSON; errors name the source, line and column."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        message = f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        raise CliError(message + hint) from exc
+    except ValueError as exc:
+        raise CliError(f"{source}: {exc}{hint}") from exc
+
+
+def _parse_markers(text: str | None) -> frozenset[str]:
+    if text is None:
+        return DEFAULT_MARKERS
+    markers = frozenset(m.strip() for m in text.split(",") if m.strip())
+    if not markers:
+        raise CliError("--markers: give at least one marker, e.g. --markers DELETE,__DELETE__")
+    return markers
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
+    if output is None or output == "-":
+        stdout.write(text)
+        stdout.flush()
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from exc
+
+
+def _to_jsonable(payload: Any) -> Any:
+    dump = getattr(payload, "model_dump", None)
+    return dump(mode="json") if callable(dump) else payload
+
+
+# --- apply ---------------------------------------------------------------------------------
+
+
+def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from agent_payload.merge import apply_change_request
+
+    if args.payload == "-" and args.change == "-":
+        raise CliError("PAYLOAD and CHANGE cannot both be read from stdin ('-'); name a file")
+    markers = _parse_markers(args.markers)
+    payload_name, payload_text = _read_text(args.payload, stdin)
+    change_name, change_text = _read_text(args.change, stdin)
+    payload = _loads(payload_text, payload_name)
+    style = Style(use_color(stderr, no_color=args.no_color))
+
+    change: Any
+    if args.reply:
+        from agent_payload.parse import parse_change_request_with_repairs
+
+        try:
+            parsed = parse_change_request_with_repairs(change_text)
+        except ModelReplyError as exc:
+            raise CliError(f"{change_name}: cannot read a change request: {exc}") from exc
+        change = parsed.change_request
+        if args.report:
+            for repair in parsed.repairs:
+                stderr.write(f"{style.dim('repaired')} {change_name}: {repair}\n")
+    else:
+        change = _loads(
+            change_text,
+            change_name,
+            hint=" (a raw model reply with fences or prose? pass --reply)",
+        )
+
+    try:
+        result = apply_change_request(payload, change, strict=args.strict, markers=markers)
+    except MergeConflictError as exc:
+        for line in render_issues(exc.report, style=style):
+            stderr.write(line + "\n")
+        n = len(exc.report.conflicts)
+        stderr.write(
+            f"refused (--strict): {n} conflict{'' if n == 1 else 's'}; nothing was applied\n"
+        )
+        return EXIT_FAILED
+    except (UsageError, LimitExceededError) as exc:
+        raise CliError(str(exc)) from exc
+
+    _write_result(_dump(_to_jsonable(result.payload)), args.output, stdout)
+    if args.report:
+        for line in render_issues(result.report, style=style):
+            stderr.write(line + "\n")
+        for line in render_changes(result.report.changes, style=style):
+            stderr.write(line + "\n")
+        stderr.write(summarize(result.report) + "\n")
+    return EXIT_OK
+
+
+# --- run -----------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from agent_payload.agent import PayloadAgent
+    from agent_payload.providers import infer_model
+
+    payload_name, payload_text = _read_text(args.payload, stdin)
+    payload = _loads(payload_text, payload_name)
+    task = args.task
+    if task == "-":
+        if args.payload == "-":
+            raise CliError("the payload and the task cannot both be read from stdin ('-')")
+        task = stdin.read()
+    if not task.strip():
+        raise CliError("the task is empty: say what should change in the payload")
+
+    style = Style(use_color(stderr, no_color=args.no_color))
+    try:
+        model = infer_model(args.model)
+        agent = PayloadAgent(model, max_retries=args.max_retries, output_mode=args.output_mode)
+        result = agent.run(payload, task)
+    except RetriesExhaustedError as exc:
+        stderr.write(f"{style.red('failed')}: {exc}\n")
+        for problem in exc.last_errors:
+            where = f" at {problem.path}" if problem.path else ""
+            stderr.write(f"  {problem.kind}{where}: {problem.message}\n")
+        return EXIT_FAILED
+    except ProviderError as exc:
+        stderr.write(f"{style.red('provider error')}: {exc}\n")
+        return EXIT_FAILED
+    except (UsageError, ConfigurationError, LimitExceededError) as exc:
+        raise CliError(str(exc)) from exc
+
+    _write_result(_dump(_to_jsonable(result.payload)), args.output, stdout)
+    for line in render_issues(result.report, style=style):
+        stderr.write(line + "\n")
+    for line in render_changes(result.report.changes, style=style):
+        stderr.write(line + "\n")
+    usage = result.usage
+    stderr.write(
+        f"{summarize(result.report)}; {result.attempts} attempt"
+        f"{'' if result.attempts == 1 else 's'}; "
+        f"{usage.input_tokens} input + {usage.output_tokens} output tokens\n"
+    )
+    return EXIT_OK
+
+
+# --- demo ----------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from agent_payload.demo import run_demo
+
+    try:
+        return run_demo(
+            out=stdout,
+            provider=args.provider,
+            offline=args.offline,
+            model=args.model,
+            color=use_color(stdout, no_color=args.no_color),
+        )
+    except ProviderError as exc:
+        stderr.write(
+            f"provider error: {exc}\n(run `agent-payload demo --offline` for the replay)\n"
+        )
+        return EXIT_FAILED
+    except RetriesExhaustedError as exc:
+        stderr.write(f"failed: {exc}\n")
+        return EXIT_FAILED
+    except (UsageError, ConfigurationError) as exc:
+        raise CliError(str(exc)) from exc
+
+
+# --- the parser ------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``agent-payload`` (exposed for documentation and tests)."""
+    parser = _Parser(
+        prog=PROG,
+        description="Let an LLM agent edit a large JSON payload with a compact change request.",
+        epilog="Exit status: 0 success; 1 refused or failed (conflicts under --strict, "
+        "retries exhausted, provider error); 2 usage or input error.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    apply = sub.add_parser(
+        "apply",
+        help="merge a change request into a payload and print the result",
+        description="Merge CHANGE (a change request) into PAYLOAD and print the merged JSON.",
+    )
+    apply.add_argument("payload", metavar="PAYLOAD", help="payload JSON file, or - for stdin")
+    apply.add_argument("change", metavar="CHANGE", help="change request file, or - for stdin")
+    apply.add_argument(
+        "--report",
+        action="store_true",
+        help="print warnings, conflicts, the diff and a summary on stderr",
+    )
+    apply.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse the whole request if anything conflicts (exit 1, nothing printed)",
+    )
+    apply.add_argument(
+        "--reply",
+        action="store_true",
+        help="CHANGE is a raw model reply: read it with the tolerant parser "
+        "(fences, prose, comments, trailing commas)",
+    )
+    apply.add_argument(
+        "--markers",
+        metavar="M[,M...]",
+        help="comma-separated DELETE markers (default: DELETE,__DELETE__)",
+    )
+    apply.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
+    apply.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
+    apply.set_defaults(func=_cmd_apply)
+
+    run = sub.add_parser(
+        "run",
+        help="ask a model to edit a payload",
+        description="Ask a model to carry out TASK on the payload; print the updated payload "
+        "(stdout) and the diff (stderr).",
+    )
+    run.add_argument("task", metavar="TASK", help="what should change (or - for stdin)")
+    run.add_argument(
+        "--model",
+        required=True,
+        metavar="PROVIDER:MODEL",
+        help="e.g. openai:gpt-4.1-mini or anthropic:claude-sonnet-4-5 (API key and base URL "
+        "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
+    )
+    run.add_argument("--payload", required=True, metavar="FILE", help="payload JSON, - for stdin")
+    run.add_argument(
+        "--output-mode",
+        choices=("text", "tool", "json_schema"),
+        default="text",
+        help="how the model returns the change request (default: text)",
+    )
+    run.add_argument(
+        "--max-retries",
+        type=_non_negative_int,
+        default=2,
+        metavar="N",
+        help="corrections asked of the model before giving up (default: 2)",
+    )
+    run.add_argument("-o", "--output", metavar="FILE", help="write the payload to FILE")
+    run.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
+    run.set_defaults(func=_cmd_run)
+
+    demo = sub.add_parser(
+        "demo",
+        help="run the main job end to end (offline replay when no API key is set)",
+        description="Edit a realistic invoice with a model: the real provider when "
+        "OPENAI_API_KEY or ANTHROPIC_API_KEY is set, else an offline replay.",
+    )
+    demo.add_argument(
+        "--provider", choices=("openai", "anthropic"), help="use this provider (needs its key)"
+    )
+    demo.add_argument("--offline", action="store_true", help="replay offline even with a key")
+    demo.add_argument("--model", metavar="NAME", help="model name for the real provider")
+    demo.add_argument("--no-color", action="store_true", help="no ANSI colour")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("agent-payload")
+    except Exception:
+        return "unknown"
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run the command line; return the exit status (the console script exits with it)."""
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    parser = build_parser()
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help and --version
+            return int(exc.code) if isinstance(exc.code, int) else EXIT_OK
+        status: int = args.func(args, stdin, stdout, stderr)
+        return status
+    except CliError as exc:
+        stderr.write(f"{PROG}: error: {exc}\n")
+        return exc.status
+    except AgentPayloadError as exc:
+        stderr.write(f"{PROG}: error: {exc}\n")
+        return EXIT_FAILED
+    except BrokenPipeError:
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        stderr.write(f"{PROG}: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""``agent-payload demo``: the main job end to end on a realistic invoice.
+
+A draft invoice (28 line items, about 7 KB of JSON) and a task a customer might phone in:
+change the billing contact, raise one quantity, remove a duplicated freight line, add an
+express-handling line, update the totals. With an API key in the environment
+(``OPENAI_API_KEY``, else ``ANTHROPIC_API_KEY``) the task goes to the real provider; otherwise
+the demo replays scripted model replies shipped in this package (``replay.json``), through the
+same ``PayloadAgent`` and correction loop, and says so.
+
+The replay's first reply deletes "line 28" by its line number, index 28, one past the end of
+the 28-element array: the merge refuses it (``index_out_of_range``, naming the real length), the
+correction loop sends that back, and the second reply fixes it. The demo prints the task, each
+attempt (with the correction the model was sent), the applied change request (compact JSON), a
+diff of the payload, and the tokens a full rewrite would have cost against what the change cost.
+Offline, the result is checked against ``expected.json``.
+
+Package data (``invoice.json``, ``replay.json``, ``expected.json``) is read with
+``importlib.resources``, so the demo works from an installed wheel with no network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from importlib import resources
+from typing import Any, TextIO
+
+from agent_payload._render import Style, render_changes, render_issues
+from agent_payload.errors import ConfigurationError
+from agent_payload.providers.base import Model, ModelReply, ModelRequest
+from agent_payload.usage import Usage
+
+__all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
+
+DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+"""The model each provider's demo uses unless ``--model`` says otherwise."""
+
+_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+def load_data(name: str) -> Any:
+    """A JSON file shipped in ``agent_payload/demo`` (``invoice``, ``replay``, ``expected``)."""
+    text = resources.files(__name__).joinpath(f"{name}.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def choose_provider(provider: str | None, offline: bool) -> str | None:
+    """The provider to use, or None for the offline replay.
+
+    ``offline`` wins; an explicit ``provider`` needs its key; otherwise ``OPENAI_API_KEY``, then
+    ``ANTHROPIC_API_KEY``, decides.
+    """
+    if offline:
+        return None
+    if provider is not None:
+        if provider not in _KEYS:
+            raise ConfigurationError(
+                f"--provider: expected one of {', '.join(_KEYS)}, got {provider!r}"
+            )
+        if not os.environ.get(_KEYS[provider]):
+            raise ConfigurationError(
+                f"--provider {provider}: {_KEYS[provider]} is not set; set it, or run "
+                "`agent-payload demo --offline` for the offline replay"
+            )
+        return provider
+    for name, key in _KEYS.items():
+        if os.environ.get(key):
+            return name
+    return None
+
+
+class _Recorder:
+    """Wraps a ``Model`` and keeps every request and reply (to show the corrections)."""
+
+    def __init__(self, model: Model) -> None:
+        self._model = model
+        self.requests: list[ModelRequest] = []
+        self.replies: list[ModelReply] = []
+
+    @property
+    def name(self) -> str:
+        return self._model.name
+
+    @property
+    def provider(self) -> str:
+        return self._model.provider
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        self.requests.append(request)
+        reply = self._model.request(request)
+        self.replies.append(reply)
+        return reply
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        self.requests.append(request)
+        reply = await self._model.arequest(request)
+        self.replies.append(reply)
+        return reply
+
+
+def _replay_model(replay: dict[str, Any]) -> Model:
+    """A ``ScriptedModel`` that plays the recorded replies back, in order, with token usage
+    counted from the actual request and reply text (o200k_base when bpe-openai is installed)."""
+    from agent_payload.testing import ScriptedModel
+    from agent_payload.tokens import count_tokens
+
+    replies: list[dict[str, Any]] = list(replay["replies"])
+    played = 0
+
+    def answer(request: ModelRequest) -> ModelReply:
+        nonlocal played
+        if played >= len(replies):
+            raise ConfigurationError(
+                f"the offline replay holds {len(replies)} replies and the agent asked for "
+                f"reply #{played + 1}: the shipped replay does not fit this version's agent"
+            )
+        item = replies[played]
+        played += 1
+        text: str = item["text"]
+        prompt = "\n".join(message.content for message in request.messages)
+        usage = Usage(count_tokens(prompt), count_tokens(text), 1)
+        return ModelReply(
+            text=text,
+            finish_reason=item.get("finish_reason", "stop"),
+            usage=usage,
+            model=str(replay.get("model", "replay")),
+        )
+
+    return ScriptedModel(answer, name=str(replay.get("model", "replay")), provider="replay")
+
+
+def _real_model(provider: str, model_name: str | None) -> Model:
+    from agent_payload.providers import infer_model
+
+    name = model_name or DEFAULT_MODELS[provider]
+    model: Model = infer_model(f"{provider}:{name}")
+    return model
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return textwrap.indent(text, prefix)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _correction_excerpt(request: ModelRequest, max_lines: int = 14) -> str:
+    """The correction the model was sent: the last user message of a retry request."""
+    text = request.messages[-1].content.strip()
+    lines = text.splitlines()
+    if len(lines) > max_lines:
+        lines = [*lines[:max_lines], f"[... {len(lines) - max_lines} more lines]"]
+    return "\n".join(lines)
+
+
+def run_demo(
+    *,
+    out: TextIO | None = None,
+    provider: str | None = None,
+    offline: bool = False,
+    model: str | None = None,
+    color: bool = False,
+    max_retries: int = 3,
+) -> int:
+    """Run the demo, writing to ``out`` (stdout by default); return the exit status.
+
+    Offline (no key, or ``offline=True``) the result must equal ``expected.json``: exit 1 if
+    not. Errors of a real provider (``ProviderError``) and of the loop
+    (``RetriesExhaustedError``) propagate to the caller.
+    """
+    from agent_payload.agent import PayloadAgent
+    from agent_payload.tokens import count_tokens, tokenizer_name
+
+    out = out if out is not None else sys.stdout
+    style = Style(color)
+    invoice = load_data("invoice")
+    replay = load_data("replay")
+    task: str = replay["task"]
+    chosen = choose_provider(provider, offline)
+
+    def say(text: str = "") -> None:
+        out.write(text + "\n")
+
+    say(style.bold("agent-payload demo"))
+    if chosen is None:
+        reason = (
+            "--offline given"
+            if offline
+            else "no API key found (set OPENAI_API_KEY or ANTHROPIC_API_KEY to use a real model)"
+        )
+        say(
+            style.yellow(f"offline replay: {reason};")
+            + f" replaying {len(replay['replies'])} scripted model replies shipped with the "
+            "package, through the real agent, parser, merge and correction loop."
+        )
+        recorder = _Recorder(_replay_model(replay))
+    else:
+        name = model or DEFAULT_MODELS[chosen]
+        say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
+        recorder = _Recorder(_real_model(chosen, model))
+    say()
+
+    items = invoice["lineItems"]
+    payload_text = json.dumps(invoice, ensure_ascii=False)
+    say(
+        style.bold("Payload: ") + f"invoice {invoice['invoiceNumber']}, {len(items)} line items, "
+        f"{len(payload_text.encode()):,} bytes of JSON"
+    )
+    say(style.bold("Task:"))
+    say(_indent(textwrap.fill(task, width=92)))
+    say()
+
+    agent = PayloadAgent(recorder, max_retries=max_retries)
+    result = agent.run(invoice, task)
+
+    for number, (request, reply) in enumerate(
+        zip(recorder.requests, recorder.replies, strict=False), start=1
+    ):
+        if number > 1:
+            say(style.yellow(f"  correction sent back to the model before attempt {number}:"))
+            say(style.dim(_indent(_correction_excerpt(request), "    | ")))
+        verdict = "applied" if number == len(recorder.replies) else "rejected"
+        paint = style.green if verdict == "applied" else style.red
+        say(
+            style.bold(f"Attempt {number}")
+            + f": the model replied ({reply.usage.output_tokens} output tokens) -> "
+            + paint(verdict)
+        )
+        say(_indent(_shorten(reply.text, 180)))
+    if result.attempts == 1:
+        say(style.dim("  (no correction was needed this time)"))
+    say()
+
+    wire = result.change_request.to_wire()
+    compact = _compact(wire)
+    say(style.bold("Change request applied") + f" (compact, {count_tokens(compact)} tokens):")
+    say(_indent(compact))
+    say()
+
+    report = result.report
+    say(style.bold(f"Diff of the payload ({len(report.changes)} changes):"))
+    for line in render_changes(report.changes, style=style, width=96):
+        say(_indent(line, "  "))
+    for line in render_issues(report, style=style):
+        say(_indent(line, "  "))
+    say()
+
+    rewrite = result.rewrite_tokens
+    change = result.change_tokens
+    saved = f"{rewrite / change:.1f}x fewer" if change > 0 else "n/a"
+    say(
+        style.bold("Tokens: ")
+        + f"a full rewrite of the payload would cost ~{rewrite:,} output tokens; "
+        + f"the change request cost {change:,} ({saved}; counted with {tokenizer_name()})."
+    )
+    usage = result.usage
+    say(
+        f"Usage over {result.attempts} attempt{'' if result.attempts == 1 else 's'}: "
+        f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
+        + (" (replay: counted from the text)" if chosen is None else "")
+        + "."
+    )
+
+    if chosen is None:
+        expected = load_data("expected")
+        if result.payload != expected:
+            say(style.red("Check: the result differs from expected.json; this is a bug."))
+            return 1
+        say(style.green("Check: the result equals the expected invoice (expected.json)."))
+    return 0
