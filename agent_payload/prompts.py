@@ -21,6 +21,7 @@ What is rendered:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -31,7 +32,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -42,6 +43,9 @@ from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
 __all__ = [
     "DEFAULT_INDENT",
     "DEFAULT_INDEX_THRESHOLD",
+    "DEFAULT_TOOL_NAME",
+    "ConfirmItem",
+    "OutputMode",
     "PromptBuilder",
     "PromptParts",
     "format_payload_path",
@@ -51,15 +55,17 @@ __all__ = [
     "render_correction",
     "render_payload",
     "render_prompt",
+    "render_system",
     "strip_index_comments",
 ]
 
 DEFAULT_INDEX_THRESHOLD = 8
 """Arrays longer than this are shown with a ``/* n */`` comment before each element."""
 
-DEFAULT_INDENT: int | None = 1
-"""Indentation of the rendered payload (``None``: compact). One space per level costs about the
-same as compact JSON in o200k tokens while keeping the structure readable; see the README."""
+DEFAULT_INDENT: int | None = None
+"""Layout of the rendered payload: ``None`` is compact JSON with a line per element of long
+arrays (about 45% fewer o200k tokens than ``indent=2``, whose cost ``indent=1`` shares); an int
+is the usual pretty layout with that many spaces per level."""
 
 _PACKAGE = "agent_payload"
 _FOLDER = "prompts"
@@ -142,10 +148,71 @@ def format_payload_path(path: Sequence[str | int]) -> str:
 
 
 class _Renderer:
-    def __init__(self, indent: int | None, threshold: int) -> None:
+    """Writes JSON data with index comments.
+
+    ``indent=None`` (the default layout): compact JSON, except that the keys of a root object,
+    the elements of a root array and the elements of annotated arrays of containers stand one
+    per line (indented one space per such level), so every ``/*n*/`` starts a line. An annotated
+    array of plain values stays on one line: ``[/*0*/"a",/*1*/"b",...]``. ``indent=k``: the
+    usual pretty layout with ``k`` spaces per level.
+    """
+
+    def __init__(self, indent: int | None, threshold: float) -> None:
         self.indent = indent
         self.threshold = threshold
         self.annotated = False
+        self.seen: set[int] = set()
+
+    def render(self, value: Any, path: PayloadPath, depth: int) -> str:
+        """``value`` rendered; ``depth`` counts the line-broken containers around it."""
+        if isinstance(value, dict):
+            if not value:
+                return "{}"
+            broken = self.indent is not None or not path
+            sep = ": " if self.indent is not None else ":"
+            items = []
+            with _Visit(value, path, self.seen):
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise InvalidPayloadError(
+                            f"payload at {format_payload_path(path)}: expected string keys, "
+                            f"found the {type(key).__name__} key {key!r}",
+                            path=path,
+                        )
+                    rendered = self.render(item, (*path, key), depth + broken)
+                    items.append(json.dumps(key, ensure_ascii=False) + sep + rendered)
+            return self._join("{", "}", items, depth, broken)
+        if isinstance(value, list):
+            if not value:
+                return "[]"
+            annotate = len(value) > self.threshold
+            self.annotated |= annotate
+            broken = (
+                self.indent is not None
+                or not path
+                or (annotate and any(isinstance(v, (dict, list)) for v in value))
+            )
+            items = []
+            with _Visit(value, path, self.seen):
+                for index, item in enumerate(value):
+                    rendered = self.render(item, (*path, index), depth + broken)
+                    if annotate:
+                        gap = " " if self.indent is not None else ""
+                        rendered = f"/*{index}*/{gap}{rendered}"
+                    items.append(rendered)
+            return self._join("[", "]", items, depth, broken)
+        return self.scalar(value, path)
+
+    def _join(self, open_: str, close: str, items: list[str], depth: int, broken: bool) -> str:
+        if not broken:
+            return open_ + ",".join(items) + close
+        if self.indent is None:  # the root's lines start at column 0
+            inner = "\n" + " " * depth
+            outer = "\n" + " " * max(depth - 1, 0)
+        else:
+            inner = "\n" + " " * (self.indent * (depth + 1))
+            outer = "\n" + " " * (self.indent * depth)
+        return open_ + inner + ("," + inner).join(items) + outer + close
 
     def scalar(self, value: Any, path: PayloadPath) -> str:
         if value is None or isinstance(value, (bool, str)):
@@ -166,48 +233,6 @@ class _Renderer:
             "get JSON-mode dumping",
             path=path,
         )
-
-    def render(self, value: Any, path: PayloadPath, level: int, seen: set[int]) -> str:
-        if isinstance(value, dict):
-            if not value:
-                return "{}"
-            items = []
-            with self._enter(value, path, seen):
-                for key, item in value.items():
-                    if not isinstance(key, str):
-                        raise InvalidPayloadError(
-                            f"payload at {format_payload_path(path)}: expected string keys, "
-                            f"found the {type(key).__name__} key {key!r}",
-                            path=path,
-                        )
-                    sep = ": " if self.indent is not None else ":"
-                    rendered = self.render(item, (*path, key), level + 1, seen)
-                    items.append(json.dumps(key, ensure_ascii=False) + sep + rendered)
-            return self._wrap("{", "}", items, level)
-        if isinstance(value, list):
-            if not value:
-                return "[]"
-            annotate = len(value) > self.threshold
-            self.annotated |= annotate
-            items = []
-            with self._enter(value, path, seen):
-                for index, item in enumerate(value):
-                    rendered = self.render(item, (*path, index), level + 1, seen)
-                    if annotate:
-                        rendered = f"/* {index} */ {rendered}"
-                    items.append(rendered)
-            return self._wrap("[", "]", items, level)
-        return self.scalar(value, path)
-
-    def _wrap(self, open_: str, close: str, items: list[str], level: int) -> str:
-        if self.indent is None:
-            return open_ + ",".join(items) + close
-        inner = "\n" + " " * (self.indent * (level + 1))
-        outer = "\n" + " " * (self.indent * level)
-        return open_ + inner + ("," + inner).join(items) + outer + close
-
-    def _enter(self, value: Any, path: PayloadPath, seen: set[int]) -> _Visit:
-        return _Visit(value, path, seen)
 
 
 class _Visit:
@@ -234,10 +259,10 @@ class _Visit:
 def _render_json(
     value: Any, *, indent: int | None, index_threshold: int | None
 ) -> tuple[str, bool]:
-    threshold = index_threshold if index_threshold is not None else math.inf
-    renderer = _Renderer(indent, int(threshold) if threshold != math.inf else 2**62)
-    text = renderer.render(_to_data(value), (), 0, set())
-    # A payload string cannot close the <payload> fence: "</payload" is written "<\/payload"
+    threshold = math.inf if index_threshold is None else index_threshold
+    renderer = _Renderer(indent, threshold)
+    text = renderer.render(_to_data(value), (), 0)
+    # A payload string cannot close the <payload> fence: "</payload" is written "<\\/payload"
     # (a valid JSON escape for the same string). Outside strings JSON has no "<".
     text = re.sub(r"</(?=payload)", r"<\\/", text, flags=re.IGNORECASE)
     return text, renderer.annotated
@@ -259,7 +284,7 @@ def render_payload(
     return _render_json(payload, indent=indent, index_threshold=index_threshold)[0]
 
 
-_STRING_OR_COMMENT = re.compile(r'("(?:[^"\\]|\\.)*")|/\* \d+ \*/ ?', re.DOTALL)
+_STRING_OR_COMMENT = re.compile(r'("(?:[^"\\]|\\.)*")|/\*\d+\*/ ?', re.DOTALL)
 
 
 def strip_index_comments(text: str) -> str:
@@ -325,6 +350,13 @@ class PromptParts:
     user: str
 
 
+OutputMode = Literal["text", "tool", "json_schema"]
+"""How the model replies (the same values as ``providers.base.OutputMode``): ``text`` and
+``json_schema`` are told to reply with one minified JSON object, ``tool`` to call the tool."""
+
+DEFAULT_TOOL_NAME = "apply_change_request"
+
+
 def _lines(value: str | Sequence[str]) -> str:
     """A text as given, or a sequence of items as a bulleted list."""
     if isinstance(value, str):
@@ -337,6 +369,18 @@ def _check_marker(marker: str) -> None:
         raise ConfigurationError(f"marker: expected a non-empty string, found {marker!r}")
 
 
+def _reply_contract(output_mode: OutputMode, marker: str, tool_name: str) -> str:
+    """The closing instruction: how to reply, the fields, the marker."""
+    _check_marker(marker)
+    if output_mode == "tool":
+        return _render("reply_tool", marker=marker, tool_name=tool_name).strip()
+    if output_mode in ("text", "json_schema"):
+        return _render("reply_text", marker=marker).strip()
+    raise ConfigurationError(
+        f"output_mode: expected 'text', 'tool' or 'json_schema', found {output_mode!r}"
+    )
+
+
 def render_system(
     *,
     marker: str = MARKER,
@@ -344,7 +388,8 @@ def render_system(
     read_only: str | Sequence[str] | None = None,
     extra_instructions: str | None = None,
 ) -> str:
-    """The system prompt: the format's instructions naming ``marker``, plus the optional rules."""
+    """The system prompt: the format's instructions naming ``marker``, plus the optional rules
+    (write permissions, read-only paths, extra instructions) when given."""
     _check_marker(marker)
     sections = ""
     if permissions:
@@ -367,6 +412,8 @@ def render_prompt(
     extra_instructions: str | None = None,
     index_threshold: int | None = DEFAULT_INDEX_THRESHOLD,
     indent: int | None = DEFAULT_INDENT,
+    output_mode: OutputMode = "text",
+    tool_name: str = DEFAULT_TOOL_NAME,
 ) -> PromptParts:
     """The system prompt and the user message for one call.
 
@@ -376,6 +423,8 @@ def render_prompt(
     is shown; when omitted and ``payload`` is a model instance, its class is used.
     ``permissions``/``read_only``: what may be changed and which paths may not (a text, or a
     sequence of rules shown as a list); ``extra_instructions``: added to the system prompt.
+    ``index_threshold``/``indent``: see ``render_payload``. ``output_mode``/``tool_name``: how
+    the model is told to reply.
     """
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
@@ -394,18 +443,13 @@ def render_prompt(
         )
         schema = _render("schema", schema=schema_json)
     text, annotated = _render_json(payload, indent=indent, index_threshold=index_threshold)
-    index_note = (
-        " A /* n */ comment before an array element gives its position; it is not data."
-        if annotated
-        else ""
-    )
     user = _render(
         "user",
         schema=schema,
-        index_note=index_note,
+        index_note=_render("index_note").rstrip("\n") if annotated else "",
         payload=text,
         task=task.strip(),
-        marker=marker,
+        reply=_reply_contract(output_mode, marker, tool_name),
     )
     return PromptParts(system=system, user=user.rstrip() + "\n")
 
@@ -434,22 +478,32 @@ def render_correction(
     reply_was_truncated: bool = False,
     index_threshold: int | None = DEFAULT_INDEX_THRESHOLD,
     indent: int | None = DEFAULT_INDENT,
+    output_mode: OutputMode = "text",
+    tool_name: str = DEFAULT_TOOL_NAME,
 ) -> str:
-    """The message sent after a reply that could not be used: each problem (with its path and,
-    when known, the current value of the subtree concerned), advice for a smaller reply when it
-    was cut off, the active marker, and the request for a complete new change request (the
-    previous one is discarded)."""
-    _check_marker(marker)
+    """The message sent after a reply that could not be used.
+
+    Lists each problem (its kind, code and path, and the current value of the payload subtree
+    concerned when ``problem.has_current``), asks for a smaller change request when the reply
+    was cut off (``reply_was_truncated`` or a problem of kind ``truncated``), says that the
+    previous change request was discarded, and asks for a complete new one naming ``marker``.
+    """
+    reply = _reply_contract(output_mode, marker, tool_name)
     items = [_problem_text(p, indent=indent, index_threshold=index_threshold) for p in problems]
     truncated = reply_was_truncated or any(p.kind == "truncated" for p in problems)
+    if not items and truncated:
+        items = [f"- {_PROBLEM_LABELS['truncated']}."]
     if not items:
-        items = ["- Problem: the reply could not be used."]
+        raise ConfigurationError(
+            "render_correction: expected at least one Problem (or reply_was_truncated=True), "
+            "found none; a correction must tell the model what went wrong"
+        )
     return (
         _render(
             "correction",
             problems="\n".join(items),
             truncation=_render("truncated") if truncated else "",
-            marker=marker,
+            reply=reply,
         ).rstrip()
         + "\n"
     )
@@ -462,22 +516,25 @@ def _short_json(value: Any) -> str:
     return text
 
 
-ConfirmItem = tuple[Change, Finding | Issue | str]
+ConfirmReason = Finding | Issue | str
+ConfirmItem = tuple[Change, ConfirmReason]
 
 
 def render_confirm(
-    suspects: Sequence[ConfirmItem] | Mapping[Change, Finding | Issue | str],
+    suspects: Sequence[ConfirmItem] | Mapping[Change, ConfirmReason],
     *,
     marker: str = MARKER,
+    output_mode: OutputMode = "text",
+    tool_name: str = DEFAULT_TOOL_NAME,
 ) -> str:
     """Ask the model once to confirm changes that may lose data.
 
     ``suspects``: pairs of an effective change and why it is suspicious (a guard's ``Finding``,
     a report ``Issue`` or a text). Each is shown with its payload path, the value before and the
-    value after (long values shortened). The model confirms by sending the same change request
-    again, or sends a corrected one.
+    value after (values longer than 400 characters of JSON are shortened). The model confirms
+    by sending the same change request again, or sends a corrected, complete one.
     """
-    _check_marker(marker)
+    reply = _reply_contract(output_mode, marker, tool_name)
     pairs = list(suspects.items()) if isinstance(suspects, Mapping) else list(suspects)
     if not pairs:
         raise ConfigurationError(
@@ -490,11 +547,10 @@ def render_confirm(
         lines = [f"- {change.op} at {format_payload_path(change.path)}: {reason.strip()}"]
         if change.op != "add":
             lines.append(f"  before: {_short_json(change.old)}")
-        lines.append(
-            f"  after: {'(deleted)' if change.op == 'delete' else _short_json(change.new)}"
-        )
+        after = "(deleted)" if change.op == "delete" else _short_json(change.new)
+        lines.append(f"  after: {after}")
         blocks.append("\n".join(lines))
-    return _render("confirm", changes="\n".join(blocks), marker=marker).rstrip() + "\n"
+    return _render("confirm", changes="\n".join(blocks), reply=reply).rstrip() + "\n"
 
 
 # --- builder ------------------------------------------------------------------------------
@@ -505,8 +561,8 @@ class PromptBuilder:
     """The rendering options of one agent, held together.
 
     ``build(payload, task)`` gives the first request's messages; ``correction(problems)`` and
-    ``confirm(suspects)`` the follow-ups, all naming the same marker. ``with_marker(m)`` returns
-    a copy for a call whose payload needs another marker.
+    ``confirm(suspects)`` the follow-ups, all naming the same marker and reply contract.
+    ``with_marker(m)`` returns a copy for a call whose payload needs another marker.
     """
 
     marker: str = MARKER
@@ -516,19 +572,13 @@ class PromptBuilder:
     extra_instructions: str | None = None
     index_threshold: int | None = DEFAULT_INDEX_THRESHOLD
     indent: int | None = DEFAULT_INDENT
+    output_mode: OutputMode = "text"
+    tool_name: str = DEFAULT_TOOL_NAME
 
     def with_marker(self, marker: str) -> PromptBuilder:
         """A copy of this builder with another active marker."""
         _check_marker(marker)
-        return PromptBuilder(
-            marker=marker,
-            payload_type=self.payload_type,
-            permissions=self.permissions,
-            read_only=self.read_only,
-            extra_instructions=self.extra_instructions,
-            index_threshold=self.index_threshold,
-            indent=self.indent,
-        )
+        return dataclasses.replace(self, marker=marker)
 
     def system(self) -> str:
         """The system prompt alone (it depends only on the options)."""
@@ -551,6 +601,8 @@ class PromptBuilder:
             extra_instructions=self.extra_instructions,
             index_threshold=self.index_threshold,
             indent=self.indent,
+            output_mode=self.output_mode,
+            tool_name=self.tool_name,
         )
 
     def correction(self, problems: Sequence[Problem], *, reply_was_truncated: bool = False) -> str:
@@ -561,10 +613,12 @@ class PromptBuilder:
             reply_was_truncated=reply_was_truncated,
             index_threshold=self.index_threshold,
             indent=self.indent,
+            output_mode=self.output_mode,
+            tool_name=self.tool_name,
         )
 
-    def confirm(
-        self, suspects: Sequence[ConfirmItem] | Mapping[Change, Finding | Issue | str]
-    ) -> str:
+    def confirm(self, suspects: Sequence[ConfirmItem] | Mapping[Change, ConfirmReason]) -> str:
         """The confirmation request for ``suspects``."""
-        return render_confirm(suspects, marker=self.marker)
+        return render_confirm(
+            suspects, marker=self.marker, output_mode=self.output_mode, tool_name=self.tool_name
+        )
