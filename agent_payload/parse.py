@@ -1,0 +1,882 @@
+"""Model text -> change request (pure: no I/O, no SDK).
+
+``parse_change_request(text, finish_reason=...)`` finds the change request in whatever a model
+sent back and returns an ``AgentPayloadChangeRequest``; ``parse_change_request_with_repairs``
+also says what had to be repaired or normalised on the way (``ParsedReply.repairs``).
+
+How a reply is read, in order:
+
+1. ``finish_reason``: a token-limit stop (``length``, ``max_tokens``, ``MAX_TOKENS``,
+   ``max_output_tokens``, ...) is ``TruncatedReplyError`` even when the text looks complete; a
+   refusal or filter stop (``refusal``, ``content_filter``, ``SAFETY``, ...) is
+   ``RefusalError``.
+2. Fast path: the whole reply (without a byte-order mark) is strict JSON: ``json.loads``. A
+   reply that is a JSON *string* (tool arguments encoded twice) is decoded and read again.
+3. Otherwise ``<thinking>``/``<think>``/``<scratchpad>`` blocks are set aside (their text is
+   never the answer) and the reply is scanned for JSON objects: code fences, XML-like tags and
+   prose around them are ignored. The scanner knows strings (both quotes), escapes and
+   comments, so braces inside them do not confuse it. Each object is read strictly first
+   (``json.JSONDecoder.raw_decode``, C speed), then leniently: raw control characters in
+   strings, then JSON5 (``json5``: comments, single quotes, unquoted keys, trailing commas),
+   then with Python's ``True``/``False``/``None`` turned into JSON (outside strings only).
+4. Of the objects found, the **last** one shaped like a change request is taken: one with a
+   bucket, ``reasoning`` or a wrapper at its top level (or a near miss such as
+   ``updateElement``, so that it is reported rather than skipped), or an ``{}`` standing alone
+   on its line (the empty change request). Only if that object cannot be read even by JSON5 is
+   ``json_repair`` tried, as a last resort for syntax damage; its repairs are recorded.
+5. A reply that ends inside an object or a string (one whose opening looks like JSON), or
+   inside an unclosed ``<thinking>`` block with no change request before it, is truncated:
+   ``TruncatedReplyError``. A truncated reply is never repaired into a partial change;
+   ``json_repair`` only ever sees an object whose braces and strings are all closed.
+6. The chosen object is normalised: a known wrapper (``payloadChangeRequest``,
+   ``changeRequest``, ``change_request``, ``payload_change_request``) is unwrapped when the top
+   level has no bucket of its own (``reasoning`` beside it is kept, the inner one wins);
+   snake_case bucket names are renamed (camelCase wins when both hold something); a change
+   request, a wrapper's value or a bucket that arrives as a JSON string is decoded; any other
+   top-level field is ``UnknownFieldError``, whose message suggests the nearest valid name.
+
+Decisions (see also the tests in ``tests/test_parse.py`` and the corpus):
+
+* ``{}``, ``{"reasoning": "..."}`` and all-empty buckets are a valid, empty change request
+  ("nothing to change"), not an error. An ``{}`` inside a sentence of prose is not an answer.
+* Lists are valid buckets (payloads with an array root); the parser never judges a bucket
+  against a payload. A bucket that is a string, number or boolean (and not a JSON string of an
+  object or array) is ``ReplySyntaxError`` at the bucket's path.
+* ``reasoning`` that is not a string is turned into text (a list of strings joined by
+  newlines, anything else as JSON), and that is recorded: it is never merged.
+* ``NaN``/``Infinity`` are not JSON: ``ReplySyntaxError``.
+* Refusal wording counts only when the reply holds no change request: "I can't remove the
+  audit log, but here is the rest: {...}" is a change request.
+
+Every error is a ``ModelReplyError`` with ``problems`` and a ``feedback`` text rendered from the
+correction template (``agent_payload.prompts.render_correction``) that tells the model what to
+fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn
+
+import json5
+from pydantic import ValidationError
+
+from agent_payload.changes import BUCKETS, WIRE_NAMES, AgentPayloadChangeRequest
+from agent_payload.errors import (
+    ModelReplyError,
+    NoChangeRequestError,
+    RefusalError,
+    ReplySyntaxError,
+    TruncatedReplyError,
+    UnknownFieldError,
+    UsageError,
+)
+from agent_payload.report import Problem
+
+__all__ = [
+    "REFUSAL_FINISH_REASONS",
+    "TRUNCATION_FINISH_REASONS",
+    "WRAPPERS",
+    "ParsedReply",
+    "parse_change_request",
+    "parse_change_request_with_repairs",
+]
+
+WRAPPERS: Final[tuple[str, ...]] = (
+    "payloadChangeRequest",
+    "changeRequest",
+    "change_request",
+    "payload_change_request",
+)
+"""Top-level keys that wrap a whole change request (unwrapped when no bucket stands beside)."""
+
+TRUNCATION_FINISH_REASONS: Final[frozenset[str]] = frozenset(
+    {"length", "max_tokens", "max_output_tokens", "model_context_window_exceeded"}
+)
+"""Finish/stop reasons (compared lower-cased) meaning the reply was cut off by a token limit."""
+
+REFUSAL_FINISH_REASONS: Final[frozenset[str]] = frozenset(
+    {"refusal", "content_filter", "safety", "prohibited_content", "blocklist", "spii"}
+)
+"""Finish/stop reasons (compared lower-cased) meaning the provider or the model refused."""
+
+_FIELDS: Final[tuple[str, ...]] = (*BUCKETS, "reasoning")
+_SNAKE: Final[dict[str, str]] = {wire: py for py, wire in WIRE_NAMES.items() if wire in BUCKETS}
+_BUCKET_SPELLINGS: Final[frozenset[str]] = frozenset((*BUCKETS, *_SNAKE.values()))
+_KNOWN: Final[frozenset[str]] = frozenset((*_BUCKET_SPELLINGS, "reasoning"))
+_MAX_STRING_DECODES = 4
+_MAX_TOLERANT_SCANS = 256
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name).lower()
+
+
+_SHAPE_NAMES: Final[tuple[str, ...]] = tuple({_norm(n) for n in (*_KNOWN, *WRAPPERS)})
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedReply:
+    """A change request read from a model's reply.
+
+    ``repairs`` says, in words, what had to be repaired or normalised to read it (empty for a
+    bare, strict JSON reply); ``raw_json`` is the JSON text the change request was read from.
+    """
+
+    change_request: AgentPayloadChangeRequest[Any]
+    repairs: tuple[str, ...] = ()
+    raw_json: str = ""
+
+
+def parse_change_request(
+    text: str | None, *, finish_reason: str | None = None
+) -> AgentPayloadChangeRequest[Any]:
+    """Read the change request from a model's reply.
+
+    ``finish_reason`` is the provider's stop reason when known (``"length"``, ``"max_tokens"``,
+    ``"refusal"``, ...). Raises a ``ModelReplyError`` subclass (with ``feedback`` for the
+    model) when the reply cannot be used; see the module docstring for what is accepted.
+    """
+    return parse_change_request_with_repairs(text, finish_reason=finish_reason).change_request
+
+
+def parse_change_request_with_repairs(
+    text: str | None, *, finish_reason: str | None = None
+) -> ParsedReply:
+    """Like ``parse_change_request``, and also say what was repaired (``ParsedReply``)."""
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise UsageError(
+            f"parse_change_request: expected the reply as str, found {type(text).__name__}; "
+            "decode bytes first"
+        )
+    reason = finish_reason.strip().lower() if isinstance(finish_reason, str) else None
+    if reason in REFUSAL_FINISH_REASONS:
+        _refuse(text, f"the provider stopped the reply with finish_reason={finish_reason!r}")
+    if reason in TRUNCATION_FINISH_REASONS:
+        _truncated(
+            text,
+            f"the provider stopped the reply with finish_reason={finish_reason!r} (a token "
+            "limit), so the reply is incomplete even if it looks complete",
+        )
+    reader = _Reader(reply=text)
+    obj, raw = reader.read(text, depth=0)
+    request = reader.normalise(obj)
+    return ParsedReply(request, tuple(dict.fromkeys(reader.repairs)), raw)
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def _feedback(problems: Sequence[Problem], *, truncated: bool = False) -> str:
+    from agent_payload.prompts import render_correction  # lazily: prompts sits above parse
+
+    return render_correction(problems, reply_was_truncated=truncated)
+
+
+def _raise(
+    cls: type[ModelReplyError],
+    message: str,
+    problems: Sequence[Problem],
+    *,
+    reply: str,
+    cause: BaseException | None = None,
+    **extra: Any,
+) -> NoReturn:
+    truncated = cls is TruncatedReplyError
+    error = cls(
+        message,
+        reply=reply,
+        feedback=_feedback(problems, truncated=truncated),
+        problems=problems,
+        **extra,
+    )
+    raise error from cause
+
+
+def _truncated(reply: str, why: str, *, cause: BaseException | None = None) -> NoReturn:
+    _raise(
+        TruncatedReplyError,
+        f"The reply was cut off: {why}. A truncated change request is never applied; ask "
+        "again (the feedback asks for a smaller change request) or raise the output token "
+        "limit.",
+        [
+            Problem(
+                kind="truncated",
+                message="your reply ended before its JSON object was complete, so none of it "
+                "was used.",
+            )
+        ],
+        reply=reply,
+        cause=cause,
+    )
+
+
+def _refuse(reply: str, why: str) -> NoReturn:
+    _raise(
+        RefusalError,
+        f"The model refused: {why}; the reply holds no change request. Ask again with the "
+        "feedback, or check that the task is one the model may do.",
+        [
+            Problem(
+                kind="refusal",
+                code="refusal",
+                message="your reply declined the task and held no change request. The task "
+                "is an edit of the JSON data shown: reply with the change request that does "
+                'it, or with {"reasoning": "<why nothing should change>"} if nothing should '
+                "change.",
+            )
+        ],
+        reply=reply,
+    )
+
+
+def _no_request(reply: str, why: str) -> NoReturn:
+    _raise(
+        NoChangeRequestError,
+        f"The reply holds no change request: {why}. Expected one JSON object with the "
+        "optional fields newElements, updateElements, removeElements, replaceElements and "
+        "reasoning; ask again with the feedback.",
+        [
+            Problem(
+                kind="refusal",
+                message=f"{why}. Reply with the change request itself: one JSON object "
+                "with the optional fields newElements, updateElements, removeElements, "
+                "replaceElements and reasoning ({} if nothing should change).",
+            )
+        ],
+        reply=reply,
+    )
+
+
+def _syntax(
+    reply: str,
+    message: str,
+    model_message: str,
+    *,
+    path: str | None = None,
+    cause: BaseException | None = None,
+) -> NoReturn:
+    _raise(
+        ReplySyntaxError,
+        message,
+        [Problem(kind="parse", message=model_message, path=path)],
+        reply=reply,
+        cause=cause,
+    )
+
+
+def _where(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return f"line {line}, column {column}"
+
+
+def _field_path(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"[{json.dumps(name)}]"
+
+
+def _suggest(name: str) -> str | None:
+    """The valid top-level field closest to ``name`` (camelCase), if one is close enough."""
+    by_norm = {_norm(n): (n if n in _FIELDS else _wire(n)) for n in _KNOWN}
+    exact = by_norm.get(_norm(name))
+    if exact is not None:
+        return exact
+    close = difflib.get_close_matches(_norm(name), list(by_norm), n=1, cutoff=0.6)
+    return by_norm[close[0]] if close else None
+
+
+def _wire(snake: str) -> str:
+    return WIRE_NAMES.get(snake, snake)
+
+
+# --- lexing ----------------------------------------------------------------------------------
+
+# One token of JSON, JSON5 or a Python literal, enough to find where an object ends: strings in
+# either quote (group "end" is missing when the string is not closed), comments, braces.
+_TOKEN: Final = re.compile(
+    r"""
+    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
+  | (?P<sstr>'[^'\\]*(?:\\.[^'\\]*)*(?P<send>')?)
+  | (?P<lcomment>//[^\r\n]*)
+  | (?P<bcomment>/\*(?:.*?\*/|.*\Z))
+  | (?P<open>\{)
+  | (?P<close>\})
+  | (?P<bracket>[\[\]])
+  | (?P<colon>:)
+  | (?P<comma>,)
+  | (?P<ws>\s+)
+  | (?P<word>[^\s"'/{}\[\]:,]+|/)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+# After an opening brace: does what follows look like a JSON object (rather than prose)?
+_JSON_START: Final = re.compile(
+    r"""\{\s*(?:\Z|["'{}\[]|//|/\*|[A-Za-z_$][\w$]*\s*(?::|\Z))""",
+)
+
+_THINKING_OPEN: Final = re.compile(
+    r"^[ \t]*<(thinking|think|scratchpad|reflection|analysis)>", re.IGNORECASE | re.MULTILINE
+)
+_FENCE_BEFORE: Final = re.compile(r"(?:```|~~~)[^\n`~]*\n\s*\Z")
+_TAG_BEFORE: Final = re.compile(
+    r"<([A-Za-z_][\w\-]*)(?:\s[^<>]*)?>\s*(?:(?:```|~~~)[^\n`~]*\n\s*)?\Z"
+)
+_DECORATION: Final = re.compile(r"</?[A-Za-z_][\w\-]*(?:\s[^<>]*)?>|(?:```|~~~)[\w+\-]*")
+_UNCLOSED_FENCE: Final = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
+_REQUEST_KEY: Final = re.compile(
+    r"""["']?\b(?:(?:new|update|remove|replace)[_\-]?elements?|reasoning|"""
+    r"""(?:payload[_\-]?)?change[_\-]?request)\b["']?\s*:""",
+    re.IGNORECASE,
+)
+_REFUSAL: Final = re.compile(
+    r"""\b(?:
+        i(?:'m|\s+am)\s+(?:sorry|afraid)\b[^.\n]{0,40}?\b
+            (?:can't|cannot|can\s+not|won't|will\s+not|unable|not\s+able)
+      | i\s+(?:can't|cannot|can\s+not|won't|will\s+not|am\s+unable\s+to|'m\s+unable\s+to
+              |am\s+not\s+able\s+to|'m\s+not\s+able\s+to|must\s+decline\s+to)
+            \s+(?:help|assist|comply|fulfil|fulfill|complete|continue|support|provide
+                  |perform|process|do\s+(?:that|this)|make\s+(?:that|this|these|those))
+      | i\s+(?:must|have\s+to|need\s+to)\s+(?:decline|refuse)
+      | (?:this|that|your)\s+request\s+(?:violates|goes\s+against|is\s+against)
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+class _NonJsonConstant(ValueError):
+    """NaN or Infinity: accepted by Python's and json5's readers, but not JSON."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonJsonConstant(f"{name} is not a JSON value")
+
+
+_STRICT: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_LAX: Final = json.JSONDecoder(parse_constant=_reject_constant, strict=False)
+
+
+def _tokens(text: str, start: int = 0) -> Iterator[re.Match[str]]:
+    return _TOKEN.finditer(text, start)
+
+
+@dataclass(slots=True)
+class _Scan:
+    """One brace-balanced span, or where the text ended inside one."""
+
+    end: int | None  # one past the closing brace; None: the text ended inside
+    json_like: bool
+
+
+def _match_braces(text: str, start: int) -> _Scan:
+    depth = 0
+    for match in _tokens(text, start):
+        kind = match.lastgroup
+        if kind == "open":
+            depth += 1
+        elif kind == "close":
+            depth -= 1
+            if depth == 0:
+                return _Scan(match.end(), True)
+        elif (kind == "dstr" and match.group("dend") is None) or (
+            kind == "sstr" and match.group("send") is None
+        ):
+            break  # a string that never closes: the text ends inside it
+    return _Scan(None, _JSON_START.match(text, start) is not None)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Candidate:
+    start: int
+    end: int
+    value: dict[str, Any] | None  # None: not readable by the strict/JSON5 readers
+    repairs: list[str] = field(default_factory=list)
+    error: Exception | None = None
+
+
+def _mask(text: str, start: int, end: int) -> str:
+    blank = re.sub(r"[^\n]", " ", text[start:end])
+    return text[:start] + blank + text[end:]
+
+
+def _json5_repairs(span: str) -> list[str]:
+    """Name the JSON5 / Python features a span uses (for ``ParsedReply.repairs``)."""
+    found: list[str] = []
+    sig: list[tuple[str, str]] = []
+    for match in _tokens(span):
+        kind = match.lastgroup or ""
+        if kind == "lcomment":
+            found.append("stripped // comments (json5)")
+        elif kind == "bcomment":
+            found.append("stripped /* */ comments (json5)")
+        elif kind != "ws":
+            sig.append((kind, match.group()))
+    for i, (kind, value) in enumerate(sig):
+        nxt = sig[i + 1][0] if i + 1 < len(sig) else ""
+        prev = sig[i - 1][0] if i else ""
+        if kind == "sstr":
+            found.append("read single-quoted strings (json5)")
+        elif kind == "word" and nxt == "colon" and prev in ("open", "comma"):
+            found.append("read unquoted keys (json5)")
+        elif kind == "comma" and (nxt == "close" or (nxt == "bracket" and sig[i + 1][1] == "]")):
+            found.append("removed trailing commas (json5)")
+        elif kind == "word" and value in ("True", "False", "None"):
+            found.append("converted Python literals True/False/None to JSON")
+    return list(dict.fromkeys(found)) or ["read JSON5 syntax (json5)"]
+
+
+def _python_literals(span: str) -> str | None:
+    """``span`` with bare True/False/None made JSON (never inside strings); None if none."""
+    out: list[str] = []
+    changed = False
+    for match in _tokens(span):
+        token = match.group()
+        if match.lastgroup == "word" and token in ("True", "False", "None"):
+            token = {"True": "true", "False": "false", "None": "null"}[token]
+            changed = True
+        out.append(token)
+    return "".join(out) if changed else None
+
+
+def _lenient_load(span: str) -> tuple[Any, list[str]]:
+    """Read one JSON value strictly, then leniently; raise ``ValueError`` when nothing can."""
+    try:
+        return _STRICT.decode(span), []
+    except _NonJsonConstant:
+        raise
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return _LAX.decode(span), ["accepted raw control characters inside strings"]
+    except _NonJsonConstant:
+        raise
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return _json5_loads(span), _json5_repairs(span)
+    except _NonJsonConstant:
+        raise
+    except ValueError as exc:
+        converted = _python_literals(span)
+        if converted is None:
+            raise
+        try:
+            return _json5_loads(converted), _json5_repairs(span)
+        except ValueError:
+            raise exc from None
+
+
+def _json5_loads(span: str) -> Any:
+    try:
+        return json5.loads(span, parse_constant=_reject_constant)
+    except _NonJsonConstant:
+        raise
+    except RecursionError as exc:
+        raise ValueError("the JSON is nested too deeply to read") from exc
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+        # json5 reports syntax errors as ValueError; the others guard its corner cases.
+        raise ValueError(str(exc) or type(exc).__name__) from exc
+
+
+def _repair_load(span: str) -> tuple[Any, list[str]]:
+    """json_repair, the last resort, on a span whose braces and strings are all closed."""
+    import json_repair
+
+    try:
+        value, log = json_repair.repair_json(span, return_objects=True, logging=True)
+        # json_repair's contract is "always return something", not "raise ValueError": it
+        # is only ever given a closed span, and anything it throws means "not repairable".
+    except Exception as exc:
+        raise ValueError(f"json_repair could not repair it ({type(exc).__name__})") from exc
+    texts = [
+        str(entry.get("text", entry)) if isinstance(entry, dict) else str(entry) for entry in log
+    ]
+    detail = "; ".join(dict.fromkeys(texts)) or "fixed the syntax"
+    return value, [f"json_repair: {detail}"]
+
+
+def _request_like(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    for key in value:
+        if not isinstance(key, str):
+            continue
+        norm = _norm(key)
+        if norm in _SHAPE_NAMES or difflib.get_close_matches(norm, _SHAPE_NAMES, 1, 0.8):
+            return True
+    return False
+
+
+def _standalone(text: str, start: int, end: int) -> bool:
+    """The span is alone on its lines (fences and tags aside)."""
+    before = text[text.rfind("\n", 0, start) + 1 : start]
+    after_end = text.find("\n", end)
+    after = text[end : len(text) if after_end == -1 else after_end]
+    return not _DECORATION.sub("", before + after).strip()
+
+
+@dataclass(slots=True)
+class _Reader:
+    reply: str
+    repairs: list[str] = field(default_factory=list)
+
+    # -- finding the object --
+
+    def read(self, text: str, *, depth: int) -> tuple[dict[str, Any], str]:
+        if depth > _MAX_STRING_DECODES:
+            _syntax(
+                self.reply,
+                f"The reply is a JSON string encoded more than {_MAX_STRING_DECODES} times; "
+                "expected one JSON object.",
+                "your reply was a JSON string inside a JSON string, many times over; reply "
+                "with the JSON object itself.",
+            )
+        if text.startswith("\ufeff"):
+            text = text[1:]
+            self.repairs.append("removed byte-order mark")
+        stripped = text.strip()
+        if not stripped:
+            _no_request(self.reply, "the reply is empty")
+        if stripped[0] in '{"':
+            try:
+                whole = _STRICT.decode(stripped)
+            except _NonJsonConstant as exc:
+                self._non_json(exc)
+            except (ValueError, RecursionError) as exc:
+                if stripped[0] == '"' and stripped[1:2] in ("{", "[", "\\", '"'):
+                    self._string_reply_failed(stripped, exc)
+            else:
+                if isinstance(whole, dict):
+                    return whole, stripped
+                if isinstance(whole, str):
+                    self.repairs.append("decoded the change request from a JSON string")
+                    return self.read(whole, depth=depth + 1)
+        return self._scan(text)
+
+    def _string_reply_failed(self, stripped: str, exc: BaseException) -> None:
+        """A reply that opens like a JSON string of JSON but does not decode."""
+        try:
+            json5.loads(stripped)
+        except ValueError as exc5:
+            if "end of input" in str(exc5).lower() or "Unterminated string" in str(exc):
+                _truncated(self.reply, "the reply is a JSON string that never closes", cause=exc)
+        except (RecursionError, TypeError, IndexError, KeyError, AttributeError):
+            pass
+
+    def _non_json(self, exc: BaseException) -> NoReturn:
+        _syntax(
+            self.reply,
+            f"The reply's JSON holds {exc}; NaN and Infinity cannot be merged into JSON "
+            "data. Ask again with the feedback.",
+            f"your reply's JSON holds {exc}. Use a number or null instead.",
+            cause=exc,
+        )
+
+    def _scan(self, original: str) -> tuple[dict[str, Any], str]:
+        text, thinking_open = self._set_aside_thinking(original)
+        candidates, truncated_at = self._candidates(text)
+        if truncated_at is not None:
+            _truncated(
+                self.reply,
+                f"the reply ends inside the JSON object opened at {_where(text, truncated_at)}",
+            )
+        chosen = [c for c in candidates if self._is_request(text, c)]
+        if thinking_open is not None and not chosen:
+            _truncated(
+                self.reply,
+                f"the reply ends inside the <thinking> block opened at "
+                f"{_where(text, thinking_open)}, before any change request",
+            )
+        if chosen:
+            return self._take(text, chosen[-1], len(candidates))
+        if _REFUSAL.search(text.replace("\u2019", "'")):
+            _refuse(self.reply, "the reply declines the task")
+        rest = [
+            c
+            for c in candidates
+            if c.value or (c.value is None and _JSON_START.match(text, c.start))
+        ]
+        if rest:
+            return self._take(text, rest[-1], len(candidates))
+        if len(_UNCLOSED_FENCE.findall(text)) % 2 == 1 and not candidates:
+            _truncated(self.reply, "the reply ends inside a code fence, before any JSON object")
+        if candidates:
+            _no_request(self.reply, "the reply holds prose, and no JSON object")
+        _no_request(self.reply, "the reply holds no JSON object")
+
+    def _set_aside_thinking(self, text: str) -> tuple[str, int | None]:
+        pos = 0
+        while True:
+            match = _THINKING_OPEN.search(text, pos)
+            if match is None:
+                return text, None
+            close = re.compile(rf"</{re.escape(match.group(1))}\s*>", re.IGNORECASE)
+            end = close.search(text, match.end())
+            if end is None:
+                return _mask(text, match.start(), len(text)), match.start()
+            text = _mask(text, match.start(), end.end())
+            self.repairs.append(f"removed <{match.group(1)}> block")
+            pos = end.end()
+
+    def _candidates(self, text: str) -> tuple[list[_Candidate], int | None]:
+        found: list[_Candidate] = []
+        scans = 0
+        i = text.find("{")
+        while i != -1:
+            constant: _NonJsonConstant | None = None
+            try:
+                value, end = _STRICT.raw_decode(text, i)
+            except _NonJsonConstant as exc:
+                constant = exc
+            except (ValueError, RecursionError):
+                pass
+            else:
+                found.append(_Candidate(i, end, value))
+                i = text.find("{", end)
+                continue
+            if scans >= _MAX_TOLERANT_SCANS:
+                i = text.find("{", i + 1)
+                continue
+            scans += 1
+            scan = _match_braces(text, i)
+            if scan.end is None:
+                if scan.json_like:
+                    return found, i
+                i = text.find("{", i + 1)
+                continue
+            span = text[i : scan.end]
+            if constant is not None:
+                found.append(_Candidate(i, scan.end, None, error=constant))
+                i = text.find("{", scan.end)
+                continue
+            try:
+                value, repairs = _lenient_load(span)
+            except (ValueError, RecursionError) as exc:
+                found.append(_Candidate(i, scan.end, None, error=exc))
+            else:
+                found.append(_Candidate(i, scan.end, value, repairs))
+            i = text.find("{", scan.end)
+        return found, None
+
+    def _is_request(self, text: str, candidate: _Candidate) -> bool:
+        if candidate.value is None:
+            head = text[candidate.start : candidate.start + 4000]
+            return _REQUEST_KEY.search(head) is not None
+        if candidate.value == {}:
+            return _standalone(text, candidate.start, candidate.end)
+        return _request_like(candidate.value)
+
+    def _take(self, text: str, candidate: _Candidate, count: int) -> tuple[dict[str, Any], str]:
+        span = text[candidate.start : candidate.end]
+        if isinstance(candidate.error, _NonJsonConstant):
+            self._non_json(candidate.error)
+        value = candidate.value
+        if value is None:
+            error = candidate.error
+            try:
+                value, repairs = _repair_load(span)
+            except ValueError:
+                value, repairs = None, []
+            if not _request_like(value):
+                detail = str(error) if error is not None else "unreadable"
+                _syntax(
+                    self.reply,
+                    f"The JSON object at {_where(text, candidate.start)} of the reply cannot "
+                    f"be read, even as JSON5 or after json_repair: {detail}. Ask again with "
+                    "the feedback.",
+                    f"the JSON object in your reply cannot be read ({detail}). Use strict "
+                    "JSON: double-quoted keys and strings, no comments, no trailing commas.",
+                    cause=error,
+                )
+            candidate.repairs = repairs
+        before = text[: candidate.start]
+        if _FENCE_BEFORE.search(before):
+            self.repairs.append("removed code fence")
+        tag = _TAG_BEFORE.search(before)
+        if tag is not None:
+            self.repairs.append(f"removed <{tag.group(1)}> tags")
+        outside = _DECORATION.sub("", before + text[candidate.end :])
+        if outside.strip():
+            self.repairs.append("ignored text around the JSON object")
+        if count > 1:
+            self.repairs.append(f"took the last change request of {count} JSON objects")
+        self.repairs.extend(candidate.repairs)
+        assert isinstance(value, dict)
+        return value, span
+
+    # -- normalising the object --
+
+    def normalise(self, obj: dict[str, Any]) -> AgentPayloadChangeRequest[Any]:
+        obj, outer_unknown = self._unwrap(obj)
+        unknown = outer_unknown + [k for k in obj if k not in _KNOWN]
+        if unknown:
+            self._unknown(unknown, obj)
+        data: dict[str, Any] = {}
+        for camel in BUCKETS:
+            snake = _SNAKE[camel]
+            has_camel = camel in obj and not _absent(obj[camel])
+            has_snake = snake in obj and not _absent(obj[snake])
+            if has_camel and has_snake:
+                self.repairs.append(f"ignored {snake}: {camel} is given too (camelCase wins)")
+            if has_snake and not has_camel:
+                self.repairs.append(f"renamed {snake} to {camel}")
+                value = obj[snake]
+            else:
+                value = obj.get(camel)
+            data[camel] = self._bucket(camel, value)
+        data["reasoning"] = self._reasoning(obj.get("reasoning"))
+        try:
+            return AgentPayloadChangeRequest[Any].model_validate(data)
+        except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
+            _syntax(
+                self.reply,
+                f"The change request read from the reply is not valid: {exc}",
+                "your change request could not be read as JSON data.",
+                cause=exc,
+            )
+
+    def _unwrap(self, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        outer_unknown: list[str] = []
+        for _ in range(len(WRAPPERS)):
+            own = [k for k in obj if k in _BUCKET_SPELLINGS and not _absent(obj[k])]
+            wrappers = [k for k in WRAPPERS if k in obj]
+            if own or not wrappers:
+                break
+            name = wrappers[0]
+            inner = obj[name]
+            if isinstance(inner, str):
+                inner = self._decode_string(name, inner)
+            if inner is None:
+                inner = {}
+            if not isinstance(inner, dict):
+                _syntax(
+                    self.reply,
+                    f"{name}: expected the wrapped change request (an object), found "
+                    f"{_kind(inner)}. Ask again with the feedback.",
+                    f"{name} must hold the change request object, not {_kind(inner)}.",
+                    path=name,
+                )
+            self.repairs.append(f"unwrapped {name}")
+            new = dict(inner)
+            for key, value in obj.items():
+                if key == name:
+                    continue
+                if key == "reasoning":
+                    if new.get("reasoning") is None:
+                        new["reasoning"] = value
+                elif key in _BUCKET_SPELLINGS:
+                    continue  # absent (null, {} or []) beside the wrapper
+                else:
+                    outer_unknown.append(key)
+            obj = new
+        return obj, outer_unknown
+
+    def _unknown(self, names: list[str], obj: dict[str, Any]) -> NoReturn:
+        problems = []
+        parts = []
+        for name in names:
+            if name in WRAPPERS:
+                hint = (
+                    f"{name} is a wrapper and cannot stand beside buckets: move its fields "
+                    "to the top level"
+                )
+            else:
+                near = _suggest(name)
+                hint = f"did you mean {near}?" if near else "it is not part of the format"
+            path = _field_path(name)
+            parts.append(f"{path} ({hint})")
+            problems.append(
+                Problem(
+                    kind="unknown_field",
+                    code="unknown_field",
+                    path=path,
+                    message=f"{name!r} is not a field of the change request; {hint}. The only "
+                    "top-level fields are newElements, updateElements, removeElements, "
+                    "replaceElements and reasoning; changes to the data go inside them.",
+                )
+            )
+        _raise(
+            UnknownFieldError,
+            "The change request has top-level fields that are not part of the format: "
+            + ", ".join(parts)
+            + ". Expected only newElements, updateElements, removeElements, replaceElements "
+            "and reasoning; nothing was guessed. Ask again with the feedback.",
+            problems,
+            reply=self.reply,
+            fields=names,
+        )
+
+    def _decode_string(self, name: str, value: str) -> Any:
+        stripped = value.strip()
+        if stripped[:1] not in ("{", "["):
+            return value
+        try:
+            decoded, _ = _lenient_load(stripped)
+        except (ValueError, RecursionError) as exc:
+            scan = _match_braces(stripped, 0) if stripped[0] == "{" else None
+            if scan is not None and scan.end is None:
+                _truncated(self.reply, f"{name} holds a JSON string that is cut off", cause=exc)
+            _syntax(
+                self.reply,
+                f"{name}: holds a string that looks like JSON but cannot be read: {exc}. "
+                "Ask again with the feedback.",
+                f"{name} must be a JSON object, not a string holding broken JSON ({exc}).",
+                path=name,
+                cause=exc,
+            )
+        if isinstance(decoded, (dict, list)):
+            self.repairs.append(f"decoded {name} from a JSON string")
+            return decoded
+        return value
+
+    def _bucket(self, name: str, value: Any) -> Any:
+        if isinstance(value, str):
+            value = self._decode_string(name, value)
+        if value is None or isinstance(value, (dict, list)):
+            return value
+        _syntax(
+            self.reply,
+            f"{name}: expected an object (or an array, for a payload whose root is an array), "
+            f"found {_kind(value)}. Ask again with the feedback.",
+            f"{name} must be an object shaped like the payload (an array only when the "
+            f"payload's root is an array), not {_kind(value)}.",
+            path=name,
+        )
+
+    def _reasoning(self, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            self.repairs.append("joined reasoning from a list of strings")
+            return "\n".join(value)
+        self.repairs.append(f"converted reasoning from {_kind(value)} to text")
+        return json.dumps(value, ensure_ascii=False)
+
+
+def _absent(value: Any) -> bool:
+    return value is None or value == {} or value == []
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__  # pragma: no cover - JSON input only
