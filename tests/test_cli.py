@@ -1,0 +1,481 @@
+"""The command line: ``agent-payload apply | run | demo`` (in process through ``main`` and as a
+subprocess), and the diff renderer behind it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_payload._render import (
+    Style,
+    format_payload_path,
+    render_changes,
+    render_issues,
+    summarize,
+    use_color,
+)
+from agent_payload.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from agent_payload.report import Change, Issue, MergeReport
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Run:
+    def __init__(self, status: int, out: str, err: str) -> None:
+        self.status = status
+        self.out = out
+        self.err = err
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def cli(*argv: str, stdin: str = "") -> _Run:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), stdin=io.StringIO(stdin), stdout=out, stderr=err)
+    return _Run(status, out.getvalue(), err.getvalue())
+
+
+def write(tmp_path: Path, name: str, value: Any) -> str:
+    path = tmp_path / name
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+PAYLOAD = {"name": "Zoë", "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}], "tmp": 1}
+CHANGE = {"updateElements": {"items": [{}, {"qty": 5}], "tmp": "DELETE"}}
+MERGED = {"name": "Zoë", "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 5}]}
+
+
+# --- apply ---------------------------------------------------------------------------------
+
+
+def test_apply_files_prints_merged_json_indented_utf8(tmp_path: Path) -> None:
+    """apply PAYLOAD CHANGE prints the merged payload as indent-2 JSON with non-ASCII kept."""
+    run = cli("apply", write(tmp_path, "p.json", PAYLOAD), write(tmp_path, "c.json", CHANGE))
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == MERGED
+    assert run.out == json.dumps(MERGED, indent=2, ensure_ascii=False) + "\n"
+    assert "Zoë" in run.out
+    assert run.err == ""
+
+
+def test_apply_reads_payload_from_stdin(tmp_path: Path) -> None:
+    """'-' as PAYLOAD reads the payload from stdin."""
+    run = cli("apply", "-", write(tmp_path, "c.json", CHANGE), stdin=json.dumps(PAYLOAD))
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == MERGED
+
+
+def test_apply_reads_change_from_stdin(tmp_path: Path) -> None:
+    """'-' as CHANGE reads the change request from stdin."""
+    run = cli("apply", write(tmp_path, "p.json", PAYLOAD), "-", stdin=json.dumps(CHANGE))
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == MERGED
+
+
+def test_apply_refuses_both_from_stdin() -> None:
+    """PAYLOAD and CHANGE cannot both be '-': usage error, exit 2, nothing printed."""
+    run = cli("apply", "-", "-", stdin="{}")
+    assert run.status == EXIT_USAGE
+    assert run.out == ""
+    assert "both" in run.err and "stdin" in run.err
+
+
+def test_apply_writes_output_file(tmp_path: Path) -> None:
+    """-o FILE writes the result there (UTF-8) and prints nothing on stdout."""
+    target = tmp_path / "out.json"
+    run = cli(
+        "apply",
+        write(tmp_path, "p.json", PAYLOAD),
+        write(tmp_path, "c.json", CHANGE),
+        "-o",
+        str(target),
+    )
+    assert run.status == EXIT_OK, run.err
+    assert run.out == ""
+    assert json.loads(target.read_text(encoding="utf-8")) == MERGED
+
+
+def test_apply_report_lists_warnings_conflicts_diff_and_summary(tmp_path: Path) -> None:
+    """--report writes each warning and conflict with code and change-request path, the diff
+    and a summary line to stderr; stdout stays the merged JSON (lenient: conflicts skipped)."""
+    change = {
+        "updateElements": {"items": [{}, {}, {}, "DELETE"], "missing": 3, "name": "Zoe"},
+    }
+    run = cli(
+        "apply", write(tmp_path, "p.json", PAYLOAD), write(tmp_path, "c.json", change), "--report"
+    )
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == {**PAYLOAD, "name": "Zoe", "missing": 3}
+    assert "warning update_missing at updateElements.missing:" in run.err
+    assert "conflict placeholder_out_of_range at updateElements.items[2]:" in run.err
+    assert '~ name: "Zoë" -> "Zoe"' in run.err
+    assert "+ missing: 3" in run.err
+    assert "2 changes (1 added, 1 updated, 0 deleted)" in run.err
+    assert "2 conflicts" in run.err
+    assert "\x1b[" not in run.err
+
+
+def test_apply_strict_exits_1_on_conflict_without_printing(tmp_path: Path) -> None:
+    """--strict with a conflicting request prints no result, lists the conflict, exits 1."""
+    change = {"updateElements": {"items": {"7": {"qty": 1}}}}
+    target = tmp_path / "out.json"
+    run = cli(
+        "apply",
+        write(tmp_path, "p.json", PAYLOAD),
+        write(tmp_path, "c.json", change),
+        "--strict",
+        "-o",
+        str(target),
+    )
+    assert run.status == EXIT_FAILED
+    assert run.out == ""
+    assert not target.exists()
+    assert "index_out_of_range" in run.err
+    assert 'updateElements.items["7"]' in run.err
+    assert "nothing was applied" in run.err
+
+
+def test_apply_strict_succeeds_without_conflict(tmp_path: Path) -> None:
+    """--strict with a clean request behaves like the default."""
+    run = cli(
+        "apply", write(tmp_path, "p.json", PAYLOAD), write(tmp_path, "c.json", CHANGE), "--strict"
+    )
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == MERGED
+
+
+def test_apply_bad_payload_json_names_file_line_and_column(tmp_path: Path) -> None:
+    """Invalid payload JSON: exit 2 and a message with the file name, line and column."""
+    bad = write(tmp_path, "bad.json", '{\n  "a": 1,\n  "b": 2\n  "c": 3\n}')
+    run = cli("apply", bad, write(tmp_path, "c.json", CHANGE))
+    assert run.status == EXIT_USAGE
+    assert run.out == ""
+    assert f"{bad}: invalid JSON at line 4, column 3" in run.err
+    assert "Expecting ',' delimiter" in run.err
+
+
+def test_apply_bad_change_json_suggests_reply(tmp_path: Path) -> None:
+    """Invalid change JSON names <stdin> with line and column and points at --reply."""
+    reply = '```json\n{"updateElements": {"name": "Ada"}}\n```'
+    run = cli("apply", write(tmp_path, "p.json", PAYLOAD), "-", stdin=reply)
+    assert run.status == EXIT_USAGE
+    assert "<stdin>: invalid JSON at line 1, column 1" in run.err
+    assert "--reply" in run.err
+
+
+def test_apply_reply_reads_a_raw_model_reply(tmp_path: Path) -> None:
+    """--reply reads a fenced reply with prose through the tolerant parser."""
+    reply = 'Here is the change:\n```json\n{"updateElements": {"name": "Ada",}}\n```\n'
+    run = cli("apply", write(tmp_path, "p.json", PAYLOAD), "-", "--reply", stdin=reply)
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == {**PAYLOAD, "name": "Ada"}
+
+
+def test_apply_reply_without_change_request_is_a_usage_error(tmp_path: Path) -> None:
+    """--reply on prose with no change request: exit 2 naming the input."""
+    run = cli("apply", write(tmp_path, "p.json", PAYLOAD), "-", "--reply", stdin="Sure, done!")
+    assert run.status == EXIT_USAGE
+    assert "<stdin>: cannot read a change request" in run.err
+
+
+def test_apply_markers_make_delete_data(tmp_path: Path) -> None:
+    """--markers __DELETE__ makes "DELETE" an ordinary value and "__DELETE__" the marker."""
+    payload = {"method": "GET", "tmp": 1}
+    change = {"updateElements": {"method": "DELETE", "tmp": "__DELETE__"}}
+    args = [write(tmp_path, "p.json", payload), write(tmp_path, "c.json", change)]
+    run = cli("apply", *args, "--markers", "__DELETE__")
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == {"method": "DELETE"}
+    default = cli("apply", *args)
+    assert default.json() == {}
+
+
+def test_apply_empty_markers_is_a_usage_error(tmp_path: Path) -> None:
+    """--markers with no marker in it is refused with exit 2."""
+    run = cli(
+        "apply", write(tmp_path, "p.json", {}), write(tmp_path, "c.json", {}), "--markers", ","
+    )
+    assert run.status == EXIT_USAGE
+    assert "--markers" in run.err
+
+
+def test_apply_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    """A file that cannot be read: exit 2 with its name."""
+    missing = str(tmp_path / "nope.json")
+    run = cli("apply", missing, write(tmp_path, "c.json", CHANGE))
+    assert run.status == EXIT_USAGE
+    assert f"cannot read {missing}" in run.err
+
+
+def test_apply_payload_root_not_container_is_a_usage_error(tmp_path: Path) -> None:
+    """A payload whose root is a string is refused by the merge: exit 2 with its message."""
+    run = cli("apply", write(tmp_path, "p.json", '"text"'), write(tmp_path, "c.json", CHANGE))
+    assert run.status == EXIT_USAGE
+    assert "agent-payload: error:" in run.err
+    assert "str" in run.err
+
+
+def test_apply_rejects_nan(tmp_path: Path) -> None:
+    """NaN is not JSON: the payload is refused with exit 2."""
+    run = cli("apply", write(tmp_path, "p.json", '{"a": NaN}'), write(tmp_path, "c.json", {}))
+    assert run.status == EXIT_USAGE
+    assert "NaN" in run.err
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    """argparse errors return 2 from main instead of exiting the process."""
+    run = cli("apply", "--frobnicate")
+    assert run.status == EXIT_USAGE
+    assert "agent-payload: error:" in run.err
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"}
+    }
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("module", ["agent_payload.cli", "agent_payload"])
+def test_apply_as_subprocess(tmp_path: Path, module: str) -> None:
+    """python -m agent_payload(.cli) apply reads stdin, prints the result and exits 0."""
+    change = write(tmp_path, "c.json", CHANGE)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "apply", "-", change],
+        input=json.dumps(PAYLOAD),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == MERGED
+
+
+def test_strict_and_bad_json_exit_codes_as_subprocess(tmp_path: Path) -> None:
+    """As a process: --strict conflict exits 1, bad JSON exits 2 with line and column."""
+    payload = write(tmp_path, "p.json", PAYLOAD)
+    conflict = write(tmp_path, "c.json", {"updateElements": {"items": [{}, {}, {}]}})
+    strict = subprocess.run(
+        [sys.executable, "-m", "agent_payload", "apply", payload, conflict, "--strict"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=False,
+    )
+    assert strict.returncode == 1
+    assert strict.stdout == ""
+    assert "placeholder_out_of_range" in strict.stderr
+    bad = write(tmp_path, "bad.json", '{"a": }')
+    broken = subprocess.run(
+        [sys.executable, "-m", "agent_payload", "apply", bad, conflict],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=False,
+    )
+    assert broken.returncode == 2
+    assert "line 1, column 7" in broken.stderr
+
+
+# --- run -------------------------------------------------------------------------------------
+
+
+def test_run_against_fake_openai_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run --model openai:... talks to the server in OPENAI_BASE_URL with the real SDK, prints
+    the updated payload on stdout and the diff on stderr."""
+    pytest.importorskip("openai")
+    from agent_payload.testing import FakeProviderServer
+
+    reply = json.dumps({"updateElements": {"items": {"1": {"qty": 9}}}, "reasoning": "more"})
+    with FakeProviderServer([reply]) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        run = cli(
+            "run",
+            "--model",
+            "openai:gpt-test",
+            "--payload",
+            write(tmp_path, "p.json", PAYLOAD),
+            "--no-color",
+            "set the quantity of b to 9",
+        )
+        assert len(server.requests) == 1
+        assert "set the quantity of b to 9" in server.requests[0].text
+    assert run.status == EXIT_OK, run.err
+    assert run.json() == {**PAYLOAD, "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 9}]}
+    assert "~ items[1].qty: 2 -> 9" in run.err
+    assert "1 attempt" in run.err
+
+
+def test_run_retries_exhausted_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When every reply is unusable, run exits 1, says why, and prints no payload."""
+    pytest.importorskip("openai")
+    from agent_payload.testing import FakeProviderServer
+
+    typo = '{"updateElement": {"name": "Ada"}}'
+    with FakeProviderServer([typo, typo]) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        run = cli(
+            "run",
+            "--model",
+            "openai:gpt-test",
+            "--payload",
+            write(tmp_path, "p.json", PAYLOAD),
+            "--max-retries",
+            "1",
+            "rename",
+        )
+        assert len(server.requests) == 2
+    assert run.status == EXIT_FAILED
+    assert run.out == ""
+    assert "failed" in run.err
+
+
+def test_run_empty_task_is_a_usage_error(tmp_path: Path) -> None:
+    """An empty task is refused before any model is built."""
+    run = cli("run", "--model", "openai:x", "--payload", write(tmp_path, "p.json", {}), "  ")
+    assert run.status == EXIT_USAGE
+    assert "task is empty" in run.err
+
+
+# --- demo ------------------------------------------------------------------------------------
+
+
+def test_demo_offline_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no API key, demo replays offline and says so, shows the correction, the diff and
+    the token comparison, without colour, and exits 0."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    run = cli("demo", "--no-color")
+    assert run.status == EXIT_OK, run.out + run.err
+    out = run.out
+    assert "offline replay: no API key found" in out
+    assert "Task:" in out and "express handling" in out
+    assert "Attempt 1" in out and "rejected" in out
+    assert "correction sent back to the model before attempt 2" in out
+    assert "index_out_of_range" in out or "28" in out
+    assert "Attempt 2" in out and "applied" in out
+    assert '~ customer.billingContact.name: "Jonas Weber" -> "Mara Lindqvist"' in out
+    assert "- lineItems[27]:" in out
+    assert "+ lineItems[27]:" in out
+    assert "a full rewrite of the payload would cost" in out
+    assert "Check: the result equals the expected invoice" in out
+    assert "\x1b[" not in out
+
+
+def test_demo_offline_as_subprocess_with_no_color() -> None:
+    """As a process with NO_COLOR and no keys: offline replay, no ANSI codes, exit 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent_payload", "demo"],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=_env(NO_COLOR="1"),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "offline replay" in proc.stdout
+    assert "correction sent back" in proc.stdout
+    assert "Tokens:" in proc.stdout
+    assert "\x1b[" not in proc.stdout
+
+
+def test_demo_provider_without_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--provider openai without OPENAI_API_KEY: exit 2 pointing at --offline."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = cli("demo", "--provider", "openai")
+    assert run.status == EXIT_USAGE
+    assert "OPENAI_API_KEY" in run.err and "--offline" in run.err
+
+
+def test_demo_live_against_fake_openai_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With OPENAI_API_KEY set, demo uses the real OpenAI SDK (here against the fake server in
+    OPENAI_BASE_URL), says it is live, and --offline still forces the replay."""
+    pytest.importorskip("openai")
+    from agent_payload.demo import load_data
+    from agent_payload.testing import FakeProviderServer
+
+    replies = [r["text"] for r in load_data("replay")["replies"]]
+    with FakeProviderServer(replies) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+        run = cli("demo", "--no-color", "--model", "gpt-test")
+        assert len(server.requests) == 2
+        offline = cli("demo", "--no-color", "--offline")
+        assert len(server.requests) == 2
+    assert run.status == EXIT_OK, run.out + run.err
+    assert "live: openai:gpt-test" in run.out
+    assert "offline replay" not in run.out
+    assert "correction sent back" in run.out
+    assert offline.status == EXIT_OK
+    assert "offline replay: --offline given" in offline.out
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def test_format_payload_path() -> None:
+    """Payload paths are written like items[3].price, odd keys quoted, the root as $."""
+    assert format_payload_path(("items", 3, "price")) == "items[3].price"
+    assert format_payload_path(("a.b", "c d", 0)) == '["a.b"]["c d"][0]'
+    assert format_payload_path((0, "x")) == "[0].x"
+    assert format_payload_path(()) == "$"
+
+
+def test_render_changes_and_summary() -> None:
+    """Each change is one +/-/~ line; values are compact JSON, long ones shortened."""
+    report = MergeReport(
+        changes=[
+            Change("add", ("tags", 2), new="new"),
+            Change("delete", ("items", 0), old={"sku": "a"}),
+            Change("update", ("name",), old="Bob", new="Ada"),
+            Change("update", ("text",), old="x" * 200, new="y"),
+        ],
+        warnings=[Issue("update_missing", "updateElements.x", "treated as an addition")],
+    )
+    lines = render_changes(report.changes, width=40)
+    assert lines[0] == '+ tags[2]: "new"'
+    assert lines[1] == '- items[0]: {"sku": "a"}'
+    assert lines[2] == '~ name: "Bob" -> "Ada"'
+    assert lines[3].startswith('~ text: "xxx') and "…" in lines[3] and len(lines[3]) < 60
+    assert summarize(report) == (
+        "4 changes (1 added, 2 updated, 1 deleted); 1 warning; 0 conflicts"
+    )
+    assert render_issues(report) == [
+        "warning update_missing at updateElements.x: treated as an addition"
+    ]
+
+
+def test_colour_only_on_a_tty_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Colour needs a terminal, no --no-color and no NO_COLOR; Style then adds ANSI codes."""
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_color(Tty()) is True
+    assert use_color(io.StringIO()) is False
+    assert use_color(Tty(), no_color=True) is False
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert use_color(Tty()) is False
+    assert Style(True).green("+ a") == "\x1b[32m+ a\x1b[0m"
+    assert Style(False).green("+ a") == "+ a"
