@@ -1,0 +1,138 @@
+"""Pieces shared by the provider adapters (no SDK imports here).
+
+* ``ensure_requests_allowed``: the one check behind ``agent_payload.testing.block_model_requests``:
+  while real model requests are forbidden, only clients whose base URL is a loopback address
+  (``127.0.0.1``, ``localhost``, ``::1``) may be used.
+* ``missing_sdk``: the ``ConfigurationError`` raised when an SDK extra is not installed.
+* ``split_system``: the leading system message(s) apart from the conversation.
+* ``estimate_retryable``: whether an HTTP status is worth retrying later (429, 408, 409, 5xx).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from agent_payload.errors import ConfigurationError, ModelRequestsBlockedError
+from agent_payload.providers.base import Message
+
+__all__ = [
+    "ensure_requests_allowed",
+    "is_loopback_url",
+    "missing_sdk",
+    "retryable_status",
+    "split_system",
+    "strict_compatible",
+]
+
+
+def is_loopback_url(url: object) -> bool:
+    """True when ``url``'s host is ``localhost`` or a loopback IP address (127.0.0.0/8, ::1)."""
+    host = urlsplit(str(url)).hostname
+    if host is None:
+        return False
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def ensure_requests_allowed(base_url: object, *, provider: str, model: str) -> None:
+    """Raise ``ModelRequestsBlockedError`` when real model requests are forbidden and
+    ``base_url`` is not a loopback address. The switch lives in ``agent_payload.testing``."""
+    from agent_payload import testing  # stdlib-only module; imported late to keep layers clean
+
+    if testing.model_requests_allowed() or is_loopback_url(base_url):
+        return
+    raise ModelRequestsBlockedError(
+        f"Refused a request to {provider} model {model!r} at {base_url}: real model requests "
+        "are blocked (agent_payload.testing.block_model_requests() is active, "
+        "ALLOW_MODEL_REQUESTS is False, or AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0). Point the "
+        "client at agent_payload.testing.FakeProviderServer (a 127.0.0.1 base_url) or use "
+        "ScriptedModel; to allow real requests, leave the block_model_requests() context."
+    )
+
+
+def missing_sdk(package: str, exc: ImportError) -> ConfigurationError:
+    """The error for a missing SDK, to be raised ``from exc``."""
+    return ConfigurationError(
+        f"The {package} SDK is not installed (import failed: {exc}). "
+        f"Install it with: pip install 'agent-payload[{package}]'"
+    )
+
+
+def retryable_status(status_code: int) -> bool:
+    """Statuses a caller may retry later: timeouts, lock conflicts, rate limits, server errors."""
+    return status_code in (408, 409, 429) or status_code >= 500
+
+
+def split_system(messages: Sequence[Message]) -> tuple[str | None, list[Message]]:
+    """The system text (leading system messages joined by a blank line) and the rest.
+
+    A system message after the first non-system message is a ``ConfigurationError``: providers
+    that take the system prompt apart (Anthropic, the Responses API) cannot express it.
+    """
+    system: list[str] = []
+    rest: list[Message] = []
+    for message in messages:
+        if message.role == "system":
+            if rest:
+                raise ConfigurationError(
+                    "ModelRequest.messages: a system message may only come first; found one at "
+                    f"position {len(system) + len(rest)} after a {rest[-1].role} message."
+                )
+            system.append(message.content)
+        else:
+            rest.append(message)
+    return ("\n\n".join(system) if system else None), rest
+
+
+def strict_compatible(schema: object) -> bool:
+    """True when ``schema`` fits OpenAI's strict structured outputs / strict function calling:
+    every object lists all its properties in ``required`` and sets ``additionalProperties: false``,
+    and no ``patternProperties`` or schema-less value (``{}`` / ``true``) appears.
+
+    The adapters use it for ``strict="auto"``: a schema that strict mode cannot express is sent
+    with ``strict: false`` instead of being rejected by the API.
+    """
+    return _strict_ok(schema, in_properties=False)
+
+
+def _strict_ok(node: object, *, in_properties: bool) -> bool:
+    if isinstance(node, bool):
+        return False
+    if not isinstance(node, dict):
+        return True
+    if not in_properties and not node:
+        return False  # {} admits anything: strict mode needs a type
+    if "patternProperties" in node:
+        return False
+    properties = node.get("properties")
+    is_object = node.get("type") == "object" or (
+        isinstance(node.get("type"), list) and "object" in node["type"]
+    )
+    if is_object or isinstance(properties, dict):
+        if node.get("additionalProperties") is not False:
+            return False
+        names = set(properties) if isinstance(properties, dict) else set()
+        if set(node.get("required", [])) != names:
+            return False
+    for key, value in node.items():
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            if not all(_strict_ok(sub, in_properties=False) for sub in value.values()):
+                return False
+        elif key in ("items", "additionalProperties", "not"):
+            if key == "additionalProperties" and value is False:
+                continue
+            if not _strict_ok(value, in_properties=False):
+                return False
+        elif key in ("oneOf", "allOf", "prefixItems"):
+            return False  # not in OpenAI's strict subset (anyOf is)
+        elif key == "anyOf" and not all(
+            _strict_ok(sub, in_properties=False) for sub in value if isinstance(value, list)
+        ):
+            return False
+    return True

@@ -1,0 +1,408 @@
+"""OpenAI adapters: Chat Completions (``OpenAIChatModel``) and the Responses API
+(``OpenAIResponsesModel``), on the user's own ``openai.OpenAI`` / ``openai.AsyncOpenAI`` client.
+
+The client keeps its auth, ``base_url`` (any OpenAI-compatible server: vLLM, Ollama, a LiteLLM
+proxy), proxies, timeout and transport retries (``max_retries``): this module never retries.
+SDK exceptions become ``ProviderError`` (chained) in one place, ``_map_errors``, used by the
+sync and the async call sites.
+
+Output modes (``ModelRequest.output_mode``):
+
+* ``"text"``: the reply's message text.
+* ``"tool"``: one function tool whose parameters are ``ModelRequest.schema``, forced with
+  ``tool_choice``; the call's ``arguments`` (a JSON string) become ``ModelReply.text``.
+* ``"json_schema"``: structured outputs (Chat: ``response_format={"type": "json_schema", ...}``;
+  Responses: ``text.format``); the message text is the JSON.
+
+``strict`` (constructor): ``"auto"`` (default) sends ``strict: true`` only when the schema fits
+OpenAI's strict mode (see ``agent_payload.schema``), ``True``/``False`` force it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from agent_payload.errors import ConfigurationError, ProviderError
+from agent_payload.providers._common import (
+    ensure_requests_allowed,
+    missing_sdk,
+    retryable_status,
+    split_system,
+    strict_compatible,
+)
+from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.usage import Usage
+
+try:
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
+    from openai.types.responses import Response
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise missing_sdk("openai", _exc) from _exc
+
+__all__ = ["OpenAIChatModel", "OpenAIResponsesModel", "map_openai_errors"]
+
+PROVIDER = "openai"
+
+Strict = bool | Literal["auto"]
+
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+@contextlib.contextmanager
+def map_openai_errors(model: str, client: Any = None) -> Iterator[None]:
+    """Map the openai SDK's exceptions raised inside the block to ``ProviderError`` (chained).
+
+    Used around every SDK call, sync and async alike (a ``with`` around an ``await`` works).
+    """
+    retries = getattr(client, "max_retries", None)
+    after = f" after the client's retries (max_retries={retries})" if retries else ""
+    where = f"OpenAI model {model!r}"
+    try:
+        yield
+    except openai.APITimeoutError as exc:
+        raise ProviderError(
+            f"{where}: the request timed out{after}. Raise the client's timeout or max_retries "
+            "(openai.OpenAI(timeout=..., max_retries=...)), or try again later.",
+            provider=PROVIDER,
+            retryable=True,
+        ) from exc
+    except openai.APIConnectionError as exc:
+        raise ProviderError(
+            f"{where}: the connection failed{after} ({exc.__cause__ or exc}). Check the "
+            "client's base_url and the network, or try again later.",
+            provider=PROVIDER,
+            retryable=True,
+        ) from exc
+    except openai.APIStatusError as exc:
+        status = exc.status_code
+        retryable = retryable_status(status)
+        hint = (
+            "try again later or raise the client's max_retries"
+            if retryable
+            else "check the model name, the API key and the request options"
+        )
+        raise ProviderError(
+            f"{where}: HTTP {status}{after if retryable else ''}: {exc.message}. Expected a "
+            f"2xx response; {hint}.",
+            provider=PROVIDER,
+            status_code=status,
+            retryable=retryable,
+        ) from exc
+    except openai.APIResponseValidationError as exc:
+        raise ProviderError(
+            f"{where}: the response body does not have the expected shape (HTTP "
+            f"{exc.status_code}): {exc.message}. Is the client's base_url an OpenAI-compatible "
+            "server?",
+            provider=PROVIDER,
+            status_code=exc.status_code,
+            retryable=False,
+        ) from exc
+    except openai.OpenAIError as exc:
+        raise ProviderError(
+            f"{where}: the SDK failed: {exc}", provider=PROVIDER, retryable=False
+        ) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProviderError(
+            f"{where}: the response body is not valid JSON ({exc}); expected an OpenAI API "
+            "response. A proxy or gateway may have answered instead of the API; try again "
+            "later or check the client's base_url.",
+            provider=PROVIDER,
+            status_code=200,
+            retryable=True,
+        ) from exc
+
+
+def _not_an_api_response(model: str, kind: str, result: object) -> ProviderError:
+    """The SDK hands back raw text when a 200 response is not declared as JSON."""
+    shown = result if isinstance(result, str) else type(result).__name__
+    if isinstance(shown, str) and len(shown) > 200:
+        shown = shown[:200] + "..."
+    return ProviderError(
+        f"OpenAI model {model!r}: expected a {kind} JSON response, got a body that is not JSON: "
+        f"{shown!r}. A proxy or gateway may have answered instead of the API; try again later "
+        "or check the client's base_url.",
+        provider=PROVIDER,
+        status_code=200,
+        retryable=True,
+    )
+
+
+class _OpenAIModel:
+    """What both OpenAI adapters share: the client check, options and the blocking switch."""
+
+    _api = "OpenAI"
+
+    def __init__(
+        self, client: Any, model: str, *, strict: Strict = "auto", **defaults: Any
+    ) -> None:
+        if isinstance(client, openai.AsyncOpenAI):
+            self._is_async = True
+        elif isinstance(client, openai.OpenAI):
+            self._is_async = False
+        else:
+            raise ConfigurationError(
+                f"{type(self).__name__}(client=...): expected an openai.OpenAI or "
+                f"openai.AsyncOpenAI client, got {type(client).__module__}."
+                f"{type(client).__qualname__}. Build one with openai.OpenAI(api_key=..., "
+                "base_url=...) or use agent_payload.providers.infer_model('openai:MODEL')."
+            )
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError(
+                f"{type(self).__name__}(model=...): expected a model name such as "
+                f"'gpt-4.1-mini', got {model!r}."
+            )
+        self.client = client
+        self.model = model
+        self.strict: Strict = strict
+        self.defaults: dict[str, Any] = dict(defaults)
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    @property
+    def provider(self) -> str:
+        return PROVIDER
+
+    @property
+    def is_async(self) -> bool:
+        return self._is_async
+
+    def _check_sync(self, wanted_async: bool) -> None:
+        if wanted_async and not self._is_async:
+            raise ConfigurationError(
+                f"{type(self).__name__} for {self.model!r} holds a synchronous openai.OpenAI "
+                "client, so it cannot serve arequest(); pass an openai.AsyncOpenAI client "
+                "(or use PayloadAgent instead of AsyncPayloadAgent)."
+            )
+        if not wanted_async and self._is_async:
+            raise ConfigurationError(
+                f"{type(self).__name__} for {self.model!r} holds an openai.AsyncOpenAI client, "
+                "so it cannot serve request(); pass an openai.OpenAI client (or use "
+                "AsyncPayloadAgent instead of PayloadAgent)."
+            )
+        ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model)
+
+    def _strict_for(self, schema: Mapping[str, Any]) -> bool:
+        if self.strict == "auto":
+            return strict_compatible(schema)
+        return bool(self.strict)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, async={self._is_async})"
+
+
+class OpenAIChatModel(_OpenAIModel):
+    """A ``Model`` on the Chat Completions API (``client.chat.completions.create``).
+
+    ``defaults`` are passed to every call (``ModelRequest.extra`` overrides them).
+    ``max_tokens_param`` names the limit parameter: ``"max_completion_tokens"`` (OpenAI's
+    current name, required by reasoning models) or ``"max_tokens"`` (older compatible servers).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        *,
+        strict: Strict = "auto",
+        max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        **defaults: Any,
+    ) -> None:
+        super().__init__(client, model, strict=strict, **defaults)
+        self.max_tokens_param = max_tokens_param
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for ``chat.completions.create`` (pure; public for tests)."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        }
+        if request.max_tokens is not None:
+            params[self.max_tokens_param] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        schema = dict(request.schema) if request.schema is not None else _ANY_OBJECT
+        if request.output_mode == "tool":
+            function: dict[str, Any] = {
+                "name": request.tool_name,
+                "description": request.tool_description,
+                "parameters": schema,
+                "strict": self._strict_for(schema),
+            }
+            params["tools"] = [{"type": "function", "function": function}]
+            params["tool_choice"] = {"type": "function", "function": {"name": request.tool_name}}
+        elif request.output_mode == "json_schema":
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.tool_name,
+                    "description": request.tool_description,
+                    "schema": schema,
+                    "strict": self._strict_for(schema),
+                },
+            }
+        params.update(self.defaults)
+        params.update(request.extra)
+        return params
+
+    def parse_reply(self, completion: object, request: ModelRequest) -> ModelReply:
+        """A ``ModelReply`` from a ``ChatCompletion`` (pure; public for tests)."""
+        if not isinstance(completion, ChatCompletion):
+            raise _not_an_api_response(self.model, "chat.completion", completion)
+        if not completion.choices:
+            raise ProviderError(
+                f"OpenAI model {self.model!r}: the chat completion {completion.id!r} has no "
+                "choices; expected one. Try again, or check the server behind base_url.",
+                provider=PROVIDER,
+                status_code=200,
+                retryable=True,
+            )
+        choice = completion.choices[0]
+        message = choice.message
+        text = message.content or ""
+        if request.output_mode == "tool":
+            calls = [
+                call.function
+                for call in message.tool_calls or []
+                if isinstance(call, ChatCompletionMessageFunctionToolCall)
+            ]
+            chosen = next((f for f in calls if f.name == request.tool_name), None)
+            if chosen is None and calls:
+                chosen = calls[0]
+            if chosen is not None:
+                text = chosen.arguments
+        usage = completion.usage
+        finish = choice.finish_reason
+        return ModelReply(
+            text=text,
+            finish_reason=finish,
+            truncated=finish == "length",
+            refusal=message.refusal or None,
+            usage=Usage(
+                usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0, 1
+            ),
+            model=completion.model,
+            raw=completion,
+        )
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        self._check_sync(wanted_async=False)
+        params = self.build_params(request)
+        with map_openai_errors(self.model, self.client):
+            completion = self.client.chat.completions.create(**params)
+        return self.parse_reply(completion, request)
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        self._check_sync(wanted_async=True)
+        params = self.build_params(request)
+        with map_openai_errors(self.model, self.client):
+            completion = await self.client.chat.completions.create(**params)
+        return self.parse_reply(completion, request)
+
+
+class OpenAIResponsesModel(_OpenAIModel):
+    """A ``Model`` on the Responses API (``client.responses.create``).
+
+    The leading system message becomes ``instructions``; the others go to ``input``.
+    ``defaults`` are passed to every call (e.g. ``store=False``, ``reasoning={...}``);
+    ``ModelRequest.extra`` overrides them. ``finish_reason`` is the response's ``status``
+    (``"completed"``) or, for an incomplete response, its ``incomplete_details.reason``
+    (``"max_output_tokens"`` marks a truncated reply).
+    """
+
+    _api = "OpenAI Responses"
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for ``responses.create`` (pure; public for tests)."""
+        system, rest = split_system(request.messages)
+        params: dict[str, Any] = {
+            "model": self.model,
+            "input": [{"role": m.role, "content": m.content} for m in rest],
+        }
+        if system is not None:
+            params["instructions"] = system
+        if request.max_tokens is not None:
+            params["max_output_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        schema = dict(request.schema) if request.schema is not None else _ANY_OBJECT
+        if request.output_mode == "tool":
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "name": request.tool_name,
+                    "description": request.tool_description,
+                    "parameters": schema,
+                    "strict": self._strict_for(schema),
+                }
+            ]
+            params["tool_choice"] = {"type": "function", "name": request.tool_name}
+        elif request.output_mode == "json_schema":
+            params["text"] = {
+                "format": {
+                    "type": "json_schema",
+                    "name": request.tool_name,
+                    "description": request.tool_description,
+                    "schema": schema,
+                    "strict": self._strict_for(schema),
+                }
+            }
+        params.update(self.defaults)
+        params.update(request.extra)
+        return params
+
+    def parse_reply(self, response: object, request: ModelRequest) -> ModelReply:
+        """A ``ModelReply`` from a ``Response`` (pure; public for tests)."""
+        if not isinstance(response, Response):
+            raise _not_an_api_response(self.model, "response", response)
+        texts: list[str] = []
+        refusals: list[str] = []
+        arguments: str | None = None
+        for item in response.output:
+            if item.type == "message":
+                for part in item.content:
+                    if part.type == "output_text":
+                        texts.append(part.text)
+                    elif part.type == "refusal":
+                        refusals.append(part.refusal)
+            elif (
+                item.type == "function_call"
+                and request.output_mode == "tool"
+                and (arguments is None or item.name == request.tool_name)
+            ):
+                arguments = item.arguments
+        details = response.incomplete_details
+        reason = details.reason if details is not None else None
+        if response.status == "incomplete" and reason:
+            finish: str | None = reason
+        else:
+            finish = response.status
+        usage = response.usage
+        return ModelReply(
+            text=arguments if arguments is not None else "".join(texts),
+            finish_reason=finish,
+            truncated=reason == "max_output_tokens",
+            refusal="\n".join(refusals) or None,
+            usage=Usage(usage.input_tokens if usage else 0, usage.output_tokens if usage else 0, 1),
+            model=str(response.model),
+            raw=response,
+        )
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        self._check_sync(wanted_async=False)
+        params = self.build_params(request)
+        with map_openai_errors(self.model, self.client):
+            response = self.client.responses.create(**params)
+        return self.parse_reply(response, request)
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        self._check_sync(wanted_async=True)
+        params = self.build_params(request)
+        with map_openai_errors(self.model, self.client):
+            response = await self.client.responses.create(**params)
+        return self.parse_reply(response, request)
