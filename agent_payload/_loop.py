@@ -316,6 +316,7 @@ class RunState:
             permissions=settings.permissions_text,
             read_only=settings.read_only,
             extra_instructions=settings.extra_instructions,
+            output_mode=settings.output_mode,
         )
         schema: Mapping[str, Any] | None = None
         if settings.output_mode != "text":
@@ -428,7 +429,7 @@ class RunState:
                 reply.text, finish_reason=reply.finish_reason
             )
         except RefusalError as exc:
-            self._refused(reply.text, str(exc), cause=exc)
+            self._refused(reply.text, reply.text, exc.problems, cause=exc)
         except TruncatedReplyError as exc:
             self._fail(
                 reply.text,
@@ -557,24 +558,42 @@ class RunState:
             raise error from cause
         raise error
 
-    def _refused(self, reply: str, text: str, cause: BaseException | None = None) -> NoReturn:
+    def _refused(
+        self,
+        reply: str,
+        text: str,
+        problems: Sequence[Problem] = (),
+        cause: BaseException | None = None,
+    ) -> NoReturn:
         self.refusals += 1
-        problem = Problem(kind="refusal", message=f"the model refused: {text}".strip())
+        if not problems:
+            problems = [
+                Problem(
+                    kind="refusal",
+                    code="refusal",
+                    message=f"your reply declined the task ({text.strip()!r}) and held no "
+                    "change request. The task is an edit of the JSON data shown: reply with "
+                    'the change request that does it, or with {"reasoning": "<why nothing '
+                    'should change>"} if nothing should change.',
+                )
+            ]
         if self.refusals >= MAX_REFUSALS:
-            self.last_failure = _Failure(reply, "", (problem,))
+            self.last_failure = _Failure(reply, "", tuple(problems))
             error = RefusalError(
                 f"the model refused the task twice (attempt {self.attempt}, "
-                f"{self.usage.total_tokens} tokens used): {text!r}. The payload is unchanged; "
-                "rephrase the task or check that the model is allowed to do it.",
+                f"{self.usage.total_tokens} tokens used): {text.strip()!r}. The payload is "
+                "unchanged; rephrase the task or check that the model is allowed to do it.",
                 reply=reply,
                 feedback=text,
-                problems=[problem],
+                problems=problems,
             )
             self.last_error = error
             if cause is not None:
                 raise error from cause
             raise error
-        self._fail(reply, [problem], RefusalError, f"the model refused: {text!r}", cause=cause)
+        self._fail(
+            reply, problems, RefusalError, f"the model refused: {text.strip()!r}", cause=cause
+        )
 
     def _invalid(
         self,
