@@ -139,11 +139,12 @@ def _to_jsonable(payload: Any) -> Any:
 
 
 def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from agent_payload.merge import apply_change_request
-
     if args.payload == "-" and args.change == "-":
         raise CliError("PAYLOAD and CHANGE cannot both be read from stdin ('-'); name a file")
     markers = _parse_markers(args.markers)
+
+    from agent_payload.merge import apply_change_request
+
     payload_name, payload_text = _read_text(args.payload, stdin)
     change_name, change_text = _read_text(args.change, stdin)
     payload = _loads(payload_text, payload_name)
@@ -195,9 +196,6 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
 
 
 def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from agent_payload.agent import PayloadAgent
-    from agent_payload.providers import infer_model
-
     payload_name, payload_text = _read_text(args.payload, stdin)
     payload = _loads(payload_text, payload_name)
     task = args.task
@@ -207,6 +205,9 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         task = stdin.read()
     if not task.strip():
         raise CliError("the task is empty: say what should change in the payload")
+
+    from agent_payload.agent import PayloadAgent
+    from agent_payload.providers import infer_model
 
     style = Style(use_color(stderr, no_color=args.no_color))
     try:

@@ -20,6 +20,7 @@ Package data (``invoice.json``, ``replay.json``, ``expected.json``) is read with
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -103,8 +104,8 @@ class _Recorder:
 def _replay_model(replay: dict[str, Any]) -> Model:
     """A ``ScriptedModel`` that plays the recorded replies back, in order, with token usage
     counted from the actual request and reply text (o200k_base when bpe-openai is installed)."""
+    from agent_payload._loop import estimate_tokens as count_tokens
     from agent_payload.testing import ScriptedModel
-    from agent_payload.tokens import count_tokens
 
     replies: list[dict[str, Any]] = list(replay["replies"])
     played = 0
@@ -137,6 +138,11 @@ def _real_model(provider: str, model_name: str | None) -> Model:
     name = model_name or DEFAULT_MODELS[provider]
     model: Model = infer_model(f"{provider}:{name}")
     return model
+
+
+def _tokenizer_name() -> str:
+    """How tokens are counted: o200k_base with bpe-openai installed, else len/4."""
+    return "o200k_base" if importlib.util.find_spec("bpe_openai") is not None else "len/4"
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
@@ -176,8 +182,8 @@ def run_demo(
     not. Errors of a real provider (``ProviderError``) and of the loop
     (``RetriesExhaustedError``) propagate to the caller.
     """
+    from agent_payload._loop import estimate_tokens as count_tokens
     from agent_payload.agent import PayloadAgent
-    from agent_payload.tokens import count_tokens, tokenizer_name
 
     out = out if out is not None else sys.stdout
     style = Style(color)
@@ -259,7 +265,7 @@ def run_demo(
     say(
         style.bold("Tokens: ")
         + f"a full rewrite of the payload would cost ~{rewrite:,} output tokens; "
-        + f"the change request cost {change:,} ({saved}; counted with {tokenizer_name()})."
+        + f"the change request cost {change:,} ({saved}; counted with {_tokenizer_name()})."
     )
     usage = result.usage
     say(
