@@ -86,7 +86,7 @@ def map_openai_errors(model: str, client: Any = None) -> Iterator[None]:
             else "check the model name, the API key and the request options"
         )
         raise ProviderError(
-            f"{where}: HTTP {status}{after if retryable else ''}: {exc.message}. Expected a "
+            f"{where}: HTTP {status}{after if retryable else ''}: {exc.message.rstrip('.')}. Expected a "
             f"2xx response; {hint}.",
             provider=PROVIDER,
             status_code=status,

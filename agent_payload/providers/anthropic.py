@@ -1,0 +1,303 @@
+"""Anthropic adapter: the Messages API (``AnthropicModel``) on the user's own
+``anthropic.Anthropic`` / ``anthropic.AsyncAnthropic`` client (or Bedrock / Vertex / Foundry
+clients, which expose the same ``messages.create``).
+
+The client keeps its auth, ``base_url``, proxies, timeout and transport retries
+(``max_retries``): this module never retries. SDK exceptions become ``ProviderError`` (chained)
+in one place, ``map_anthropic_errors``, used by the sync and the async call sites.
+
+Output modes (``ModelRequest.output_mode``):
+
+* ``"text"``: the text blocks of the reply, joined.
+* ``"tool"``: one tool whose ``input_schema`` is ``ModelRequest.schema``, forced with
+  ``tool_choice={"type": "tool", "name": ...}``; the ``tool_use`` block's ``input`` (dumped to a
+  JSON string) becomes ``ModelReply.text``.
+* ``"json_schema"``: **falls back to ``"tool"``** (a forced tool call carries the same schema;
+  the reply is read the same way). Pass ``output_config`` through ``ModelRequest.extra`` if you
+  want Anthropic's own structured outputs instead.
+
+The system message goes to ``system``. ``temperature`` is sent through ``extra_body`` (this SDK
+version has no ``temperature`` parameter). ``finish_reason`` is the ``stop_reason``;
+``"max_tokens"`` marks a truncated reply and ``"refusal"`` a refusal (``ModelReply.refusal``
+holds the text, or the refusal's explanation).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from agent_payload.errors import ConfigurationError, ProviderError
+from agent_payload.providers._common import (
+    ensure_requests_allowed,
+    missing_sdk,
+    retryable_status,
+    split_system,
+    strict_compatible,
+)
+from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.usage import Usage
+
+try:
+    import anthropic
+    from anthropic.types import Message as AnthropicMessage
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise missing_sdk("anthropic", _exc) from _exc
+
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "map_anthropic_errors"]
+
+PROVIDER = "anthropic"
+
+DEFAULT_MAX_TOKENS = 8192
+"""``max_tokens`` when neither the adapter nor the request sets one (the API requires it)."""
+
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+@contextlib.contextmanager
+def map_anthropic_errors(model: str, client: Any = None) -> Iterator[None]:
+    """Map the anthropic SDK's exceptions raised inside the block to ``ProviderError`` (chained).
+
+    Used around every SDK call, sync and async alike (a ``with`` around an ``await`` works).
+    """
+    retries = getattr(client, "max_retries", None)
+    after = f" after the client's retries (max_retries={retries})" if retries else ""
+    where = f"Anthropic model {model!r}"
+    try:
+        yield
+    except anthropic.APITimeoutError as exc:
+        raise ProviderError(
+            f"{where}: the request timed out{after}. Raise the client's timeout or max_retries "
+            "(anthropic.Anthropic(timeout=..., max_retries=...)), or try again later.",
+            provider=PROVIDER,
+            retryable=True,
+        ) from exc
+    except anthropic.APIConnectionError as exc:
+        raise ProviderError(
+            f"{where}: the connection failed{after} ({exc.__cause__ or exc}). Check the "
+            "client's base_url and the network, or try again later.",
+            provider=PROVIDER,
+            retryable=True,
+        ) from exc
+    except anthropic.APIStatusError as exc:
+        status = exc.status_code
+        retryable = retryable_status(status)
+        hint = (
+            "try again later or raise the client's max_retries"
+            if retryable
+            else "check the model name, the API key and the request options"
+        )
+        detail = exc.api_message or exc.message
+        raise ProviderError(
+            f"{where}: HTTP {status}{after if retryable else ''}: {detail.rstrip('.')}. Expected a 2xx "
+            f"response; {hint}.",
+            provider=PROVIDER,
+            status_code=status,
+            retryable=retryable,
+        ) from exc
+    except anthropic.APIResponseValidationError as exc:
+        raise ProviderError(
+            f"{where}: the response body does not have the expected shape (HTTP "
+            f"{exc.status_code}): {exc.message}. Is the client's base_url the Anthropic API?",
+            provider=PROVIDER,
+            status_code=exc.status_code,
+            retryable=False,
+        ) from exc
+    except anthropic.AnthropicError as exc:
+        raise ProviderError(
+            f"{where}: the SDK failed: {exc}", provider=PROVIDER, retryable=False
+        ) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProviderError(
+            f"{where}: the response body is not valid JSON ({exc}); expected an Anthropic API "
+            "response. A proxy or gateway may have answered instead of the API; try again "
+            "later or check the client's base_url.",
+            provider=PROVIDER,
+            status_code=200,
+            retryable=True,
+        ) from exc
+
+
+def _is_async_client(client: Any) -> bool | None:
+    """True/False for an async/sync Anthropic-style client, None for something else."""
+    if isinstance(client, anthropic.AsyncAnthropic):
+        return True
+    if isinstance(client, anthropic.Anthropic):
+        return False
+    create = getattr(getattr(client, "messages", None), "create", None)
+    if create is None or not hasattr(client, "base_url"):
+        return None
+    return inspect.iscoroutinefunction(create)
+
+
+class AnthropicModel:
+    """A ``Model`` on the Messages API (``client.messages.create``).
+
+    ``max_tokens`` is sent when the request sets none (the API requires one). ``strict``
+    adds ``strict: true`` to the tool in tool mode (``"auto"``: only when the schema fits the
+    strict subset; default ``False`` for compatibility with models without strict tool use).
+    ``defaults`` are passed to every call (``ModelRequest.extra`` overrides them).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        strict: bool | str = False,
+        **defaults: Any,
+    ) -> None:
+        is_async = _is_async_client(client)
+        if is_async is None:
+            raise ConfigurationError(
+                f"AnthropicModel(client=...): expected an anthropic.Anthropic or "
+                f"anthropic.AsyncAnthropic client, got {type(client).__module__}."
+                f"{type(client).__qualname__}. Build one with anthropic.Anthropic(api_key=...) "
+                "or use agent_payload.providers.infer_model('anthropic:MODEL')."
+            )
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError(
+                f"AnthropicModel(model=...): expected a model name such as "
+                f"'claude-sonnet-4-5', got {model!r}."
+            )
+        if strict not in (True, False, "auto"):
+            raise ConfigurationError(
+                f"AnthropicModel(strict=...): expected True, False or 'auto', got {strict!r}."
+            )
+        self.client = client
+        self.model = model
+        self.max_tokens = max_tokens
+        self.strict = strict
+        self.defaults: dict[str, Any] = dict(defaults)
+        self._is_async = is_async
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    @property
+    def provider(self) -> str:
+        return PROVIDER
+
+    @property
+    def is_async(self) -> bool:
+        return self._is_async
+
+    def _check(self, wanted_async: bool) -> None:
+        if wanted_async and not self._is_async:
+            raise ConfigurationError(
+                f"AnthropicModel for {self.model!r} holds a synchronous anthropic.Anthropic "
+                "client, so it cannot serve arequest(); pass an anthropic.AsyncAnthropic client "
+                "(or use PayloadAgent instead of AsyncPayloadAgent)."
+            )
+        if not wanted_async and self._is_async:
+            raise ConfigurationError(
+                f"AnthropicModel for {self.model!r} holds an anthropic.AsyncAnthropic client, "
+                "so it cannot serve request(); pass an anthropic.Anthropic client (or use "
+                "AsyncPayloadAgent instead of PayloadAgent)."
+            )
+        ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model)
+
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for ``messages.create`` (pure; public for tests)."""
+        system, rest = split_system(request.messages)
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens if request.max_tokens is not None else self.max_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in rest],
+        }
+        if system is not None:
+            params["system"] = system
+        if request.output_mode in ("tool", "json_schema"):
+            schema: Mapping[str, Any] = (
+                request.schema if request.schema is not None else _ANY_OBJECT
+            )
+            tool: dict[str, Any] = {
+                "name": request.tool_name,
+                "description": request.tool_description,
+                "input_schema": dict(schema),
+            }
+            if self.strict is True or (self.strict == "auto" and strict_compatible(schema)):
+                tool["strict"] = True
+            params["tools"] = [tool]
+            params["tool_choice"] = {
+                "type": "tool",
+                "name": request.tool_name,
+                "disable_parallel_tool_use": True,
+            }
+        params.update(self.defaults)
+        params.update(request.extra)
+        if request.temperature is not None:
+            extra_body = dict(params.get("extra_body") or {})
+            extra_body.setdefault("temperature", request.temperature)
+            params["extra_body"] = extra_body
+        return params
+
+    def parse_reply(self, message: object, request: ModelRequest) -> ModelReply:
+        """A ``ModelReply`` from an Anthropic ``Message`` (pure; public for tests)."""
+        if not isinstance(message, AnthropicMessage):
+            shown = message if isinstance(message, str) else type(message).__name__
+            if isinstance(shown, str) and len(shown) > 200:
+                shown = shown[:200] + "..."
+            raise ProviderError(
+                f"Anthropic model {self.model!r}: expected a message JSON response, got a body "
+                f"that is not JSON: {shown!r}. A proxy or gateway may have answered instead of "
+                "the API; try again later or check the client's base_url.",
+                provider=PROVIDER,
+                status_code=200,
+                retryable=True,
+            )
+        texts: list[str] = []
+        tool_input: str | None = None
+        for block in message.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif (
+                block.type == "tool_use"
+                and request.output_mode in ("tool", "json_schema")
+                and (tool_input is None or block.name == request.tool_name)
+            ):
+                tool_input = json.dumps(block.input, ensure_ascii=False)
+        text = "".join(texts)
+        stop = message.stop_reason
+        refusal: str | None = None
+        if stop == "refusal":
+            details = message.stop_details
+            explanation = details.explanation if details is not None else None
+            refusal = text or explanation or "The model refused (stop_reason 'refusal')."
+        usage = message.usage
+        input_tokens = (
+            usage.input_tokens
+            + (usage.cache_creation_input_tokens or 0)
+            + (usage.cache_read_input_tokens or 0)
+        )
+        return ModelReply(
+            text=tool_input if tool_input is not None else text,
+            finish_reason=stop,
+            truncated=stop == "max_tokens",
+            refusal=refusal,
+            usage=Usage(input_tokens, usage.output_tokens, 1),
+            model=str(message.model),
+            raw=message,
+        )
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        self._check(wanted_async=False)
+        params = self.build_params(request)
+        with map_anthropic_errors(self.model, self.client):
+            message = self.client.messages.create(**params)
+        return self.parse_reply(message, request)
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        self._check(wanted_async=True)
+        params = self.build_params(request)
+        with map_anthropic_errors(self.model, self.client):
+            message = await self.client.messages.create(**params)
+        return self.parse_reply(message, request)
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(model={self.model!r}, async={self._is_async})"
