@@ -1,0 +1,82 @@
+"""Helpers shared by the guards: payload paths written as text, JSON equality of primitives,
+and a bounded size estimate. Everything here is iterative: a 10,000-level payload never
+reaches Python's recursion limit."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agent_payload.report import PayloadPath
+
+__all__ = ["format_path", "json_size", "primitive_equal", "verb"]
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def format_path(path: PayloadPath) -> str:
+    """A payload path written as text: ``items[3].price``, ``["a.b"].c``, ``$`` for the root.
+
+    Keys that are ASCII identifiers follow a dot; any other key is a JSON string in brackets;
+    indices are ``[3]``. The text is itself a valid permission rule matching exactly this path.
+    """
+    if not path:
+        return "$"
+    parts: list[str] = []
+    for segment in path:
+        if isinstance(segment, int):
+            parts.append(f"[{segment}]")
+        elif _IDENTIFIER.match(segment):
+            parts.append(f".{segment}" if parts else segment)
+        else:
+            parts.append(f"[{json.dumps(segment, ensure_ascii=False)}]")
+    return "".join(parts)
+
+
+def primitive_equal(a: Any, b: Any) -> bool:
+    """JSON equality of two values that are not both containers of the same kind.
+
+    ``true`` differs from ``1``; ``1`` equals ``1.0``; containers are never equal here (the
+    callers descend into same-kind containers themselves).
+    """
+    if isinstance(a, dict | list) or isinstance(b, dict | list):
+        return False
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    return bool(a == b)
+
+
+def json_size(value: Any, cap: int | None = None) -> int:
+    """The approximate length of ``value`` serialised as compact JSON, counted without
+    serialising (iteratively). Stops counting once ``cap`` is reached and returns ``cap``."""
+    total = 0
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            total += 2 + max(len(node) - 1, 0)
+            for key, child in node.items():
+                total += len(key) + 3
+                stack.append(child)
+        elif isinstance(node, list):
+            total += 2 + max(len(node) - 1, 0)
+            stack.extend(node)
+        elif isinstance(node, str):
+            total += len(node) + 2
+        elif node is None or isinstance(node, bool):
+            total += 4 if node is not False else 5
+        else:
+            total += len(repr(node))
+        if cap is not None and total >= cap:
+            return cap
+    return total
+
+
+def verb(op: str) -> str:
+    """``add`` -> ``add``, ``update`` -> ``change``, ``delete`` -> ``delete``."""
+    return {"add": "add", "update": "change", "delete": "delete"}.get(op, op)

@@ -1,0 +1,555 @@
+"""The data-loss guard: flag effective changes that look like content lost by accident.
+
+Models that edit a large payload sometimes shorten what they were not asked to touch: a long
+description comes back as its first sentence and ``...``, a list of forty items as three, an
+object as ``"see above"``. ``DataLossGuard`` looks at every effective change (at any depth,
+inside arrays too) and flags:
+
+========================== =================================================================
+rule                       fires when
+========================== =================================================================
+``string_cut``             a text of >= ``min_string_length`` (100) characters loses more
+                           than ``max_string_cut`` (70%) of its length
+``truncation_marker``      a text is replaced by a shorter one ending in a truncation marker
+                           (``...``, ``…``, ``[truncated]``, ``etc.``, ``and more``), or by
+                           the marker alone
+``placeholder``            a value is replaced by a placeholder (``TODO``, ``<...>``,
+                           ``[...]``, ``...rest unchanged``, ``<unchanged>``), or a text
+                           gains one it did not hold
+``array_shrunk``           an array of >= ``min_items`` (2) elements loses more than
+                           ``max_array_shrink`` (50%) of them
+``object_keys_lost``       an object of >= ``min_keys`` (2) keys loses more than
+                           ``max_key_loss`` (50%) of them
+``container_to_primitive`` a non-empty object or array is replaced by a primitive
+``wiped``                  a non-trivial value (not null, not blank, not empty) becomes
+                           ``""`` or ``null``
+``large_removal``          a deleted value is >= ``large_removal_chars`` (2000) characters
+                           of JSON
+========================== =================================================================
+
+Policies: ``allow`` (nothing is flagged), ``warn`` (findings of severity ``warning``: the
+merge applies the change and records a ``data_loss`` warning), ``confirm`` (severity
+``confirm``: applied and recorded; the agent asks the model once to confirm, showing before
+and after), ``reject`` (severity ``conflict``: the merge refuses the change).
+
+The merge reports each deleted array element and each deleted key as its own change, so a
+per-change guard cannot see that an array lost 40 of its 45 elements. ``review(before, after,
+changes)`` sees the whole merge: it returns the per-change findings and, for every container
+that lost elements or keys one by one, an ``array_shrunk`` / ``object_keys_lost`` finding
+comparing the container before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_payload.errors import ConfigurationError
+from agent_payload.guards._common import format_path, json_size
+from agent_payload.guards.permissions import PathRule, RuleSet, parse_rule
+from agent_payload.report import Change, Finding, PayloadPath
+
+__all__ = ["DATA_LOSS_RULES", "DataLossFinding", "DataLossGuard", "Policy"]
+
+Policy = Literal["allow", "warn", "confirm", "reject"]
+_SEVERITY: dict[str, Literal["warning", "confirm", "conflict"]] = {
+    "warn": "warning",
+    "confirm": "confirm",
+    "reject": "conflict",
+}
+
+DATA_LOSS_RULES: tuple[str, ...] = (
+    "string_cut",
+    "truncation_marker",
+    "placeholder",
+    "array_shrunk",
+    "object_keys_lost",
+    "container_to_primitive",
+    "wiped",
+    "large_removal",
+)
+
+_TRUNCATION_SUFFIX = re.compile(
+    r"(\.\.\.|…|\[\s*truncated\s*\]|\(\s*truncated\s*\)|\betc\.?|\band (?:many )?more"
+    r"|\band so on)\s*[\])>]*\s*$",
+    re.IGNORECASE,
+)
+_WHOLE_PLACEHOLDER = re.compile(
+    r"^\s*(?:"
+    r"(?:\.\.\.|…)+"
+    r"|\[\s*(?:\.\.\.|…)[^\]]{0,80}\]"
+    r"|\[\s*(?:truncated|omitted|snip|redacted|unchanged|same|rest\b[^\]]{0,60}"
+    r"|remaining\b[^\]]{0,60}|\d+ more\b[^\]]{0,60})\s*\]"
+    r"|<\s*(?:\.\.\.|…)?[^<>]{0,80}>"
+    r"|\(\s*(?:\.\.\.|…|truncated|omitted|unchanged|rest\b[^)]{0,60}|remaining\b[^)]{0,60})\s*\)"
+    r"|todo\b.{0,80}|tbd|fixme|placeholder|n/?a\b|etc\.?|and more|and so on"
+    r"|(?:\.\.\.|…)\s*(?:rest|remaining|the rest|same|unchanged)\b.{0,80}"
+    r"|(?:rest|remainder|remaining)\b.{0,40}\b(?:unchanged|omitted|as before|same)\b.{0,20}"
+    r"|unchanged|same as before|as before|//\s*(?:\.\.\.|…).{0,80}|/\*\s*(?:\.\.\.|…).{0,80}"
+    r")\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_CONTAINED_PLACEHOLDER = re.compile(
+    r"\bTODO\b|\[\s*(?:\.\.\.|…)\s*\]|<\s*(?:\.\.\.|…)\s*>|\[\s*truncated\s*\]|\(\s*truncated\s*\)"
+    r"|(?:\.\.\.|…)\s*(?:the )?(?:rest|remaining)\b|\brest (?:of [\w ]{1,40} )?unchanged\b"
+    r"|\b(?:rest|remainder) omitted\b",
+    re.IGNORECASE,
+)
+_TAIL = 200
+
+
+@dataclass(frozen=True, slots=True)
+class DataLossFinding(Finding):
+    """A ``data_loss`` finding: the payload ``path``, the ``rule`` that fired and the sizes
+    before and after (characters for text and removed content, elements for arrays, keys for
+    objects)."""
+
+    path: PayloadPath = ()
+    rule: str = ""
+    before_size: int = 0
+    after_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    path: PayloadPath
+    rule: str
+    before: int
+    after: int
+    detail: str
+
+
+_LinkedPath = tuple[Any, str | int] | None
+
+
+def _materialise(base: PayloadPath, linked: _LinkedPath) -> PayloadPath:
+    tail: list[str | int] = []
+    while linked is not None:
+        linked, segment = linked
+        tail.append(segment)
+    tail.reverse()
+    return base + tuple(tail)
+
+
+def _nontrivial(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, dict | list):
+        return bool(value)
+    return True
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"an object of {len(value)} keys"
+    if isinstance(value, list):
+        return f"an array of {len(value)} elements"
+    if isinstance(value, str):
+        return f"a {len(value):,}-character text"
+    return f"the value {_short(value)}"
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    if isinstance(value, str):
+        text = value if len(value) <= limit else value[: limit - 1] + "…"
+        return json.dumps(text, ensure_ascii=False)
+    if isinstance(value, dict | list):
+        return "{...}" if isinstance(value, dict) else "[...]"
+    return json.dumps(value)
+
+
+class DataLossGuard:
+    """Flag changes that look like accidental loss of content (see the module docstring).
+
+    A ``Guard`` (``guard(change)``) for ``apply_change_request(guard=...)``, plus
+    ``review(before, after, changes)`` for what only the whole merge shows. ``ignore`` takes
+    path rules (the permission grammar, no operation suffix needed) where nothing is flagged;
+    ``rules`` limits the rules that run (default: all of ``DATA_LOSS_RULES``).
+    """
+
+    code = "data_loss"
+
+    def __init__(
+        self,
+        policy: Policy = "warn",
+        *,
+        min_string_length: int = 100,
+        max_string_cut: float = 0.7,
+        max_array_shrink: float = 0.5,
+        max_key_loss: float = 0.5,
+        min_items: int = 2,
+        min_keys: int = 2,
+        large_removal_chars: int = 2000,
+        rules: Iterable[str] | None = None,
+        ignore: Iterable[str] | None = None,
+    ) -> None:
+        if policy not in ("allow", "warn", "confirm", "reject"):
+            raise ConfigurationError(
+                f"DataLossGuard policy must be 'allow', 'warn', 'confirm' or 'reject', "
+                f"got {policy!r}"
+            )
+        for name, ratio in (
+            ("max_string_cut", max_string_cut),
+            ("max_array_shrink", max_array_shrink),
+            ("max_key_loss", max_key_loss),
+        ):
+            if not 0.0 <= ratio < 1.0:
+                raise ConfigurationError(f"{name} must be in [0, 1), got {ratio!r}")
+        self.policy: Policy = policy
+        self.min_string_length = min_string_length
+        self.max_string_cut = max_string_cut
+        self.max_array_shrink = max_array_shrink
+        self.max_key_loss = max_key_loss
+        self.min_items = min_items
+        self.min_keys = min_keys
+        self.large_removal_chars = large_removal_chars
+        enabled = set(DATA_LOSS_RULES if rules is None else rules)
+        unknown = enabled - set(DATA_LOSS_RULES)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown data-loss rules {sorted(unknown)}; known: {', '.join(DATA_LOSS_RULES)}"
+            )
+        self.rules = frozenset(enabled)
+        if isinstance(ignore, str):
+            raise ConfigurationError(f"ignore must be a list of path rules, got {ignore!r}")
+        self.ignore_rules: tuple[PathRule, ...] = tuple(parse_rule(r) for r in ignore or ())
+        self._ignore = RuleSet(self.ignore_rules)
+
+    def __repr__(self) -> str:
+        return f"DataLossGuard(policy={self.policy!r})"
+
+    # -- Guard ------------------------------------------------------------------------------
+
+    def __call__(self, change: Change) -> Sequence[Finding]:
+        return self.check_change(change)
+
+    def check_change(self, change: Change) -> list[DataLossFinding]:
+        """The findings for one effective change (empty under policy ``allow``)."""
+        if self.policy == "allow":
+            return []
+        return [self._finding(hit) for hit in self._scan(change) if not self._ignored(hit.path)]
+
+    def review(
+        self,
+        before: Any,
+        after: Any,
+        changes: Sequence[Change],
+        *,
+        per_change: bool = True,
+    ) -> list[DataLossFinding]:
+        """Findings for a whole merge: ``before`` is the payload given to the merge, ``after``
+        the merged payload, ``changes`` the report's effective changes.
+
+        With ``per_change=True`` the result holds each change's own findings and the
+        container findings; with ``per_change=False`` only the container findings (use this
+        when the guard already ran inside the merge, so nothing is reported twice). A
+        container finding is given for every object or array that lost elements or keys
+        through separate ``delete`` changes when, before against after, it shrank past the
+        thresholds.
+        """
+        if self.policy == "allow":
+            return []
+        before = _dump(before)
+        after = _dump(after)
+        findings: list[DataLossFinding] = []
+        seen: set[tuple[PayloadPath, str]] = set()
+        if per_change:
+            for change in changes:
+                for finding in self.check_change(change):
+                    findings.append(finding)
+                    seen.add((finding.path, finding.rule))
+        deleted: dict[PayloadPath, list[int]] = {}
+        parents: dict[PayloadPath, None] = {}
+        for change in changes:
+            if change.op != "delete" or not change.path:
+                continue
+            parent = change.path[:-1]
+            parents.setdefault(parent, None)
+            last = change.path[-1]
+            if isinstance(last, int):
+                deleted.setdefault(parent, []).append(last)
+        for indices in deleted.values():
+            indices.sort()
+        for parent in parents:
+            old = _get(before, parent)
+            new = _get(after, _map_path(parent, deleted))
+            for hit in self._container_hits(parent, old, new):
+                if (hit.path, hit.rule) in seen or self._ignored(hit.path):
+                    continue
+                seen.add((hit.path, hit.rule))
+                findings.append(self._finding(hit))
+        return findings
+
+    def describe(self) -> str:
+        """A sentence for the system prompt (empty under policy ``allow``)."""
+        if self.policy == "allow":
+            return ""
+        return (
+            "Keep existing content complete: never shorten a text or replace it with '...', "
+            "'etc.' or a placeholder, and do not drop elements or keys unless the task asks "
+            "for it. Suspected data loss is "
+            + {"warn": "reported", "confirm": "sent back to you to confirm", "reject": "refused"}[
+                self.policy
+            ]
+            + "."
+        )
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _ignored(self, path: PayloadPath) -> bool:
+        if not self.ignore_rules:
+            return False
+        state = self._ignore.start()
+        if state[1]:
+            return True
+        for segment in path:
+            state = self._ignore.step(state, segment)
+            if state[1]:
+                return True
+            if not RuleSet.alive(state):
+                return False
+        return bool(state[1])
+
+    def _finding(self, hit: _Hit) -> DataLossFinding:
+        severity = _SEVERITY[self.policy]
+        where = format_path(hit.path)
+        if severity == "conflict":
+            advice = (
+                "This change was refused: write the complete value, and delete only what the "
+                "task asks to delete."
+            )
+        elif severity == "confirm":
+            advice = "If this is what the task asks for, confirm it; otherwise restore the content."
+        else:
+            advice = "It was applied; make sure the task asked for it."
+        message = f"Possible data loss at `{where}` (rule {hit.rule}): {hit.detail}. {advice}"
+        return DataLossFinding(
+            code=self.code,
+            message=message,
+            severity=severity,
+            path=hit.path,
+            rule=hit.rule,
+            before_size=hit.before,
+            after_size=hit.after,
+        )
+
+    def _scan(self, change: Change) -> Iterator[_Hit]:
+        if change.op == "add":
+            return
+        if change.op == "delete":
+            hit = self._removal(change.path, change.old)
+            if hit is not None:
+                yield hit
+            return
+        stack: list[tuple[_LinkedPath, Any, Any]] = [(None, change.old, change.new)]
+        while stack:
+            linked, old, new = stack.pop()
+            if isinstance(old, dict) and isinstance(new, dict):
+                if old.keys() - new.keys():
+                    path = _materialise(change.path, linked)
+                    yield from self._container_hits(path, old, new)
+                    for key, value in old.items():
+                        if key not in new:
+                            hit = self._removal((*path, key), value)
+                            if hit is not None:
+                                yield hit
+                for key, value in old.items():
+                    if key in new:
+                        stack.append(((linked, key), value, new[key]))
+            elif isinstance(old, list) and isinstance(new, list):
+                if len(new) < len(old):
+                    path = _materialise(change.path, linked)
+                    yield from self._container_hits(path, old, new)
+                    for i in range(len(new), len(old)):
+                        hit = self._removal((*path, i), old[i])
+                        if hit is not None:
+                            yield hit
+                for i in range(min(len(old), len(new))):
+                    stack.append(((linked, i), old[i], new[i]))
+            else:
+                hit = self._leaf(change.path, linked, old, new)
+                if hit is not None:
+                    yield hit
+
+    def _container_hits(self, path: PayloadPath, old: Any, new: Any) -> Iterator[_Hit]:
+        if isinstance(old, list) and isinstance(new, list):
+            if (
+                "array_shrunk" in self.rules
+                and len(old) >= self.min_items
+                and len(old) - len(new) > self.max_array_shrink * len(old)
+            ):
+                yield _Hit(
+                    path,
+                    "array_shrunk",
+                    len(old),
+                    len(new),
+                    f"an array of {len(old)} elements shrank to {len(new)} "
+                    f"({_percent(len(old) - len(new), len(old))}% fewer)",
+                )
+        elif isinstance(old, dict) and isinstance(new, dict):
+            lost = [key for key in old if key not in new]
+            if (
+                "object_keys_lost" in self.rules
+                and len(old) >= self.min_keys
+                and len(lost) > self.max_key_loss * len(old)
+            ):
+                sample = ", ".join(json.dumps(k, ensure_ascii=False) for k in lost[:5])
+                more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+                yield _Hit(
+                    path,
+                    "object_keys_lost",
+                    len(old),
+                    len(new),
+                    f"an object lost {len(lost)} of its {len(old)} keys ({sample}{more})",
+                )
+
+    def _removal(self, path: PayloadPath, value: Any) -> _Hit | None:
+        if "large_removal" not in self.rules:
+            return None
+        size = json_size(value, self.large_removal_chars)
+        if size < self.large_removal_chars:
+            return None
+        full = json_size(value)
+        return _Hit(
+            path,
+            "large_removal",
+            full,
+            0,
+            f"{_kind(value)} ({full:,} characters of JSON) was deleted",
+        )
+
+    def _leaf(self, base: PayloadPath, linked: _LinkedPath, old: Any, new: Any) -> _Hit | None:
+        rules = self.rules
+        if isinstance(old, dict | list) and old and not isinstance(new, dict | list):
+            if "container_to_primitive" not in rules:
+                return self._removal(_materialise(base, linked), old)
+            return _Hit(
+                _materialise(base, linked),
+                "container_to_primitive",
+                len(old),
+                0,
+                f"{_kind(old)} ({json_size(old):,} characters of JSON) was replaced by "
+                f"{_short(new)}",
+            )
+        if isinstance(old, dict | list) and isinstance(new, dict | list):
+            # a container replaced by one of the other kind: judged as a removal
+            return self._removal(_materialise(base, linked), old)
+        if _nontrivial(old) and (new is None or (isinstance(new, str) and not new.strip())):
+            if "wiped" in rules:
+                return _Hit(
+                    _materialise(base, linked),
+                    "wiped",
+                    json_size(old),
+                    json_size(new),
+                    f"{_kind(old)} was wiped to {_short(new)}",
+                )
+            return None
+        if not isinstance(new, str) or not _nontrivial(old):
+            return None
+        old_text = old if isinstance(old, str) else None
+        if _WHOLE_PLACEHOLDER.match(new) and not (
+            old_text is not None and _WHOLE_PLACEHOLDER.match(old_text)
+        ):
+            is_marker = bool(_TRUNCATION_SUFFIX.fullmatch(new.strip()))
+            rule = "truncation_marker" if is_marker else "placeholder"
+            if rule in rules:
+                return _Hit(
+                    _materialise(base, linked),
+                    rule,
+                    json_size(old),
+                    len(new),
+                    f"{_kind(old)} was replaced by the "
+                    f"{'truncation marker' if is_marker else 'placeholder'} {_short(new)}",
+                )
+        if old_text is None:
+            return None
+        tail = new[-_TAIL:]
+        match = _TRUNCATION_SUFFIX.search(tail)
+        if (
+            "truncation_marker" in rules
+            and match is not None
+            and not _TRUNCATION_SUFFIX.search(old_text[-_TAIL:])
+            and len(new) - len(match.group(0)) < len(old_text)
+        ):
+            return _Hit(
+                _materialise(base, linked),
+                "truncation_marker",
+                len(old_text),
+                len(new),
+                f"a {len(old_text):,}-character text was replaced by {len(new):,} characters "
+                f"ending in the truncation marker {match.group(0).strip()!r}",
+            )
+        contained = _CONTAINED_PLACEHOLDER.search(new) if len(new) <= len(old_text) * 4 else None
+        if (
+            "placeholder" in rules
+            and contained is not None
+            and contained.group(0).lower() not in old_text.lower()
+        ):
+            return _Hit(
+                _materialise(base, linked),
+                "placeholder",
+                len(old_text),
+                len(new),
+                f"a {len(old_text):,}-character text now holds the placeholder "
+                f"{contained.group(0)!r}",
+            )
+        if (
+            "string_cut" in rules
+            and len(old_text) >= self.min_string_length
+            and len(old_text) - len(new) > self.max_string_cut * len(old_text)
+        ):
+            return _Hit(
+                _materialise(base, linked),
+                "string_cut",
+                len(old_text),
+                len(new),
+                f"a {len(old_text):,}-character text was cut to {len(new):,} characters "
+                f"({_percent(len(old_text) - len(new), len(old_text))}% shorter)",
+            )
+        return None
+
+
+def _percent(part: int, whole: int) -> int:
+    return round(100 * part / whole) if whole else 0
+
+
+def _dump(payload: Any) -> Any:
+    dump = getattr(payload, "model_dump", None)
+    if callable(dump) and not isinstance(payload, dict | list):
+        return dump(mode="json")
+    return payload
+
+
+_ABSENT = object()
+
+
+def _get(data: Any, path: PayloadPath) -> Any:
+    node = data
+    for segment in path:
+        if isinstance(node, list) and isinstance(segment, int) and 0 <= segment < len(node):
+            node = node[segment]
+            continue
+        if isinstance(node, dict) and isinstance(segment, str) and segment in node:
+            node = node[segment]
+            continue
+        return _ABSENT
+    return node
+
+
+def _map_path(path: PayloadPath, deleted: dict[PayloadPath, list[int]]) -> PayloadPath:
+    """Map a path of the original payload to the result, given the deleted array positions
+    (by original parent path): every index shifts down by the deletions before it."""
+    out: list[str | int] = []
+    for n, segment in enumerate(path):
+        if isinstance(segment, int):
+            gone = deleted.get(path[:n])
+            out.append(segment - bisect_left(gone, segment) if gone else segment)
+        else:
+            out.append(segment)
+    return tuple(out)

@@ -1,0 +1,669 @@
+"""Write permissions: which payload paths a change request may touch.
+
+Path rules
+==========
+
+A rule names a set of payload paths, optionally followed by the operations it concerns::
+
+    rule     := path [ ":" ops ]
+    path     := first ( "." name | "." "*" | "." "**" | "[" index "]" | "[*]" | "[" string "]" )*
+    first    := name | "*" | "**" | "[" string "]" | "[" index "]" | "[*]"
+    ops      := op ( "," op )*          op := "add" | "update" | "delete"
+
+* ``a.b``: the key ``b`` inside the key ``a``. A bare ``name`` is one or more characters other
+  than ``. [ ] : * "`` and white space; it is always an object key (``stats.2024`` is the key
+  ``"2024"``, never an index).
+* ``["key.with.dots"]``: any key at all, written as a JSON string in brackets (``[""]``,
+  ``["*"]``, ``["a[0]"]``).
+* ``items[0]``: the element at index 0. ``items[*]``: any element of ``items``.
+* ``*``: exactly one segment, any key or any index. ``a.*`` is everything strictly *below*
+  ``a``: the keys (or elements) of ``a`` and what is inside them, but **not** ``a`` itself.
+* ``**``: zero or more segments, keys or indices. ``**.id`` is the key ``id`` at any depth
+  (the top level included); ``a.**`` is ``a`` itself and everything below it; ``**`` alone is
+  the whole payload.
+* ``:add,update,delete``: the kinds of change the rule concerns (default: all three).
+
+A rule that matches a path also covers everything inside it: ``deny=["customer"]`` makes the
+whole ``customer`` object read-only. Paths are the concrete paths of the merge report: a
+delete names the position in the original array, an add or update the position in the result
+(so rules with literal indices such as ``items[0]`` are best kept for arrays that do not
+shrink; ``items[*]`` is always safe).
+
+How a change is checked
+=======================
+
+Every effective change is broken down into its effects on single payload nodes: the node it
+targets gets the change's operation; a change that deletes or replaces a container *deletes*
+every node inside the old value; a change that adds a container, or replaces a value by one,
+*adds* every node inside the new value. (A container replaced by a container of the same kind
+is compared first, and only the differences count.) So deleting ``items`` when
+``items[*].price`` is read-only is refused, and so is replacing ``a`` by a number when
+``a.b`` is read-only. An effect is *covered* by a rule when the rule matches the node or one of
+its ancestors and the effect's operation is among the rule's operations.
+
+* ``deny`` (read-only paths): a change with any effect covered by a deny rule is refused.
+* ``allow`` (the only paths that may change): a change is refused unless every one of its
+  effects is covered by an allow rule. ``allow=None`` means no allow list; ``allow=[]`` means
+  nothing may change.
+* Both: a change must be allowed and not denied.
+
+Refusals are ``Finding``\\ s with code ``permission_denied`` (severity ``conflict``) whose
+message names the concrete payload path, the operation and the rule; the merge records them as
+conflicts and does not apply the change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_payload.errors import ConfigurationError
+from agent_payload.guards._common import format_path, primitive_equal, verb
+from agent_payload.report import Change, Finding, PayloadPath
+
+__all__ = [
+    "ALL_OPS",
+    "PathRule",
+    "PermissionFinding",
+    "Permissions",
+    "parse_rule",
+]
+
+Op = Literal["add", "update", "delete"]
+ALL_OPS: frozenset[str] = frozenset({"add", "update", "delete"})
+
+# Segment matchers: ("key", name), ("index", n), ("any", None), ("any_index", None), ("deep", None)
+_Matcher = tuple[str, Any]
+_FORBIDDEN_IN_NAME = frozenset('.[]:*"')
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionFinding(Finding):
+    """A ``permission_denied`` finding, with the concrete payload ``path`` it concerns, the
+    ``op`` of the effect there and the ``rule`` (its text) that decided."""
+
+    path: PayloadPath = ()
+    op: str = "update"
+    rule: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PathRule:
+    """One parsed rule: ``text`` as written, the segment matchers, and the ``ops`` it concerns."""
+
+    text: str
+    matchers: tuple[_Matcher, ...]
+    ops: frozenset[str] = ALL_OPS
+
+    def start(self) -> frozenset[int]:
+        return _closure(self.matchers, {0})
+
+    def step(self, states: frozenset[int], segment: str | int) -> frozenset[int]:
+        return _step(self.matchers, states, segment)
+
+    def accepts(self, states: frozenset[int]) -> bool:
+        return len(self.matchers) in states
+
+    def matches(self, path: PayloadPath) -> bool:
+        """True when the rule names exactly ``path`` (not merely one of its ancestors)."""
+        states = self.start()
+        for segment in path:
+            states = self.step(states, segment)
+            if not states:
+                return False
+        return self.accepts(states)
+
+    def covers(self, path: PayloadPath, op: str = "update") -> bool:
+        """True when the rule matches ``path`` or one of its ancestors and concerns ``op``."""
+        if op not in self.ops:
+            return False
+        states = self.start()
+        if self.accepts(states):
+            return True
+        for segment in path:
+            states = self.step(states, segment)
+            if not states:
+                return False
+            if self.accepts(states):
+                return True
+        return False
+
+
+def _closure(matchers: Sequence[_Matcher], states: Iterable[int]) -> frozenset[int]:
+    out: set[int] = set()
+    todo = list(states)
+    while todo:
+        i = todo.pop()
+        if i in out:
+            continue
+        out.add(i)
+        if i < len(matchers) and matchers[i][0] == "deep":
+            todo.append(i + 1)
+    return frozenset(out)
+
+
+def _step(
+    matchers: Sequence[_Matcher], states: frozenset[int], segment: str | int
+) -> frozenset[int]:
+    nxt: set[int] = set()
+    is_index = isinstance(segment, int)
+    for i in states:
+        if i >= len(matchers):
+            continue
+        kind, value = matchers[i]
+        if kind == "deep":
+            nxt.add(i)
+        elif (
+            kind == "any"
+            or (kind == "any_index" and is_index)
+            or (kind == "key" and not is_index and segment == value)
+            or (kind == "index" and is_index and segment == value)
+        ):
+            nxt.add(i + 1)
+    return _closure(matchers, nxt) if nxt else frozenset()
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+def _error(rule: str, pos: int, expected: str) -> ConfigurationError:
+    found = repr(rule[pos]) if pos < len(rule) else "the end of the rule"
+    return ConfigurationError(
+        f"bad path rule {rule!r} at position {pos}: expected {expected}, found {found}. "
+        "Write keys as a.b, indices as items[0], any element as items[*], any key as a.*, any "
+        'depth as **.id, other keys as ["key.with.dots"], and an optional :add,update,delete.'
+    )
+
+
+def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
+    """Parse ``[...]`` starting at ``rule[pos] == "["``; return the matcher and the position
+    after ``]``."""
+    i = pos + 1
+    if rule.startswith("*]", i):
+        return ("any_index", None), i + 2
+    if i < len(rule) and rule[i].isdigit():
+        j = i
+        while j < len(rule) and rule[j].isdigit() and rule[j].isascii():
+            j += 1
+        digits = rule[i:j]
+        if len(digits) > 1 and digits[0] == "0":
+            raise _error(rule, i, "an index without leading zeros")
+        if j >= len(rule) or rule[j] != "]":
+            raise _error(rule, j, "']' after the index")
+        return ("index", int(digits)), j + 1
+    if i < len(rule) and rule[i] == '"':
+        decoder = json.JSONDecoder()
+        try:
+            key, end = decoder.raw_decode(rule, i)
+        except json.JSONDecodeError as exc:
+            raise _error(rule, i, "a JSON string key in double quotes") from exc
+        if not isinstance(key, str):  # pragma: no cover - raw_decode at '"' yields a str
+            raise _error(rule, i, "a JSON string key")
+        if end >= len(rule) or rule[end] != "]":
+            raise _error(rule, end, "']' after the quoted key")
+        return ("key", key), end + 1
+    raise _error(rule, i, 'an index, "*" or a "quoted key" inside brackets')
+
+
+def _parse_name(rule: str, pos: int) -> tuple[_Matcher, int]:
+    """Parse a bare name, ``*`` or ``**`` at ``pos``."""
+    if rule.startswith("**", pos):
+        end = pos + 2
+        if end < len(rule) and rule[end] not in ".[:":
+            raise _error(rule, end, "'.', '[' or ':' after '**'")
+        return ("deep", None), end
+    if rule.startswith("*", pos):
+        end = pos + 1
+        if end < len(rule) and rule[end] not in ".[:":
+            raise _error(rule, end, "'.', '[' or ':' after '*'")
+        return ("any", None), end
+    j = pos
+    while j < len(rule) and rule[j] not in _FORBIDDEN_IN_NAME and not rule[j].isspace():
+        j += 1
+    if j == pos:
+        raise _error(rule, pos, 'a key name, "*", "**" or "["')
+    return ("key", rule[pos:j]), j
+
+
+def parse_rule(text: str) -> PathRule:
+    """Parse one rule (see the module docstring for the grammar).
+
+    Raises ``ConfigurationError`` naming the position of the first problem.
+    """
+    if not isinstance(text, str):
+        raise ConfigurationError(
+            f"a path rule must be a string such as 'items[*].price', got {type(text).__name__}"
+        )
+    rule = text.strip()
+    if not rule:
+        raise ConfigurationError(
+            "empty path rule: write a path such as 'items[*].price' (use '**' for everything)"
+        )
+    matchers: list[_Matcher] = []
+    pos = 0
+    if rule[0] == "[":
+        matcher, pos = _parse_bracket(rule, 0)
+    else:
+        matcher, pos = _parse_name(rule, 0)
+    matchers.append(matcher)
+    ops: frozenset[str] = ALL_OPS
+    while pos < len(rule):
+        char = rule[pos]
+        if char == ".":
+            matcher, pos = _parse_name(rule, pos + 1)
+        elif char == "[":
+            matcher, pos = _parse_bracket(rule, pos)
+        elif char == ":":
+            ops = _parse_ops(rule, pos + 1)
+            pos = len(rule)
+            break
+        else:
+            raise _error(rule, pos, "'.', '[' or ':'")
+        matchers.append(matcher)
+    return PathRule(text=rule, matchers=tuple(matchers), ops=ops)
+
+
+def _parse_ops(rule: str, pos: int) -> frozenset[str]:
+    ops: set[str] = set()
+    offset = pos
+    for word in rule[pos:].split(","):
+        name = word.strip()
+        if name not in ALL_OPS:
+            at = offset + (len(word) - len(word.lstrip()))
+            raise _error(rule, at, "an operation: add, update or delete")
+        ops.add(name)
+        offset += len(word) + 1
+    return frozenset(ops)
+
+
+def _parse_rules(rules: Iterable[str] | str | None, what: str) -> tuple[PathRule, ...]:
+    if rules is None:
+        return ()
+    if isinstance(rules, str):
+        raise ConfigurationError(
+            f"{what} must be a list of path rules, got the string {rules!r}; "
+            f"write {what}=[{rules!r}]"
+        )
+    return tuple(r if isinstance(r, PathRule) else parse_rule(r) for r in rules)
+
+
+# --- the walk ------------------------------------------------------------------------------
+
+
+class RuleSet:
+    """Rules walked together down a payload. A walk state is ``(states, covered)``: the NFA
+    states of every rule still alive and the indices of the rules that matched this node or
+    an ancestor."""
+
+    __slots__ = ("rules",)
+
+    def __init__(self, rules: Sequence[PathRule]) -> None:
+        self.rules = tuple(rules)
+
+    def start(self) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        states = tuple(rule.start() for rule in self.rules)
+        covered = frozenset(i for i, r in enumerate(self.rules) if r.accepts(states[i]))
+        return states, covered
+
+    def step(
+        self,
+        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
+        segment: str | int,
+    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        states, covered = state
+        new_states: list[frozenset[int]] = []
+        new_covered = set(covered)
+        for i, rule in enumerate(self.rules):
+            current = states[i]
+            if not current or i in covered:
+                new_states.append(frozenset())
+                continue
+            nxt = rule.step(current, segment)
+            if nxt and rule.accepts(nxt):
+                new_covered.add(i)
+                nxt = frozenset()
+            new_states.append(nxt)
+        return tuple(new_states), frozenset(new_covered)
+
+    @staticmethod
+    def alive(state: tuple[tuple[frozenset[int], ...], frozenset[int]]) -> bool:
+        return any(state[0])
+
+    def covering(
+        self, state: tuple[tuple[frozenset[int], ...], frozenset[int]], op: str
+    ) -> PathRule | None:
+        for i in sorted(state[1]):
+            if op in self.rules[i].ops:
+                return self.rules[i]
+        return None
+
+
+_State = tuple[tuple[frozenset[int], ...], frozenset[int]]
+_Verdict = Callable[[RuleSet, _State, str, Any], tuple[bool, "PathRule | None"]]
+# A linked path: (parent, segment) pairs, materialised only when reported.
+_LinkedPath = tuple[Any, str | int] | None
+
+
+def _materialise(base: PayloadPath, linked: _LinkedPath) -> PayloadPath:
+    tail: list[str | int] = []
+    while linked is not None:
+        linked, segment = linked
+        tail.append(segment)
+    tail.reverse()
+    return base + tuple(tail)
+
+
+_MISSING = object()
+
+
+def effects(change: Change) -> Iterator[tuple[PayloadPath, str, int]]:
+    """The node-level effects of ``change`` (see the module docstring), as
+    ``(path, op, depth_below_change)`` triples. Provided for tests and tools; the guards walk
+    the same structure with rule states instead."""
+    for linked, op, _value in _effect_nodes(change):
+        yield _materialise(change.path, linked), op, _depth(linked)
+
+
+def _depth(linked: _LinkedPath) -> int:
+    n = 0
+    while linked is not None:
+        linked = linked[0]
+        n += 1
+    return n
+
+
+def _effect_nodes(change: Change) -> Iterator[tuple[_LinkedPath, str, Any]]:
+    """Yield ``(linked_path_below_change, op, value)`` for every affected node, iteratively.
+    ``value`` is the node's value on the side that has it (old for deletes)."""
+    for linked, op, old, new in _fine(change):
+        yield linked, op, old if op == "delete" else new
+        if op in ("delete", "update"):
+            yield from _descendants(linked, old, "delete")
+        if op in ("add", "update"):
+            yield from _descendants(linked, new, "add")
+
+
+def _fine(change: Change) -> Iterator[tuple[_LinkedPath, str, Any, Any]]:
+    """Break a change into fine changes: same-kind container replacements are compared and
+    only their differences are kept."""
+    if change.op != "update":
+        yield None, change.op, change.old, change.new
+        return
+    stack: list[tuple[_LinkedPath, Any, Any]] = [(None, change.old, change.new)]
+    while stack:
+        linked, old, new = stack.pop()
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key, value in old.items():
+                if key not in new:
+                    yield (linked, key), "delete", value, None
+                else:
+                    stack.append(((linked, key), value, new[key]))
+            for key, value in new.items():
+                if key not in old:
+                    yield (linked, key), "add", None, value
+        elif isinstance(old, list) and isinstance(new, list):
+            common = min(len(old), len(new))
+            for i in range(common):
+                stack.append(((linked, i), old[i], new[i]))
+            for i in range(common, len(old)):
+                yield (linked, i), "delete", old[i], None
+            for i in range(common, len(new)):
+                yield (linked, i), "add", None, new[i]
+        elif not primitive_equal(old, new):
+            yield linked, "update", old, new
+
+
+def _descendants(
+    linked: _LinkedPath, value: Any, op: str
+) -> Iterator[tuple[_LinkedPath, str, Any]]:
+    stack: list[tuple[_LinkedPath, Any]] = [(linked, value)]
+    while stack:
+        here, node = stack.pop()
+        if isinstance(node, dict):
+            for key, child in node.items():
+                yield (here, key), op, child
+                stack.append(((here, key), child))
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                yield (here, i), op, child
+                stack.append(((here, i), child))
+
+
+def _walk_verdicts(
+    change: Change,
+    ruleset: RuleSet,
+    verdict: _Verdict,
+) -> tuple[PayloadPath, str, PathRule | None] | None:
+    """Walk the effects of ``change`` carrying rule states; return the first effect for which
+    ``verdict(ruleset, state, op, value)`` returns a refusal ``(True, rule)``, as
+    ``(path, op, rule)``.
+
+    Below a node where no rule is alive, every descendant with the same operation gets the
+    same verdict (it depends only on the rules covering the node), so the walk stops there.
+    """
+    state = ruleset.start()
+    for segment in change.path:
+        state = ruleset.step(state, segment)
+    for linked, op, old, new in _fine(change):
+        here = state
+        for segment in _segments(linked):
+            here = ruleset.step(here, segment)
+        value = new if op == "add" else old
+        refused, rule = verdict(ruleset, here, op, value)
+        if refused:
+            return _materialise(change.path, linked), op, rule
+        sides: list[tuple[Any, str]] = []
+        if op in ("delete", "update"):
+            sides.append((old, "delete"))
+        if op in ("add", "update"):
+            sides.append((new, "add"))
+        for side_value, side_op in sides:
+            found = _walk_side(linked, here, side_value, side_op, ruleset, verdict)
+            if found is not None:
+                path_linked, rule = found
+                return _materialise(change.path, path_linked), side_op, rule
+    return None
+
+
+def _segments(linked: _LinkedPath) -> list[str | int]:
+    out: list[str | int] = []
+    while linked is not None:
+        linked, segment = linked
+        out.append(segment)
+    out.reverse()
+    return out
+
+
+def _walk_side(
+    linked: _LinkedPath,
+    state: _State,
+    value: Any,
+    op: str,
+    ruleset: RuleSet,
+    verdict: _Verdict,
+) -> tuple[_LinkedPath, PathRule | None] | None:
+    stack: list[tuple[_LinkedPath, _State, Any]] = [(linked, state, value)]
+    while stack:
+        here, here_state, node = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[tuple[str | int, Any]] = node.items()
+        elif isinstance(node, list):
+            children = enumerate(node)
+        else:
+            continue
+        for segment, child in children:
+            child_state = ruleset.step(here_state, segment)
+            refused, rule = verdict(ruleset, child_state, op, child)
+            if refused:
+                return (here, segment), rule
+            if RuleSet.alive(child_state):
+                stack.append(((here, segment), child_state, child))
+    return None
+
+
+# --- Permissions ---------------------------------------------------------------------------
+
+
+class Permissions:
+    """A guard that refuses changes outside ``allow`` or inside ``deny`` (see the module
+    docstring for the rule grammar and how a change is checked).
+
+    >>> perms = Permissions(deny=["id", "items[*].sku"])
+    >>> apply_change_request(payload, request, guard=perms)   # doctest: +SKIP
+
+    ``severity`` is the severity of the findings (``"conflict"``: refused; ``"warning"``: only
+    recorded). ``describe()`` is the text the agent puts in the system prompt.
+    """
+
+    code = "permission_denied"
+
+    def __init__(
+        self,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+        *,
+        severity: Literal["conflict", "warning", "confirm"] = "conflict",
+    ) -> None:
+        self.allow_rules: tuple[PathRule, ...] | None = (
+            None if allow is None else _parse_rules(allow, "allow")
+        )
+        self.deny_rules: tuple[PathRule, ...] = _parse_rules(deny, "deny")
+        if severity not in ("conflict", "warning", "confirm"):
+            raise ConfigurationError(
+                f"severity must be 'conflict', 'warning' or 'confirm', got {severity!r}"
+            )
+        self.severity: Literal["conflict", "warning", "confirm"] = severity
+        self._allow = RuleSet(self.allow_rules or ())
+        self._deny = RuleSet(self.deny_rules)
+
+    def __repr__(self) -> str:
+        allow = None if self.allow_rules is None else [r.text for r in self.allow_rules]
+        return f"Permissions(allow={allow!r}, deny={[r.text for r in self.deny_rules]!r})"
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def allows(self, path: PayloadPath, op: str = "update") -> bool:
+        """True when a change with ``op`` at exactly ``path`` (no container contents involved)
+        is permitted."""
+        if op not in ALL_OPS:
+            raise ConfigurationError(f"op must be add, update or delete, got {op!r}")
+        if any(rule.covers(path, op) for rule in self.deny_rules):
+            return False
+        if self.allow_rules is None:
+            return True
+        return any(rule.covers(path, op) for rule in self.allow_rules)
+
+    def check(self, change: Change) -> PermissionFinding | None:
+        """The first violation of ``change`` as a finding, or None."""
+        if self.deny_rules:
+            found = _walk_verdicts(change, self._deny, _deny_verdict)
+            if found is not None:
+                path, op, rule = found
+                return self._finding(change, path, op, rule, denied=True)
+        if self.allow_rules is not None:
+            found = _walk_verdicts(change, self._allow, _allow_verdict)
+            if found is not None:
+                path, op, rule = found
+                return self._finding(change, path, op, rule, denied=False)
+        return None
+
+    def __call__(self, change: Change) -> Sequence[Finding]:
+        finding = self.check(change)
+        return [] if finding is None else [finding]
+
+    def _finding(
+        self,
+        change: Change,
+        path: PayloadPath,
+        op: str,
+        rule: PathRule | None,
+        *,
+        denied: bool,
+    ) -> PermissionFinding:
+        where = format_path(path)
+        inside = ""
+        if path != change.path:
+            inside = (
+                f" (this {verb(change.op)} of `{format_path(change.path)}` would "
+                f"{verb(op)} `{where}` inside it)"
+            )
+        if denied and rule is not None:
+            rule_text = rule.text
+            message = (
+                f"`{where}` is read-only (rule `{rule.text}`): you may not {verb(op)} it"
+                f"{inside}. This change was not applied; leave `{where}` as it is."
+            )
+        else:
+            rule_text = "allow list"
+            allowed = ", ".join(f"`{r.text}`" for r in (self.allow_rules or ())) or "nothing"
+            message = (
+                f"`{where}` is outside what you may change: you may not {verb(op)} it{inside}. "
+                f"Only these paths may change: {allowed}. This change was not applied."
+            )
+        return PermissionFinding(
+            code=self.code,
+            message=message,
+            severity=self.severity,
+            path=path,
+            op=op,
+            rule=rule_text,
+        )
+
+    # -- prompt -----------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """What the model may change and may not, for the system prompt's permissions
+        section."""
+        lines: list[str] = []
+        if self.allow_rules is not None:
+            if self.allow_rules:
+                listed = ", ".join(_describe_rule(r, allow=True) for r in self.allow_rules)
+                lines.append(
+                    f"You may change only these paths and what is inside them: {listed}. "
+                    "Any other change is refused."
+                )
+            else:
+                lines.append("You may not change anything in this payload.")
+        full = [r for r in self.deny_rules if r.ops == ALL_OPS]
+        partial = [r for r in self.deny_rules if r.ops != ALL_OPS]
+        if full:
+            listed = ", ".join(_describe_rule(r, allow=False) for r in full)
+            lines.append(
+                f"Read-only (do not add, change or delete them or anything inside them): {listed}."
+            )
+        if partial:
+            listed = ", ".join(_describe_rule(r, allow=False) for r in partial)
+            lines.append(f"Restricted (the kinds of change named are refused): {listed}.")
+        if not lines:
+            return ""
+        lines.append(
+            "In these paths `a.b` is the key b inside a, `items[3]` the element at index 3, "
+            '`[*]` any element, `*` any one key or element, `**` any depth, `["a.b"]` a key '
+            "with dots. A change outside these permissions is refused (permission_denied)."
+        )
+        return "\n".join(lines)
+
+
+def _describe_rule(rule: PathRule, *, allow: bool) -> str:
+    path_text = rule.text.split(":", 1)[0] if rule.ops != ALL_OPS else rule.text
+    if rule.ops == ALL_OPS:
+        return f"`{path_text}`"
+    ops = ", ".join(op for op in ("add", "update", "delete") if op in rule.ops)
+    if allow:
+        return f"`{path_text}` (only: {ops})"
+    return f"`{path_text}` (no {ops.replace(', ', ' / ')})"
+
+
+def _deny_verdict(
+    ruleset: RuleSet, state: _State, op: str, value: Any
+) -> tuple[bool, PathRule | None]:
+    rule = ruleset.covering(state, op)
+    return rule is not None, rule
+
+
+def _allow_verdict(
+    ruleset: RuleSet, state: _State, op: str, value: Any
+) -> tuple[bool, PathRule | None]:
+    return ruleset.covering(state, op) is None, None

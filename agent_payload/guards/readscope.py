@@ -1,0 +1,225 @@
+"""Read scope: which object keys the model sees, and the write protection that follows.
+
+``ReadScope(include=[...], exclude=[...])`` takes path rules in the grammar of
+``agent_payload.guards.permissions`` (without an operation suffix).
+
+* An object key is **shown** when no ``exclude`` rule matches it or an ancestor, and either no
+  ``include`` list is given, or an ``include`` rule matches it or an ancestor, or it is a
+  container on the way to something an ``include`` rule can match (``customer`` for
+  ``include=["customer.name"]``; it is then shown with only the included keys).
+* Arrays are shown whole: every element stays at its real position, so indices in the
+  model's change request mean what they mean in the payload. Only the keys inside elements
+  are filtered; an object element with nothing in scope is shown as ``{}``, a primitive
+  element as it is (it is still protected).
+* What the model does not see is protected: ``ReadScope`` is a ``Guard`` refusing
+  (``permission_denied``) every change that would add, change or delete a node that is out of
+  scope, including nodes inside a container that a change deletes or replaces. With an
+  ``include`` list, new keys outside it are refused too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agent_payload.errors import ConfigurationError
+from agent_payload.guards._common import format_path, verb
+from agent_payload.guards.permissions import (
+    ALL_OPS,
+    PathRule,
+    PermissionFinding,
+    RuleSet,
+    _State,
+    _walk_verdicts,
+    parse_rule,
+)
+from agent_payload.report import Change, Finding, PayloadPath
+
+__all__ = ["ReadScope"]
+
+
+def _rules(rules: Iterable[str] | None, what: str) -> tuple[PathRule, ...]:
+    if rules is None:
+        return ()
+    if isinstance(rules, str):
+        raise ConfigurationError(
+            f"{what} must be a list of path rules, got the string {rules!r}; "
+            f"write {what}=[{rules!r}]"
+        )
+    out: list[PathRule] = []
+    for text in rules:
+        rule = text if isinstance(text, PathRule) else parse_rule(text)
+        if rule.ops != ALL_OPS:
+            raise ConfigurationError(
+                f"read scope rule {rule.text!r} has an operation suffix; read scopes select "
+                "what the model sees, so write the path alone (e.g. 'customer.email')"
+            )
+        out.append(rule)
+    return tuple(out)
+
+
+class ReadScope:
+    """Select which object keys the model sees; protect the rest from writes.
+
+    ``project(payload)`` gives the payload as the model should see it; the scope itself is a
+    ``Guard`` (``guard()`` returns it) and has ``describe()`` for the system prompt.
+    """
+
+    code = "permission_denied"
+
+    def __init__(
+        self,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+    ) -> None:
+        self.include_rules: tuple[PathRule, ...] | None = (
+            None if include is None else _rules(include, "include")
+        )
+        self.exclude_rules: tuple[PathRule, ...] = _rules(exclude, "exclude")
+        self._n_include = len(self.include_rules or ())
+        self._rules = RuleSet((*(self.include_rules or ()), *self.exclude_rules))
+
+    def __repr__(self) -> str:
+        include = None if self.include_rules is None else [r.text for r in self.include_rules]
+        return f"ReadScope(include={include!r}, exclude={[r.text for r in self.exclude_rules]!r})"
+
+    # -- the decision -----------------------------------------------------------------------
+
+    def _hidden(self, state: _State, value: Any) -> tuple[bool, PathRule | None]:
+        """Whether the node reached with ``state`` (holding ``value``) is out of scope, and
+        the exclude rule responsible (None when it is simply not included)."""
+        states, covered = state
+        n = self._n_include
+        for i in sorted(covered):
+            if i >= n:
+                return True, self._rules.rules[i]
+        if self.include_rules is None:
+            return False, None
+        if any(i < n for i in covered):
+            return False, None
+        if isinstance(value, dict | list) and any(states[i] for i in range(n)):
+            return False, None
+        return True, None
+
+    def _verdict(
+        self, ruleset: RuleSet, state: _State, op: str, value: Any
+    ) -> tuple[bool, PathRule | None]:
+        return self._hidden(state, value)
+
+    def visible(self, path: PayloadPath, value: Any = None) -> bool:
+        """True when the node at ``path`` (holding ``value``) is in scope. Array elements are
+        always displayed, but this still says whether they are in scope."""
+        state = self._rules.start()
+        for segment in path:
+            state = self._rules.step(state, segment)
+            if not RuleSet.alive(state):
+                break
+        return not self._hidden(state, value)[0]
+
+    # -- the view ---------------------------------------------------------------------------
+
+    def project(self, payload: Any) -> Any:
+        """The payload as the model should see it: a new object (or array) holding only the
+        keys in scope; arrays keep every element at its position. A pydantic model is dumped
+        in JSON mode first. The input is never changed and shares nothing with the result."""
+        data = _dump(payload)
+        if not isinstance(data, dict | list):
+            return data
+        root: Any = {} if isinstance(data, dict) else []
+        stack: list[tuple[Any, Any, _State]] = [(data, root, self._rules.start())]
+        while stack:
+            source, target, state = stack.pop()
+            if isinstance(source, dict):
+                for key, value in source.items():
+                    child = self._rules.step(state, key)
+                    if self._hidden(child, value)[0]:
+                        continue
+                    target[key] = self._shell(value, child, stack)
+            else:
+                for index, value in enumerate(source):
+                    child = self._rules.step(state, index)
+                    if self._hidden(child, value)[0]:
+                        target.append(_emptied(value))
+                    else:
+                        target.append(self._shell(value, child, stack))
+        return root
+
+    @staticmethod
+    def _shell(value: Any, state: _State, stack: list[tuple[Any, Any, _State]]) -> Any:
+        if isinstance(value, dict | list):
+            shell: Any = {} if isinstance(value, dict) else []
+            stack.append((value, shell, state))
+            return shell
+        return value
+
+    # -- the guard --------------------------------------------------------------------------
+
+    def guard(self) -> ReadScope:
+        """The write guard for this scope (the scope itself)."""
+        return self
+
+    def check(self, change: Change) -> PermissionFinding | None:
+        """The first out-of-scope node ``change`` would touch, as a finding, or None."""
+        found = _walk_verdicts(change, self._rules, self._verdict)
+        if found is None:
+            return None
+        path, op, rule = found
+        where = format_path(path)
+        inside = ""
+        if path != change.path:
+            inside = (
+                f" (this {verb(change.op)} of `{format_path(change.path)}` would "
+                f"{verb(op)} `{where}` inside it)"
+            )
+        if rule is not None:
+            why = f"is hidden from you (excluded by `{rule.text}`)"
+        else:
+            why = "is outside the part of the payload you were shown"
+        message = (
+            f"`{where}` {why}, so you may not {verb(op)} it{inside}. "
+            "This change was not applied; change only what you were shown."
+        )
+        return PermissionFinding(
+            code=self.code,
+            message=message,
+            severity="conflict",
+            path=path,
+            op=op,
+            rule=rule.text if rule is not None else "read scope",
+        )
+
+    def __call__(self, change: Change) -> Sequence[Finding]:
+        finding = self.check(change)
+        return [] if finding is None else [finding]
+
+    def describe(self) -> str:
+        """The read-scope paragraph for the system prompt."""
+        if self.include_rules is None and not self.exclude_rules:
+            return ""
+        text = (
+            "You see only part of the payload: objects show only the keys in your scope. "
+            "Arrays are shown whole, each element at its real index; an element shown as {} "
+            "may hold keys you cannot see. Keys you were not shown exist and are read-only: "
+            "do not add, change or delete them, and do not delete or replace a container "
+            "that holds them."
+        )
+        if self.include_rules is not None:
+            text += " Do not add keys outside what you were shown."
+        return text
+
+
+def _dump(payload: Any) -> Any:
+    dump = getattr(payload, "model_dump", None)
+    if callable(dump) and not isinstance(payload, dict | list):
+        return dump(mode="json")
+    return payload
+
+
+def _emptied(value: Any) -> Any:
+    """An out-of-scope array element as shown: an empty container of its kind, or the
+    primitive itself."""
+    if isinstance(value, dict):
+        return {}
+    if isinstance(value, list):
+        return []
+    return value

@@ -1,0 +1,199 @@
+"""Optimistic concurrency: a payload's version and applying a change only to that version.
+
+``payload_version(payload)`` is the SHA-256 (hex) of the payload's canonical JSON: keys sorted,
+no white space, non-ASCII characters as they are (UTF-8), pydantic models dumped in JSON mode.
+Two payloads that serialise the same have the same version, whatever their key order;
+``1`` and ``1.0`` serialise differently and so have different versions.
+
+A run remembers the version of the payload it started from; before its change request is
+applied to the *stored* payload, ``check_version(stored, expected)`` raises
+``StalePayloadError`` if someone else changed it meanwhile, so no edit is overwritten.
+``apply_if_version`` does both in one call; ``VersionedStore`` keeps a payload in memory and
+makes the check and the write one atomic step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from typing import Any, Generic, TypeVar
+
+from agent_payload.errors import InvalidPayloadError, StalePayloadError
+from agent_payload.guards._common import format_path
+from agent_payload.report import MergeResult
+
+__all__ = ["VersionedStore", "apply_if_version", "check_version", "payload_version"]
+
+P = TypeVar("P")
+
+_CHUNK = 1 << 16
+
+
+def payload_version(payload: Any) -> str:
+    """The SHA-256 hex digest of ``payload``'s canonical JSON (see the module docstring).
+
+    Iterative: any depth works. Raises ``InvalidPayloadError`` (with the path) for data that
+    is not JSON (a set, a datetime, a non-string key, NaN)."""
+    data = _dump(payload)
+    digest = hashlib.sha256()
+    buffer: list[str] = []
+    size = 0
+    # The stack holds either a value to write (with its path) or a literal text to emit.
+    stack: list[tuple[bool, Any, tuple[str | int, ...]]] = [(False, data, ())]
+    while stack:
+        is_text, item, path = stack.pop()
+        if is_text:
+            text: str = item
+        elif isinstance(item, dict):
+            stack.append((True, "}", path))
+            keys = sorted(item)
+            for n, key in enumerate(reversed(keys)):
+                if not isinstance(key, str):
+                    raise InvalidPayloadError(
+                        f"payload key {key!r} at {format_path(path)} is a "
+                        f"{type(key).__name__}; JSON keys are strings: convert it or pass a "
+                        "pydantic model",
+                        path=path,
+                    )
+                stack.append((False, item[key], (*path, key)))
+                prefix = json.dumps(key, ensure_ascii=False) + ":"
+                if n != len(keys) - 1:
+                    prefix = "," + prefix
+                stack.append((True, prefix, path))
+            text = "{"
+        elif isinstance(item, list):
+            stack.append((True, "]", path))
+            for n in range(len(item) - 1, -1, -1):
+                stack.append((False, item[n], (*path, n)))
+                if n:
+                    stack.append((True, ",", path))
+            text = "["
+        else:
+            text = _scalar(item, path)
+        buffer.append(text)
+        size += len(text)
+        if size >= _CHUNK:
+            digest.update("".join(buffer).encode("utf-8", "surrogatepass"))
+            buffer.clear()
+            size = 0
+    digest.update("".join(buffer).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _scalar(value: Any, path: tuple[str | int, ...]) -> str:
+    if value is None or isinstance(value, bool | str | int):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return json.dumps(value)
+        raise InvalidPayloadError(
+            f"payload value {value!r} at {format_path(path)} is not a JSON number; "
+            "replace it with null or a string",
+            path=path,
+        )
+    raise InvalidPayloadError(
+        f"payload value at {format_path(path)} is a {type(value).__name__}, which is not JSON "
+        "data; convert it (or pass a pydantic model, which is dumped in JSON mode)",
+        path=path,
+    )
+
+
+def _dump(payload: Any) -> Any:
+    dump = getattr(payload, "model_dump", None)
+    if callable(dump) and not isinstance(payload, dict | list):
+        return dump(mode="json")
+    return payload
+
+
+def check_version(payload: Any, expected: str) -> str:
+    """Raise ``StalePayloadError`` unless ``payload`` is at version ``expected``; return the
+    version otherwise."""
+    actual = payload_version(payload)
+    if actual != expected:
+        raise StalePayloadError(
+            f"the payload changed since this run started: expected version {expected[:12]}..., "
+            f"found {actual[:12]}...; nothing was applied. Reload the payload and run the "
+            "task again on the current version.",
+            expected=expected,
+            actual=actual,
+        )
+    return actual
+
+
+def apply_if_version(
+    payload: P,
+    change_request: Any,
+    expected_version: str,
+    **merge_kwargs: Any,
+) -> MergeResult[P]:
+    """Check that ``payload`` is at ``expected_version`` (else ``StalePayloadError``, nothing
+    applied), then ``merge.apply_change_request(payload, change_request, **merge_kwargs)``."""
+    from agent_payload.merge import apply_change_request
+
+    check_version(payload, expected_version)
+    result: MergeResult[P] = apply_change_request(payload, change_request, **merge_kwargs)
+    return result
+
+
+class VersionedStore(Generic[P]):
+    """A payload kept in memory with its version; check-and-write is atomic (thread-safe).
+
+    >>> store = VersionedStore({"a": 1})
+    >>> payload, version = store.get()
+    >>> result = store.apply(request, expected_version=version)   # doctest: +SKIP
+
+    ``get()`` returns the stored payload and its version (merges never mutate the payload, so
+    the object returned is safe to read; do not mutate it). ``apply`` raises
+    ``StalePayloadError`` when another writer got there first.
+    """
+
+    def __init__(self, payload: P) -> None:
+        self._lock = threading.Lock()
+        self._payload = payload
+        self._version = payload_version(payload)
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def get(self) -> tuple[P, str]:
+        with self._lock:
+            return self._payload, self._version
+
+    def apply(
+        self, change_request: Any, *, expected_version: str, **merge_kwargs: Any
+    ) -> MergeResult[P]:
+        """Merge ``change_request`` into the stored payload if it is still at
+        ``expected_version``; store and return the result. A strict-mode
+        ``MergeConflictError`` (or any other error) leaves the store unchanged."""
+        from agent_payload.merge import apply_change_request
+
+        with self._lock:
+            self._check(expected_version)
+            result: MergeResult[P] = apply_change_request(
+                self._payload, change_request, **merge_kwargs
+            )
+            self._payload = result.payload
+            self._version = payload_version(result.payload)
+            return result
+
+    def replace(self, payload: P, *, expected_version: str) -> str:
+        """Store ``payload`` (for example an agent's result) if the store is still at
+        ``expected_version``; return the new version."""
+        with self._lock:
+            self._check(expected_version)
+            self._payload = payload
+            self._version = payload_version(payload)
+            return self._version
+
+    def _check(self, expected: str) -> None:
+        if expected != self._version:
+            raise StalePayloadError(
+                f"the stored payload changed since version {expected[:12]}... was read (it is "
+                f"now {self._version[:12]}...); nothing was applied. Read it again and redo "
+                "the change on the current version.",
+                expected=expected,
+                actual=self._version,
+            )
