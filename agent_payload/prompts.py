@@ -26,7 +26,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -491,9 +491,7 @@ def render_correction(
     reply = _reply_contract(output_mode, marker, tool_name)
     items = [_problem_text(p, indent=indent, index_threshold=index_threshold) for p in problems]
     truncated = reply_was_truncated or any(p.kind == "truncated" for p in problems)
-    if not items and truncated:
-        items = [f"- {_PROBLEM_LABELS['truncated']}."]
-    if not items:
+    if not items and not truncated:
         raise ConfigurationError(
             "render_correction: expected at least one Problem (or reply_was_truncated=True), "
             "found none; a correction must tell the model what went wrong"
@@ -501,7 +499,7 @@ def render_correction(
     return (
         _render(
             "correction",
-            problems="\n".join(items),
+            problems="\n".join(items) + "\n\n" if items else "",
             truncation=_render("truncated") if truncated else "",
             reply=reply,
         ).rstrip()
@@ -521,7 +519,7 @@ ConfirmItem = tuple[Change, ConfirmReason]
 
 
 def render_confirm(
-    suspects: Sequence[ConfirmItem] | Mapping[Change, ConfirmReason],
+    suspects: Sequence[ConfirmItem],
     *,
     marker: str = MARKER,
     output_mode: OutputMode = "text",
@@ -535,7 +533,7 @@ def render_confirm(
     by sending the same change request again, or sends a corrected, complete one.
     """
     reply = _reply_contract(output_mode, marker, tool_name)
-    pairs = list(suspects.items()) if isinstance(suspects, Mapping) else list(suspects)
+    pairs = list(suspects)
     if not pairs:
         raise ConfigurationError(
             "render_confirm: expected at least one suspicious change, found none; "
@@ -617,7 +615,7 @@ class PromptBuilder:
             tool_name=self.tool_name,
         )
 
-    def confirm(self, suspects: Sequence[ConfirmItem] | Mapping[Change, ConfirmReason]) -> str:
+    def confirm(self, suspects: Sequence[ConfirmItem]) -> str:
         """The confirmation request for ``suspects``."""
         return render_confirm(
             suspects, marker=self.marker, output_mode=self.output_mode, tool_name=self.tool_name
