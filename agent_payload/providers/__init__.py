@@ -1,8 +1,140 @@
 """Model providers: one module per SDK behind the small ``Model`` protocol of ``base``.
 
 ``openai`` and ``anthropic`` import their SDK lazily; the core works with neither installed.
+``infer_model`` turns what a user has at hand into a ``Model``:
+
+* a ``Model`` (an adapter, ``agent_payload.testing.ScriptedModel``, your own): returned as is;
+* ``"openai:gpt-4.1-mini"`` (Chat Completions), ``"openai-responses:gpt-4.1"`` (Responses API),
+  ``"anthropic:claude-sonnet-4-5"``: a client is built from the environment by the SDK itself
+  (``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; ``ANTHROPIC_API_KEY`` and
+  ``ANTHROPIC_BASE_URL``), sync or async per ``async_client``. A bare ``claude-...`` or
+  ``gpt-...`` / ``o3...`` name picks its provider by the prefix;
+* an SDK client (``openai.OpenAI``, ``openai.AsyncOpenAI``, ``anthropic.Anthropic``,
+  ``anthropic.AsyncAnthropic``) plus a model name: wrapped in the matching adapter.
 """
 
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import Message, Model, ModelReply, ModelRequest, OutputMode
 
-__all__ = ["Message", "Model", "ModelReply", "ModelRequest", "OutputMode"]
+__all__ = ["Message", "Model", "ModelReply", "ModelRequest", "OutputMode", "infer_model"]
+
+_PREFIXES = ("openai", "openai-chat", "openai-responses", "anthropic")
+_OPENAI_NAMES = re.compile(r"^(gpt-|chatgpt-|o\d)")
+
+
+def infer_model(
+    model: Model | str | Any,
+    name: str | None = None,
+    *,
+    async_client: bool = False,
+    api: Literal["chat", "responses"] | None = None,
+    **client_kwargs: Any,
+) -> Model:
+    """A ``Model`` from a ``Model``, a ``"provider:model"`` string, or an SDK client + ``name``.
+
+    ``async_client`` picks ``AsyncOpenAI`` / ``AsyncAnthropic`` when a client is built from a
+    string; ``client_kwargs`` go to that client (``max_retries``, ``timeout``, ``base_url``...).
+    ``api`` chooses the OpenAI API for an OpenAI client or string (default: Chat Completions;
+    the ``openai-responses:`` prefix means ``"responses"``).
+    """
+    if isinstance(model, str):
+        if name is not None:
+            raise ConfigurationError(
+                f"infer_model({model!r}, {name!r}): a 'provider:model' string already names the "
+                "model; pass name= only together with an SDK client."
+            )
+        provider, model_name = _split(model)
+        if provider == "anthropic":
+            return _anthropic_from_env(model_name, async_client, client_kwargs)
+        chosen_api = api or ("responses" if provider == "openai-responses" else "chat")
+        return _openai_from_env(model_name, async_client, chosen_api, client_kwargs)
+    if isinstance(model, Model):
+        if name is not None or client_kwargs:
+            raise ConfigurationError(
+                f"infer_model({type(model).__name__}, ...): a Model is used as it is; drop the "
+                "name and client options."
+            )
+        return model
+    package = type(model).__module__.split(".", 1)[0]
+    if package in ("openai", "anthropic"):
+        if not name:
+            example = "claude-sonnet-4-5" if package == "anthropic" else "gpt-4.1-mini"
+            raise ConfigurationError(
+                f"infer_model({type(model).__name__} client): pass the model name too, e.g. "
+                f"infer_model(client, {example!r})."
+            )
+        if client_kwargs:
+            raise ConfigurationError(
+                "infer_model(client, name, ...): client options apply when building a client "
+                "from a string; configure your own client directly instead."
+            )
+        if package == "anthropic":
+            from agent_payload.providers.anthropic import AnthropicModel
+
+            return AnthropicModel(model, name)
+        from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+
+        if api == "responses":
+            return OpenAIResponsesModel(model, name)
+        return OpenAIChatModel(model, name)
+    raise ConfigurationError(
+        f"infer_model(): expected a Model, a 'provider:model' string (providers: "
+        f"{', '.join(_PREFIXES)}) or an openai/anthropic SDK client, got "
+        f"{type(model).__module__}.{type(model).__qualname__}."
+    )
+
+
+def _split(spec: str) -> tuple[str, str]:
+    provider, sep, model_name = spec.partition(":")
+    if not sep:
+        model_name = spec
+        if spec.startswith("claude"):
+            provider = "anthropic"
+        elif _OPENAI_NAMES.match(spec):
+            provider = "openai"
+        else:
+            raise ConfigurationError(
+                f"infer_model({spec!r}): cannot tell the provider; write 'openai:{spec}' or "
+                f"'anthropic:{spec}' (providers: {', '.join(_PREFIXES)})."
+            )
+    if provider not in _PREFIXES:
+        raise ConfigurationError(
+            f"infer_model({spec!r}): unknown provider {provider!r}; expected one of "
+            f"{', '.join(_PREFIXES)} (any OpenAI-compatible server works as 'openai:' with "
+            "OPENAI_BASE_URL or base_url=...)."
+        )
+    if not model_name:
+        raise ConfigurationError(
+            f"infer_model({spec!r}): the model name after {provider!r}: is empty; write e.g. "
+            f"'{provider}:{'claude-sonnet-4-5' if provider == 'anthropic' else 'gpt-4.1-mini'}'."
+        )
+    return provider, model_name
+
+
+def _openai_from_env(
+    model_name: str, async_client: bool, api: str, client_kwargs: dict[str, Any]
+) -> Model:
+    from agent_payload.providers.openai import (
+        OpenAIChatModel,
+        OpenAIResponsesModel,
+        build_openai_client,
+    )
+
+    client = build_openai_client(async_client=async_client, **client_kwargs)
+    if api == "responses":
+        return OpenAIResponsesModel(client, model_name)
+    return OpenAIChatModel(client, model_name)
+
+
+def _anthropic_from_env(
+    model_name: str, async_client: bool, client_kwargs: dict[str, Any]
+) -> Model:
+    from agent_payload.providers.anthropic import AnthropicModel, build_anthropic_client
+
+    client = build_anthropic_client(async_client=async_client, **client_kwargs)
+    return AnthropicModel(client, model_name)

@@ -47,7 +47,12 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("anthropic", _exc) from _exc
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "map_anthropic_errors"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "AnthropicModel",
+    "build_anthropic_client",
+    "map_anthropic_errors",
+]
 
 PROVIDER = "anthropic"
 
@@ -90,9 +95,9 @@ def map_anthropic_errors(model: str, client: Any = None) -> Iterator[None]:
             if retryable
             else "check the model name, the API key and the request options"
         )
-        detail = exc.api_message or exc.message
+        detail = (exc.api_message or exc.message).rstrip(".")
         raise ProviderError(
-            f"{where}: HTTP {status}{after if retryable else ''}: {detail.rstrip('.')}. Expected a 2xx "
+            f"{where}: HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx "
             f"response; {hint}.",
             provider=PROVIDER,
             status_code=status,
@@ -110,6 +115,13 @@ def map_anthropic_errors(model: str, client: Any = None) -> Iterator[None]:
         raise ProviderError(
             f"{where}: the SDK failed: {exc}", provider=PROVIDER, retryable=False
         ) from exc
+    except TypeError as exc:
+        if "authentication method" not in str(exc):
+            raise
+        raise ConfigurationError(
+            f"{where}: the client has no credentials ({exc}). Set ANTHROPIC_API_KEY or pass "
+            "api_key= to anthropic.Anthropic(...)."
+        ) from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProviderError(
             f"{where}: the response body is not valid JSON ({exc}); expected an Anthropic API "
@@ -119,6 +131,20 @@ def map_anthropic_errors(model: str, client: Any = None) -> Iterator[None]:
             status_code=200,
             retryable=True,
         ) from exc
+
+
+def build_anthropic_client(*, async_client: bool = False, **kwargs: Any) -> Any:
+    """An ``anthropic.Anthropic`` (or ``AsyncAnthropic``) configured from the environment by the
+    SDK (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, ...); ``kwargs`` go to the client."""
+    cls = anthropic.AsyncAnthropic if async_client else anthropic.Anthropic
+    try:
+        client = cls(**kwargs)
+    except anthropic.AnthropicError as exc:
+        raise ConfigurationError(
+            f"Could not build an {cls.__name__} client from the environment: {exc} Set "
+            "ANTHROPIC_API_KEY, or pass your own client."
+        ) from exc
+    return client
 
 
 def _is_async_client(client: Any) -> bool | None:

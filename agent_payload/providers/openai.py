@@ -43,7 +43,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("openai", _exc) from _exc
 
-__all__ = ["OpenAIChatModel", "OpenAIResponsesModel", "map_openai_errors"]
+__all__ = ["OpenAIChatModel", "OpenAIResponsesModel", "build_openai_client", "map_openai_errors"]
 
 PROVIDER = "openai"
 
@@ -85,8 +85,9 @@ def map_openai_errors(model: str, client: Any = None) -> Iterator[None]:
             if retryable
             else "check the model name, the API key and the request options"
         )
+        detail = exc.message.rstrip(".")
         raise ProviderError(
-            f"{where}: HTTP {status}{after if retryable else ''}: {exc.message.rstrip('.')}. Expected a "
+            f"{where}: HTTP {status}{after if retryable else ''}: {detail}. Expected a "
             f"2xx response; {hint}.",
             provider=PROVIDER,
             status_code=status,
@@ -113,6 +114,20 @@ def map_openai_errors(model: str, client: Any = None) -> Iterator[None]:
             provider=PROVIDER,
             status_code=200,
             retryable=True,
+        ) from exc
+
+
+def build_openai_client(*, async_client: bool = False, **kwargs: Any) -> Any:
+    """An ``openai.OpenAI`` (or ``AsyncOpenAI``) configured from the environment by the SDK
+    (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ...); ``kwargs`` go to the client."""
+    cls = openai.AsyncOpenAI if async_client else openai.OpenAI
+    try:
+        return cls(**kwargs)
+    except openai.OpenAIError as exc:
+        raise ConfigurationError(
+            f"Could not build an {cls.__name__} client from the environment: {exc} Set "
+            "OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server), or pass "
+            "your own client."
         ) from exc
 
 
