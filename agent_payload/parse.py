@@ -303,7 +303,7 @@ _TOKEN: Final = re.compile(
     r"""
     (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
   | (?P<sstr>'[^'\\]*(?:\\.[^'\\]*)*(?P<send>')?)
-  | (?P<lcomment>//[^\r\n]*)
+  | (?P<lcomment>//[^\r\n]*|\#[^\r\n]*)
   | (?P<bcomment>/\*(?:.*?\*/|.*\Z))
   | (?P<open>\{)
   | (?P<close>\})
@@ -339,8 +339,9 @@ _REFUSAL: Final = re.compile(
     r"""\b(?:
         i(?:'m|\s+am)\s+(?:sorry|afraid)\b[^.\n]{0,40}?\b
             (?:can't|cannot|can\s+not|won't|will\s+not|unable|not\s+able)
-      | i\s+(?:can't|cannot|can\s+not|won't|will\s+not|am\s+unable\s+to|'m\s+unable\s+to
-              |am\s+not\s+able\s+to|'m\s+not\s+able\s+to|must\s+decline\s+to)
+      | i(?:\s+(?:can't|cannot|can\s+not|won't|will\s+not|am\s+unable\s+to
+                  |am\s+not\s+able\s+to|must\s+decline\s+to)
+          |'m\s+(?:unable|not\s+able)\s+to)
             \s+(?:help|assist|comply|fulfil|fulfill|complete|continue|support|provide
                   |perform|process|do\s+(?:that|this)|make\s+(?:that|this|these|those))
       | i\s+(?:must|have\s+to|need\s+to)\s+(?:decline|refuse)
@@ -471,20 +472,28 @@ def _lenient_load(span: str) -> tuple[Any, list[str]]:
             raise
         try:
             return _json5_loads(converted), _json5_repairs(span)
+        except _NonJsonConstant:
+            raise
         except ValueError:
             raise exc from None
 
 
 def _json5_loads(span: str) -> Any:
+    constants: list[str] = []
+
+    def note_constant(name: str) -> None:
+        constants.append(name)  # json5 re-raises errors from here as plain ValueError
+
     try:
-        return json5.loads(span, parse_constant=_reject_constant)
-    except _NonJsonConstant:
-        raise
+        value = json5.loads(span, parse_constant=note_constant)
     except RecursionError as exc:
         raise ValueError("the JSON is nested too deeply to read") from exc
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
         # json5 reports syntax errors as ValueError; the others guard its corner cases.
         raise ValueError(str(exc) or type(exc).__name__) from exc
+    if constants:
+        raise _NonJsonConstant(f"{constants[0]} is not a JSON value")
+    return value
 
 
 def _repair_load(span: str) -> tuple[Any, list[str]]:
@@ -501,7 +510,60 @@ def _repair_load(span: str) -> tuple[Any, list[str]]:
         str(entry.get("text", entry)) if isinstance(entry, dict) else str(entry) for entry in log
     ]
     detail = "; ".join(dict.fromkeys(texts)) or "fixed the syntax"
+    lost = _lost_content(span, value)
+    if lost is not None:
+        raise ValueError(
+            f"json_repair could only read it by dropping or rewriting {lost!r}, and that is "
+            "not applied"
+        )
     return value, [f"json_repair: {detail}"]
+
+
+def _lost_content(span: str, value: Any) -> str | None:
+    """The first literal of ``span`` (a string, number or word, comments aside) that is
+    missing from json_repair's result: a repair that guessed rather than fixed syntax."""
+    texts: list[str] = []
+    numbers: set[float] = set()
+
+    def collect(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, item in node.items():
+                texts.append(str(key))
+                collect(item)
+        elif isinstance(node, list):
+            for item in node:
+                collect(item)
+        else:
+            texts.append(json.dumps(node, ensure_ascii=False).strip('"'))
+            if isinstance(node, str):
+                texts.append(node)
+            elif isinstance(node, (int, float)) and not isinstance(node, bool):
+                numbers.add(float(node))
+
+    collect(value)
+    haystack = "\x00".join(texts)
+    literals = {"True": "true", "False": "false", "None": "null"}
+    for match in _tokens(span):
+        kind = match.lastgroup
+        token = match.group()
+        if kind in ("dstr", "sstr"):
+            body = token[1:-1] if len(token) > 1 and token[-1] == token[0] else token[1:]
+            try:
+                needle = _STRICT.decode(f'"{body}"') if kind == "dstr" else body
+            except (ValueError, RecursionError):
+                needle = body
+        elif kind == "word":
+            try:
+                if float(token) in numbers:
+                    continue
+            except ValueError:
+                pass
+            needle = literals.get(token, token)
+        else:
+            continue
+        if needle not in haystack:
+            return token
+    return None
 
 
 def _request_like(value: Any) -> bool:
