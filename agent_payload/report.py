@@ -68,13 +68,16 @@ class Issue:
 
     ``path`` is the change-request path where it arose; ``message`` says what was expected,
     what was found and what to do instead; it is written to be shown to the model.
-    ``payload_path`` is the payload path concerned, when there is one.
+    ``payload_path`` is the payload path concerned, when there is one. ``severity`` is set when
+    the issue comes from a guard's :class:`Finding` (``"warning"``, ``"confirm"`` or
+    ``"conflict"``), else ``None``.
     """
 
     code: str
     path: str
     message: str
     payload_path: PayloadPath | None = None
+    severity: str | None = None
 
 
 @dataclass(slots=True)

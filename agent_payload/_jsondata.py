@@ -1,0 +1,343 @@
+"""Private helpers for JSON data: copy-and-validate, equality, paths, previews.
+
+Everything here is iterative (explicit stacks), so data nested 10,000 levels deep or more never
+meets Python's recursion limit. The copy is the hot path of the default merge mode: it copies
+dicts and lists and checks the JSON types in the same pass, and tracks no path; when it finds
+something wrong it raises ``_Bad`` and :func:`locate_problem` walks again, slowly, to say where.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "Link",
+    "Problem",
+    "copy_tree",
+    "describe",
+    "format_payload_path",
+    "format_request_path",
+    "is_identifier",
+    "json_equal",
+    "locate_problem",
+    "materialize",
+]
+
+Link = tuple[Any, str | int] | None
+"""A path as a linked list ``(parent_link, key)``; ``None`` is the root. Cheap to extend."""
+
+
+class _Bad(Exception):
+    """Raised by the fast copy when the data is not JSON or exceeds a limit (no path known)."""
+
+
+class Problem:
+    """What :func:`locate_problem` found: ``kind`` is ``type``, ``key``, ``float``, ``cycle``,
+    ``depth`` or ``nodes``; ``path`` the parts leading to it; ``detail`` a short description."""
+
+    __slots__ = ("detail", "kind", "path", "value")
+
+    def __init__(self, kind: str, path: tuple[str | int, ...], detail: str, value: int = 0):
+        self.kind = kind
+        self.path = path
+        self.detail = detail
+        self.value = value
+
+
+def materialize(link: Link) -> tuple[str | int, ...]:
+    """The tuple of parts of a linked path."""
+    parts: list[str | int] = []
+    while link is not None:
+        link, key = link
+        parts.append(key)
+    parts.reverse()
+    return tuple(parts)
+
+
+# --- copy -----------------------------------------------------------------------------------
+
+
+def _plain_scalar(v: Any) -> Any:
+    """A subclass of str/int/float (an enum member, say) as the plain value; else raise."""
+    if isinstance(v, bool):
+        return bool(v)
+    if isinstance(v, str):
+        return str.__str__(v)
+    if isinstance(v, int):
+        return int.__int__(v)
+    if isinstance(v, float):
+        f = float.__float__(v)
+        if math.isfinite(f):
+            return f
+    raise _Bad
+
+
+def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
+    """An independent copy of JSON data ``root``, checked on the way.
+
+    Raises ``_Bad`` (without a path) for data that is not JSON (a tuple, a set, a non-string key,
+    NaN or an infinity), for nesting deeper than ``max_depth`` containers (a cycle ends up
+    here), or for more than ``max_nodes`` values. dict and list subclasses are copied as plain
+    dicts and lists, str/int/float subclasses (enum members) as plain values.
+    """
+    t = type(root)
+    if t is dict or t is list or isinstance(root, dict | list):
+        pass
+    elif root is None or t is str or t is int or t is bool or (t is float and root - root == 0.0):
+        return root
+    else:
+        return _plain_scalar(root)
+    new_root: Any = {} if isinstance(root, dict) else []
+    nodes = 1
+    stack: list[tuple[Any, Any, int]] = [(root, new_root, 1)]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        src, dst, depth = pop()
+        if depth > max_depth:
+            raise _Bad
+        nodes += len(src)
+        if nodes > max_nodes:
+            raise _Bad
+        deeper = depth + 1
+        if type(dst) is dict:
+            for k, v in src.items():
+                if type(k) is not str:
+                    if isinstance(k, str):
+                        k = str.__str__(k)
+                    else:
+                        raise _Bad
+                t = type(v)
+                if t is str or t is int or v is None or t is bool:
+                    dst[k] = v
+                elif t is dict:
+                    d: dict[str, Any] = {}
+                    dst[k] = d
+                    push((v, d, deeper))
+                elif t is list:
+                    lst: list[Any] = []
+                    dst[k] = lst
+                    push((v, lst, deeper))
+                elif t is float and v - v == 0.0:
+                    dst[k] = v
+                elif isinstance(v, dict):
+                    d = {}
+                    dst[k] = d
+                    push((v, d, deeper))
+                elif isinstance(v, list):
+                    lst = []
+                    dst[k] = lst
+                    push((v, lst, deeper))
+                else:
+                    dst[k] = _plain_scalar(v)
+        else:
+            append = dst.append
+            for v in src:
+                t = type(v)
+                if t is str or t is int or v is None or t is bool:
+                    append(v)
+                elif t is dict:
+                    d = {}
+                    append(d)
+                    push((v, d, deeper))
+                elif t is list:
+                    lst = []
+                    append(lst)
+                    push((v, lst, deeper))
+                elif t is float and v - v == 0.0:
+                    append(v)
+                elif isinstance(v, dict):
+                    d = {}
+                    append(d)
+                    push((v, d, deeper))
+                elif isinstance(v, list):
+                    lst = []
+                    append(lst)
+                    push((v, lst, deeper))
+                else:
+                    append(_plain_scalar(v))
+    return new_root
+
+
+def _type_name(v: Any) -> str:
+    t = type(v)
+    return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+
+
+def _scalar_problem(v: Any) -> str | None:
+    """Why scalar ``v`` is not JSON data (None: it is)."""
+    if v is None or isinstance(v, str | bool | int):
+        return None
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return None
+        return f"the float {v!r}, which JSON cannot represent"
+    if isinstance(v, tuple):
+        return "a tuple (use a list)"
+    if isinstance(v, set | frozenset):
+        return f"a {type(v).__name__} (use a list)"
+    return f"a value of type {_type_name(v)}"
+
+
+def _items(v: Any) -> Any:
+    return iter(v.items()) if isinstance(v, dict) else iter(enumerate(v))
+
+
+def locate_problem(root: Any, max_depth: int, max_nodes: int) -> Problem | None:
+    """Walk ``root`` depth first with its path and say what :func:`copy_tree` refused."""
+    if not isinstance(root, dict | list):
+        why = _scalar_problem(root)
+        return None if why is None else Problem("type", (), why)
+    nodes = 1
+    path: list[str | int] = []
+    on_path = {id(root)}
+    stack: list[tuple[Any, int, bool]] = [(_items(root), id(root), isinstance(root, dict))]
+    while stack:
+        it, _, in_dict = stack[-1]
+        nxt = next(it, None)
+        if nxt is None:
+            _, cid, _ = stack.pop()
+            on_path.discard(cid)
+            if path:
+                path.pop()
+            continue
+        key, v = nxt
+        if in_dict and not isinstance(key, str):
+            return Problem(
+                "key", (*path, key), f"the key {key!r} of type {_type_name(key)} (keys are strings)"
+            )
+        nodes += 1
+        if nodes > max_nodes:
+            return Problem("nodes", (*path, key), "", nodes)
+        if isinstance(v, dict | list):
+            if id(v) in on_path:
+                return Problem("cycle", (*path, key), "a container that contains itself")
+            if len(stack) + 1 > max_depth:
+                return Problem("depth", (*path, key), "", len(stack) + 1)
+            on_path.add(id(v))
+            path.append(key)
+            stack.append((_items(v), id(v), isinstance(v, dict)))
+            continue
+        why = _scalar_problem(v)
+        if why is not None:
+            return Problem("type" if not isinstance(v, float) else "float", (*path, key), why)
+    return None
+
+
+# --- equality -------------------------------------------------------------------------------
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: ``True`` differs from ``1``, ``1`` equals ``1.0``, key order is ignored."""
+    stack = [(a, b)]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        a, b = pop()
+        if a is b:
+            continue
+        if isinstance(a, dict):
+            if not isinstance(b, dict) or len(a) != len(b):
+                return False
+            for k, v in a.items():
+                if k not in b:
+                    return False
+                push((v, b[k]))
+        elif isinstance(a, list):
+            if not isinstance(b, list) or len(a) != len(b):
+                return False
+            stack.extend(zip(a, b, strict=True))
+        elif isinstance(b, dict | list):
+            return False
+        elif isinstance(a, bool) or isinstance(b, bool):
+            if not (isinstance(a, bool) and isinstance(b, bool) and a == b):
+                return False
+        elif isinstance(a, str) or isinstance(b, str):
+            if not (isinstance(a, str) and isinstance(b, str) and a == b):
+                return False
+        elif a is None or b is None or a != b:
+            return False
+    return True
+
+
+# --- paths ----------------------------------------------------------------------------------
+
+
+def is_identifier(key: str) -> bool:
+    """ASCII ``[A-Za-z_][A-Za-z0-9_]*`` (MERGE.md section 6, "Paths")."""
+    return key.isascii() and key.isidentifier()
+
+
+def _key_text(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
+
+
+def format_request_path(parts: Sequence[str | int]) -> str:
+    """A change-request path written as MERGE.md section 6 says.
+
+    The first part is a bucket name or a top-level field and stands bare when it is an
+    identifier; identifiers follow a dot, any other key is a JSON string in brackets, indices
+    are ``[3]``: ``format_request_path(["updateElements", "items", 3, "a.b"])`` is
+    ``'updateElements.items[3]["a.b"]'``.
+    """
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, str):
+            out.append(f"[{int(part)}]")
+        elif is_identifier(part):
+            out.append(part if i == 0 else "." + part)
+        else:
+            out.append(f"[{_key_text(part)}]")
+    return "".join(out)
+
+
+def format_payload_path(path: Sequence[str | int]) -> str:
+    """A payload path written ``items[3].price`` (``""`` for the root); keys that are not
+    identifiers are written as JSON strings in brackets: ``["a.b"].c``."""
+    return format_request_path(path)
+
+
+# --- previews -------------------------------------------------------------------------------
+
+
+def describe(v: Any, limit: int = 60) -> str:
+    """A short, shallow description of a value for messages (never walks deep data)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        text = v if len(v) <= limit else v[:limit] + "…"
+        return f"the string {_key_text(text)}"
+    if isinstance(v, int | float):
+        return f"the number {v!r}"
+    if isinstance(v, dict):
+        if not v:
+            return "an empty object {}"
+        keys = list(v)[:4]
+        shown = ", ".join(_key_text(k if len(k) <= 30 else k[:30] + "…") for k in keys)
+        more = ", …" if len(v) > 4 else ""
+        return f"an object with {len(v)} key{'s' if len(v) != 1 else ''} ({shown}{more})"
+    if isinstance(v, list):
+        if not v:
+            return "an empty array []"
+        return f"an array of {len(v)} item{'s' if len(v) != 1 else ''}"
+    return f"a value of type {_type_name(v)}"
+
+
+def kind_word(v: Any) -> str:
+    """``an object`` / ``an array`` / ``a primitive``-style noun for messages."""
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, list):
+        return "an array"
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, str):
+        return "a string"
+    return "a number"

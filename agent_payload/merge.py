@@ -1,0 +1,1519 @@
+"""The pure merge engine: apply a change request to a payload (MERGE.md is the contract).
+
+``apply_change_request(payload, change_request)`` returns a ``MergeResult`` holding the merged
+payload and a report of effective changes, warnings (auto-corrections that
+were applied) and conflicts (parts of the request that were not applied). No I/O, no SDK.
+
+How it works, in short:
+
+* The change request is normalised (wrappers unwrapped, snake_case accepted, unknown fields
+  reported), checked to be JSON data, and copied.
+* Default mode copies the payload once, checking that it is JSON data on the way (a copy
+  specialised to dict/list, several times faster than ``copy.deepcopy``), then edits that copy
+  in place. The result shares no mutable object with either input.
+* ``share=True`` copies only the containers on the paths the request walks and shares every
+  other subtree with the input: its cost follows the size of the request, not of the payload.
+* The walk goes wherever the request goes, with an explicit stack of generators instead of
+  recursion, so payloads and requests nested 10,000 levels deep (or deeper, up to
+  :attr:`Limits.max_depth`) never meet Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar, overload
+
+from pydantic import BaseModel, ValidationError
+
+from agent_payload._jsondata import (
+    Link,
+    Problem,
+    _Bad,
+    copy_tree,
+    describe,
+    format_payload_path,
+    format_request_path,
+    json_equal,
+    kind_word,
+    locate_problem,
+    materialize,
+)
+from agent_payload.changes import (
+    BUCKETS,
+    DEFAULT_MARKERS,
+    MARKER,
+    REFERENCE_MARKER,
+    WIRE_NAMES,
+    AgentPayloadChangeRequest,
+)
+from agent_payload.errors import (
+    ConfigurationError,
+    InvalidChangeRequestError,
+    InvalidPayloadError,
+    LimitExceededError,
+    MergeConflictError,
+    PayloadValidationError,
+)
+from agent_payload.report import Change, ChangeOp, Finding, Guard, Issue, MergeReport, MergeResult
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "WRAPPERS",
+    "Limits",
+    "apply_change_request",
+    "choose_marker",
+    "dump_payload",
+    "format_payload_path",
+    "format_request_path",
+    "payload_holds_string",
+]
+
+WRAPPERS: Final[tuple[str, ...]] = (
+    "payloadChangeRequest",
+    "changeRequest",
+    "change_request",
+    "payload_change_request",
+)
+"""Top-level wrappers that are unwrapped when the top level has no bucket of its own."""
+
+_SNAKE: Final[dict[str, str]] = {v: k for k, v in WIRE_NAMES.items() if k != v}
+"""camelCase bucket name -> snake_case spelling."""
+_SNAKE_TO_CAMEL: Final[dict[str, str]] = {k: v for k, v in WIRE_NAMES.items() if k != v}
+_KNOWN_FIELDS: Final[tuple[str, ...]] = (*BUCKETS, "reasoning")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits that protect the merge from hostile or runaway input.
+
+    Exceeding one raises :class:`~agent_payload.errors.LimitExceededError` naming the limit,
+    the value found, the maximum and where.
+
+    * ``max_depth`` (default 20,000): nesting of containers in the payload and in the change
+      request. Payloads 10,000 levels deep merge fine; a cycle in the payload is reported as
+      such before this limit matters.
+    * ``max_nodes`` (default 10,000,000): values in the payload (every member and element
+      counts, the root too). Checked while the default mode copies the payload; ``share=True``
+      never walks the whole payload and checks it only where the walk copies.
+    * ``max_request_nodes`` (default 1,000,000): values in the change request.
+    """
+
+    max_depth: int = 20_000
+    max_nodes: int = 10_000_000
+    max_request_nodes: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_depth", "max_nodes", "max_request_nodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(
+                    f"Limits.{name} must be a positive int; found {value!r}. "
+                    f"Leave it out to use the default ({getattr(DEFAULT_LIMITS, name, '?')})."
+                )
+
+
+DEFAULT_LIMITS: Final = Limits()
+
+
+# --- small helpers -----------------------------------------------------------------------------
+
+_MISSING: Final[Any] = object()
+_OBJ: Final = 1
+_ARR: Final = 2
+_PRIM: Final = 3
+_BAD: Final = 4
+_SCALAR_TYPES: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _kind(v: Any) -> int:
+    t = type(v)
+    if t is dict:
+        return _OBJ
+    if t is list:
+        return _ARR
+    if t in _SCALAR_TYPES:
+        return _PRIM
+    if isinstance(v, dict):
+        return _OBJ
+    if isinstance(v, list):
+        return _ARR
+    if isinstance(v, str | int | float):
+        return _PRIM
+    return _BAD
+
+
+def _is_index(key: str) -> bool:
+    """A decimal index: ASCII digits, no sign, no leading zero except ``"0"`` (section 7)."""
+    return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0")
+
+
+def _is_index_map(v: Any) -> bool:
+    return type(v) is dict and bool(v) and all(_is_index(k) for k in v)
+
+
+def _index_below(key: str, length: int) -> int | None:
+    """The index a decimal key names if it is below ``length`` (no huge int parsing)."""
+    if len(key) > len(str(length)):
+        return None
+    i = int(key)
+    return i if i < length else None
+
+
+def _is_empty_container(v: Any) -> bool:
+    return (type(v) is dict or type(v) is list) and not v
+
+
+def _validate_markers(markers: Iterable[str]) -> frozenset[str]:
+    if isinstance(markers, str):
+        markers = (markers,)
+    try:
+        items = list(markers)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"markers must be an iterable of strings, e.g. {{'DELETE'}}; found {markers!r}."
+        ) from exc
+    for m in items:
+        if not isinstance(m, str) or not m:
+            raise ConfigurationError(
+                f"Every DELETE marker must be a non-empty string; found {m!r} in markers. "
+                "Pass e.g. markers={'DELETE'} (or an empty set for no marker)."
+            )
+    return frozenset(items)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+# --- request normalisation ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Request:
+    buckets: dict[str, Any]  # camelCase name -> JSON data (absent buckets are not here)
+    reasoning: str | None
+    issues: list[Issue]  # unknown_field conflicts and shadowed warnings of the top level
+
+
+def _empty_bucket(v: Any) -> bool:
+    return v is None or _is_empty_container(v)
+
+
+def _copy_request(data: Any, limits: Limits) -> Any:
+    try:
+        return copy_tree(data, limits.max_depth, limits.max_request_nodes)
+    except _Bad:
+        problem = locate_problem(data, limits.max_depth, limits.max_request_nodes)
+        raise _request_problem(problem, limits) from None
+    except RecursionError as exc:  # pragma: no cover - copy_tree is iterative
+        raise InvalidChangeRequestError("The change request is nested too deeply.") from exc
+
+
+def _request_problem(problem: Problem | None, limits: Limits) -> Exception:
+    if problem is None:  # pragma: no cover - the locator finds what the copy refused
+        return InvalidChangeRequestError("The change request is not JSON data.")
+    where = format_request_path(problem.path) or "the top level"
+    if problem.kind == "depth":
+        return LimitExceededError(
+            f"The change request is nested {problem.value} levels deep at {where}, deeper than "
+            f"max_depth={limits.max_depth}. Send a shallower change request, or raise "
+            "Limits(max_depth=...).",
+            limit="max_depth",
+            value=problem.value,
+            maximum=limits.max_depth,
+            path=where,
+        )
+    if problem.kind == "nodes":
+        return LimitExceededError(
+            f"The change request holds more than max_request_nodes={limits.max_request_nodes} "
+            f"values (counted up to {where}). Split it into smaller change requests, or raise "
+            "Limits(max_request_nodes=...).",
+            limit="max_request_nodes",
+            value=problem.value,
+            maximum=limits.max_request_nodes,
+            path=where,
+        )
+    return InvalidChangeRequestError(
+        f"The change request holds {problem.detail} at {where}; expected JSON data "
+        "(dict with string keys, list, str, int, float, bool, None). Convert it to JSON data "
+        "first.",
+        path=where,
+    )
+
+
+def _normalise_request(change_request: Any, limits: Limits) -> _Request:
+    if change_request is None:
+        return _Request({}, None, [])
+    if isinstance(change_request, AgentPayloadChangeRequest):
+        raw: Any = {
+            "newElements": change_request.new_elements,
+            "updateElements": change_request.update_elements,
+            "removeElements": change_request.remove_elements,
+            "replaceElements": change_request.replace_elements,
+            "reasoning": change_request.reasoning,
+        }
+    elif isinstance(change_request, Mapping):
+        raw = dict(change_request)
+    else:
+        raise InvalidChangeRequestError(
+            f"A change request must be an AgentPayloadChangeRequest, a mapping in wire form "
+            f"(newElements, updateElements, removeElements, replaceElements, reasoning) or None; "
+            f"found {describe(change_request)}.",
+        )
+    for key in raw:
+        if not isinstance(key, str):
+            raise InvalidChangeRequestError(
+                f"The change request has the top-level key {key!r} of type "
+                f"{type(key).__name__}; its keys must be strings.",
+                path="",
+            )
+    raw = _copy_request(raw, limits)
+    issues: list[Issue] = []
+    outer_reasoning: Any = None
+    for _ in range(limits.max_depth):
+        if any(not _empty_bucket(raw.get(n)) for n in (*BUCKETS, *_SNAKE.values())):
+            break
+        wrapper = next((w for w in WRAPPERS if isinstance(raw.get(w), dict)), None)
+        if wrapper is None:
+            break
+        if raw.get("reasoning") is not None:
+            outer_reasoning = raw["reasoning"]
+        for key in raw:
+            if key == wrapper or key == "reasoning":
+                continue
+            if key in _KNOWN_FIELDS or key in _SNAKE_TO_CAMEL:
+                continue  # an empty bucket beside the wrapper: absent
+            issues.append(_unknown_field(key, wrapper_beside=wrapper))
+        raw = raw[wrapper]
+    buckets: dict[str, Any] = {}
+    reasoning: Any = None
+    for key, value in raw.items():
+        if key in BUCKETS:
+            if not _empty_bucket(value):
+                buckets[key] = value
+        elif key in _SNAKE_TO_CAMEL:
+            pass
+        elif key == "reasoning":
+            reasoning = value
+        else:
+            issues.append(_unknown_field(key, wrapper_beside=None))
+    for snake, camel in _SNAKE_TO_CAMEL.items():
+        if snake not in raw or _empty_bucket(raw[snake]):
+            continue
+        if camel in buckets:
+            issues.append(
+                Issue(
+                    "shadowed",
+                    format_request_path([snake]),
+                    f"{snake} and {camel} are the same bucket spelt two ways; {camel} was "
+                    f"applied and {snake} was ignored. Send each bucket once, spelt {camel}.",
+                )
+            )
+        else:
+            buckets[camel] = raw[snake]
+    if reasoning is None:
+        reasoning = outer_reasoning
+    if reasoning is not None and not isinstance(reasoning, str):
+        reasoning = json.dumps(reasoning, ensure_ascii=False)
+    return _Request(buckets, reasoning, issues)
+
+
+def _unknown_field(key: str, *, wrapper_beside: str | None) -> Issue:
+    candidates = [*BUCKETS, "reasoning", *_SNAKE_TO_CAMEL]
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]}?" if close else ""
+    if key in WRAPPERS:
+        what = (
+            f"{key} is a wrapper, but the change request already has buckets of its own at the "
+            "top level, so it was not unwrapped and its content was not applied. Send one change "
+            "request: the buckets at the top level, without the wrapper."
+        )
+    else:
+        beside = f" (beside the {wrapper_beside} wrapper)" if wrapper_beside else ""
+        what = (
+            f"{json.dumps(key, ensure_ascii=False)}{beside} is not a field of a change request; "
+            "its content was not applied. The only top-level fields are newElements, "
+            "updateElements, removeElements, replaceElements and reasoning: put payload changes "
+            f"inside one of the buckets, e.g. updateElements.{hint}"
+        )
+    return Issue("unknown_field", format_request_path([key]), what)
+
+
+# --- payload intake ----------------------------------------------------------------------------
+
+
+def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
+    if problem is None:  # pragma: no cover - the locator finds what the copy refused
+        return InvalidPayloadError("The payload is not JSON data.")
+    where = format_payload_path(problem.path) or "the root"
+    if problem.kind == "depth":
+        return LimitExceededError(
+            f"The payload is nested {problem.value} levels deep at {where}, deeper than "
+            f"max_depth={limits.max_depth}. Raise Limits(max_depth=...) if this is intended.",
+            limit="max_depth",
+            value=problem.value,
+            maximum=limits.max_depth,
+            path=where,
+        )
+    if problem.kind == "nodes":
+        return LimitExceededError(
+            f"The payload holds more than max_nodes={limits.max_nodes} values (counted up to "
+            f"{where}). Raise Limits(max_nodes=...) if this is intended.",
+            limit="max_nodes",
+            value=problem.value,
+            maximum=limits.max_nodes,
+            path=where,
+        )
+    if problem.kind == "cycle":
+        return InvalidPayloadError(
+            f"The payload holds a cycle at {where}: a container that contains itself. JSON data "
+            "is a tree; break the cycle before merging.",
+            path=problem.path,
+        )
+    return InvalidPayloadError(
+        f"The payload holds {problem.detail} at {where}; expected JSON data (dict with string "
+        "keys, list, str, int, finite float, bool, None). Convert it first, or pass a pydantic "
+        "model to have it dumped in JSON mode.",
+        path=problem.path,
+    )
+
+
+def _copy_payload(data: Any, limits: Limits) -> Any:
+    try:
+        return copy_tree(data, limits.max_depth, limits.max_nodes)
+    except _Bad:
+        problem = locate_problem(data, limits.max_depth, limits.max_nodes)
+        raise _payload_problem(problem, limits) from None
+
+
+def _root_error(payload: Any) -> InvalidPayloadError:
+    return InvalidPayloadError(
+        f"The payload root must be a JSON object (dict), a JSON array (list), None (treated as "
+        f"{{}}) or a pydantic model instance; found {describe(payload)} "
+        f"(type {type(payload).__name__}). Wrap the value in an object, e.g. {{'value': ...}}.",
+        path=(),
+    )
+
+
+def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
+    """The payload as JSON data, as the merge sees it (a fresh, independent copy).
+
+    ``None`` becomes ``{}``; a pydantic model is dumped in JSON mode by alias (the same form
+    :func:`apply_change_request` merges into and validates back); dicts and lists are checked
+    and copied. Prompts should show the model exactly this.
+    """
+    limits = limits or DEFAULT_LIMITS
+    if payload is None:
+        return {}
+    if isinstance(payload, BaseModel):
+        return payload.model_dump(mode="json", by_alias=True)
+    if _kind(payload) not in (_OBJ, _ARR):
+        raise _root_error(payload)
+    return _copy_payload(payload, limits)
+
+
+# --- markers -----------------------------------------------------------------------------------
+
+
+def payload_holds_string(payload: Any, value: str) -> bool:
+    """True when ``value`` occurs as a string value anywhere in the payload's data.
+
+    Keys do not count (a marker is only ever read as a value). Pydantic models are dumped in JSON
+    mode first. Iterative: any depth is fine.
+    """
+    data = (
+        payload.model_dump(mode="json", by_alias=True)
+        if isinstance(payload, BaseModel)
+        else payload
+    )
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if v == value:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def _strings_of(payload: Any) -> set[str]:
+    data = (
+        payload.model_dump(mode="json", by_alias=True)
+        if isinstance(payload, BaseModel)
+        else payload
+    )
+    found: set[str] = set()
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if "DELETE" in v:
+                found.add(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return found
+
+
+def choose_marker(payload: Any) -> str:
+    """The one DELETE marker to activate for this payload (MERGE.md section 1).
+
+    ``"DELETE"`` unless the payload's data holds that string, else ``"__DELETE__"`` unless the
+    data holds that too, else ``"__DELETE_<hex>__"``, a fresh marker that the data does not hold
+    (deterministic: the same payload always gets the same marker).
+    """
+    held = _strings_of(payload)
+    if MARKER not in held:
+        return MARKER
+    if REFERENCE_MARKER not in held:
+        return REFERENCE_MARKER
+    counter = 0
+    while True:
+        candidate = f"__DELETE_{hashlib.sha256(str(counter).encode()).hexdigest()[:8]}__"
+        if candidate not in held:
+            return candidate
+        counter += 1
+
+
+# --- the walk ----------------------------------------------------------------------------------
+
+_Walk = Iterator[Any]
+
+
+def _run(walk: _Walk) -> None:
+    """Drive a tree of generator walks without recursion: a walk yields a child walk to run it
+    to completion before it continues."""
+    stack = [walk]
+    push = stack.append
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+        else:
+            push(child)
+
+
+class _Merger:
+    """One merge: holds options and the report, and walks the payload beside the buckets."""
+
+    def __init__(
+        self,
+        *,
+        markers: frozenset[str],
+        share: bool,
+        guard: Guard | None,
+        limits: Limits,
+        report: MergeReport,
+    ) -> None:
+        self.markers = markers
+        self.share = share
+        self.guard = guard
+        self.limits = limits
+        self.report = report
+        if MARKER in markers:
+            self.marker_name: str | None = MARKER
+        elif markers:
+            self.marker_name = sorted(markers)[0]
+        else:
+            self.marker_name = None
+
+    # --- report helpers ---------------------------------------------------------------------
+
+    def warn(self, code: str, rlink: Link, message: str, plink: Link | None = None) -> None:
+        self.report.warnings.append(
+            Issue(code, format_request_path(materialize(rlink)), message, _pp(plink))
+        )
+
+    def conflict(self, code: str, rlink: Link, message: str, plink: Link | None = None) -> None:
+        self.report.conflicts.append(
+            Issue(code, format_request_path(materialize(rlink)), message, _pp(plink))
+        )
+
+    def is_marker(self, v: Any) -> bool:
+        return type(v) is str and v in self.markers
+
+    def marker_text(self) -> str:
+        if self.marker_name is None:
+            return "the DELETE marker (none is active in this call)"
+        return f'the marker "{self.marker_name}"'
+
+    # --- values ---------------------------------------------------------------------------
+
+    def own_copy(self, value: Any, plink: Link) -> Any:
+        """A deep copy of a payload value (share mode: the input's; checked on the way)."""
+        try:
+            return copy_tree(value, self.limits.max_depth, self.limits.max_nodes)
+        except _Bad:
+            problem = locate_problem(value, self.limits.max_depth, self.limits.max_nodes)
+            if problem is not None:
+                problem.path = materialize(plink) + problem.path
+            raise _payload_problem(problem, self.limits) from None
+
+    def old_value(self, value: Any, plink: Link) -> Any:
+        """The old value for a Change: in default mode it is our own detached copy."""
+        if not self.share or _kind(value) == _PRIM:
+            return (
+                value
+                if _kind(value) != _PRIM or type(value) in _SCALAR_TYPES
+                else self.own_copy(value, plink)
+            )
+        return self.own_copy(value, plink)
+
+    def check_payload_value(self, value: Any, plink: Link) -> int:
+        """Kind of a payload value read by the walk (share mode may meet unchecked data)."""
+        k = _kind(value)
+        if k == _BAD or (k == _PRIM and type(value) is float and value - value != 0.0):
+            self.own_copy(value, plink)  # raises with the path
+        return k
+
+    def owned_child(self, value: Any, kind: int) -> Any:
+        """The container to edit in place: in share mode a shallow copy of the input's."""
+        if not self.share and (type(value) is dict or type(value) is list):
+            return value
+        if kind == _OBJ:
+            return dict(value)
+        return list(value)
+
+    # --- changes and the guard --------------------------------------------------------------
+
+    def commit(self, op: ChangeOp, plink: Link, old: Any, new: Any, rlink: Link) -> bool:
+        """Ask the guard about one effective change; record it; True when it may be applied."""
+        path = materialize(plink)
+        change = Change(
+            op,
+            path,
+            self.old_value(old, plink) if op != "add" else None,
+            copy_tree(new, self.limits.max_depth, self.limits.max_request_nodes)
+            if op != "delete"
+            else None,
+        )
+        if self.guard is not None:
+            findings = self.guard(change)
+            refused = False
+            for finding in findings:
+                if not isinstance(finding, Finding):
+                    raise ConfigurationError(
+                        f"A guard must return a sequence of Finding; it returned {finding!r} "
+                        f"for the change at {format_payload_path(path) or 'the root'}."
+                    )
+                issue = Issue(
+                    finding.code,
+                    format_request_path(materialize(rlink)),
+                    finding.message,
+                    path,
+                    finding.severity,
+                )
+                if finding.severity == "conflict":
+                    refused = True
+                    self.report.conflicts.append(issue)
+                else:
+                    self.report.warnings.append(issue)
+            if refused:
+                return False
+        self.report.changes.append(change)
+        return True
+
+    def set_key(self, c: dict[str, Any], k: str, value: Any, plink: Link, rlink: Link) -> None:
+        """Set ``c[k]`` to a literal value from the request (an add or an update)."""
+        if k in c:
+            old = c[k]
+            if _kind(old) == _BAD:
+                self.check_payload_value(old, plink)
+            if json_equal(old, value):
+                return
+            if self.commit("update", plink, old, value, rlink):
+                c[k] = value
+        elif self.commit("add", plink, None, value, rlink):
+            c[k] = value
+
+    def delete_key(self, c: dict[str, Any], k: str, plink: Link, rlink: Link) -> None:
+        if self.commit("delete", plink, c[k], None, rlink):
+            del c[k]
+
+    # --- messages ---------------------------------------------------------------------------
+
+    def shape_message(
+        self, bucket: str, given: Any, current: Any, plink: Link, element: bool
+    ) -> str:
+        where = format_payload_path(materialize(plink)) or "the root"
+        found = describe(given)
+        if isinstance(current, list) and isinstance(given, dict):
+            bad = [
+                k for k in given if not (k.isascii() and k.isdigit() and (k == "0" or k[0] != "0"))
+            ]
+            detail = (
+                f" It is not an index map: the key {json.dumps(bad[0], ensure_ascii=False)} is "
+                "not a decimal index (digits only, no sign, no leading zero)."
+                if bad and bucket != "newElements"
+                else ""
+            )
+            expected = (
+                "an array of items to append"
+                if bucket == "newElements"
+                else 'an array (positional, with {} placeholders) or an index map like {"3": {...}}'
+            )
+        else:
+            detail = ""
+            expected = kind_word(current)
+        if element:
+            fix = (
+                "To give an element a value of another kind, delete it with "
+                f"{self.marker_text()} and append the new value with newElements, or replace the "
+                "whole top-level value with replaceElements."
+            )
+        else:
+            fix = (
+                "To give it a value of another kind, delete it in removeElements and give the new "
+                "value at the same path in updateElements, or replace the whole top-level value "
+                "with replaceElements."
+            )
+        return (
+            f"{bucket} gives {found} where the payload holds {kind_word(current)} at {where}; "
+            f"expected {expected} here.{detail} Not applied. {fix}"
+        )
+
+    def moot_removal(
+        self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link, why: str
+    ) -> None:
+        """Nested removals made moot: judged against the payload first (section 6)."""
+        fits = self.removal_fit(x, cur, present)
+        if fits == "missing":
+            self.warn_remove_missing_nested(x, cur, present, xlink, plink)
+        elif fits == "mismatch":
+            self.conflict(
+                "shape_mismatch",
+                xlink,
+                self.shape_message("removeElements", x, cur, plink, element=False),
+                plink,
+            )
+        else:
+            self.warn(
+                "shadowed",
+                xlink,
+                f"These nested removals were not applied because {why}. Nothing to do unless "
+                "you meant to keep the value: then drop that entry.",
+                plink,
+            )
+
+    def removal_fit(self, x: Any, cur: Any, present: bool) -> str:
+        if not present:
+            return "missing"
+        kc = _kind(cur)
+        if kc == _OBJ:
+            return "fits" if type(x) is dict else "mismatch"
+        if kc == _ARR:
+            return "fits" if type(x) is list or _is_index_map(x) else "mismatch"
+        return "missing"
+
+    def warn_remove_missing_nested(
+        self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link
+    ) -> None:
+        where = format_payload_path(materialize(plink)) or "the root"
+        if not present:
+            found = f"there is no {where} in the payload"
+        else:
+            found = f"{where} holds {describe(cur)}, which has nothing inside to delete"
+        self.warn(
+            "remove_missing",
+            xlink,
+            f"removeElements asks to delete inside {where}, but {found}; nothing was deleted. "
+            "Check the path against the payload, or drop this entry.",
+            plink,
+        )
+
+    # --- object node (section 3.1) ----------------------------------------------------------
+
+    def walk_object(
+        self,
+        c: dict[str, Any],
+        u: dict[str, Any] | None,
+        n: dict[str, Any] | None,
+        x: dict[str, Any] | None,
+        olink: Link,
+        rlink: Link,
+        ulink: Link,
+        nlink: Link,
+        xlink: Link,
+    ) -> _Walk:
+        keys: dict[str, None] = {}
+        for bucket in (x, u, n):
+            if bucket:
+                keys.update(dict.fromkeys(bucket))
+        for k in keys:
+            xv = x.get(k, _MISSING) if x else _MISSING
+            uv = u.get(k, _MISSING) if u else _MISSING
+            nv = n.get(k, _MISSING) if n else _MISSING
+            kx: Link = (xlink, k)
+            ku: Link = (ulink, k)
+            kn: Link = (nlink, k)
+            ko: Link = (olink, k)
+            kr: Link = (rlink, k)
+            present = k in c
+            cur = c[k] if present else _MISSING
+
+            # 1. remove
+            x_del = False
+            x_nested: Any = None
+            if xv is not _MISSING:
+                if self.is_marker(xv):
+                    if present:
+                        x_del = True
+                    else:
+                        self.warn_missing_key("removeElements", k, kx, olink, ko)
+                elif type(xv) is dict or type(xv) is list:
+                    if xv:
+                        x_nested = xv
+                else:
+                    self.invalid_remove(xv, kx, ko)
+
+            # 2. delete by update
+            if self.is_marker(uv):
+                if x_nested is not None:
+                    self.moot_removal(
+                        x_nested,
+                        cur,
+                        present,
+                        kx,
+                        ko,
+                        f"updateElements deletes {self.pp(ko)} with {self.marker_text()}",
+                    )
+                if nv is not _MISSING:
+                    self.warn(
+                        "shadowed",
+                        kn,
+                        f"newElements sets {self.pp(ko)}, but updateElements deletes it with "
+                        f"{self.marker_text()} at the same path; the deletion wins and this value "
+                        "was not added. Send only one of the two.",
+                        ko,
+                    )
+                if present:
+                    self.delete_key(c, k, ko, kx if x_del else ku)
+                else:
+                    self.warn_missing_key("updateElements", k, ku, olink, ko)
+                continue
+
+            # 3. k absent (never existed, or deleted in step 1)
+            if not present or x_del:
+                if x_nested is not None:
+                    self.warn_remove_missing_nested(x_nested, cur, present, kx, ko)
+                value: Any = _MISSING
+                if nv is not _MISSING:
+                    value, vlink = nv, kn
+                    if uv is not _MISSING:
+                        self.warn(
+                            "shadowed",
+                            ku,
+                            f"{self.pp(ko)} is set from newElements; the value given in "
+                            "updateElements for the same new key was ignored. Give a new key in "
+                            "newElements only.",
+                            ko,
+                        )
+                elif uv is not _MISSING:
+                    value, vlink = uv, ku
+                    if not x_del:
+                        self.warn(
+                            "update_missing",
+                            ku,
+                            f"updateElements names {self.pp(ko)}, which does not exist in the "
+                            f"payload; treated as an addition, set to {describe(uv)} as given "
+                            "(markers and {} inside it are data). Use newElements for new keys.",
+                            ko,
+                        )
+                if x_del:
+                    if value is _MISSING:
+                        self.delete_key(c, k, ko, kx)
+                    else:
+                        self.set_key(c, k, value, kr, vlink)
+                elif value is not _MISSING:
+                    self.set_key(c, k, value, kr, vlink)
+                continue
+
+            # 4. k exists
+            kc = self.check_payload_value(cur, ko)
+            if kc == _PRIM:
+                if x_nested is not None:
+                    self.warn_remove_missing_nested(x_nested, cur, True, kx, ko)
+                if uv is not _MISSING:
+                    if nv is not _MISSING:
+                        self.shadow_new(kn, ko)
+                    if not (type(uv) is dict and not uv):
+                        self.set_key(c, k, uv, kr, ku)
+                elif nv is not _MISSING:
+                    self.new_exists(nv, cur, kn, ko)
+                    self.set_key(c, k, nv, kr, kn)
+                continue
+
+            # c[k] is a container: each bucket judged on its own
+            u_acts = False
+            u_set = False
+            u_desc: Any = None
+            if uv is not _MISSING:
+                kuv = _kind(uv)
+                if kuv == _PRIM:
+                    u_acts = u_set = True
+                elif kc == _OBJ:
+                    if kuv == _OBJ:
+                        u_acts = True
+                        u_desc = uv or None
+                    else:
+                        self.conflict(
+                            "shape_mismatch",
+                            ku,
+                            self.shape_message("updateElements", uv, cur, ko, False),
+                            ko,
+                        )
+                elif kuv == _ARR:
+                    u_acts = True
+                    u_desc = uv or None
+                elif not uv:
+                    u_acts = True
+                elif _is_index_map(uv):
+                    u_acts = True
+                    u_desc = uv
+                else:
+                    self.conflict(
+                        "shape_mismatch",
+                        ku,
+                        self.shape_message("updateElements", uv, cur, ko, False),
+                        ko,
+                    )
+            n_set = False
+            n_desc: Any = None
+            if nv is not _MISSING:
+                knv = _kind(nv)
+                if knv == _PRIM:
+                    if u_acts:
+                        self.shadow_new(kn, ko)
+                    else:
+                        n_set = True
+                elif kc == _OBJ:
+                    if knv == _OBJ:
+                        n_desc = nv or None
+                    else:
+                        self.conflict(
+                            "shape_mismatch",
+                            kn,
+                            self.shape_message("newElements", nv, cur, ko, False),
+                            ko,
+                        )
+                elif knv == _ARR:
+                    n_desc = nv or None
+                elif nv:
+                    self.conflict(
+                        "shape_mismatch",
+                        kn,
+                        self.shape_message("newElements", nv, cur, ko, False),
+                        ko,
+                    )
+            if u_set or n_set:
+                if x_nested is not None:
+                    self.moot_removal(
+                        x_nested,
+                        cur,
+                        True,
+                        kx,
+                        ko,
+                        f"{'updateElements' if u_set else 'newElements'} replaces "
+                        f"{self.pp(ko)} with a primitive value",
+                    )
+                if u_set and n_desc is not None:
+                    self.shadow_new(kn, ko)
+                if n_set:
+                    self.new_exists(nv, cur, kn, ko)
+                self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn)
+                continue
+            x_desc: Any = None
+            if x_nested is not None:
+                if self.removal_fit(x_nested, cur, True) == "fits":
+                    x_desc = x_nested
+                else:
+                    self.conflict(
+                        "shape_mismatch",
+                        kx,
+                        self.shape_message("removeElements", x_nested, cur, ko, False),
+                        ko,
+                    )
+            if u_desc is None and n_desc is None and x_desc is None:
+                continue
+            child = self.owned_child(cur, kc)
+            c[k] = child
+            if kc == _OBJ:
+                yield self.walk_object(child, u_desc, n_desc, x_desc, ko, kr, ku, kn, kx)
+            else:
+                yield self.walk_array(child, u_desc, n_desc, x_desc, ko, kr, ku, kn, kx)
+
+    def pp(self, plink: Link) -> str:
+        return format_payload_path(materialize(plink)) or "the payload root"
+
+    def shadow_new(self, kn: Link, ko: Link) -> None:
+        self.warn(
+            "shadowed",
+            kn,
+            f"{self.pp(ko)} already exists and updateElements changes it; the value given in "
+            "newElements for the same key was ignored. Use updateElements alone for existing "
+            "keys.",
+            ko,
+        )
+
+    def new_exists(self, nv: Any, cur: Any, kn: Link, ko: Link) -> None:
+        self.warn(
+            "new_exists",
+            kn,
+            f"newElements names {self.pp(ko)}, which already exists (it holds {describe(cur)}); "
+            f"treated as an update and set to {describe(nv)}. Use updateElements to change "
+            "existing keys.",
+            ko,
+        )
+
+    def warn_missing_key(self, bucket: str, k: str, rlink: Link, olink: Link, ko: Link) -> None:
+        parent = format_payload_path(materialize(olink)) or "the payload root"
+        self.warn(
+            "remove_missing",
+            rlink,
+            f"{bucket} deletes {self.pp(ko)} with {self.marker_text()}, but {parent} has no key "
+            f"{json.dumps(k, ensure_ascii=False)}; nothing was deleted. Check the key's spelling "
+            "and path against the payload, or drop this entry.",
+            ko,
+        )
+
+    def invalid_remove(self, v: Any, rlink: Link, plink: Link) -> None:
+        self.conflict(
+            "invalid_remove_value",
+            rlink,
+            f"removeElements holds {describe(v)} for {self.pp(plink)}; it may only hold "
+            f"{self.marker_text()} (to delete) and objects or arrays leading to such markers. Not "
+            "applied. To delete, write the marker; to change the value, use updateElements.",
+            plink,
+        )
+
+    # --- array node (section 3.2) -----------------------------------------------------------
+
+    def walk_array(
+        self,
+        a: list[Any],
+        ua: Any,
+        na: Any,
+        xa: Any,
+        olink: Link,
+        rlink: Link,
+        ulink: Link,
+        nlink: Link,
+        xlink: Link,
+    ) -> _Walk:
+        length = len(a)
+        where = self.pp(olink)
+        # entries of each bucket by original index: index -> (value, request link)
+        u_at: dict[int, tuple[Any, Link]] = {}
+        x_at: dict[int, tuple[Any, Link]] = {}
+        if type(ua) is list:
+            for i in range(min(len(ua), length)):
+                u_at[i] = (ua[i], (ulink, i))
+        elif ua:
+            for key, value in ua.items():
+                idx = _index_below(key, length)
+                if idx is None:
+                    self.conflict(
+                        "index_out_of_range",
+                        (ulink, key),
+                        f"The index map key {json.dumps(key)} addresses element {key} of the "
+                        f"array at {where}, but it has {_plural(length, 'element')}"
+                        f"{f' (indices 0 to {length - 1})' if length else ''}. Not applied. Keys "
+                        "refer to positions in the current array; an index map never appends: "
+                        "use newElements to add items at the end.",
+                        olink,
+                    )
+                else:
+                    u_at[idx] = (value, (ulink, key))
+        if type(xa) is list:
+            for i in range(min(len(xa), length)):
+                x_at[i] = (xa[i], (xlink, i))
+            for j in range(length, len(xa)):
+                self.removal_beyond_end(xa[j], (xlink, j), j, length, olink)
+        elif xa:
+            for key, value in xa.items():
+                idx = _index_below(key, length)
+                if idx is None:
+                    self.removal_beyond_end(value, (xlink, key), key, length, olink)
+                else:
+                    x_at[idx] = (value, (xlink, key))
+
+        deleted: list[int] = []
+        for i in sorted(u_at.keys() | x_at.keys()):
+            ri = i - len(deleted)
+            ai = a[i]
+            io: Link = (olink, i)
+            ir: Link = (rlink, ri)
+            xi, xl = x_at.get(i, (_MISSING, None))
+            ui, ul = u_at.get(i, (_MISSING, None))
+            x_del = self.is_marker(xi)
+            u_del = self.is_marker(ui)
+            x_nested: Any = None
+            if xi is not _MISSING and not x_del:
+                if type(xi) is dict or type(xi) is list:
+                    if xi:
+                        x_nested = xi
+                else:
+                    self.invalid_remove(xi, xl, io)
+            if x_del or u_del:
+                if x_del and not u_del and ui is not _MISSING and not (type(ui) is dict and not ui):
+                    self.warn(
+                        "shadowed",
+                        ul,
+                        f"removeElements deletes the element {self.pp(io)}, so this change to it "
+                        "was not applied. Send only one of the two.",
+                        io,
+                    )
+                if u_del and x_nested is not None:
+                    self.moot_removal(
+                        x_nested,
+                        ai,
+                        True,
+                        xl,
+                        io,
+                        f"updateElements deletes the element {self.pp(io)}",
+                    )
+                if self.commit("delete", io, ai, None, xl if x_del else ul):
+                    deleted.append(i)
+                continue
+            if ui is _MISSING or (type(ui) is dict and not ui):
+                if x_nested is not None:
+                    fit = self.removal_fit(x_nested, ai, True)
+                    if fit == "missing":
+                        self.warn_remove_missing_nested(x_nested, ai, True, xl, io)
+                    elif fit == "mismatch":
+                        self.conflict(
+                            "shape_mismatch",
+                            xl,
+                            self.shape_message("removeElements", x_nested, ai, io, True),
+                            io,
+                        )
+                    else:
+                        yield self.descend_element(a, i, ai, None, x_nested, io, ir, ul, xl)
+                continue
+            ka = self.check_payload_value(ai, io)
+            kui = _kind(ui)
+            if ka == _PRIM or kui == _PRIM:
+                if x_nested is not None:
+                    if ka == _PRIM:
+                        self.warn_remove_missing_nested(x_nested, ai, True, xl, io)
+                    else:
+                        self.moot_removal(
+                            x_nested,
+                            ai,
+                            True,
+                            xl,
+                            io,
+                            f"updateElements replaces the element {self.pp(io)} with a primitive "
+                            "value",
+                        )
+                if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul):
+                    a[i] = ui
+                continue
+            fits_u = (ka == _OBJ and kui == _OBJ) or (
+                ka == _ARR and (kui == _ARR or _is_index_map(ui))
+            )
+            x_desc: Any = None
+            if x_nested is not None:
+                fit = self.removal_fit(x_nested, ai, True)
+                if fit == "fits":
+                    x_desc = x_nested
+                else:
+                    self.conflict(
+                        "shape_mismatch",
+                        xl,
+                        self.shape_message("removeElements", x_nested, ai, io, True),
+                        io,
+                    )
+            if not fits_u:
+                self.conflict(
+                    "shape_mismatch",
+                    ul,
+                    self.shape_message("updateElements", ui, ai, io, True),
+                    io,
+                )
+                if x_desc is not None:
+                    yield self.descend_element(a, i, ai, None, x_desc, io, ir, ul, xl)
+                continue
+            yield self.descend_element(a, i, ai, ui or None, x_desc, io, ir, ul, xl)
+
+        if deleted:
+            if len(deleted) <= 16:
+                for i in reversed(deleted):
+                    del a[i]
+            else:
+                gone = set(deleted)
+                a[:] = [v for i, v in enumerate(a) if i not in gone]
+
+        # 3. beyond the end of a positional update array
+        if type(ua) is list and len(ua) > length:
+            for j in range(length, len(ua)):
+                item = ua[j]
+                if (type(item) is dict and not item) or self.is_marker(item):
+                    rest = len(ua) - j
+                    what = "a {} placeholder" if type(item) is dict else f'the marker "{item}"'
+                    self.conflict(
+                        "placeholder_out_of_range",
+                        (ulink, j),
+                        f"The array at {where} has {_plural(length, 'element')}"
+                        f"{f' (indices 0 to {length - 1})' if length else ''}, but updateElements "
+                        f"holds {what} at index {j}, beyond its end, where there is no element to "
+                        f"keep or delete. This item and everything after it in this array "
+                        f"({_plural(rest, 'item')}) were not applied. Positions refer to the "
+                        "original array: recount them; to add items at the end use newElements.",
+                        olink,
+                    )
+                    break
+                ri = len(a)
+                self.warn(
+                    "update_append",
+                    (ulink, j),
+                    f"updateElements gives an item at index {j}, beyond the end of the array at "
+                    f"{where} ({_plural(length, 'element')}); it was appended as given (markers "
+                    "and {} inside it are data). Use newElements to append.",
+                    (rlink, ri),
+                )
+                if self.commit("add", (rlink, ri), None, item, (ulink, j)):
+                    a.append(item)
+
+        # 4. append
+        if na:
+            for j, item in enumerate(na):
+                if type(item) is dict and not item:
+                    continue
+                ri = len(a)
+                if self.commit("add", (rlink, ri), None, item, (nlink, j)):
+                    a.append(item)
+
+    def descend_element(
+        self, a: list[Any], i: int, ai: Any, u: Any, x: Any, io: Link, ir: Link, ul: Link, xl: Link
+    ) -> _Walk:
+        kind = _kind(ai)
+        child = self.owned_child(ai, kind)
+        a[i] = child
+        if kind == _OBJ:
+            return self.walk_object(child, u, None, x, io, ir, ul, None, xl)
+        return self.walk_array(child, u, None, x, io, ir, ul, None, xl)
+
+    def removal_beyond_end(
+        self, v: Any, rl: Link, index: int | str, length: int, olink: Link
+    ) -> None:
+        if _is_empty_container(v):
+            return
+        if self.is_marker(v) or type(v) is dict or type(v) is list:
+            self.warn(
+                "remove_missing",
+                rl,
+                f"removeElements addresses index {index} of the array at {self.pp(olink)}, which "
+                f"has {_plural(length, 'element')}; there is no such element and nothing was "
+                "deleted. Positions refer to the original array: recount them.",
+                olink,
+            )
+        else:
+            self.invalid_remove(v, rl, (olink, int(index)) if isinstance(index, int) else olink)
+
+    # --- the root (sections 3.3 and 3.4) ----------------------------------------------------
+
+    def merge_root(self, root: Any, buckets: dict[str, Any]) -> Any:
+        u = buckets.get("updateElements")
+        n = buckets.get("newElements")
+        x = buckets.get("removeElements")
+        r = buckets.get("replaceElements")
+        if type(root) is dict:
+            return self.merge_object_root(root, u, n, x, r)
+        return self.merge_array_root(root, u, n, x, r)
+
+    def root_mismatch(self, bucket: str, value: Any, root: Any) -> None:
+        if type(root) is dict:
+            expected = "an object (a partial of the payload)"
+            if bucket == "replaceElements":
+                expected = "an object naming top-level keys"
+        elif bucket == "newElements":
+            expected = "an array of items to append"
+        elif bucket == "replaceElements":
+            expected = "an array, which replaces the whole payload"
+        else:
+            expected = 'an array (positional, with {} placeholders) or an index map like {"3": ...}'
+        self.conflict(
+            "shape_mismatch",
+            (None, bucket),
+            f"{bucket} is {describe(value)}, but the payload root is {kind_word(root)}; expected "
+            f"{expected}. This bucket was not applied; send it in the payload's shape.",
+            None,
+        )
+
+    def merge_object_root(self, root: dict[str, Any], u: Any, n: Any, x: Any, r: Any) -> Any:
+        buckets = {"updateElements": u, "newElements": n, "removeElements": x}
+        for name, value in (("removeElements", x), ("updateElements", u), ("newElements", n)):
+            if value is not None and type(value) is not dict:
+                self.root_mismatch(name, value, root)
+                buckets[name] = None
+        if r is not None:
+            if type(r) is not dict:
+                self.root_mismatch("replaceElements", r, root)
+            else:
+                for k, value in r.items():
+                    for name in ("updateElements", "removeElements", "newElements"):
+                        b = buckets[name]
+                        if b is not None and k in b:
+                            self.warn(
+                                "shadowed",
+                                ((None, name), k),
+                                f"replaceElements replaces the top-level key "
+                                f"{json.dumps(k, ensure_ascii=False)} as a whole, so what "
+                                f"{name} says of it was not applied. Name a key in one bucket "
+                                "only.",
+                                (None, k),
+                            )
+                    self.set_key(root, k, value, (None, k), ((None, "replaceElements"), k))
+                for name in ("updateElements", "removeElements", "newElements"):
+                    b = buckets[name]
+                    if b is not None and any(k in r for k in b):
+                        buckets[name] = {k: v for k, v in b.items() if k not in r}
+        _run(
+            self.walk_object(
+                root,
+                buckets["updateElements"],
+                buckets["newElements"],
+                buckets["removeElements"],
+                None,
+                None,
+                (None, "updateElements"),
+                (None, "newElements"),
+                (None, "removeElements"),
+            )
+        )
+        return root
+
+    def merge_array_root(self, root: list[Any], u: Any, n: Any, x: Any, r: Any) -> Any:
+        if u is not None and not (type(u) is list or _is_index_map(u)):
+            self.root_mismatch("updateElements", u, root)
+            u = None
+        if x is not None and not (type(x) is list or _is_index_map(x)):
+            self.root_mismatch("removeElements", x, root)
+            x = None
+        if n is not None and type(n) is not list:
+            self.root_mismatch("newElements", n, root)
+            n = None
+        if r is not None:
+            if type(r) is not list:
+                self.root_mismatch("replaceElements", r, root)
+            else:
+                for name, value in (
+                    ("updateElements", u),
+                    ("removeElements", x),
+                    ("newElements", n),
+                ):
+                    if value is not None:
+                        self.warn(
+                            "shadowed",
+                            (None, name),
+                            f"replaceElements replaces the whole payload, so {name} was not "
+                            "applied. Send either replaceElements or the other buckets.",
+                            None,
+                        )
+                if json_equal(root, r):
+                    return root
+                if self.commit("update", None, root, r, (None, "replaceElements")):
+                    return r
+                return root
+        _run(
+            self.walk_array(
+                root,
+                u,
+                n,
+                x,
+                None,
+                None,
+                (None, "updateElements"),
+                (None, "newElements"),
+                (None, "removeElements"),
+            )
+        )
+        return root
+
+
+def _pp(plink: Link | None) -> tuple[str | int, ...] | None:
+    return materialize(plink) if plink is not None else None
+
+
+# --- the public function -----------------------------------------------------------------------
+
+P = TypeVar("P")
+M = TypeVar("M", bound=BaseModel)
+
+
+@overload
+def apply_change_request(
+    payload: M,
+    change_request: AgentPayloadChangeRequest[Any] | Mapping[str, Any] | None,
+    *,
+    strict: bool = ...,
+    markers: Iterable[str] = ...,
+    share: bool = ...,
+    guard: Guard | None = ...,
+    limits: Limits | None = ...,
+) -> MergeResult[M]: ...
+
+
+@overload
+def apply_change_request(
+    payload: dict[str, Any] | None,
+    change_request: AgentPayloadChangeRequest[Any] | Mapping[str, Any] | None,
+    *,
+    strict: bool = ...,
+    markers: Iterable[str] = ...,
+    share: bool = ...,
+    guard: Guard | None = ...,
+    limits: Limits | None = ...,
+) -> MergeResult[dict[str, Any]]: ...
+
+
+@overload
+def apply_change_request(
+    payload: list[Any],
+    change_request: AgentPayloadChangeRequest[Any] | Mapping[str, Any] | None,
+    *,
+    strict: bool = ...,
+    markers: Iterable[str] = ...,
+    share: bool = ...,
+    guard: Guard | None = ...,
+    limits: Limits | None = ...,
+) -> MergeResult[list[Any]]: ...
+
+
+@overload
+def apply_change_request(
+    payload: Any,
+    change_request: Any,
+    *,
+    strict: bool = ...,
+    markers: Iterable[str] = ...,
+    share: bool = ...,
+    guard: Guard | None = ...,
+    limits: Limits | None = ...,
+) -> MergeResult[Any]: ...
+
+
+def apply_change_request(
+    payload: Any,
+    change_request: Any,
+    *,
+    strict: bool = False,
+    markers: Iterable[str] = DEFAULT_MARKERS,
+    share: bool = False,
+    guard: Guard | None = None,
+    limits: Limits | None = None,
+) -> MergeResult[Any]:
+    """Merge ``change_request`` into ``payload`` as MERGE.md says; return payload and report.
+
+    ``payload``: a dict or a list (JSON data), ``None`` (treated as ``{}``), or a pydantic model
+    instance (dumped in JSON mode by alias, merged, and validated back into the same class; a
+    failure raises :class:`~agent_payload.errors.PayloadValidationError` whose ``errors`` are
+    ``(payload_path, message)`` pairs). Anything else at the root, or data that is not JSON
+    anywhere inside (a tuple, a set, a datetime, a non-string key, NaN or an infinity, a
+    cycle), raises :class:`~agent_payload.errors.InvalidPayloadError` naming its path.
+
+    ``change_request``: an :class:`~agent_payload.changes.AgentPayloadChangeRequest`, a mapping
+    in wire form (wrappers such as ``payloadChangeRequest`` are unwrapped, snake_case bucket
+    names accepted, any other top-level field is a conflict ``unknown_field``), or ``None``
+    (empty). Anything else raises :class:`~agent_payload.errors.InvalidChangeRequestError`, as
+    does data inside it that is not JSON (the error names its change-request path).
+
+    Neither input is ever mutated. The report lists effective ``changes`` (values are copies),
+    ``warnings`` (auto-corrections that were applied), ``conflicts`` (parts that were not
+    applied) with change-request paths, and ``reasoning`` as given.
+
+    Options:
+
+    * ``strict``: raise :class:`~agent_payload.errors.MergeConflictError` (carrying the full
+      report, whose ``changes`` are what lenient mode would have applied) when anything
+      conflicts; nothing is applied.
+    * ``markers``: the DELETE markers in force, any iterable of non-empty strings (a single
+      string is one marker; empty: no marker at all).
+    * ``share``: default ``False`` returns a payload that shares no mutable object with either
+      input. ``True`` copies only the containers on the paths the request walks and shares
+      every other subtree with the input payload, so a one-field edit costs the same on a 10 MB
+      payload as on a 10 KB one. Then the caller must treat both the input and the result as
+      immutable afterwards (mutating one changes the other), and only what the walk touches is
+      checked to be JSON data (``Limits.max_nodes`` is not checked).
+    * ``guard``: called with each effective :class:`~agent_payload.report.Change` before it is
+      applied (deletions, appends, replacements of containers and replaceElements included).
+      A :class:`~agent_payload.report.Finding` of severity ``"conflict"`` refuses the change:
+      it is not applied and is recorded as a conflict with the finding's code, at the
+      change-request path of the entry and the change's payload path. ``"warning"`` and
+      ``"confirm"`` are recorded as warnings and the change applies. ``Issue.severity`` keeps
+      the finding's severity. The guard must not mutate the change's values.
+    * ``limits``: :class:`Limits` (depth and sizes); exceeding one raises
+      :class:`~agent_payload.errors.LimitExceededError`.
+    """
+    limits = DEFAULT_LIMITS if limits is None else limits
+    if not isinstance(limits, Limits):
+        raise ConfigurationError(f"limits must be a Limits instance or None; found {limits!r}.")
+    active = _validate_markers(markers)
+    if guard is not None and not callable(guard):
+        raise ConfigurationError(f"guard must be callable (a Guard) or None; found {guard!r}.")
+
+    model_class: type[BaseModel] | None = None
+    if isinstance(payload, BaseModel):
+        model_class = type(payload)
+        data: Any = payload.model_dump(mode="json", by_alias=True)
+        work = _copy_payload(data, limits)
+        share_mode = False
+    elif payload is None:
+        work = {}
+        share_mode = False
+    else:
+        kind = _kind(payload)
+        if kind not in (_OBJ, _ARR):
+            raise _root_error(payload)
+        share_mode = share
+        if share:
+            work = dict(payload) if kind == _OBJ else list(payload)
+        else:
+            work = _copy_payload(payload, limits)
+
+    request = _normalise_request(change_request, limits)
+    report = MergeReport(reasoning=request.reasoning)
+    for issue in request.issues:
+        (report.conflicts if issue.code == "unknown_field" else report.warnings).append(issue)
+    merger = _Merger(markers=active, share=share_mode, guard=guard, limits=limits, report=report)
+    result = merger.merge_root(work, request.buckets)
+
+    if strict and report.conflicts:
+        raise MergeConflictError(_strict_message(report), report=report)
+    if model_class is not None:
+        try:
+            model = model_class.model_validate(result)
+        except ValidationError as exc:
+            errors = [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
+            listed = "; ".join(
+                f"{format_payload_path(loc) or 'the root'}: {msg}" for loc, msg in errors[:10]
+            )
+            raise PayloadValidationError(
+                f"The merged payload does not validate as {model_class.__name__}: {listed}. "
+                "Change the request so the result fits the model's fields and types.",
+                errors=errors,
+                payload=result,
+            ) from exc
+        return MergeResult(model, report)
+    return MergeResult(result, report)
+
+
+def _strict_message(report: MergeReport) -> str:
+    lines = [
+        f"{_plural(len(report.conflicts), 'conflict')} in the change request; nothing was "
+        "applied (strict mode):"
+    ]
+    for issue in report.conflicts[:20]:
+        lines.append(f"  {issue.code} at {issue.path}: {issue.message}")
+    if len(report.conflicts) > 20:
+        lines.append(f"  ... and {len(report.conflicts) - 20} more (see .report.conflicts)")
+    return "\n".join(lines)
