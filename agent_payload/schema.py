@@ -1,0 +1,504 @@
+"""The JSON Schema of a change request, derived from the payload type.
+
+``change_request_schema(Invoice)`` describes ``AgentPayloadChangeRequest[Invoice]`` as the
+model must write it (MERGE.md), for tool definitions and structured outputs::
+
+    {"type": "object", "additionalProperties": false,
+     "properties": {"newElements": ..., "updateElements": ..., "removeElements": ...,
+                    "replaceElements": ..., "reasoning": {"type": "string"}},
+     "$defs": {...}}
+
+Each bucket is derived from the payload's JSON Schema (pydantic's, with its ``$defs``; recursive
+models stay recursive through ``$ref``):
+
+* ``updateElements``: a *deep partial*: no property is required; where a property stands, the
+  marker (``"DELETE"``, or the one given) may stand instead; where an array stands, either a
+  positional array whose items are the element's partial, a ``{}`` placeholder or the marker,
+  or an *index map* (an object whose keys match ``^(0|[1-9][0-9]*)$``, same values).
+* ``removeElements``: the same shape, but its leaves are only the marker (or ``{}`` in arrays).
+* ``newElements``: a deep partial without markers; array items are whole elements (they are
+  appended), ``{}`` placeholders allowed (they are skipped).
+* ``replaceElements``: the payload's top-level keys with their full (non-partial) types, each
+  optional; for an array payload, the whole array.
+* ``reasoning``: a string.
+
+Objects of the payload type that do not declare ``additionalProperties`` (pydantic's default
+``extra="ignore"``) get ``additionalProperties: false`` in the partials, so the model does not
+invent keys; ``extra="allow"`` and ``dict[str, V]`` keep their free keys. ``Optional[X]``,
+unions, enums, literals, nested and recursive models, lists, tuples and dicts are handled;
+``title``, ``default``, ``examples`` and ``discriminator`` are dropped from the partials (a
+partial need not carry the discriminator field). ``payload_type=None`` means any JSON: each
+bucket is an object or an array.
+
+Where strict modes cannot express the format
+---------------------------------------------
+
+OpenAI's strict structured outputs and strict function calling (``strict: true``) require
+every object to list all its properties in ``required`` and to set ``additionalProperties:
+false``; optional fields must be written as required-and-nullable, and ``patternProperties``
+and free-form values (``{}``, ``additionalProperties: {...}``) are not accepted. The change
+request cannot be expressed that way without changing its meaning:
+
+* **Deep partials** (every payload type): a partial's properties are optional by design. A
+  required-but-nullable property would make the model write ``null`` for every key it does not
+  change, and in the merge ``null`` *sets the value to null*. So no bucket of a typed payload
+  fits strict mode.
+* **Index maps**: an object keyed by indices needs ``patternProperties``.
+* **Free keys** (``dict[str, V]``, ``extra="allow"``) need ``additionalProperties: {...}``.
+* **Any JSON** (``payload_type=None``, ``Any`` fields): schema-less values.
+
+Therefore ``strict=True`` returns the **non-strict** schema (the same dict as ``strict=False``)
+whenever any of the above occurs, which is the case for every payload type; it differs only
+in that the envelope's five fields are then listed as required-and-nullable when, and only
+when, the whole schema would be strict-compatible (never, in practice). Use
+``is_strict_compatible(schema)`` to decide the ``strict`` flag you send: the provider adapters
+do exactly that (``strict="auto"``) and send ``strict: false`` with this schema, so OpenAI
+treats it as guidance (structured outputs without the strict guarantee; function calling with
+the schema as a hint) and ``agent_payload.parse`` + the correction loop catch what slips
+through. Anthropic's ``tool_use`` takes the schema as it is (``strict`` is not sent).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from agent_payload.changes import MARKER
+from agent_payload.providers._common import strict_compatible
+
+__all__ = ["INDEX_KEY_PATTERN", "change_request_schema", "is_strict_compatible"]
+
+INDEX_KEY_PATTERN = "^(0|[1-9][0-9]*)$"
+"""Keys of an index map (MERGE.md section 7): decimal indices without sign or leading zero."""
+
+_DROPPED_IN_PARTIALS = frozenset({"title", "default", "examples", "discriminator", "required"})
+_ANY_CONTAINER: dict[str, Any] = {"anyOf": [{"type": "object"}, {"type": "array"}]}
+
+Schema = dict[str, Any]
+
+
+def is_strict_compatible(schema: object) -> bool:
+    """True when ``schema`` fits OpenAI's strict mode (all properties required,
+    ``additionalProperties: false`` everywhere, no ``patternProperties`` or schema-less values).
+    """
+    return strict_compatible(schema)
+
+
+def change_request_schema(
+    payload_type: Any = None, *, marker: str = MARKER, strict: bool = False
+) -> dict[str, Any]:
+    """The JSON Schema of a change request for payloads of ``payload_type``.
+
+    ``payload_type``: a pydantic model class, or any type pydantic's ``TypeAdapter`` accepts
+    (``list[Item]``, a ``TypedDict``, ...), or None for any JSON. ``marker`` is the DELETE
+    marker the model is told to use. ``strict``: see "Where strict modes cannot express the
+    format" in the module docstring (a schema strict mode cannot express is returned
+    non-strict). A fresh dict on each call.
+    """
+    if not isinstance(marker, str) or not marker:
+        from agent_payload.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"change_request_schema(marker=...): expected a non-empty string such as "
+            f"'DELETE', got {marker!r}."
+        )
+    if payload_type is None:
+        schema = _envelope(
+            {
+                "newElements": copy.deepcopy(_ANY_CONTAINER),
+                "updateElements": copy.deepcopy(_ANY_CONTAINER),
+                "removeElements": copy.deepcopy(_ANY_CONTAINER),
+                "replaceElements": copy.deepcopy(_ANY_CONTAINER),
+            },
+            {},
+            marker,
+        )
+    else:
+        schema = _Builder(_payload_json_schema(payload_type), marker).build()
+    if strict:
+        tightened = _strict_envelope(schema)
+        if strict_compatible(tightened):
+            return tightened
+    return schema
+
+
+def _payload_json_schema(payload_type: Any) -> Schema:
+    from pydantic import TypeAdapter
+
+    from agent_payload.errors import ConfigurationError
+
+    try:
+        result: Schema = TypeAdapter(payload_type).json_schema(ref_template="#/$defs/{model}")
+    except Exception as exc:
+        raise ConfigurationError(
+            f"change_request_schema({payload_type!r}): pydantic cannot derive a JSON Schema "
+            f"from this type ({exc}). Pass a pydantic model class, a type pydantic accepts "
+            "(list[Item], a TypedDict, ...), or None for any JSON."
+        ) from exc
+    return result
+
+
+def _strict_envelope(schema: Schema) -> Schema:
+    """The envelope with its fields required and nullable (what strict mode wants)."""
+    result = copy.deepcopy(schema)
+    properties: dict[str, Any] = result["properties"]
+    for name, sub in list(properties.items()):
+        properties[name] = {"anyOf": [sub, {"type": "null"}]}
+    result["required"] = list(properties)
+    return result
+
+
+_DESCRIPTIONS = {
+    "newElements": "Additions: a partial of the payload holding only the new keys/items.",
+    "updateElements": (
+        "Surgical updates: a partial of the payload holding only what changes. In arrays, "
+        "{{}} keeps an element; an object keyed by indices (an index map, e.g. "
+        '{{"150": {{...}}}}) may stand instead of an array. "{marker}" deletes a key or element.'
+    ),
+    "removeElements": (
+        'Deletions: a partial of the payload whose leaves are "{marker}"; in arrays, {{}} keeps '
+        "an element; an index map may stand instead of an array."
+    ),
+    "replaceElements": "Whole-value replacement of top-level keys (full values, taken literally).",
+    "reasoning": "Why these changes (free text, never merged).",
+}
+
+
+def _envelope(buckets: dict[str, Schema], defs: dict[str, Schema], marker: str) -> Schema:
+    properties: dict[str, Any] = {}
+    for name, sub in buckets.items():
+        described = dict(sub)
+        described["description"] = _DESCRIPTIONS[name].format(marker=marker)
+        properties[name] = described
+    properties["reasoning"] = {"type": "string", "description": _DESCRIPTIONS["reasoning"]}
+    schema: Schema = {
+        "title": "AgentPayloadChangeRequest",
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+class _Builder:
+    """Derives the buckets from the payload's JSON Schema (one pass per mode, memoised defs)."""
+
+    def __init__(self, payload_schema: Schema, marker: str) -> None:
+        self.source_defs: dict[str, Schema] = dict(payload_schema.get("$defs", {}))
+        self.root: Schema = {k: v for k, v in payload_schema.items() if k != "$defs"}
+        self.marker_schema: Schema = {"type": "string", "enum": [marker]}
+        self.placeholder: Schema = {
+            "type": "object",
+            "properties": {},
+            "additionalProperties": False,
+        }
+        self.defs: dict[str, Schema] = {}
+        self._done: set[str] = set()
+        self._removable: dict[str, bool] = {}
+
+    # -- entry --
+
+    def build(self) -> Schema:
+        root = self._resolve(self.root)
+        buckets: dict[str, Schema] = {
+            "newElements": self.new(self.root),
+            "updateElements": self.update(self.root),
+        }
+        removal = self.remove(self.root)
+        buckets["removeElements"] = removal if removal is not None else {"type": "object"}
+        buckets["replaceElements"] = self._replace_schema(root)
+        used = dict(self.defs)
+        for name in self._full_refs_needed():
+            used.setdefault(name, self.source_defs[name])
+        return _envelope(buckets, dict(sorted(used.items())), self.marker_schema["enum"][0])
+
+    def _replace_schema(self, root: Schema) -> Schema:
+        if _is_object(root):
+            properties = {k: copy.deepcopy(v) for k, v in root.get("properties", {}).items()}
+            result: Schema = {"type": "object", "properties": properties}
+            extra = root.get("additionalProperties")
+            if extra is None and properties:
+                result["additionalProperties"] = False
+            elif extra is not None:
+                result["additionalProperties"] = copy.deepcopy(extra)
+            return result
+        if _is_array(root):
+            return _strip_title(copy.deepcopy(root))
+        return copy.deepcopy(_ANY_CONTAINER)
+
+    def _full_refs_needed(self) -> set[str]:
+        """Original defs referenced (transitively) from anything built or from the root."""
+        needed: set[str] = set()
+        stack: list[Any] = [self.defs, self.root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                ref = node.get("$ref")
+                if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                    name = ref[len("#/$defs/") :]
+                    if name in self.source_defs and name not in needed:
+                        needed.add(name)
+                        stack.append(self.source_defs[name])
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        return needed
+
+    # -- helpers --
+
+    def _resolve(self, schema: Schema) -> Schema:
+        seen: set[str] = set()
+        while "$ref" in schema and isinstance(schema["$ref"], str):
+            name = schema["$ref"].removeprefix("#/$defs/")
+            if name in seen or name not in self.source_defs:
+                break
+            seen.add(name)
+            schema = self.source_defs[name]
+        return schema
+
+    def _ref_name(self, schema: Schema) -> str | None:
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref[len("#/$defs/") :]
+            if name in self.source_defs:
+                return name
+        return None
+
+    def _via_def(self, schema: Schema, mode: str, build: Any) -> Schema:
+        """``{"$ref": D}`` -> ``{"$ref": D__mode}``, building the def once (recursion-safe)."""
+        name = self._ref_name(schema)
+        assert name is not None
+        if not self._can_hold(name):  # an enum or other leaf: its partial is itself
+            return {k: v for k, v in schema.items() if k not in _DROPPED_IN_PARTIALS}
+        target = f"{name}__{mode}"
+        if target not in self._done:
+            self._done.add(target)
+            self.defs[target] = {}  # placeholder while building (recursive types)
+            self.defs[target] = build(self.source_defs[name])
+        result = {k: v for k, v in schema.items() if k not in _DROPPED_IN_PARTIALS}
+        result["$ref"] = f"#/$defs/{target}"
+        return result
+
+    def _slot(self, partial: Schema) -> Schema:
+        """Where a property or element stands in updateElements: its partial or the marker."""
+        return _any_of([partial, self.marker_schema])
+
+    def _index_map(self, value: Schema) -> Schema:
+        return {
+            "type": "object",
+            "patternProperties": {INDEX_KEY_PATTERN: value},
+            "additionalProperties": False,
+        }
+
+    def _object_extra(self, schema: Schema, transform: Any) -> Any:
+        """additionalProperties of a partial: false unless the type has free keys."""
+        extra = schema.get("additionalProperties")
+        if extra is None:
+            return False if schema.get("properties") else {}
+        if extra is False:
+            return False
+        if extra is True:
+            return {}
+        return transform(extra)
+
+    # -- updateElements: the deep partial with markers, placeholders and index maps --
+
+    def update(self, schema: Schema) -> Schema:
+        if self._ref_name(schema) is not None:
+            return self._via_def(schema, "update", self.update)
+        combined = self._combinator(schema, self.update)
+        if combined is not None:
+            return combined
+        if _is_object(schema):
+            return self._partial_object(
+                schema, lambda v: self._slot(self.update(v)), self.update_extra
+            )
+        if _is_array(schema):
+            element = _any_of([self.update(_items(schema)), self.placeholder, self.marker_schema])
+            positional = {"type": "array", "items": element}
+            return {"anyOf": [positional, self._index_map(element)]}
+        return _leaf(schema)
+
+    def update_extra(self, extra: Schema) -> Schema:
+        return self._slot(self.update(extra))
+
+    # -- removeElements: the same shape, leaves are markers --
+
+    def remove(self, schema: Schema) -> Schema | None:
+        """The removal partial, or None when nothing can be nested inside (a leaf type)."""
+        name = self._ref_name(schema)
+        if name is not None:
+            if not self._can_hold(name):
+                return None
+            return self._via_def(schema, "remove", self._remove_body)
+        return self._remove_inner(schema)
+
+    def _remove_body(self, schema: Schema) -> Schema:
+        result = self._remove_inner(schema)
+        return result if result is not None else {"type": "object"}
+
+    def _remove_inner(self, schema: Schema) -> Schema | None:
+        if self._ref_name(schema) is not None:
+            return self.remove(schema)
+        branches = _branches(schema)
+        if branches is not None:
+            parts = [p for p in (self.remove(b) for b in branches) if p is not None]
+            if not parts:
+                return None
+            return _any_of(parts)
+        if _is_object(schema):
+            return self._partial_object(schema, self._remove_slot, self._remove_slot)
+        if _is_array(schema):
+            options = [self.marker_schema, self.placeholder]
+            inner = self.remove(_items(schema))
+            if inner is not None:
+                options.append(inner)
+            element = _any_of(options)
+            return {"anyOf": [{"type": "array", "items": element}, self._index_map(element)]}
+        if not schema:  # any JSON: a removal may nest anything
+            return copy.deepcopy(_ANY_CONTAINER)
+        return None
+
+    def _remove_slot(self, schema: Schema) -> Schema:
+        inner = self.remove(schema)
+        if inner is None:
+            return self.marker_schema
+        return _any_of([self.marker_schema, inner])
+
+    def _can_hold(self, name: str) -> bool:
+        """Whether def ``name`` can be (or contain at its top) an object or array."""
+        if name in self._removable:
+            return self._removable[name]
+        self._removable[name] = True  # assume so while recursing
+        value = self._holds(self.source_defs[name], set())
+        self._removable[name] = value
+        return value
+
+    def _holds(self, schema: Schema, seen: set[str]) -> bool:
+        name = self._ref_name(schema)
+        if name is not None:
+            if name in seen:
+                return True
+            return self._holds(self.source_defs[name], seen | {name})
+        branches = _branches(schema)
+        if branches is not None:
+            return any(self._holds(b, seen) for b in branches)
+        return _is_object(schema) or _is_array(schema) or not schema
+
+    # -- newElements: a deep partial without markers; appended items are whole --
+
+    def new(self, schema: Schema) -> Schema:
+        if self._ref_name(schema) is not None:
+            return self._via_def(schema, "new", self.new)
+        combined = self._combinator(schema, self.new)
+        if combined is not None:
+            return combined
+        if _is_object(schema):
+            return self._partial_object(schema, self.new, self.new)
+        if _is_array(schema):
+            whole = _strip_title(copy.deepcopy(_items(schema)))
+            return {"type": "array", "items": {"anyOf": [whole, self.placeholder]}}
+        return _leaf(schema)
+
+    # -- shared shapes --
+
+    def _combinator(self, schema: Schema, transform: Any) -> Schema | None:
+        branches = _branches(schema)
+        if branches is None:
+            return None
+        parts: list[Schema] = []
+        for branch in branches:
+            part = transform(branch)
+            if part not in parts:
+                parts.append(part)
+        result = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}
+        result = {k: v for k, v in result.items() if k not in _DROPPED_IN_PARTIALS}
+        if not result:
+            return _any_of(parts)
+        result["anyOf"] = _any_of(parts).get("anyOf", parts)
+        return result
+
+    def _partial_object(self, schema: Schema, value: Any, extra: Any) -> Schema:
+        result: Schema = {"type": "object"}
+        if "description" in schema:
+            result["description"] = schema["description"]
+        properties = schema.get("properties", {})
+        if properties:
+            result["properties"] = {k: value(v) for k, v in properties.items()}
+        patterns = schema.get("patternProperties")
+        if isinstance(patterns, dict):
+            result["patternProperties"] = {k: extra(v) for k, v in patterns.items()}
+        result["additionalProperties"] = self._object_extra(schema, extra)
+        return result
+
+
+def _any_of(options: list[Schema]) -> Schema:
+    """``anyOf`` of ``options``, flattening bare nested ``anyOf``s and dropping duplicates."""
+    flat: list[Schema] = []
+    for option in options:
+        nested = option.get("anyOf") if set(option) == {"anyOf"} else None
+        for item in nested if isinstance(nested, list) else [option]:
+            if item not in flat:
+                flat.append(item)
+    return flat[0] if len(flat) == 1 else {"anyOf": flat}
+
+
+def _branches(schema: Schema) -> list[Schema] | None:
+    kinds = schema.get("type")
+    if isinstance(kinds, list) and len(kinds) > 1:  # {"type": ["object", "null"]} and the like
+        rest = {k: v for k, v in schema.items() if k != "type"}
+        return [
+            {**rest, "type": kind} if kind in ("object", "array") else {"type": kind}
+            for kind in kinds
+            if isinstance(kind, str)
+        ]
+    for key in ("anyOf", "oneOf", "allOf"):
+        value = schema.get(key)
+        if isinstance(value, list) and value:
+            return [b for b in value if isinstance(b, dict)]
+    return None
+
+
+def _types(schema: Schema) -> set[str]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    if isinstance(kind, list):
+        return {k for k in kind if isinstance(k, str)}
+    return set()
+
+
+def _is_object(schema: Schema) -> bool:
+    types = _types(schema)
+    if types and types != {"object"} and types != {"object", "null"}:
+        return False
+    return "object" in types or "properties" in schema or "additionalProperties" in schema
+
+
+def _is_array(schema: Schema) -> bool:
+    types = _types(schema)
+    return types in ({"array"}, {"array", "null"}) or (
+        not types and ("items" in schema or "prefixItems" in schema)
+    )
+
+
+def _items(schema: Schema) -> Schema:
+    items = schema.get("items")
+    prefix = schema.get("prefixItems")
+    if isinstance(prefix, list) and prefix:
+        options = [p for p in prefix if isinstance(p, dict)]
+        if isinstance(items, dict) and items:
+            options.append(items)
+        return options[0] if len(options) == 1 else {"anyOf": options}
+    return items if isinstance(items, dict) else {}
+
+
+def _leaf(schema: Schema) -> Schema:
+    return {k: copy.deepcopy(v) for k, v in schema.items() if k not in _DROPPED_IN_PARTIALS}
+
+
+def _strip_title(schema: Schema) -> Schema:
+    schema.pop("title", None)
+    return schema
