@@ -231,7 +231,7 @@ def estimate_tokens(text: str) -> int:
 
 def _to_json(payload: Any) -> Any:
     if isinstance(payload, BaseModel):
-        return payload.model_dump(mode="json")
+        return payload.model_dump(mode="json", by_alias=True)
     if payload is None:
         return {}
     return payload
@@ -301,9 +301,8 @@ class RunState:
                 f"task: expected a non-empty string saying what to change, found {task!r}; "
                 "pass the instruction for the model as the second argument of run()"
             )
-        # A dry merge validates the payload as JSON data (and a pydantic payload round trip).
-        _merge.apply_change_request(payload, None)
-        payload_json = _to_json(payload)
+        # The payload as the merge sees it; refuses what is not JSON data before any request.
+        payload_json = _merge.dump_payload(payload)
         payload_type = settings.payload_type
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)

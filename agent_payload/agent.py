@@ -43,9 +43,9 @@ from tenacity import (
     retry_all,
     retry_if_exception,
     stop_after_attempt,
-    stop_any,
     wait_none,
 )
+from tenacity.stop import stop_base
 
 from agent_payload._loop import (
     AgentResult,
@@ -85,25 +85,22 @@ class Hooks:
     on_error: Callable[[BaseException, int], Any] | None = None
 
 
-def _resolve_model(model: Any, model_name: str | None) -> Model:
+def _resolve_model(model: Any, model_name: str | None, *, async_client: bool) -> Model:
     """A ``Model`` as is; an SDK client (with ``model_name``) or a ``"provider:MODEL"`` string
-    through ``providers.infer_model``."""
-    if isinstance(model, Model) and not isinstance(model, str):
+    (a client built from the environment; async for ``AsyncPayloadAgent``) through
+    ``providers.infer_model``."""
+    if isinstance(model, Model) and not isinstance(model, str) and model_name is None:
         return model
     from agent_payload.providers import infer_model
 
-    if isinstance(model, str):
-        if model_name is not None:
-            raise ConfigurationError(
-                f"model_name={model_name!r} given with the model string {model!r}; "
-                "name the model once, as 'openai:MODEL' or as a client plus model_name"
-            )
-        return infer_model(model)
-    if model_name is None:
+    if not isinstance(model, str) and model_name is None:
         raise ConfigurationError(
-            f"model: a {type(model).__name__} client needs model_name= (for example "
-            "PayloadAgent(openai.OpenAI(), model_name='gpt-4o-mini')), or pass a Model"
+            f"model: expected a Model, a 'provider:MODEL' string or an SDK client with "
+            f"model_name= (for example PayloadAgent(openai.OpenAI(), model_name='gpt-4.1-mini'))"
+            f", found {type(model).__module__}.{type(model).__qualname__} without model_name"
         )
+    if isinstance(model, str):
+        return infer_model(model, model_name, async_client=async_client)
     return infer_model(model, model_name)
 
 
@@ -118,6 +115,8 @@ def _check_guard(guard: Any, where: str) -> Guard:
 
 class _BaseAgent:
     """Configuration shared by the sync and async agents (no I/O)."""
+
+    _async_client = False
 
     def __init__(
         self,
@@ -162,7 +161,7 @@ class _BaseAgent:
             raise ConfigurationError(
                 f"token_budget: expected a positive int or None, found {token_budget!r}"
             )
-        self.model: Model = _resolve_model(model, model_name)
+        self.model: Model = _resolve_model(model, model_name, async_client=self._async_client)
         self.output_mode: OutputMode = output_mode
         self.max_retries = max_retries
         self.temperature = temperature
@@ -233,20 +232,17 @@ class _BaseAgent:
         ours, whose ``stop`` also stops on the token budget, and which never reraises (we wrap
         ``RetryError``)."""
 
-        def budget(_: RetryCallState) -> bool:
-            return state.over_budget()
-
         ours = retry_if_exception(state.should_retry)
         policy = self.max_retries
         if isinstance(policy, int):
             return kind(
-                stop=stop_any(stop_after_attempt(policy + 1), budget),
+                stop=_StopWhen(stop_after_attempt(policy + 1), state),
                 wait=wait_none(),
                 retry=ours,
                 reraise=False,
             )
         options: dict[str, Any] = {
-            "stop": stop_any(policy.stop, budget),
+            "stop": _StopWhen(policy.stop, state),
             "wait": policy.wait,
             "retry": retry_all(ours, policy.retry),
             "before": policy.before,
@@ -259,6 +255,17 @@ class _BaseAgent:
         if isinstance(policy, kind):
             return policy.copy(**options)
         return kind(**options)
+
+
+class _StopWhen(stop_base):
+    """Stop when the policy's ``stop`` says so or the run's token budget is spent."""
+
+    def __init__(self, stop: Callable[[RetryCallState], Any], state: RunState) -> None:
+        self.stop = stop
+        self.state = state
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.state.over_budget() or bool(self.stop(retry_state))
 
 
 def _text(value: str | Sequence[str] | None) -> str | None:
@@ -353,6 +360,8 @@ class AsyncPayloadAgent(_BaseAgent):
     or any ``Model`` with ``arequest``). Same options; ``max_retries`` may be an
     ``AsyncRetrying``; hooks may be coroutine functions. Safe to run many times concurrently:
     each run has its own state and retry controller."""
+
+    _async_client = True
 
     async def run(
         self,
