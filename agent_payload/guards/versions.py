@@ -34,44 +34,92 @@ _CHUNK = 1 << 16
 def payload_version(payload: Any) -> str:
     """The SHA-256 hex digest of ``payload``'s canonical JSON (see the module docstring).
 
-    Iterative: any depth works. Raises ``InvalidPayloadError`` (with the path) for data that
-    is not JSON (a set, a datetime, a non-string key, NaN)."""
+    Any depth works. Raises ``InvalidPayloadError`` (with the path) for data that is not JSON
+    (a set, a datetime, NaN, a key that is not a string, number, bool or null). Keys that are
+    numbers, bools or null are written as ``json.dumps`` writes them."""
     data = _dump(payload)
+    try:
+        text = json.dumps(
+            data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except RecursionError:
+        return _iterative_version(data)
+    except (TypeError, ValueError) as exc:
+        _iterative_version(data)  # raises InvalidPayloadError naming the path
+        raise InvalidPayloadError(  # pragma: no cover - the walk above always finds it
+            f"the payload is not JSON data: {exc}"
+        ) from exc
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_LinkedPath = tuple[Any, str | int] | None
+
+
+def _path_of(linked: _LinkedPath) -> tuple[str | int, ...]:
+    out: list[str | int] = []
+    while linked is not None:
+        linked, segment = linked
+        out.append(segment)
+    out.reverse()
+    return tuple(out)
+
+
+def _key_text(key: Any, linked: _LinkedPath) -> str:
+    if isinstance(key, str):
+        return key
+    if (
+        key is None
+        or isinstance(key, bool | int)
+        or (isinstance(key, float) and math.isfinite(key))
+    ):
+        return json.dumps(key)
+    path = _path_of(linked)
+    raise InvalidPayloadError(
+        f"payload key {key!r} at {format_path(path)} is a {type(key).__name__}; JSON keys "
+        "are strings: convert it or pass a pydantic model",
+        path=path,
+    )
+
+
+def _iterative_version(data: Any) -> str:
+    """The same digest as the fast path, written without recursion (for any depth)."""
     digest = hashlib.sha256()
     buffer: list[str] = []
     size = 0
-    # The stack holds either a value to write (with its path) or a literal text to emit.
-    stack: list[tuple[bool, Any, tuple[str | int, ...]]] = [(False, data, ())]
+    # The stack holds either a value to write (with its linked path) or a text to emit.
+    stack: list[tuple[bool, Any, _LinkedPath]] = [(False, data, None)]
     while stack:
-        is_text, item, path = stack.pop()
+        is_text, item, linked = stack.pop()
         if is_text:
             text: str = item
         elif isinstance(item, dict):
-            stack.append((True, "}", path))
-            keys = sorted(item)
+            stack.append((True, "}", linked))
+            try:
+                keys = sorted(item)
+            except TypeError as exc:
+                path = _path_of(linked)
+                raise InvalidPayloadError(
+                    f"the object at {format_path(path)} mixes key types that cannot be "
+                    "sorted; JSON keys are strings: convert them",
+                    path=path,
+                ) from exc
+            last = len(keys) - 1
             for n, key in enumerate(reversed(keys)):
-                if not isinstance(key, str):
-                    raise InvalidPayloadError(
-                        f"payload key {key!r} at {format_path(path)} is a "
-                        f"{type(key).__name__}; JSON keys are strings: convert it or pass a "
-                        "pydantic model",
-                        path=path,
-                    )
-                stack.append((False, item[key], (*path, key)))
-                prefix = json.dumps(key, ensure_ascii=False) + ":"
-                if n != len(keys) - 1:
+                stack.append((False, item[key], (linked, key)))
+                prefix = json.dumps(_key_text(key, linked), ensure_ascii=False) + ":"
+                if n != last:
                     prefix = "," + prefix
-                stack.append((True, prefix, path))
+                stack.append((True, prefix, linked))
             text = "{"
         elif isinstance(item, list):
-            stack.append((True, "]", path))
+            stack.append((True, "]", linked))
             for n in range(len(item) - 1, -1, -1):
-                stack.append((False, item[n], (*path, n)))
+                stack.append((False, item[n], (linked, n)))
                 if n:
-                    stack.append((True, ",", path))
+                    stack.append((True, ",", linked))
             text = "["
         else:
-            text = _scalar(item, path)
+            text = _scalar(item, linked)
         buffer.append(text)
         size += len(text)
         if size >= _CHUNK:
@@ -82,12 +130,13 @@ def payload_version(payload: Any) -> str:
     return digest.hexdigest()
 
 
-def _scalar(value: Any, path: tuple[str | int, ...]) -> str:
+def _scalar(value: Any, linked: _LinkedPath) -> str:
     if value is None or isinstance(value, bool | str | int):
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float) and math.isfinite(value):
+        return json.dumps(value)
+    path = _path_of(linked)
     if isinstance(value, float):
-        if math.isfinite(value):
-            return json.dumps(value)
         raise InvalidPayloadError(
             f"payload value {value!r} at {format_path(path)} is not a JSON number; "
             "replace it with null or a string",
