@@ -26,7 +26,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -147,6 +147,24 @@ def format_payload_path(path: Sequence[str | int]) -> str:
     return "".join(out) or "(root)"
 
 
+class _Frame:
+    """One container being written by ``_Renderer`` (an explicit stack: no recursion limit)."""
+
+    __slots__ = ("annotate", "broken", "depth", "index", "items", "key", "kind", "value")
+
+    def __init__(self, value: Any, key: str | int | None, depth: int) -> None:
+        self.value = value
+        self.key = key  # the key or index under which this container sits in its parent
+        self.depth = depth  # how many line-broken containers enclose its items
+        self.kind = "{" if isinstance(value, dict) else "["
+        self.items: Iterator[tuple[str | int, Any]] = (
+            iter(value.items()) if isinstance(value, dict) else enumerate(value)
+        )
+        self.index = 0
+        self.annotate = False
+        self.broken = False
+
+
 class _Renderer:
     """Writes JSON data with index comments.
 
@@ -154,65 +172,94 @@ class _Renderer:
     the elements of a root array and the elements of annotated arrays of containers stand one
     per line (indented one space per such level), so every ``/*n*/`` starts a line. An annotated
     array of plain values stays on one line: ``[/*0*/"a",/*1*/"b",...]``. ``indent=k``: the
-    usual pretty layout with ``k`` spaces per level.
+    usual pretty layout with ``k`` spaces per level, as ``json.dumps(indent=k)``.
+
+    Iterative, so payloads nested thousands of levels deep (which the merge accepts) render too.
     """
 
     def __init__(self, indent: int | None, threshold: float) -> None:
         self.indent = indent
         self.threshold = threshold
         self.annotated = False
-        self.seen: set[int] = set()
 
-    def render(self, value: Any, path: PayloadPath, depth: int) -> str:
-        """``value`` rendered; ``depth`` counts the line-broken containers around it."""
-        if isinstance(value, dict):
-            if not value:
-                return "{}"
-            broken = self.indent is not None or not path
-            sep = ": " if self.indent is not None else ":"
-            items = []
-            with _Visit(value, path, self.seen):
-                for key, item in value.items():
-                    if not isinstance(key, str):
-                        raise InvalidPayloadError(
-                            f"payload at {format_payload_path(path)}: expected string keys, "
-                            f"found the {type(key).__name__} key {key!r}",
-                            path=path,
-                        )
-                    rendered = self.render(item, (*path, key), depth + broken)
-                    items.append(json.dumps(key, ensure_ascii=False) + sep + rendered)
-            return self._join("{", "}", items, depth, broken)
-        if isinstance(value, list):
-            if not value:
-                return "[]"
-            annotate = len(value) > self.threshold
-            self.annotated |= annotate
-            broken = (
-                self.indent is not None
-                or not path
-                or (annotate and any(isinstance(v, (dict, list)) for v in value))
-            )
-            items = []
-            with _Visit(value, path, self.seen):
-                for index, item in enumerate(value):
-                    rendered = self.render(item, (*path, index), depth + broken)
-                    if annotate:
-                        gap = " " if self.indent is not None else ""
-                        rendered = f"/*{index}*/{gap}{rendered}"
-                    items.append(rendered)
-            return self._join("[", "]", items, depth, broken)
-        return self.scalar(value, path)
+    def render(self, root: Any) -> str:
+        out: list[str] = []
+        stack: list[_Frame] = []
+        seen: set[int] = set()
+        sep = ": " if self.indent is not None else ":"
 
-    def _join(self, open_: str, close: str, items: list[str], depth: int, broken: bool) -> str:
-        if not broken:
-            return open_ + ",".join(items) + close
-        if self.indent is None:  # the root's lines start at column 0
-            inner = "\n" + " " * depth
-            outer = "\n" + " " * max(depth - 1, 0)
-        else:
-            inner = "\n" + " " * (self.indent * (depth + 1))
-            outer = "\n" + " " * (self.indent * depth)
-        return open_ + inner + ("," + inner).join(items) + outer + close
+        def path(key: str | int | None = None) -> PayloadPath:
+            keys = [f.key for f in stack[1:]] + ([] if key is None else [key])
+            return tuple(k for k in keys if k is not None)
+
+        def begin(value: Any, key: str | int | None, depth: int) -> None:
+            if not isinstance(value, (dict, list)):
+                out.append(self.scalar(value, path(key) if stack else ()))
+                return
+            if not value:
+                out.append("{}" if isinstance(value, dict) else "[]")
+                return
+            if id(value) in seen:
+                where = path(key) if stack else ()
+                raise InvalidPayloadError(
+                    f"payload at {format_payload_path(where)}: expected a tree of JSON data, "
+                    "found a container that contains itself (a cycle)",
+                    path=where,
+                )
+            seen.add(id(value))
+            frame = _Frame(value, key if stack else None, depth)
+            is_root = not stack
+            if isinstance(value, list):
+                frame.annotate = len(value) > self.threshold
+                self.annotated |= frame.annotate
+                frame.broken = (
+                    self.indent is not None
+                    or is_root
+                    or (frame.annotate and any(isinstance(v, (dict, list)) for v in value))
+                )
+            else:
+                frame.broken = self.indent is not None or is_root
+            out.append(frame.kind)
+            stack.append(frame)
+
+        begin(root, None, 0)
+        while stack:
+            frame = stack[-1]
+            inner_depth = frame.depth + frame.broken
+            entry = next(frame.items, None)
+            if entry is None:
+                stack.pop()
+                seen.discard(id(frame.value))
+                if frame.broken:
+                    out.append(self._newline(frame.depth, closing=True))
+                out.append("}" if frame.kind == "{" else "]")
+                continue
+            key, item = entry
+            if frame.index:
+                out.append(",")
+            if frame.broken:
+                out.append(self._newline(frame.depth, closing=False))
+            frame.index += 1
+            if frame.kind == "{":
+                if not isinstance(key, str):
+                    where = path()
+                    raise InvalidPayloadError(
+                        f"payload at {format_payload_path(where)}: expected string keys, "
+                        f"found the {type(key).__name__} key {key!r}",
+                        path=where,
+                    )
+                out.append(json.dumps(key, ensure_ascii=False) + sep)
+            elif frame.annotate:
+                out.append(f"/*{key}*/ " if self.indent is not None else f"/*{key}*/")
+            begin(item, key, inner_depth)
+        return "".join(out)
+
+    def _newline(self, depth: int, *, closing: bool) -> str:
+        """The line break before an item of a broken container at ``depth``, or before its
+        closing bracket."""
+        if self.indent is None:  # the root's items start at column 0
+            return "\n" + " " * (max(depth - 1, 0) if closing else depth)
+        return "\n" + " " * (self.indent * (depth if closing else depth + 1))
 
     def scalar(self, value: Any, path: PayloadPath) -> str:
         if value is None or isinstance(value, (bool, str)):
@@ -235,33 +282,12 @@ class _Renderer:
         )
 
 
-class _Visit:
-    """Guards against cycles while a container is being rendered."""
-
-    def __init__(self, value: Any, path: PayloadPath, seen: set[int]) -> None:
-        self.key = id(value)
-        self.path = path
-        self.seen = seen
-
-    def __enter__(self) -> None:
-        if self.key in self.seen:
-            raise InvalidPayloadError(
-                f"payload at {format_payload_path(self.path)}: expected a tree of JSON data, "
-                "found a container that contains itself (a cycle)",
-                path=self.path,
-            )
-        self.seen.add(self.key)
-
-    def __exit__(self, *exc: object) -> None:
-        self.seen.discard(self.key)
-
-
 def _render_json(
     value: Any, *, indent: int | None, index_threshold: int | None
 ) -> tuple[str, bool]:
     threshold = math.inf if index_threshold is None else index_threshold
     renderer = _Renderer(indent, threshold)
-    text = renderer.render(_to_data(value), (), 0)
+    text = renderer.render(_to_data(value))
     # A payload string cannot close the <payload> fence: "</payload" is written "<\\/payload"
     # (a valid JSON escape for the same string). Outside strings JSON has no "<".
     text = re.sub(r"</(?=payload)", r"<\\/", text, flags=re.IGNORECASE)

@@ -746,3 +746,164 @@ def test_builder_with_marker() -> None:
     assert '"__DELETE__"' in other.system()
     with pytest.raises(ConfigurationError):
         builder.with_marker("")
+
+
+# --- what the system prompt teaches is what the merge does ----------------------------------
+
+M = "__DELETE__"
+TEACHINGS: list[tuple[str, Any, dict[str, Any], Any]] = [
+    (
+        "update merges objects key by key and deletes with the marker",
+        {"user": {"name": "Bob", "tempData": 1, "age": 40}},
+        {"updateElements": {"user": {"name": "Ann", "tempData": M}}},
+        {"user": {"name": "Ann", "age": 40}},
+    ),
+    (
+        "newElements appends to an array and adds a key",
+        {"tags": ["a"]},
+        {"newElements": {"tags": ["urgent"], "notes": "call back"}},
+        {"tags": ["a", "urgent"], "notes": "call back"},
+    ),
+    (
+        "updateElements adds a missing key inside an array element",
+        {"items": [{"id": 1}]},
+        {"updateElements": {"items": [{"note": "x"}]}},
+        {"items": [{"id": 1, "note": "x"}]},
+    ),
+    (
+        "removeElements deletes at any depth",
+        {"obsolete": 1, "nested": {"old": 2, "keep": 3}, "other": 4},
+        {"removeElements": {"obsolete": M, "nested": {"old": M}}},
+        {"nested": {"keep": 3}, "other": 4},
+    ),
+    (
+        "replaceElements sets a top-level value exactly",
+        {"lines": [{"sku": "B", "qty": 2, "note": "n"}, {"sku": "C", "qty": 1}]},
+        {"replaceElements": {"lines": [{"sku": "A", "qty": 1}]}},
+        {"lines": [{"sku": "A", "qty": 1}]},
+    ),
+    (
+        "added content is literal: marker and {} are data",
+        {"eps": []},
+        {"newElements": {"eps": [{"method": M, "meta": {}}]}},
+        {"eps": [{"method": M, "meta": {}}]},
+    ),
+    (
+        "a plain list merges by position",
+        {"l": ["a", "b", "c"]},
+        {"updateElements": {"l": ["x"]}},
+        {"l": ["x", "b", "c"]},
+    ),
+    (
+        "positions refer to the original array",
+        {"l": ["a", "b", "c", "d", "e"]},
+        {"updateElements": {"l": [{}, M, {}, M, "E"]}},
+        {"l": ["a", "c", "E"]},
+    ),
+    (
+        "removeElements takes the positional shape too",
+        {"l": [{"x": 1, "y": 2}, "b", "c"]},
+        {"removeElements": {"l": [{"y": M}, M]}},
+        {"l": [{"x": 1}, "c"]},
+    ),
+    (
+        "an index map addresses far positions",
+        {"items": [{"stock": 0} for _ in range(153)]},
+        {"updateElements": {"items": {"150": {"stock": 3}, "152": M}}},
+        {"items": [{"stock": 0}] * 150 + [{"stock": 3}, {"stock": 0}]},
+    ),
+    (
+        "index maps work for arrays inside arrays",
+        {"rows": [["taken"] * 8 for _ in range(4)]},
+        {"updateElements": {"rows": {"3": {"7": "free"}}}},
+        {"rows": [["taken"] * 8 for _ in range(3)] + [["taken"] * 7 + ["free"]]},
+    ),
+    (
+        "an array in updateElements appends inside an array element",
+        {"items": [{}, {}, {}, {"tags": ["red"]}]},
+        {"updateElements": {"items": {"3": {"tags": [{}, "eco"]}}}},
+        {"items": [{}, {}, {}, {"tags": ["red", "eco"]}]},
+    ),
+    (
+        "move: delete where it is and append where it goes",
+        {"todo": ["a", "b"], "done": ["c"]},
+        {"updateElements": {"todo": [M]}, "newElements": {"done": ["a"]}},
+        {"todo": ["b"], "done": ["c", "a"]},
+    ),
+    (
+        "insert by shifting with an index map and appending",
+        {"l": ["a", "b", "c", "d"]},
+        {"updateElements": {"l": {"2": "X", "3": "c"}}, "newElements": {"l": ["d"]}},
+        {"l": ["a", "b", "X", "c", "d"]},
+    ),
+    (
+        "a deep array is rewritten by deleting its key and giving it again",
+        {"o": {"a": {"l": [{"k": 1, "z": 9}, {"k": 2}, {"k": 3}]}}},
+        {
+            "removeElements": {"o": {"a": {"l": M}}},
+            "updateElements": {"o": {"a": {"l": [{"k": 3}, {"k": 1}]}}},
+        },
+        {"o": {"a": {"l": [{"k": 3}, {"k": 1}]}}},
+    ),
+    (
+        "the same works inside an array element",
+        {"items": [{"tags": ["a", "b", "c"], "n": 1}]},
+        {
+            "removeElements": {"items": {"0": {"tags": M}}},
+            "updateElements": {"items": {"0": {"tags": ["c", "a"]}}},
+        },
+        {"items": [{"tags": ["c", "a"], "n": 1}]},
+    ),
+    (
+        "newElements sets an existing value to the marker string itself",
+        {"ep": {"method": "GET"}},
+        {"newElements": {"ep": {"method": M}}},
+        {"ep": {"method": M}},
+    ),
+    (
+        "other strings are data: DELETE is not the marker when another is active",
+        {"ep": {"method": "GET"}, "l": ["x"]},
+        {"updateElements": {"ep": {"method": "DELETE"}, "l": ["DELETE"]}},
+        {"ep": {"method": "DELETE"}, "l": ["DELETE"]},
+    ),
+    (
+        "a root array takes array buckets",
+        [{"a": 1}, {"a": 2}],
+        {"updateElements": [{}, {"a": 3}], "newElements": [{"a": 4}]},
+        [{"a": 1}, {"a": 3}, {"a": 4}],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("payload", "request_", "expected"),
+    [pytest.param(p, r, e, id=name) for name, p, r, e in TEACHINGS],
+)
+def test_what_the_system_prompt_teaches_holds(
+    payload: Any, request_: dict[str, Any], expected: Any
+) -> None:
+    """Each way of editing the system prompt teaches merges to what it says, with no conflict,
+    with only the active marker configured (here "__DELETE__")."""
+    merge = pytest.importorskip("agent_payload.merge")
+    result = merge.apply_change_request(payload, request_, markers=frozenset({M}))
+    assert result.report.conflicts == []
+    assert result.payload == expected
+
+
+def test_deep_payload_renders_without_recursion() -> None:
+    """A payload nested 20,000 levels deep (the merge accepts such) renders without
+    RecursionError (the pretty layout is checked 2,000 deep)."""
+    depth = 20_000
+    deep: Any = "leaf"
+    for i in range(depth):
+        deep = {"k": deep} if i % 2 else [deep]
+    text = render_payload(deep)
+    assert text.count("[") + text.count("{") == depth
+    assert '"leaf"' in text
+    for _ in range(depth - 2_000):  # the pretty layout is quadratic in depth: keep it smaller
+        deep = deep[0] if isinstance(deep, list) else deep["k"]
+    assert render_payload(deep, indent=1).count("[") == 1_000
+    shallow: Any = 1
+    for _ in range(300):
+        shallow = {"k": [shallow]}
+    assert json.loads(render_payload(shallow)) == shallow
