@@ -66,7 +66,12 @@ from typing import Any
 from agent_payload.changes import MARKER
 from agent_payload.providers._common import strict_compatible
 
-__all__ = ["INDEX_KEY_PATTERN", "change_request_schema", "is_strict_compatible"]
+__all__ = [
+    "INDEX_KEY_PATTERN",
+    "MAX_SCHEMA_DEPTH",
+    "change_request_schema",
+    "is_strict_compatible",
+]
 
 INDEX_KEY_PATTERN = "^(0|[1-9][0-9]*)$"
 """Keys of an index map (MERGE.md section 7): decimal indices without sign or leading zero."""
@@ -90,7 +95,8 @@ def change_request_schema(
     """The JSON Schema of a change request for payloads of ``payload_type``.
 
     ``payload_type``: a pydantic model class, or any type pydantic's ``TypeAdapter`` accepts
-    (``list[Item]``, a ``TypedDict``, ...), or None for any JSON. ``marker`` is the DELETE
+    (``list[Item]``, a ``TypedDict``, ...), or a dict holding the payload's own JSON Schema
+    (local ``$defs`` refs only), or None for any JSON. ``marker`` is the DELETE
     marker the model is told to use. ``strict``: see "Where strict modes cannot express the
     format" in the module docstring (a schema strict mode cannot express is returned
     non-strict). A fresh dict on each call.
@@ -102,7 +108,10 @@ def change_request_schema(
             f"change_request_schema(marker=...): expected a non-empty string such as "
             f"'DELETE', got {marker!r}."
         )
-    if payload_type is None:
+    if isinstance(payload_type, dict):
+        _check_depth(payload_type)
+        schema = _Builder(copy.deepcopy(payload_type), marker).build()
+    elif payload_type is None:
         schema = _envelope(
             {
                 "newElements": copy.deepcopy(_ANY_CONTAINER),
@@ -120,6 +129,29 @@ def change_request_schema(
         if strict_compatible(tightened):
             return tightened
     return schema
+
+
+MAX_SCHEMA_DEPTH = 200
+"""Deepest nesting (of JSON objects and arrays) accepted in a payload JSON Schema given as a
+dict; pydantic's schemas stay shallow (nested models are ``$defs``)."""
+
+
+def _check_depth(schema: Schema) -> None:
+    """Refuse a hand-written schema nested deeper than ``MAX_SCHEMA_DEPTH`` (iteratively, so a
+    hostile schema gives a ConfigurationError, never a RecursionError)."""
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            from agent_payload.errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"change_request_schema(payload_type=<dict>): the JSON Schema is nested deeper "
+                f"than {MAX_SCHEMA_DEPTH} levels; expected a schema that names repeated or "
+                "recursive parts in $defs. Move deep parts into $defs and refer to them."
+            )
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def _payload_json_schema(payload_type: Any) -> Schema:
