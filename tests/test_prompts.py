@@ -498,7 +498,7 @@ def test_optional_sections_only_when_given() -> None:
     """Permissions, read-only paths and extra instructions appear in the system prompt only when
     given; a sequence is listed one rule per line."""
     bare = render_system()
-    assert "What you may change" not in bare
+    assert "Write permissions" not in bare
     assert "Read-only paths" not in bare
     assert "Further instructions" not in bare
     full = render_system(
@@ -506,7 +506,7 @@ def test_optional_sections_only_when_given() -> None:
         read_only="id",
         extra_instructions="  Be brief.  ",
     )
-    assert "What you may change (other changes are refused):\n* lines[*].qty\n* tags" in full
+    assert "Write permissions (changes outside them are refused):\n* lines[*].qty\n* tags" in full
     assert "Read-only paths" in full
     assert full.endswith("Further instructions:\nBe brief.\n")
     assert render_system(permissions=[], read_only="", extra_instructions=" ") == bare
