@@ -60,7 +60,15 @@ from agent_payload.errors import (
     TruncatedReplyError,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, OutputMode
-from agent_payload.report import Change, Finding, Guard, MergeReport, PayloadPath, Problem
+from agent_payload.report import (
+    Change,
+    Finding,
+    Guard,
+    Issue,
+    MergeReport,
+    PayloadPath,
+    Problem,
+)
 from agent_payload.usage import Usage
 
 __all__ = [
@@ -133,6 +141,7 @@ class RunSettings:
     payload_type: Any = None
     validators: tuple[Validator, ...] = ()
     guards: tuple[Guard, ...] = ()
+    read_scope: Any = None
     permissions_text: str | None = None
     read_only: Any = None
     extra_instructions: str | None = None
@@ -260,6 +269,7 @@ class RunState:
         *,
         payload: Any,
         payload_json: Any,
+        shown_json: Any,
         task: str,
         marker: str,
         system: str,
@@ -270,6 +280,7 @@ class RunState:
     ) -> None:
         self.payload = payload
         self.payload_json = payload_json
+        self.shown_json = shown_json
         self.task = task
         self.marker = marker
         self.messages: tuple[Message, ...] = (
@@ -307,8 +318,10 @@ class RunState:
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
         marker = _merge.choose_marker(payload_json)
+        scope = settings.read_scope
+        shown_json = payload_json if scope is None else scope.project(payload_json)
         parts = _prompts.render_prompt(
-            payload_json,
+            shown_json,
             task,
             marker=marker,
             payload_type=payload_type,
@@ -327,6 +340,7 @@ class RunState:
         return cls(
             payload=payload,
             payload_json=payload_json,
+            shown_json=shown_json,
             task=task,
             marker=marker,
             system=parts.system,
@@ -455,7 +469,7 @@ class RunState:
         if report.conflicts:
             problems = []
             for issue in report.conflicts:
-                current, has_current = _current(self.payload_json, issue.payload_path)
+                current, has_current = _current(self.shown_json, issue.payload_path)
                 problems.append(
                     Problem(
                         kind="conflict",
@@ -475,6 +489,7 @@ class RunState:
 
         result_payload = merged.payload
         result_json = _to_json(result_payload)
+        self._review(reply.text, result_json, report, confirm_sink)
         if self.payload_type is not None and not isinstance(result_payload, BaseModel):
             try:
                 self._type_adapter().validate_python(result_json)
@@ -521,6 +536,61 @@ class RunState:
             repairs=tuple(parsed.repairs),
             confirmed=confirmed,
         )
+
+    # -- whole-merge reviews -------------------------------------------------------------
+
+    def _shown(self, data: Any) -> Any:
+        """``data`` as the model may see it (projected through the read scope, if any)."""
+        scope = self.settings.read_scope
+        return data if scope is None else scope.project(data)
+
+    def _review(
+        self,
+        reply: str,
+        result_json: Any,
+        report: MergeReport,
+        confirm_sink: list[tuple[Change, Finding]],
+    ) -> None:
+        """Ask every guard that has ``review(before, after, changes, per_change=False)`` about
+        the merge as a whole (a data-loss guard: an array shrunk by many separate deletions).
+        ``conflict`` findings go back to the model, ``confirm`` ones join the confirmation,
+        ``warning`` ones are added to the report's warnings."""
+        conflicts: list[Problem] = []
+        for guard in self.settings.guards:
+            review = getattr(guard, "review", None)
+            if not callable(review):
+                continue
+            for finding in review(self.payload_json, result_json, report.changes, per_change=False):
+                path = tuple(getattr(finding, "path", ()) or ())
+                where = format_payload_path(path) if path else None
+                if finding.severity == "conflict":
+                    current, has_current = _current(self.shown_json, path)
+                    conflicts.append(
+                        Problem(
+                            kind="guard",
+                            message=finding.message,
+                            path=where,
+                            code=finding.code,
+                            current=current,
+                            has_current=has_current,
+                        )
+                    )
+                elif finding.severity == "confirm":
+                    old, had_old = _current(self.shown_json, path)
+                    new, has_new = _current(self._shown(result_json), path)
+                    op: Any = "update" if had_old and has_new else "delete"
+                    confirm_sink.append((Change(op, path, old, new), finding))
+                else:
+                    report.warnings.append(
+                        Issue(finding.code, "", finding.message, path if path else None)
+                    )
+        if conflicts:
+            self._fail(
+                reply,
+                conflicts,
+                ModelReplyError,
+                f"a guard refused the change request: {_summary(conflicts)}",
+            )
 
     # -- failures ------------------------------------------------------------------------
 
@@ -602,9 +672,10 @@ class RunState:
         cause: BaseException,
     ) -> NoReturn:
         problems = []
+        shown = self._shown(_to_json(data))
         for loc, msg in errors:
             path = tuple(loc)
-            current, has_current = _current(_to_json(data), path)
+            current, has_current = _current(shown, path)
             problems.append(
                 Problem(
                     kind="validation",

@@ -129,6 +129,7 @@ class _BaseAgent:
         max_tokens: int | None = None,
         guards: Sequence[Guard] = (),
         permissions: Any = None,
+        read_scope: Any = None,
         permissions_text: str | Sequence[str] | None = None,
         read_only: str | Sequence[str] | None = None,
         validators: Sequence[Validator] = (),
@@ -169,10 +170,18 @@ class _BaseAgent:
         all_guards = [_check_guard(g, "guards") for g in guards]
         if permissions is not None:
             all_guards.append(_check_guard(permissions, "permissions"))
-            describe = getattr(permissions, "describe", None)
-            if permissions_text is None and callable(describe):
-                permissions_text = describe()
+        if read_scope is not None:
+            if not callable(getattr(read_scope, "project", None)):
+                raise ConfigurationError(
+                    f"read_scope: expected an object with project(payload) (such as "
+                    f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
+                )
+            all_guards.append(_check_guard(read_scope, "read_scope"))
+        described = [_describe(g) for g in all_guards]
+        rules = "\n".join(text for text in (_text(permissions_text), *described) if text)
+        permissions_text = rules or None
         self.guards: tuple[Guard, ...] = tuple(all_guards)
+        self.read_scope = read_scope
         self.permissions_text = permissions_text
         self.read_only = read_only
         self.validators: tuple[Validator, ...] = tuple(validators)
@@ -213,7 +222,8 @@ class _BaseAgent:
             payload_type=payload_type,
             validators=(*self.validators, *validators),
             guards=self.guards,
-            permissions_text=_text(self.permissions_text),
+            read_scope=self.read_scope,
+            permissions_text=self.permissions_text,
             read_only=self.read_only,
             extra_instructions=extra,
             token_budget=self.token_budget,
@@ -266,6 +276,14 @@ class _StopWhen(stop_base):
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         return self.state.over_budget() or bool(self.stop(retry_state))
+
+
+def _describe(guard: Any) -> str | None:
+    describe = getattr(guard, "describe", None)
+    if not callable(describe):
+        return None
+    text = describe()
+    return text.strip() if isinstance(text, str) and text.strip() else None
 
 
 def _text(value: str | Sequence[str] | None) -> str | None:
