@@ -297,17 +297,34 @@ class RuleSet:
     states of every rule still alive and the indices of the rules that matched this node or
     an ancestor."""
 
-    __slots__ = ("rules",)
+    __slots__ = ("_cache", "_start", "rules")
+
+    _CACHE_SIZE = 65_536
 
     def __init__(self, rules: Sequence[PathRule]) -> None:
         self.rules = tuple(rules)
-
-    def start(self) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
         states = tuple(rule.start() for rule in self.rules)
         covered = frozenset(i for i, r in enumerate(self.rules) if r.accepts(states[i]))
-        return states, covered
+        self._start: _State = (states, covered)
+        self._cache: dict[tuple[_State, type, str | int], _State] = {}
+
+    def start(self) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        return self._start
 
     def step(
+        self,
+        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
+        segment: str | int,
+    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        key = (state, type(segment), segment)
+        cached = self._cache.get(key)
+        if cached is None:
+            if len(self._cache) >= self._CACHE_SIZE:
+                self._cache.clear()
+            cached = self._cache[key] = self._step(state, segment)
+        return cached
+
+    def _step(
         self,
         state: tuple[tuple[frozenset[int], ...], frozenset[int]],
         segment: str | int,
