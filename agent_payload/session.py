@@ -1,0 +1,489 @@
+"""``PayloadSession``: carry one payload through many turns of a conversation with an agent.
+
+::
+
+    session = PayloadSession(agent, invoice)
+    session.send("Add a line for 3 hours of consulting at 120 EUR")
+    session.send("Mark the invoice as sent")
+    session.undo()                                  # back to before "Mark the invoice as sent"
+    session.why("lineItems[2].quantity")            # the turn (task, reasoning) that set it
+    session.save("invoice-session.json")
+    PayloadSession.load("invoice-session.json", agent)
+
+Each ``send(task)`` runs the agent on the **current** payload with a short summary of the
+earlier turns (their tasks and reasoning, never their payloads or replies), so the prompt
+stays the size of one turn however long the session gets. Each turn is recorded as a
+``TurnRecord``: the task, the change request applied, the model's reasoning, the effective
+changes, token usage, the number of attempts, the duration and the time.
+
+Undo and redo go through change requests, not stored copies of the payload: when a turn is
+recorded, the session also records the change request that undoes it
+(``diff.undo_change_request``, exact for any JSON); ``undo()`` merges that request into the
+current payload and keeps the turn on a redo stack with the request that redoes it
+(``diff.diff_payloads(before, after)``). A saved history therefore holds the current payload
+plus one small request per turn, not one payload per turn. A new ``send`` clears the redo
+stack. ``why(path)`` answers from the turns in effect (undone turns do not count).
+
+``AsyncPayloadSession`` is the same with ``await session.send(task)``; both share every
+decision in ``SessionState`` (pure, no I/O).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from agent_payload import merge as _merge
+from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload.diff import diff_payloads, undo_change_request
+from agent_payload.errors import InvalidPayloadError, UsageError
+from agent_payload.report import Change, PayloadPath
+from agent_payload.usage import Usage
+
+__all__ = [
+    "AsyncPayloadSession",
+    "PayloadSession",
+    "SessionState",
+    "TurnRecord",
+    "parse_payload_path",
+]
+
+HISTORY_FORMAT = "agent_payload.session/1"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One turn of a session.
+
+    ``index`` counts turns from 1 in the order they were sent. ``change_request`` is the
+    request the agent applied (wire form), ``undo_request`` the one that reverses the turn.
+    ``changes`` are the merge's effective changes (paths as they were at that turn).
+    ``duration`` is in seconds; ``timestamp`` is ISO 8601 UTC, when the turn ended.
+    """
+
+    index: int
+    task: str
+    change_request: dict[str, Any]
+    reasoning: str | None
+    changes: tuple[Change, ...]
+    usage: Usage
+    attempts: int
+    duration: float
+    timestamp: str
+    undo_request: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (``TurnRecord.from_json`` reads it back)."""
+        return {
+            "index": self.index,
+            "task": self.task,
+            "change_request": self.change_request,
+            "reasoning": self.reasoning,
+            "changes": [
+                {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new} for c in self.changes
+            ],
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "requests": self.usage.requests,
+            },
+            "attempts": self.attempts,
+            "duration": self.duration,
+            "timestamp": self.timestamp,
+            "undo_request": self.undo_request,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TurnRecord:
+        """The record ``to_json`` wrote."""
+        usage = data.get("usage") or {}
+        return cls(
+            index=int(data["index"]),
+            task=str(data["task"]),
+            change_request=dict(data.get("change_request") or {}),
+            reasoning=data.get("reasoning"),
+            changes=tuple(
+                Change(c["op"], tuple(c["path"]), c.get("old"), c.get("new"))
+                for c in data.get("changes") or []
+            ),
+            usage=Usage(
+                int(usage.get("input_tokens", 0)),
+                int(usage.get("output_tokens", 0)),
+                int(usage.get("requests", 0)),
+            ),
+            attempts=int(data.get("attempts", 1)),
+            duration=float(data.get("duration", 0.0)),
+            timestamp=str(data.get("timestamp", "")),
+            undo_request=dict(data.get("undo_request") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Undone:
+    """A turn taken back by ``undo``, with the request that redoes it."""
+
+    turn: TurnRecord
+    redo_request: dict[str, Any]
+
+
+class _Result(Protocol):
+    """What the session needs of an ``AgentResult``."""
+
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def change_request(self) -> AgentPayloadChangeRequest[Any]: ...
+    @property
+    def reasoning(self) -> str | None: ...
+    @property
+    def changes(self) -> list[Change]: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+_SEGMENT = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def parse_payload_path(path: str | Sequence[str | int]) -> PayloadPath:
+    """``"items[3].price"`` or ``'meta["a.b"]'`` -> ``("items", 3, "price")``; a tuple or list
+    of keys and indices is returned as a tuple. The spelling is the one of the prompts and the
+    report (identifiers after dots, indices in brackets, any other key as a JSON string in
+    brackets)."""
+    if not isinstance(path, str):
+        return tuple(path)
+    parts: list[str | int] = []
+    position = 0
+    while position < len(path):
+        match = _SEGMENT.match(path, position)
+        if match is None or (position == 0 and path.startswith(".")):
+            raise UsageError(
+                f"why: cannot read the payload path {path!r} at character {position}; write "
+                'it like items[3].price or meta["a.b"], or pass a tuple of keys and indices.'
+            )
+        key, index, quoted = match.groups()
+        if key is not None:
+            parts.append(key)
+        elif index is not None:
+            parts.append(int(index))
+        else:
+            parts.append(json.loads(quoted))
+        position = match.end()
+    return tuple(parts)
+
+
+def _related(a: PayloadPath, b: PayloadPath) -> bool:
+    """One path is a prefix of the other (a change above or below the path concerns it)."""
+    n = min(len(a), len(b))
+    return all(_same(x, y) for x, y in zip(a[:n], b[:n], strict=True))
+
+
+def _same(x: str | int, y: str | int) -> bool:
+    return type(x) is type(y) and x == y
+
+
+def _as_json(payload: Any) -> Any:
+    if isinstance(payload, BaseModel):
+        return payload.model_dump(mode="json")
+    return {} if payload is None else payload
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SessionState:
+    """Every decision of a session (pure: no model calls, no I/O).
+
+    Holds the current payload, the turns in effect and the redo stack; builds what each turn
+    sends; records turns; undoes and redoes them.
+    """
+
+    def __init__(
+        self,
+        payload: Any,
+        *,
+        payload_type: Any = None,
+        summary_turns: int = 5,
+        turns: Sequence[TurnRecord] = (),
+        redo: Sequence[_Undone] = (),
+    ) -> None:
+        _merge.apply_change_request(payload, None)  # a payload the merge accepts, or raise now
+        if payload_type is None and isinstance(payload, BaseModel):
+            payload_type = type(payload)
+        self.payload: Any = payload
+        self.payload_type = payload_type
+        self.summary_turns = summary_turns
+        self.turns: list[TurnRecord] = list(turns)
+        self.redo_stack: list[_Undone] = list(redo)
+        self._next_index = (
+            max((t.index for t in (*self.turns, *(u.turn for u in redo))), default=0) + 1
+        )
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def summary(self) -> str | None:
+        """The short account of earlier turns sent with the next task (None before the first).
+
+        At most ``summary_turns`` turns, most recent last: each turn's task and the model's
+        reasoning, each cut to 200 characters. Payloads and replies are never repeated: the
+        prompt carries the current payload only.
+        """
+        if not self.turns or self.summary_turns <= 0:
+            return None
+        recent = self.turns[-self.summary_turns :]
+        lines = [
+            "Earlier turns of this session, already applied to the payload shown "
+            "(most recent last; for context only):"
+        ]
+        skipped = len(self.turns) - len(recent)
+        if skipped:
+            lines.append(f"({skipped} earlier turn(s) not shown)")
+        for turn in recent:
+            line = f"{turn.index}. Task: {_cut(turn.task)}"
+            if turn.reasoning:
+                line += f" -- Done: {_cut(turn.reasoning)}"
+            line += f" ({len(turn.changes)} change(s))"
+            lines.append(line)
+        return "\n".join(lines)
+
+    def record(self, task: str, result: _Result, *, duration: float, timestamp: str) -> TurnRecord:
+        """Record a finished turn: the payload becomes ``result.payload``; redo is cleared."""
+        before = _as_json(self.payload)
+        after = _as_json(result.payload)
+        turn = TurnRecord(
+            index=self._next_index,
+            task=task,
+            change_request=result.change_request.to_wire(),
+            reasoning=result.reasoning,
+            changes=tuple(result.changes),
+            usage=result.usage,
+            attempts=result.attempts,
+            duration=duration,
+            timestamp=timestamp,
+            undo_request=undo_change_request(before, after).to_wire(),
+        )
+        self._next_index += 1
+        self.turns.append(turn)
+        self.redo_stack.clear()
+        self.payload = result.payload
+        return turn
+
+    # -- undo / redo ------------------------------------------------------------------------
+
+    def undo(self) -> TurnRecord | None:
+        """Take back the last turn in effect (None when there is none)."""
+        if not self.turns:
+            return None
+        turn = self.turns[-1]
+        after = _as_json(self.payload)
+        restored = _merge.apply_change_request(self.payload, turn.undo_request, strict=True)
+        redo_request = diff_payloads(_as_json(restored.payload), after).to_wire()
+        self.turns.pop()
+        self.redo_stack.append(_Undone(turn, redo_request))
+        self.payload = restored.payload
+        return turn
+
+    def redo(self) -> TurnRecord | None:
+        """Apply again the last turn taken back by ``undo`` (None when there is none)."""
+        if not self.redo_stack:
+            return None
+        undone = self.redo_stack.pop()
+        redone = _merge.apply_change_request(self.payload, undone.redo_request, strict=True)
+        self.payload = redone.payload
+        self.turns.append(undone.turn)
+        return undone.turn
+
+    # -- questions --------------------------------------------------------------------------
+
+    def why(self, path: str | Sequence[str | int]) -> TurnRecord | None:
+        """The last turn in effect whose changes touched ``path``: a change at the path, above
+        it (a container set or deleted whole) or below it (one of its fields). None if no turn
+        did. Paths are compared as each turn recorded them (array positions at that turn)."""
+        wanted = parse_payload_path(path)
+        for turn in reversed(self.turns):
+            if any(_related(tuple(change.path), wanted) for change in turn.changes):
+                return turn
+        return None
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The session as JSON data: the current payload, the turns in effect, the redo stack."""
+        return {
+            "format": HISTORY_FORMAT,
+            "payload": _as_json(self.payload),
+            "turns": [turn.to_json() for turn in self.turns],
+            "redo": [
+                {"turn": u.turn.to_json(), "redo_request": u.redo_request} for u in self.redo_stack
+            ],
+        }
+
+    @classmethod
+    def from_json(
+        cls, data: dict[str, Any], *, payload_type: Any = None, summary_turns: int = 5
+    ) -> SessionState:
+        """Read what ``to_json`` wrote; ``payload_type`` (a pydantic model class) validates
+        the payload back into that class."""
+        if not isinstance(data, dict) or data.get("format") != HISTORY_FORMAT:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise InvalidPayloadError(
+                f"session history: expected an object with format {HISTORY_FORMAT!r}, found "
+                f"{found!r}; load a file written by PayloadSession.save.",
+                path=("format",),
+            )
+        payload = data.get("payload")
+        if isinstance(payload_type, type) and issubclass(payload_type, BaseModel):
+            payload = payload_type.model_validate(payload)
+        return cls(
+            payload,
+            payload_type=payload_type,
+            summary_turns=summary_turns,
+            turns=[TurnRecord.from_json(t) for t in data.get("turns") or []],
+            redo=[
+                _Undone(TurnRecord.from_json(u["turn"]), dict(u["redo_request"]))
+                for u in data.get("redo") or []
+            ],
+        )
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _SessionBase:
+    """What the sync and async sessions share (everything but ``send``)."""
+
+    def __init__(
+        self,
+        agent: Any,
+        payload: Any = None,
+        *,
+        payload_type: Any = None,
+        summary_turns: int = 5,
+        clock: Callable[[], float] = time.perf_counter,
+        now: Callable[[], str] = _now,
+        state: SessionState | None = None,
+    ) -> None:
+        self.agent = agent
+        self.state = state or SessionState(
+            payload, payload_type=payload_type, summary_turns=summary_turns
+        )
+        self._clock = clock
+        self._now = now
+
+    @property
+    def payload(self) -> Any:
+        """The current payload (the same kind as given: dict, list or pydantic model)."""
+        return self.state.payload
+
+    @property
+    def history(self) -> tuple[TurnRecord, ...]:
+        """The turns in effect, oldest first (undone turns are not part of it)."""
+        return tuple(self.state.turns)
+
+    @property
+    def can_undo(self) -> bool:
+        return bool(self.state.turns)
+
+    @property
+    def can_redo(self) -> bool:
+        return bool(self.state.redo_stack)
+
+    def undo(self) -> TurnRecord | None:
+        """Take back the last turn; returns it (None when there is nothing to undo)."""
+        return self.state.undo()
+
+    def redo(self) -> TurnRecord | None:
+        """Apply again the last undone turn; returns it (None when there is nothing to redo)."""
+        return self.state.redo()
+
+    def why(self, path: str | Sequence[str | int]) -> TurnRecord | None:
+        """Which turn (task, reasoning) last changed ``path`` (see ``SessionState.why``)."""
+        return self.state.why(path)
+
+    def to_json(self) -> dict[str, Any]:
+        """The session as JSON data (payload, turns, redo stack)."""
+        return self.state.to_json()
+
+    def save(self, path: str | Path) -> None:
+        """Write ``to_json()`` to ``path`` (UTF-8, indented)."""
+        Path(path).write_text(
+            json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
+
+    def _run_args(self, task: str) -> dict[str, Any]:
+        args: dict[str, Any] = {}
+        summary = self.state.summary()
+        if summary:
+            args["extra_instructions"] = summary
+        if self.state.payload_type is not None:
+            args["payload_type"] = self.state.payload_type
+        return args
+
+    @classmethod
+    def _load_state(cls, path: str | Path, payload_type: Any, summary_turns: int) -> SessionState:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return SessionState.from_json(data, payload_type=payload_type, summary_turns=summary_turns)
+
+
+class PayloadSession(_SessionBase):
+    """A payload edited over many turns by a ``PayloadAgent`` (see the module docstring).
+
+    ``agent`` is anything with ``run(payload, task, **options) -> AgentResult``;
+    ``summary_turns`` how many earlier turns the next prompt recalls (default 5);
+    ``clock``/``now`` are injectable for tests (duration and timestamp of each turn).
+    """
+
+    def send(self, task: str) -> TurnRecord:
+        """Run the agent on the current payload; record and return the turn. On failure the
+        agent's error propagates and the session is unchanged."""
+        started = self._clock()
+        result = self.agent.run(self.state.payload, task, **self._run_args(task))
+        duration = self._clock() - started
+        return self.state.record(task, result, duration=duration, timestamp=self._now())
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        agent: Any,
+        *,
+        payload_type: Any = None,
+        summary_turns: int = 5,
+    ) -> PayloadSession:
+        """A session continued from a file written by ``save``."""
+        return cls(agent, state=cls._load_state(path, payload_type, summary_turns))
+
+
+class AsyncPayloadSession(_SessionBase):
+    """``PayloadSession`` for an ``AsyncPayloadAgent``: ``await session.send(task)``."""
+
+    async def send(self, task: str) -> TurnRecord:
+        """Run the agent on the current payload; record and return the turn."""
+        started = self._clock()
+        result = await self.agent.run(self.state.payload, task, **self._run_args(task))
+        duration = self._clock() - started
+        return self.state.record(task, result, duration=duration, timestamp=self._now())
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        agent: Any,
+        *,
+        payload_type: Any = None,
+        summary_turns: int = 5,
+    ) -> AsyncPayloadSession:
+        """A session continued from a file written by ``save``."""
+        return cls(agent, state=cls._load_state(path, payload_type, summary_turns))

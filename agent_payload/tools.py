@@ -1,0 +1,396 @@
+"""Tool-call handlers, for frameworks that own the model loop.
+
+The change request becomes a tool the model calls; this module gives the tool definition in
+the shape each API wants and a handler that applies a call's arguments to the payload it holds::
+
+    handler = ChangeRequestToolHandler(invoice, payload_type=Invoice)
+    tools = [handler.openai_tool()]           # or .responses_tool() / .anthropic_tool()
+    ...                                       # the model calls the tool
+    result = handler.handle(tool_call.function.arguments)
+    messages.append(result.openai_message(tool_call.id))
+    handler.payload                           # the current payload, after every good call
+
+``openai_tool``, ``responses_tool`` and ``anthropic_tool`` build definitions without a handler
+(schema from ``agent_payload.schema.change_request_schema``). ``handle`` reads the arguments
+with the tolerant parser, applies them with the merge and returns a ``ToolResult``: the new
+payload and the tool-result ``content`` for the model (a short summary of what changed; or, marked
+``is_error``, the parse errors, conflicts or validation errors to fix, and nothing applied). The
+handler keeps the current payload for the next call. It does no I/O, so it serves sync and async
+loops alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from agent_payload import merge as _merge
+from agent_payload import parse as _parse
+from agent_payload import prompts as _prompts
+from agent_payload.changes import MARKER, AgentPayloadChangeRequest
+from agent_payload.errors import ModelReplyError, PayloadValidationError
+from agent_payload.report import Change, Finding, Guard, MergeReport, Problem
+
+__all__ = [
+    "DEFAULT_TOOL_NAME",
+    "ChangeRequestToolHandler",
+    "ToolResult",
+    "anthropic_tool",
+    "openai_tool",
+    "responses_tool",
+    "tool_description",
+]
+
+DEFAULT_TOOL_NAME = "apply_change_request"
+
+
+def tool_description(marker: str = MARKER) -> str:
+    """What the tool does, in words for the model (names the active DELETE marker)."""
+    return (
+        "Edit the JSON payload by sending only what changes. newElements: keys to add. "
+        "updateElements: values to change (partial, same shape as the payload); in arrays, {} "
+        f'keeps an element and "{marker}" removes it; an object of indices such as '
+        '{"12": {...}} addresses elements by position. '
+        f'removeElements: what to delete, marked "{marker}". replaceElements: whole new values '
+        "for top-level keys. reasoning: why. Send one call with every change; do not repeat "
+        "unchanged data."
+    )
+
+
+def _schema(payload_type: Any, marker: str, strict: bool) -> dict[str, Any]:
+    from agent_payload import schema as _schema_module
+
+    return _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
+
+
+def openai_tool(
+    payload_type: Any = None,
+    *,
+    marker: str = MARKER,
+    name: str = DEFAULT_TOOL_NAME,
+    description: str | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """The change request as an OpenAI Chat Completions function tool
+    (``{"type": "function", "function": {...}}``)."""
+    function: dict[str, Any] = {
+        "name": name,
+        "description": description or tool_description(marker),
+        "parameters": _schema(payload_type, marker, strict),
+    }
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def responses_tool(
+    payload_type: Any = None,
+    *,
+    marker: str = MARKER,
+    name: str = DEFAULT_TOOL_NAME,
+    description: str | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """The change request as an OpenAI Responses API function tool (flat:
+    ``{"type": "function", "name": ..., "parameters": ..., "strict": ...}``)."""
+    return {
+        "type": "function",
+        "name": name,
+        "description": description or tool_description(marker),
+        "parameters": _schema(payload_type, marker, strict),
+        "strict": strict,
+    }
+
+
+def anthropic_tool(
+    payload_type: Any = None,
+    *,
+    marker: str = MARKER,
+    name: str = DEFAULT_TOOL_NAME,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """The change request as an Anthropic tool (``{"name", "description", "input_schema"}``)."""
+    return {
+        "name": name,
+        "description": description or tool_description(marker),
+        "input_schema": _schema(payload_type, marker, False),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call.
+
+    ``payload`` is the handler's payload after the call (unchanged when ``is_error``);
+    ``content`` the tool-result text for the model; ``report`` the merge report (None when the
+    arguments could not be read); ``change_request`` the parsed request (None likewise);
+    ``problems`` what the model must fix when ``is_error``.
+    """
+
+    payload: Any
+    content: str
+    is_error: bool
+    report: MergeReport | None = None
+    change_request: AgentPayloadChangeRequest[Any] | None = None
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+
+    @property
+    def changes(self) -> list[Change]:
+        """The effective changes (empty when nothing was applied)."""
+        return [] if self.report is None or self.is_error else list(self.report.changes)
+
+    def openai_message(self, tool_call_id: str) -> dict[str, Any]:
+        """The Chat Completions message answering the tool call (``role: "tool"``)."""
+        return {"role": "tool", "tool_call_id": tool_call_id, "content": self.content}
+
+    def responses_item(self, call_id: str) -> dict[str, Any]:
+        """The Responses API input item answering the call (``function_call_output``)."""
+        return {"type": "function_call_output", "call_id": call_id, "output": self.content}
+
+    def anthropic_block(self, tool_use_id: str) -> dict[str, Any]:
+        """The Anthropic ``tool_result`` content block (goes in the next user message)."""
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": self.content,
+            "is_error": self.is_error,
+        }
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
+    """One line per effective change (``update items[2].qty: 3 -> 5``), at most ``limit``."""
+    lines = []
+    for change in changes[:limit]:
+        where = _prompts.format_payload_path(change.path) or "(root)"
+        if change.op == "update":
+            lines.append(f"- update {where}: {_short(change.old)} -> {_short(change.new)}")
+        elif change.op == "add":
+            lines.append(f"- add {where}: {_short(change.new)}")
+        else:
+            lines.append(f"- delete {where} (was {_short(change.old)})")
+    if len(changes) > limit:
+        lines.append(f"- ... and {len(changes) - limit} more")
+    return "\n".join(lines)
+
+
+class ChangeRequestToolHandler:
+    """Applies change-request tool calls to a payload it keeps between calls.
+
+    ``payload``: a dict, a list, ``None`` or a pydantic model (kept as that class).
+    ``payload_type``: the pydantic type (or any type ``TypeAdapter`` accepts) the payload must
+    validate against; defaults to the model's class. ``marker``: the DELETE marker the model is
+    told about (default: ``merge.choose_marker(payload)``: ``"DELETE"`` unless the data holds
+    it); the merge runs with that marker alone. ``guards``: checked for every effective change
+    (a ``conflict`` finding refuses the call). ``validators``: called with each merged payload;
+    raising ``RetryWithFeedback`` refuses the call with its feedback.
+
+    A call that cannot be fully applied applies nothing: the result is ``is_error`` and its
+    ``content`` tells the model what to fix, with the current values concerned.
+    """
+
+    def __init__(
+        self,
+        payload: Any,
+        *,
+        payload_type: Any = None,
+        marker: str | None = None,
+        guards: Sequence[Guard] = (),
+        validators: Sequence[Callable[[Any], object]] = (),
+        name: str = DEFAULT_TOOL_NAME,
+    ) -> None:
+        _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
+        self.payload: Any = payload
+        if payload_type is None and isinstance(payload, BaseModel):
+            payload_type = type(payload)
+        self.payload_type = payload_type
+        self.marker = marker if marker is not None else _merge.choose_marker(_as_json(payload))
+        self.guards = tuple(guards)
+        self.validators = tuple(validators)
+        self.name = name
+        self.results: list[ToolResult] = []
+        """Every call's result, in order."""
+        self._adapter: TypeAdapter[Any] | None = None
+
+    # -- tool definitions -----------------------------------------------------------------
+
+    def openai_tool(self, *, strict: bool = False) -> dict[str, Any]:
+        """``openai_tool`` for this handler's payload type, marker and name."""
+        return openai_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
+
+    def responses_tool(self, *, strict: bool = False) -> dict[str, Any]:
+        """``responses_tool`` for this handler's payload type, marker and name."""
+        return responses_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
+
+    def anthropic_tool(self) -> dict[str, Any]:
+        """``anthropic_tool`` for this handler's payload type, marker and name."""
+        return anthropic_tool(self.payload_type, marker=self.marker, name=self.name)
+
+    # -- calls ----------------------------------------------------------------------------
+
+    def handle(
+        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+    ) -> ToolResult:
+        """Apply one tool call's arguments (the JSON text, or the already decoded mapping)."""
+        result = self._handle(arguments)
+        self.results.append(result)
+        if not result.is_error:
+            self.payload = result.payload
+        return result
+
+    def _handle(
+        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+    ) -> ToolResult:
+        if isinstance(arguments, AgentPayloadChangeRequest):
+            request = arguments
+        else:
+            text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+            try:
+                request = _parse.parse_change_request(text)
+            except ModelReplyError as exc:
+                problems = tuple(exc.problems) or (Problem(kind="parse", message=str(exc)),)
+                return self._error(problems, None, None)
+        guard = _combine(self.guards)
+        try:
+            merged = _merge.apply_change_request(
+                self.payload, request, markers=frozenset({self.marker}), guard=guard
+            )
+        except PayloadValidationError as exc:
+            return self._error(self._validation_problems(exc.errors, exc.payload), None, request)
+        report = merged.report
+        if report.conflicts:
+            current = _as_json(self.payload)
+            problems = tuple(
+                Problem(
+                    kind="conflict",
+                    message=issue.message,
+                    path=issue.path,
+                    code=issue.code,
+                    **_current(current, issue.payload_path),
+                )
+                for issue in report.conflicts
+            )
+            return self._error(problems, report, request)
+        if self.payload_type is not None and not isinstance(merged.payload, BaseModel):
+            try:
+                self._type_adapter().validate_python(merged.payload)
+            except ValidationError as exc:
+                errors = [(tuple(e["loc"]), str(e["msg"])) for e in exc.errors(include_url=False)]
+                return self._error(
+                    self._validation_problems(errors, merged.payload), report, request
+                )
+        for validator in self.validators:
+            try:
+                validator(merged.payload)
+            except ModelReplyError as exc:
+                problem = Problem(
+                    kind="custom", message=exc.feedback, path=getattr(exc, "path", None)
+                )
+                return self._error((problem,), report, request)
+        return ToolResult(
+            payload=merged.payload,
+            content=self._summary(report),
+            is_error=False,
+            report=report,
+            change_request=request,
+        )
+
+    def _summary(self, report: MergeReport) -> str:
+        if not report.changes:
+            text = "Applied: nothing changed (the payload already had these values)."
+        else:
+            count = len(report.changes)
+            plural = "change" if count == 1 else "changes"
+            text = f"Applied {count} {plural}:\n{summarize_changes(report.changes)}"
+        if report.warnings:
+            notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
+            text += f"\nNotes (applied with an adjustment):\n{notes}"
+        return text + "\nCall the tool again for further changes, or reply when the task is done."
+
+    def _error(
+        self,
+        problems: Sequence[Problem],
+        report: MergeReport | None,
+        request: AgentPayloadChangeRequest[Any] | None,
+    ) -> ToolResult:
+        content = _prompts.render_correction(
+            problems, marker=self.marker, output_mode="tool", tool_name=self.name
+        )
+        return ToolResult(
+            payload=self.payload,
+            content=content,
+            is_error=True,
+            report=report,
+            change_request=request,
+            problems=tuple(problems),
+        )
+
+    def _validation_problems(
+        self, errors: Sequence[tuple[Sequence[str | int], str]], data: Any
+    ) -> tuple[Problem, ...]:
+        merged = _as_json(data)
+        return tuple(
+            Problem(
+                kind="validation",
+                message=message,
+                path=_prompts.format_payload_path(tuple(loc)),
+                **_current(merged, tuple(loc)),
+            )
+            for loc, message in errors
+        )
+
+    def _type_adapter(self) -> TypeAdapter[Any]:
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.payload_type)
+        return self._adapter
+
+
+def _as_json(payload: Any) -> Any:
+    if isinstance(payload, BaseModel):
+        return payload.model_dump(mode="json")
+    return {} if payload is None else payload
+
+
+def _current(data: Any, path: Sequence[str | int] | None) -> dict[str, Any]:
+    """``current``/``has_current`` for a Problem: the value at ``path`` (or its parent)."""
+    if path is None:
+        return {}
+    for candidate in (tuple(path), tuple(path)[:-1]):
+        if candidate:
+            found, value = _lookup(data, candidate)
+            if found:
+                return {"current": value, "has_current": True}
+    return {}
+
+
+def _lookup(data: Any, path: Sequence[str | int]) -> tuple[bool, Any]:
+    node = data
+    for part in path:
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            node = node[part]
+            continue
+        is_index = isinstance(part, int) and not isinstance(part, bool)
+        if not (isinstance(node, list) and is_index and 0 <= int(part) < len(node)):
+            return False, None
+        node = node[int(part)]
+    return True, node
+
+
+def _combine(guards: Sequence[Guard]) -> Guard | None:
+    """One guard asking every guard in turn (``confirm`` findings become warnings: a tool call
+    has no confirmation round of its own)."""
+    if not guards:
+        return None
+
+    def guard(change: Change) -> list[Finding]:
+        return [finding for each in guards for finding in each(change)]
+
+    return guard
