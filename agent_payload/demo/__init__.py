@@ -25,12 +25,14 @@ import json
 import os
 import sys
 import textwrap
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any, TextIO
 
 from agent_payload._render import Style, render_changes, render_issues
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import Model, ModelReply, ModelRequest
+from agent_payload.report import Problem
 from agent_payload.usage import Usage
 
 __all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
@@ -153,18 +155,36 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _correction_excerpt(request: ModelRequest, max_lines: int = 14) -> str:
-    """The correction the model was sent: the last user message of a retry request."""
-    text = request.messages[-1].content.strip()
-    lines = text.splitlines()
+def _wrap(text: str, width: int, max_lines: int) -> str:
+    """``text`` cut into lines of ``width`` characters (JSON has few spaces to break at)."""
+    lines: list[str] = []
+    for raw in text.strip().splitlines():
+        lines.extend(raw[i : i + width] for i in range(0, max(len(raw), 1), width))
     if len(lines) > max_lines:
-        lines = [*lines[:max_lines], f"[... {len(lines) - max_lines} more lines]"]
+        lines = [*lines[:max_lines], "…"]
     return "\n".join(lines)
+
+
+def _problem_line(problem: Problem) -> str:
+    code = problem.code or problem.kind
+    return f"{code} at {problem.path}" if problem.path else code
+
+
+def _correction_excerpt(request: ModelRequest, max_lines: int = 10, width: int = 100) -> str:
+    """The correction the model was sent (the last user message of a retry request): its
+    unindented lines (what went wrong, where, what to do), wrapped at ``width``; indented
+    detail (the current payload subtree) is counted, not shown."""
+    lines = [line for line in request.messages[-1].content.strip().splitlines() if line.strip()]
+    kept = [line for line in lines if not line[:1].isspace()]
+    shown: list[str] = []
+    for line in kept:
+        shown.extend(textwrap.wrap(line, width=width, subsequent_indent="  ") or [""])
+    if len(shown) > max_lines:
+        shown = [*shown[:max_lines], "…"]
+    omitted = len(lines) - len(kept)
+    if omitted:
+        shown.append(f"[{omitted} more lines: the current value of what it touched]")
+    return "\n".join(shown)
 
 
 def run_demo(
@@ -224,7 +244,12 @@ def run_demo(
     say(_indent(textwrap.fill(task, width=92)))
     say()
 
-    agent = PayloadAgent(recorder, max_retries=max_retries)
+    rejections: dict[int, list[Problem]] = {}
+
+    def on_retry(attempt: int, problems: Sequence[Problem], last: bool) -> None:
+        rejections[attempt] = list(problems)
+
+    agent = PayloadAgent(recorder, max_retries=max_retries, on_retry=on_retry)
     result = agent.run(invoice, task)
 
     for number, (request, reply) in enumerate(
@@ -233,22 +258,31 @@ def run_demo(
         if number > 1:
             say(style.yellow(f"  correction sent back to the model before attempt {number}:"))
             say(style.dim(_indent(_correction_excerpt(request), "    | ")))
-        verdict = "applied" if number == len(recorder.replies) else "rejected"
-        paint = style.green if verdict == "applied" else style.red
+        tokens = f"({reply.usage.output_tokens} output tokens)"
+        if number == len(recorder.replies):
+            say(
+                style.bold(f"Attempt {number}")
+                + f": the model replied {tokens} -> "
+                + style.green("applied")
+                + " (the change request below)"
+            )
+            continue
+        why = "; ".join(_problem_line(p) for p in rejections.get(number, [])[:3])
         say(
             style.bold(f"Attempt {number}")
-            + f": the model replied ({reply.usage.output_tokens} output tokens) -> "
-            + paint(verdict)
+            + f": the model replied {tokens} -> "
+            + style.red("rejected")
+            + (f": {why}" if why else "")
         )
-        say(_indent(_shorten(reply.text, 180)))
+        say(_indent(_wrap(reply.text, 100, 12)))
     if result.attempts == 1:
         say(style.dim("  (no correction was needed this time)"))
     say()
 
     wire = result.change_request.to_wire()
     compact = _compact(wire)
-    say(style.bold("Change request applied") + f" (compact, {count_tokens(compact)} tokens):")
-    say(_indent(compact))
+    say(style.bold("Change request applied") + f" (compact JSON, {count_tokens(compact)} tokens):")
+    say(_indent(_wrap(compact, 100, 30)))
     say()
 
     report = result.report
