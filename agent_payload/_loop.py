@@ -53,11 +53,14 @@ from agent_payload import prompts as _prompts
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
     ModelReplyError,
+    NoChangeRequestError,
     PayloadValidationError,
     RefusalError,
+    ReplySyntaxError,
     RetriesExhaustedError,
     RetryWithFeedback,
     TruncatedReplyError,
+    UnknownFieldError,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, OutputMode
 from agent_payload.report import (
@@ -86,6 +89,11 @@ P = TypeVar("P")
 Validator = Callable[[Any], None]
 """A user validator: called with the merged payload (the kind the caller will get back);
 raise ``RetryWithFeedback`` to have the model try again with that message."""
+
+_REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
+    {ModelReplyError, ReplySyntaxError, NoChangeRequestError, UnknownFieldError}
+)
+"""Parser errors re-raised with their own class (the others become ``ModelReplyError``)."""
 
 MAX_REFUSALS = 2
 """A run stops with ``RefusalError`` at the second refusal (the first one is retried once)."""
@@ -454,7 +462,8 @@ class RunState:
             )
         except ModelReplyError as exc:
             problems = exc.problems or [Problem(kind="parse", message=exc.feedback)]
-            self._fail(reply.text, problems, type(exc), str(exc), cause=exc)
+            kind = type(exc) if type(exc) in _REPLY_ERRORS else ModelReplyError
+            self._fail(reply.text, problems, kind, str(exc), cause=exc)
 
         change_request = parsed.change_request
         confirm_sink: list[tuple[Change, Finding]] = []

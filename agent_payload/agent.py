@@ -311,15 +311,33 @@ def _log_retry(attempt: int, error: ModelReplyError) -> None:
 
 class PayloadAgent(_BaseAgent):
     """Edit payloads with a model through a sync client (``openai.OpenAI``,
-    ``anthropic.Anthropic``, a ``"openai:MODEL"`` string, or any ``Model``).
+    ``anthropic.Anthropic`` with ``model_name=``), a ``"openai:MODEL"`` /
+    ``"anthropic:MODEL"`` string (a client built from the environment's API key), or any
+    ``Model`` (``agent_payload.testing.ScriptedModel`` in tests).
 
-    ``max_retries`` (default 2): how many corrections after the first attempt, or a tenacity
-    ``Retrying`` for full control. ``token_budget`` stops the loop once that many tokens (input
-    plus output, summed over attempts) are spent. ``guards`` / ``permissions`` check every
-    effective change (a finding of severity ``conflict`` sends the change back to the model,
-    ``confirm`` asks the model once to confirm it); ``permissions.describe()``, when present,
-    (or ``permissions_text``) and ``read_only`` are told to the model. ``validators`` run on
-    every merged payload and may raise ``RetryWithFeedback``.
+    Options:
+
+    * ``output_mode``: ``"text"`` (JSON in the reply; every model), ``"tool"`` (a forced tool
+      call whose input schema is the change request's), ``"json_schema"`` (OpenAI structured
+      outputs; see ``agent_payload.schema`` for what strict mode cannot express).
+    * ``max_retries`` (default 2): corrections after the first attempt, or a tenacity
+      ``Retrying`` (its ``stop``/``wait``/``before``/``after``/``before_sleep`` are used, its
+      ``retry`` condition is and-ed with ours). ``token_budget``: stop once that many tokens
+      (input plus output, summed over attempts) are spent.
+    * ``temperature``, ``max_tokens``, ``request_options`` (extra keyword arguments for the
+      SDK call): passed through on every request.
+    * ``guards``: ``Guard`` callables asked about every effective change (a finding of severity
+      ``conflict`` sends the request back to the model, ``confirm`` asks the model once to
+      confirm it, ``warning`` is recorded in the report); a guard with ``review(before, after,
+      changes, per_change=False)`` is also asked about the whole merge. ``permissions``: one
+      more guard (``agent_payload.guards.Permissions``). ``read_scope``: an object with
+      ``project(payload)`` (``agent_payload.guards.ReadScope``): the model sees only the
+      projection, corrections never show it more, and the scope guards writes. Every guard's
+      ``describe()`` text, after ``permissions_text``, goes into the system prompt's rules;
+      ``read_only`` lists paths the prompt calls read-only.
+    * ``validators``: ``(payload) -> None`` callables run on every merged payload (of the kind
+      returned); raise ``RetryWithFeedback`` to have the model try again.
+    * ``extra_instructions``: added to the system prompt. Hooks: see the module docstring.
     """
 
     def run(

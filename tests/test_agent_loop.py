@@ -1,0 +1,132 @@
+"""The pure decision logic of the correction loop (``agent_payload._loop.RunState``), without
+any driver: what is sent on each attempt and how each kind of reply is judged."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agent_payload._loop import RunSettings, RunState, _current, estimate_tokens
+from agent_payload.errors import (
+    ModelReplyError,
+    ProviderError,
+    RefusalError,
+    ReplySyntaxError,
+    TruncatedReplyError,
+)
+from agent_payload.providers.base import ModelReply
+from agent_payload.usage import Usage
+
+PAYLOAD = {"a": {"b": [1, 2, 3]}, "c": "text"}
+
+
+def start(**settings: Any) -> RunState:
+    return RunState.start(json.loads(json.dumps(PAYLOAD)), "do it", RunSettings(**settings))
+
+
+def reply(text: str, **kw: Any) -> ModelReply:
+    kw.setdefault("usage", Usage(100, 10, 1))
+    return ModelReply(text=text, **kw)
+
+
+def test_requests_carry_the_options() -> None:
+    """Each request carries the run's output mode, token limit, temperature and SDK extras,
+    and counts the attempt."""
+    state = start(max_tokens=300, temperature=0.2, extra={"seed": 7})
+    request = state.next_request()
+    assert state.attempt == 1
+    assert (request.max_tokens, request.temperature, dict(request.extra)) == (300, 0.2, {"seed": 7})
+    assert request.output_mode == "text" and request.schema is None
+
+
+def test_tool_mode_request_has_schema_naming_the_marker() -> None:
+    """In tool mode the request carries the change-request schema built for the marker."""
+    state = RunState.start({"m": "DELETE"}, "x", RunSettings(output_mode="tool"))
+    request = state.next_request()
+    assert request.output_mode == "tool"
+    assert state.marker == "__DELETE__"
+    assert "__DELETE__" in json.dumps(request.schema)
+
+
+def test_only_the_last_failure_is_kept() -> None:
+    """After several failures the conversation holds the original two messages plus only the
+    last failed reply and its correction."""
+    state = start()
+    for text in ("first bad", "second bad", "third bad"):
+        state.next_request()
+        with pytest.raises(ModelReplyError):
+            state.judge(reply(text))
+    messages = state.next_request().messages
+    assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[2].content == "third bad"
+    assert "first bad" not in "".join(m.content for m in messages)
+
+
+def test_syntax_error_keeps_its_class_and_usage_adds_up() -> None:
+    """A reply with broken JSON raises the parser's class with feedback naming the active
+    marker; usage is summed over replies, a reply without a request count counts as one."""
+    state = start()
+    state.next_request()
+    with pytest.raises(ReplySyntaxError) as info:
+        state.judge(reply('{"updateElements" "c"}'))
+    assert '"DELETE"' in info.value.feedback
+    state.next_request()
+    with pytest.raises(ModelReplyError):
+        state.judge(ModelReply(text="nothing", usage=Usage(5, 5, 0)))
+    assert state.usage == Usage(105, 15, 2)
+
+
+def test_truncated_reply_is_not_parsed() -> None:
+    """A truncated reply raises TruncatedReplyError even when its text is a valid request."""
+    state = start()
+    state.next_request()
+    with pytest.raises(TruncatedReplyError) as info:
+        state.judge(reply('{"updateElements": {"c": "new"}}', finish_reason="max_tokens"))
+    assert [p.kind for p in info.value.problems] == ["truncated"]
+
+
+def test_should_retry_decisions() -> None:
+    """Model-reply errors are retried, transport errors never, a refusal only the first
+    time."""
+    state = start()
+    assert state.should_retry(ModelReplyError("x"))
+    assert not state.should_retry(ProviderError("x", provider="p"))
+    state.next_request()
+    with pytest.raises(RefusalError) as first:
+        state.judge(reply("", refusal="no"))
+    assert state.should_retry(first.value)
+    state.next_request()
+    with pytest.raises(RefusalError) as second:
+        state.judge(reply("", refusal="no"))
+    assert not state.should_retry(second.value)
+
+
+def test_budget_and_exhausted_error() -> None:
+    """over_budget follows the summed usage; the exhausted error says budget or attempts."""
+    state = start(token_budget=200)
+    state.next_request()
+    with pytest.raises(ModelReplyError):
+        state.judge(reply("no"))
+    assert not state.over_budget()
+    assert "no usable change request after 1 attempt" in str(state.exhausted())
+    state.next_request()
+    with pytest.raises(ModelReplyError):
+        state.judge(reply("no"))
+    assert state.over_budget()
+    error = state.exhausted()
+    assert "budget of 200" in str(error) and error.attempts == 2 and error.last_reply == "no"
+
+
+def test_current_subtree_falls_back_to_parent_but_never_root() -> None:
+    """The current value shown for a missing path is its parent container, never the root."""
+    assert _current(PAYLOAD, ("a", "b", 1)) == (2, True)
+    assert _current(PAYLOAD, ("a", "b", 9)) == ([1, 2, 3], True)
+    assert _current(PAYLOAD, ("zz",)) == (None, False)
+    assert _current(PAYLOAD, None) == (None, False)
+
+
+def test_estimate_tokens_counts_something() -> None:
+    """Token estimates grow with the text."""
+    assert 0 < estimate_tokens('{"a":1}') < estimate_tokens(json.dumps(PAYLOAD) * 10)
