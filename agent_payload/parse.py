@@ -797,7 +797,7 @@ class _Reader:
             data[camel] = self._bucket(camel, value)
         data["reasoning"] = self._reasoning(obj.get("reasoning"))
         try:
-            return AgentPayloadChangeRequest[Any].model_validate(data)
+            return AgentPayloadChangeRequest.model_validate(data)
         except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
             _syntax(
                 self.reply,
