@@ -282,16 +282,23 @@ class _Renderer:
         )
 
 
+_FENCE_CLOSE = re.compile(r"</(?=payload|schema|task)", re.IGNORECASE)
+
+
+def _escape_fences(json_text: str) -> str:
+    """JSON text in which no string can close one of the prompt's fences: ``</payload`` (also
+    ``</schema``, ``</task``) is written ``<\\/payload``, a valid JSON escape for the same
+    string. Outside strings JSON has no ``<``, so only string content is touched."""
+    return _FENCE_CLOSE.sub(r"<\\/", json_text)
+
+
 def _render_json(
     value: Any, *, indent: int | None, index_threshold: int | None
 ) -> tuple[str, bool]:
     threshold = math.inf if index_threshold is None else index_threshold
     renderer = _Renderer(indent, threshold)
     text = renderer.render(_to_data(value))
-    # A payload string cannot close the <payload> fence: "</payload" is written "<\\/payload"
-    # (a valid JSON escape for the same string). Outside strings JSON has no "<".
-    text = re.sub(r"</(?=payload)", r"<\\/", text, flags=re.IGNORECASE)
-    return text, renderer.annotated
+    return _escape_fences(text), renderer.annotated
 
 
 def render_payload(
@@ -467,7 +474,7 @@ def render_prompt(
         schema_json = json.dumps(
             payload_schema(payload_type), ensure_ascii=False, separators=(",", ":")
         )
-        schema = _render("schema", schema=schema_json)
+        schema = _render("schema", schema=_escape_fences(schema_json))
     text, annotated = _render_json(payload, indent=indent, index_threshold=index_threshold)
     user = _render(
         "user",
