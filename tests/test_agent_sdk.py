@@ -298,3 +298,37 @@ def test_200_concurrent_async_runs() -> None:
     assert [r.payload for r in results] == [{"id": f"RUN-{i}", "value": 3 * i} for i in range(200)]
     assert sum(r.attempts for r in results) == 200 + 40
     assert fake.errors == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_model_string_builds_client_from_environment(
+    server: FakeProviderServer, monkeypatch: pytest.MonkeyPatch, provider: str, mode: str
+) -> None:
+    """``"openai:MODEL"`` / ``"anthropic:MODEL"`` build the SDK client from the environment
+    (API key and base URL), a sync one for PayloadAgent and an async one for
+    AsyncPayloadAgent."""
+    prefix = provider.upper()
+    monkeypatch.setenv(f"{prefix}_API_KEY", "test")
+    base = server.openai_base_url if provider == "openai" else server.anthropic_base_url
+    monkeypatch.setenv(f"{prefix}_BASE_URL", base)
+    server.add(wire({"updateElements": {"notes": "env"}}))
+    spec = f"{provider}:fake-model"
+    if mode == "sync":
+        sync_agent = PayloadAgent(spec)
+        try:
+            result = sync_agent.run(invoice(), "notes env")
+        finally:
+            sync_agent.model.client.close()  # type: ignore[attr-defined]
+    else:
+
+        async def main() -> AgentResult[Any]:
+            async_agent = AsyncPayloadAgent(spec)
+            try:
+                return await async_agent.run(invoice(), "notes env")
+            finally:
+                await async_agent.model.client.close()  # type: ignore[attr-defined]
+
+        result = asyncio.run(main())
+    assert result.payload["notes"] == "env"
+    assert server.requests[0].model == "fake-model"
