@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -340,9 +341,26 @@ def test_provider_error_propagates_without_retry(run: Runner) -> None:
     """A transport failure is not retried by the loop: it propagates at once."""
     failure = ProviderError("rate limited (HTTP 429)", provider="test", status_code=429)
     model = ScriptedModel([failure, wire({"updateElements": {"name": "Eve"}})])
-    with pytest.raises(ProviderError):
-        run(model, customer(), "rename", agent={"max_retries": 3})
+    errors: list[tuple[BaseException, int]] = []
+    with pytest.raises(ProviderError) as info:
+        run(
+            model,
+            customer(),
+            "rename",
+            agent={"max_retries": 3, "on_error": lambda e, a: errors.append((e, a))},
+        )
     assert len(model.requests) == 1
+    assert errors == [(info.value, 1)]
+
+
+def test_retries_are_logged(run: Runner, caplog: pytest.LogCaptureFixture) -> None:
+    """Each retry is logged at INFO and a failed run at WARNING on the agent_payload logger."""
+    caplog.set_level(logging.DEBUG, logger="agent_payload")
+    with pytest.raises(RetriesExhaustedError):
+        run(ScriptedModel(["bad", "worse"]), customer(), "rename", agent={"max_retries": 1})
+    records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "agent_payload"]
+    assert [level for level, _ in records if level != "DEBUG"] == ["INFO", "INFO", "WARNING"]
+    assert "attempt 1" in records[1][1] and "unchanged" in records[-1][1]
 
 
 def test_user_retrying_policy(run: Runner) -> None:
