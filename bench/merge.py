@@ -373,9 +373,9 @@ def _ratio(ours: float, ref: float) -> str:
     if ours <= 0 or ref <= 0:
         return "-"
     r = ref / ours
-    if r >= 1:
-        return f"{r:,.1f}x faster"
-    return f"{1 / r:,.1f}x slower"
+    if r < 1:
+        return f"{1 / r:,.1f}x slower"
+    return f"{r:,.0f}x faster" if r >= 100 else f"{r:,.1f}x faster"
 
 
 def _mb(n: int | None) -> str:
