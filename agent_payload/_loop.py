@@ -69,6 +69,7 @@ from agent_payload.report import (
     Guard,
     Issue,
     MergeReport,
+    MergeResult,
     PayloadPath,
     Problem,
 )
@@ -79,9 +80,9 @@ __all__ = [
     "RunSettings",
     "RunState",
     "Validator",
-    "combine_guards",
     "estimate_tokens",
     "format_payload_path",
+    "recording_guard",
 ]
 
 P = TypeVar("P")
@@ -107,9 +108,9 @@ class AgentResult(Generic[P]):
     class); ``change_request`` the request that was applied; ``report`` the merge report
     (effective changes, warnings); ``attempts`` how many model requests the run made;
     ``usage`` the tokens summed over all of them; ``replies`` every raw reply text in order.
-    ``rewrite_tokens`` estimates what a full rewrite of the result would have cost in output
-    tokens, ``change_tokens`` what the applied reply cost, counted the same way (see
-    ``estimate_tokens``). ``marker`` is the DELETE marker that was active; ``repairs`` what the
+    ``rewrite_tokens`` estimates what a full rewrite of the result (minified JSON) would have
+    cost in output tokens, ``change_tokens`` what the applied reply cost, counted the same way
+    (see ``estimate_tokens``). ``marker`` is the DELETE marker that was active; ``repairs`` what the
     parser had to fix in the applied reply; ``confirmed`` the guard findings the model
     confirmed.
     """
@@ -168,7 +169,6 @@ class _Pending:
     """A change waiting for the model's confirmation."""
 
     payload_json: Any
-    findings: tuple[tuple[Change, Finding], ...]
 
 
 # --- small pure helpers ----------------------------------------------------------------------
@@ -210,7 +210,7 @@ def _current(data: Any, path: PayloadPath | None) -> tuple[Any, bool]:
     return None, False
 
 
-def combine_guards(guards: Sequence[Guard], sink: list[tuple[Change, Finding]]) -> Guard | None:
+def recording_guard(guards: Sequence[Guard], sink: list[tuple[Change, Finding]]) -> Guard | None:
     """One guard asking every guard in turn; findings of severity ``confirm`` are also
     appended to ``sink`` with their change."""
     if not guards:
@@ -239,7 +239,12 @@ def _encoding() -> Any:
 
 def estimate_tokens(text: str) -> int:
     """Output tokens of ``text``: counted with OpenAI's o200k_base tokenizer when the optional
-    ``bpe-openai`` package is importable, else estimated as ``ceil(len(text) / 4)``."""
+    ``bpe-openai`` package is importable, else estimated as ``ceil(len(text) / 4)``.
+
+    ``AgentResult.rewrite_tokens`` is this count for the result as minified JSON (the cheapest
+    full rewrite a model could send), ``change_tokens`` for the applied reply's text as the
+    model sent it (reasoning included), so the two are counted the same way. Other tokenizers
+    (Anthropic's) differ by some percent; the ratio is what matters."""
     encoding = _encoding()
     if encoding is not None:
         return len(encoding.encode(text))
@@ -426,107 +431,19 @@ class RunState:
         self.usage = self.usage + usage
         self.replies.append(reply.text)
 
-        if reply.truncated or reply.finish_reason in ("length", "max_tokens"):
-            self._fail(
-                reply.text,
-                [
-                    Problem(
-                        kind="truncated",
-                        message=(
-                            f"the reply was cut off by the output token limit "
-                            f"(finish_reason={reply.finish_reason!r}) and was not applied"
-                        ),
-                    )
-                ],
-                TruncatedReplyError,
-                "the reply was cut off by the token limit; it was not applied",
-                truncated=True,
-            )
-        if reply.refusal is not None or reply.finish_reason == "refusal":
-            self._refused(reply.text or reply.refusal or "", reply.refusal or reply.text)
-
-        try:
-            parsed = _parse.parse_change_request_with_repairs(
-                reply.text, finish_reason=reply.finish_reason
-            )
-        except RefusalError as exc:
-            self._refused(reply.text, reply.text, exc.problems, cause=exc)
-        except TruncatedReplyError as exc:
-            self._fail(
-                reply.text,
-                exc.problems or [Problem(kind="truncated", message=str(exc))],
-                TruncatedReplyError,
-                str(exc),
-                truncated=True,
-                cause=exc,
-            )
-        except ModelReplyError as exc:
-            problems = exc.problems or [Problem(kind="parse", message=exc.feedback)]
-            kind = type(exc) if type(exc) in _REPLY_ERRORS else ModelReplyError
-            self._fail(reply.text, problems, kind, str(exc), cause=exc)
-
+        parsed = self._read(reply)
         change_request = parsed.change_request
         confirm_sink: list[tuple[Change, Finding]] = []
-        guard = combine_guards(self.settings.guards, confirm_sink)
-        try:
-            merged = _merge.apply_change_request(
-                self.payload, change_request, markers=frozenset({self.marker}), guard=guard
-            )
-        except PayloadValidationError as exc:
-            self._invalid(reply.text, exc.errors, exc.payload, exc)
-        report = merged.report
-        if report.conflicts:
-            problems = []
-            for issue in report.conflicts:
-                current, has_current = _current(self.shown_json, issue.payload_path)
-                problems.append(
-                    Problem(
-                        kind="conflict",
-                        message=issue.message,
-                        path=issue.path,
-                        code=issue.code,
-                        current=current,
-                        has_current=has_current,
-                    )
-                )
-            self._fail(
-                reply.text,
-                problems,
-                ModelReplyError,
-                f"the change request conflicts with the payload: {_summary(problems)}",
-            )
-
-        result_payload = merged.payload
+        merged = self._merge(reply.text, change_request, confirm_sink)
+        result_payload, report = merged.payload, merged.report
         result_json = _to_json(result_payload)
         self._review(reply.text, result_json, report, confirm_sink)
-        if self.payload_type is not None and not isinstance(result_payload, BaseModel):
-            try:
-                self._type_adapter().validate_python(result_json)
-            except ValidationError as exc:
-                errors = [
-                    (tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)
-                ]
-                self._invalid(reply.text, errors, result_json, exc)
-
-        for validator in (*self.settings.validators,):
-            try:
-                validator(result_payload)
-            except RetryWithFeedback as exc:
-                self._fail(
-                    reply.text,
-                    [Problem(kind="custom", message=exc.feedback, path=exc.path)],
-                    ModelReplyError,
-                    f"a validator asked for another attempt: {exc.feedback}",
-                    cause=exc,
-                )
-
+        self._validate(reply.text, result_payload, result_json)
         confirmed: tuple[Finding, ...] = ()
         if confirm_sink:
-            if self.pending is not None and self.pending.payload_json == result_json:
-                confirmed = tuple(finding for _, finding in confirm_sink)
-            else:
+            if self.pending is None or self.pending.payload_json != result_json:
                 self._ask_confirmation(reply.text, result_json, confirm_sink)
-
+            confirmed = tuple(finding for _, finding in confirm_sink)
         self.pending = None
         reasoning = report.reasoning if report.reasoning is not None else change_request.reasoning
         return AgentResult(
@@ -545,6 +462,105 @@ class RunState:
             repairs=tuple(parsed.repairs),
             confirmed=confirmed,
         )
+
+    # -- the steps of judge ----------------------------------------------------------------
+
+    def _read(self, reply: ModelReply) -> _parse.ParsedReply:
+        """Steps 1-3: truncation, refusal, parsing."""
+        if reply.truncated or reply.finish_reason in ("length", "max_tokens"):
+            problem = Problem(
+                kind="truncated",
+                message="your reply was cut off by the output token limit "
+                f"(finish_reason={reply.finish_reason!r}), so none of it was used.",
+            )
+            self._fail(
+                reply.text,
+                [problem],
+                TruncatedReplyError,
+                "the reply was cut off by the token limit; it was not applied",
+                truncated=True,
+            )
+        if reply.refusal is not None or reply.finish_reason == "refusal":
+            self._refused(reply.text or reply.refusal or "", reply.refusal or reply.text)
+        try:
+            return _parse.parse_change_request_with_repairs(
+                reply.text, finish_reason=reply.finish_reason
+            )
+        except RefusalError as exc:
+            self._refused(reply.text, reply.text, exc.problems, cause=exc)
+        except TruncatedReplyError as exc:
+            self._fail(
+                reply.text,
+                exc.problems or [Problem(kind="truncated", message=str(exc))],
+                TruncatedReplyError,
+                str(exc),
+                truncated=True,
+                cause=exc,
+            )
+        except ModelReplyError as exc:
+            problems = exc.problems or [Problem(kind="parse", message=exc.feedback)]
+            kind = type(exc) if type(exc) in _REPLY_ERRORS else ModelReplyError
+            self._fail(reply.text, problems, kind, str(exc), cause=exc)
+
+    def _merge(
+        self,
+        reply: str,
+        change_request: AgentPayloadChangeRequest[Any],
+        confirm_sink: list[tuple[Change, Finding]],
+    ) -> MergeResult[Any]:
+        """Step 4: merge with the active marker alone and the guards; conflicts go back with
+        their change-request path and the current subtree (as the model may see it)."""
+        guard = recording_guard(self.settings.guards, confirm_sink)
+        try:
+            merged = _merge.apply_change_request(
+                self.payload, change_request, markers=frozenset({self.marker}), guard=guard
+            )
+        except PayloadValidationError as exc:
+            self._invalid(reply, exc.errors, exc.payload, exc)
+        if not merged.report.conflicts:
+            return merged
+        problems = []
+        for issue in merged.report.conflicts:
+            current, has_current = _current(self.shown_json, issue.payload_path)
+            problems.append(
+                Problem(
+                    kind="conflict",
+                    message=issue.message,
+                    path=issue.path,
+                    code=issue.code,
+                    current=current,
+                    has_current=has_current,
+                )
+            )
+        self._fail(
+            reply,
+            problems,
+            ModelReplyError,
+            f"the change request conflicts with the payload: {_summary(problems)}",
+        )
+
+    def _validate(self, reply: str, result_payload: Any, result_json: Any) -> None:
+        """Steps 5-6: the payload type (a pydantic payload was validated by the merge), then
+        the user's validators."""
+        if self.payload_type is not None and not isinstance(result_payload, BaseModel):
+            try:
+                self._type_adapter().validate_python(result_json)
+            except ValidationError as exc:
+                errors = [
+                    (tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)
+                ]
+                self._invalid(reply, errors, result_json, exc)
+        for validator in self.settings.validators:
+            try:
+                validator(result_payload)
+            except RetryWithFeedback as exc:
+                self._fail(
+                    reply,
+                    [Problem(kind="custom", message=exc.feedback, path=exc.path)],
+                    ModelReplyError,
+                    f"a validator asked for another attempt: {exc.feedback}",
+                    cause=exc,
+                )
 
     # -- whole-merge reviews -------------------------------------------------------------
 
@@ -719,7 +735,7 @@ class RunState:
         correction = _prompts.render_confirm(
             [(change, finding) for change, finding in findings], marker=self.marker
         )
-        pending = _Pending(result_json, tuple(findings))
+        pending = _Pending(result_json)
         self.last_failure = _Failure(reply, correction, problems)
         self.pending = pending
         error = ModelReplyError(
