@@ -111,16 +111,22 @@ def map_anthropic_errors(model: str, client: Any = None) -> Iterator[None]:
             status_code=exc.status_code,
             retryable=False,
         ) from exc
+    except TypeError as exc:
+        if "authentication method" in str(exc):
+            raise ConfigurationError(
+                f"{where}: the client has no credentials ({exc}). Set ANTHROPIC_API_KEY or "
+                "pass api_key= to anthropic.Anthropic(...)."
+            ) from exc
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        raise ConfigurationError(
+            f"{where}: the SDK does not accept an option ({exc}). Check the adapter's "
+            "default options and ModelRequest.extra; pass parameters the SDK does not know "
+            "inside extra_body={...}."
+        ) from exc
     except anthropic.AnthropicError as exc:
         raise ProviderError(
             f"{where}: the SDK failed: {exc}", provider=PROVIDER, retryable=False
-        ) from exc
-    except TypeError as exc:
-        if "authentication method" not in str(exc):
-            raise
-        raise ConfigurationError(
-            f"{where}: the client has no credentials ({exc}). Set ANTHROPIC_API_KEY or pass "
-            "api_key= to anthropic.Anthropic(...)."
         ) from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProviderError(

@@ -102,6 +102,14 @@ def map_openai_errors(model: str, client: Any = None) -> Iterator[None]:
             status_code=exc.status_code,
             retryable=False,
         ) from exc
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        raise ConfigurationError(
+            f"{where}: the SDK does not accept an option ({exc}). Check the adapter's "
+            "default options and ModelRequest.extra; pass parameters the SDK does not know "
+            "inside extra_body={...}."
+        ) from exc
     except openai.OpenAIError as exc:
         raise ProviderError(
             f"{where}: the SDK failed: {exc}", provider=PROVIDER, retryable=False
