@@ -44,7 +44,7 @@ from pydantic import BaseModel
 from agent_payload import merge as _merge
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
-from agent_payload.errors import InvalidPayloadError, UsageError
+from agent_payload.errors import InvalidPayloadError, StalePayloadError, UsageError
 from agent_payload.report import Change, PayloadPath
 from agent_payload.usage import Usage
 
@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 HISTORY_FORMAT = "agent_payload.session/1"
+
+_UNSET: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +258,29 @@ class SessionState:
             lines.append(line)
         return "\n".join(lines)
 
-    def record(self, task: str, result: _Result, *, duration: float, timestamp: str) -> TurnRecord:
-        """Record a finished turn: the payload becomes ``result.payload``; redo is cleared."""
+    def record(
+        self,
+        task: str,
+        result: _Result,
+        *,
+        duration: float,
+        timestamp: str,
+        base: Any = _UNSET,
+    ) -> TurnRecord:
+        """Record a finished turn: the payload becomes ``result.payload``; redo is cleared.
+
+        ``base`` is the payload the turn started from: if the session's payload is no longer
+        that object (an ``undo`` or another turn finished meanwhile, in async code), the turn
+        is not recorded and ``StalePayloadError`` is raised.
+        """
+        if base is not _UNSET and base is not self.payload:
+            raise StalePayloadError(
+                f"session: the turn {task!r} started from a payload that is no longer current "
+                "(another turn, an undo or a redo finished while it ran); it was not recorded. "
+                "Send the task again.",
+                expected=f"turn {self._next_index} base",
+                actual="a newer payload",
+            )
         before = _as_json(self.payload)
         after = _as_json(result.payload)
         turn = TurnRecord(
@@ -448,10 +471,11 @@ class PayloadSession(_SessionBase):
     def send(self, task: str) -> TurnRecord:
         """Run the agent on the current payload; record and return the turn. On failure the
         agent's error propagates and the session is unchanged."""
+        base = self.state.payload
         started = self._clock()
-        result = self.agent.run(self.state.payload, task, **self._run_args(task))
+        result = self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
-        return self.state.record(task, result, duration=duration, timestamp=self._now())
+        return self.state.record(task, result, duration=duration, timestamp=self._now(), base=base)
 
     @classmethod
     def load(
@@ -471,10 +495,11 @@ class AsyncPayloadSession(_SessionBase):
 
     async def send(self, task: str) -> TurnRecord:
         """Run the agent on the current payload; record and return the turn."""
+        base = self.state.payload
         started = self._clock()
-        result = await self.agent.run(self.state.payload, task, **self._run_args(task))
+        result = await self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
-        return self.state.record(task, result, duration=duration, timestamp=self._now())
+        return self.state.record(task, result, duration=duration, timestamp=self._now(), base=base)
 
     @classmethod
     def load(
