@@ -115,6 +115,16 @@ def model_usage(model: ScriptedModel, replies: Sequence[str]) -> Usage:
     return total
 
 
+def test_result_shares_nothing_with_the_input(run: Runner) -> None:
+    """Changing the returned payload never reaches the caller's payload (independent copy)."""
+    payload = customer()
+    result = run(ScriptedModel([wire({"updateElements": {"name": "Eve"}})]), payload, "rename")
+    result.payload["orders"][0]["total"] = 999
+    result.payload["address"]["city"] = "Nowhere"
+    result.payload["tags"].append("x")
+    assert payload == CUSTOMER
+
+
 def test_list_payload_comes_back_as_list(run: Runner) -> None:
     """A payload whose root is an array is returned as a list."""
     payload = [{"id": 1}, {"id": 2}]
