@@ -267,6 +267,24 @@ def _summary(problems: Sequence[Problem], limit: int = 3) -> str:
     return "; ".join(parts) or "no details"
 
 
+ECHO_TRUNCATED_CHARS = 2000
+"""How much of a truncated reply is sent back to the model as its own turn."""
+
+
+def _echo(reply: str, *, truncated: bool = False) -> str:
+    """The failed reply as it is sent back (the assistant turn of the next attempt).
+
+    An empty reply becomes a short note (providers such as Anthropic refuse empty turns); a
+    truncated reply keeps only its beginning, since the correction asks for a new, smaller
+    request and repeating all of it on every later attempt would cost its full size again."""
+    if not reply.strip():
+        return "(empty reply)"
+    if truncated and len(reply) > ECHO_TRUNCATED_CHARS:
+        cut = len(reply) - ECHO_TRUNCATED_CHARS
+        return f"{reply[:ECHO_TRUNCATED_CHARS]}\n[... {cut} more characters, cut off by the limit]"
+    return reply
+
+
 # --- the state -------------------------------------------------------------------------------
 
 
@@ -640,7 +658,7 @@ class RunState:
             correction = _prompts.render_correction(
                 problems, marker=self.marker, reply_was_truncated=truncated
             )
-        self.last_failure = _Failure(reply, correction, problems)
+        self.last_failure = _Failure(_echo(reply, truncated=truncated), correction, problems)
         error = error_type(
             f"attempt {self.attempt}: {message}",
             reply=reply,
@@ -736,7 +754,7 @@ class RunState:
             [(change, finding) for change, finding in findings], marker=self.marker
         )
         pending = _Pending(result_json)
-        self.last_failure = _Failure(reply, correction, problems)
+        self.last_failure = _Failure(_echo(reply), correction, problems)
         self.pending = pending
         error = ModelReplyError(
             f"attempt {self.attempt}: the change needs the model's confirmation: "

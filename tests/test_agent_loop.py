@@ -130,3 +130,19 @@ def test_current_subtree_falls_back_to_parent_but_never_root() -> None:
 def test_estimate_tokens_counts_something() -> None:
     """Token estimates grow with the text."""
     assert 0 < estimate_tokens('{"a":1}') < estimate_tokens(json.dumps(PAYLOAD) * 10)
+
+
+def test_empty_and_long_truncated_replies_are_echoed_short() -> None:
+    """An empty failed reply is sent back as a note (providers refuse empty turns); a long
+    truncated reply is sent back cut to its beginning, so later attempts stay small."""
+    state = start()
+    state.next_request()
+    with pytest.raises(ModelReplyError):
+        state.judge(reply("   "))
+    assert state.next_request().messages[2].content == "(empty reply)"
+    long_text = '{"replaceElements": {"c": "' + "x" * 10_000
+    with pytest.raises(TruncatedReplyError):
+        state.judge(reply(long_text, truncated=True, finish_reason="length"))
+    echoed = state.next_request().messages[2].content
+    assert echoed.startswith(long_text[:2000]) and len(echoed) < 2100
+    assert "cut off" in echoed
