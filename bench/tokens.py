@@ -38,6 +38,7 @@ from agent_payload.diff import diff_payloads, json_equal
 RESULTS = Path(__file__).parent / "results"
 SIZES = {"small": 5, "medium": 40, "large": 200}
 FORMATS = ("rewrite", "change", "patch", "merge")
+COLORS = {"rewrite": "tab:gray", "change": "tab:blue", "patch": "tab:orange", "merge": "tab:green"}
 
 _ENCODING = bpe_openai.get_encoding("o200k_base")
 
@@ -371,17 +372,18 @@ def render(rows: list[Row]) -> str:
         "By payload size (median over 5 payload kinds x 7 edits):",
         "",
         "| size | payload tokens | change | patch | merge | change/rewrite | patch/rewrite "
-        "| merge/rewrite |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| merge/rewrite | change/rewrite, mean |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size in SIZES:
         sel = [r for r in rows if r.size == size]
         med = {f: statistics.median(r.counts[f] for r in sel) for f in FORMATS}
         rat = {f: statistics.median(r.ratio(f) for r in sel) for f in FORMATS}
+        mean = statistics.fmean(r.ratio("change") for r in sel)
         lines.append(
             f"| {size} | {med['rewrite']:.0f} | {med['change']:.0f} | {med['patch']:.0f} "
             f"| {med['merge']:.0f} | {rat['change']:.3f} | {rat['patch']:.3f} "
-            f"| {rat['merge']:.3f} |"
+            f"| {rat['merge']:.3f} | {mean:.3f} |"
         )
     lines += [
         "",
@@ -429,6 +431,7 @@ def plot(rows: list[Row], path: Path) -> None:
             sizes,
             [statistics.median(r.counts[fmt] for r in rows if r.size == s) for s in sizes],
             style,
+            color=COLORS[fmt],
             label=fmt,
         )
     left.set_yscale("log")
@@ -442,13 +445,20 @@ def plot(rows: list[Row], path: Path) -> None:
             statistics.median(r.ratio(fmt) for r in rows if r.size == "large" and r.edit == e)
             for e in edits
         ]
-        right.bar([x + (k - 1) * width for x in range(len(edits))], values, width, label=fmt)
+        right.bar(
+            [x + (k - 1) * width for x in range(len(edits))],
+            values,
+            width,
+            color=COLORS[fmt],
+            label=fmt,
+        )
     right.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="full rewrite")
     right.set_xticks(range(len(edits)), edits, rotation=30, ha="right")
     right.set_yscale("log")
     right.set_ylabel("tokens / full rewrite (large payloads)")
     right.set_title("Ratio to a full rewrite, by edit")
-    right.legend()
+    right.set_ylim(top=12)
+    right.legend(loc="upper center", ncol=4, fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
