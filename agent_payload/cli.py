@@ -10,7 +10,7 @@
     with the tolerant parser instead of as strict JSON. ``--markers`` sets the DELETE markers.
 
 ``run --model PROVIDER:MODEL --payload FILE TASK``
-    Ask a model (``openai:gpt-4.1-mini``, ``anthropic:claude-sonnet-4-5``; the SDK reads its API
+    Ask a model (``openai:gpt-5.4-mini``, ``anthropic:claude-haiku-5-5``; the SDK reads its API
     key and base URL from the environment) to carry out TASK on the payload. The updated payload
     goes to stdout (or ``-o FILE``); the diff, the attempts and the token usage go to stderr.
 
@@ -285,6 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
         "apply",
         help="merge a change request into a payload and print the result",
         description="Merge CHANGE (a change request) into PAYLOAD and print the merged JSON.",
+        epilog="examples:\n"
+        "  agent-payload apply invoice.json change.json --report > merged.json\n"
+        "  pbpaste | agent-payload apply invoice.json - --reply --strict -o merged.json\n\n"
+        "exit status: 0 merged (conflicting parts skipped, see --report); 1 conflicts under "
+        "--strict;\n2 usage or input error (unreadable file, invalid JSON with line and column).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     apply.add_argument("payload", metavar="PAYLOAD", help="payload JSON file, or - for stdin")
     apply.add_argument("change", metavar="CHANGE", help="change request file, or - for stdin")
@@ -318,13 +324,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask a model to edit a payload",
         description="Ask a model to carry out TASK on the payload; print the updated payload "
         "(stdout) and the diff (stderr).",
+        epilog="example:\n"
+        "  OPENAI_API_KEY=... agent-payload run --model openai:gpt-5.4-mini \\\n"
+        "      --payload invoice.json 'remove the duplicated freight line' -o invoice.new.json\n\n"
+        "exit status: 0 done; 1 the model gave no usable change request within the retries, or "
+        "the\nprovider failed; 2 usage or input error.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("task", metavar="TASK", help="what should change (or - for stdin)")
     run.add_argument(
         "--model",
         required=True,
         metavar="PROVIDER:MODEL",
-        help="e.g. openai:gpt-4.1-mini or anthropic:claude-sonnet-4-5 (API key and base URL "
+        help="e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL "
         "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
     )
     run.add_argument("--payload", required=True, metavar="FILE", help="payload JSON, - for stdin")

@@ -479,3 +479,23 @@ def test_colour_only_on_a_tty_without_no_color(monkeypatch: pytest.MonkeyPatch) 
     assert use_color(Tty()) is False
     assert Style(True).green("+ a") == "\x1b[32m+ a\x1b[0m"
     assert Style(False).green("+ a") == "+ a"
+
+
+def test_demo_live_anthropic_when_only_its_key_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With only ANTHROPIC_API_KEY set, demo goes to Anthropic (the real SDK, here pointed at
+    the fake server through ANTHROPIC_BASE_URL) with its default model."""
+    pytest.importorskip("anthropic")
+    from agent_payload.demo import DEFAULT_MODELS, load_data
+    from agent_payload.testing import FakeProviderServer
+
+    replies = [r["text"] for r in load_data("replay")["replies"]]
+    with FakeProviderServer(replies) as server:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
+        run = cli("demo", "--no-color")
+        assert len(server.requests) == 2
+        assert server.requests[0].model == DEFAULT_MODELS["anthropic"]
+    assert run.status == EXIT_OK, run.out + run.err
+    assert f"live: anthropic:{DEFAULT_MODELS['anthropic']}" in run.out
+    assert "rejected: index_out_of_range" in run.out

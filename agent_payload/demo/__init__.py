@@ -37,7 +37,7 @@ from agent_payload.usage import Usage
 
 __all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
 
-DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-5.4-mini", "anthropic": "claude-haiku-5-5"}
 """The model each provider's demo uses unless ``--model`` says otherwise."""
 
 _KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
