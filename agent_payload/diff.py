@@ -54,8 +54,9 @@ __all__ = [
     "undo_change_request",
 ]
 
-MAX_DIFF_DEPTH = 400
-"""Deepest payload ``diff_payloads`` accepts (it recurses once per level)."""
+MAX_DIFF_DEPTH = 200
+"""Deepest payload ``diff_payloads`` accepts: it recurses once per level, and
+``AgentPayloadChangeRequest`` (pydantic ``JsonValue``) holds values about 250 levels deep."""
 
 
 class _Missing:
@@ -120,8 +121,10 @@ def _check_json(value: Any, what: str) -> None:
     while stack:
         node, path = stack.pop()
         if len(path) > MAX_DIFF_DEPTH:
+            where = _show(path)
+            where = where if len(where) <= 80 else where[:77] + "..."
             raise LimitExceededError(
-                f"{what} is nested deeper than {MAX_DIFF_DEPTH} levels at {_show(path)}; "
+                f"{what} is nested deeper than {MAX_DIFF_DEPTH} levels at {where}; "
                 "diff_payloads recurses once per level. Diff a shallower part of it instead.",
                 limit="max_depth",
                 value=len(path),
@@ -646,8 +649,9 @@ def to_json_patch(
     each remove and replace is preceded by a ``test`` of the old value, so the patch refuses
     to apply to a payload that is not ``before``.
 
-    ``before`` is only used to dump a pydantic model's paths consistently; values come from
-    the report (copies).
+    ``before`` (the payload the merge started from) is not read: the report's paths and
+    values are all the patch needs. It is part of the signature so that a call names both
+    ends of the patch.
     """
     del before  # the report's paths and values are all that is needed
     changes = _changes_of(changes)
