@@ -75,6 +75,63 @@ def _plain_scalar(v: Any) -> Any:
     raise _Bad
 
 
+_FAST_DEPTH = 100
+"""Levels the recursive fast copy goes down before it hands over to the explicit stack."""
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+class _Slow(Exception):
+    """The fast copy met something unusual (a subclass, a bad value, great depth, a limit)."""
+
+
+def _fast_dict(src: dict[Any, Any], depth: int, budget: list[int]) -> dict[str, Any]:
+    if depth >= _FAST_DEPTH:
+        raise _Slow
+    budget[0] -= len(src)
+    if budget[0] < 0:
+        raise _Slow
+    dst = src.copy()
+    deeper = depth + 1
+    for k, v in src.items():
+        if type(k) is not str:
+            raise _Slow
+        t = type(v)
+        if t is str or t is int or v is None or t is bool:
+            continue
+        if t is dict:
+            dst[k] = _fast_dict(v, deeper, budget)
+        elif t is list:
+            dst[k] = _fast_list(v, deeper, budget)
+        elif t is not float or v - v != 0.0:
+            raise _Slow
+    return dst
+
+
+def _fast_list(src: list[Any], depth: int, budget: list[int]) -> list[Any]:
+    if depth >= _FAST_DEPTH:
+        raise _Slow
+    budget[0] -= len(src)
+    if budget[0] < 0:
+        raise _Slow
+    if set(map(type, src)) <= _PLAIN_SCALARS:
+        return src[:]
+    dst = src[:]
+    deeper = depth + 1
+    i = -1
+    for v in src:
+        i += 1
+        t = type(v)
+        if t is str or t is int or v is None or t is bool:
+            continue
+        if t is dict:
+            dst[i] = _fast_dict(v, deeper, budget)
+        elif t is list:
+            dst[i] = _fast_list(v, deeper, budget)
+        elif t is not float or v - v != 0.0:
+            raise _Slow
+    return dst
+
+
 def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
     """An independent copy of JSON data ``root``, checked on the way.
 
@@ -82,7 +139,25 @@ def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
     NaN or an infinity), for nesting deeper than ``max_depth`` containers (a cycle ends up
     here), or for more than ``max_nodes`` values. dict and list subclasses are copied as plain
     dicts and lists, str/int/float subclasses (enum members) as plain values.
+
+    A recursive copy specialised to plain dicts and lists (C-level ``dict.copy`` and slicing,
+    then a loop that checks types and copies the containers) does the common case; anything
+    unusual, or nesting beyond ``_FAST_DEPTH`` levels, makes it start over with the general
+    copy below, which uses an explicit stack and handles any depth.
     """
+    t = type(root)
+    if (t is dict or t is list) and max_depth >= _FAST_DEPTH:
+        try:
+            if t is dict:
+                return _fast_dict(root, 1, [max_nodes - 1])
+            return _fast_list(root, 1, [max_nodes - 1])
+        except (_Slow, RecursionError):
+            pass
+    return _copy_general(root, max_depth, max_nodes)
+
+
+def _copy_general(root: Any, max_depth: int, max_nodes: int) -> Any:
+    """The general copy: an explicit stack, subclasses converted, any depth."""
     t = type(root)
     if t is dict or t is list or isinstance(root, dict | list):
         pass
