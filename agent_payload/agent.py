@@ -163,6 +163,17 @@ class _BaseAgent:
                 f"token_budget: expected a positive int or None, found {token_budget!r}"
             )
         self.model: Model = _resolve_model(model, model_name, async_client=self._async_client)
+        is_async = getattr(self.model, "is_async", None)
+        if isinstance(is_async, bool) and is_async != self._async_client:
+            kind, fix = (
+                ("an async", "AsyncPayloadAgent") if is_async else ("a sync", "PayloadAgent")
+            )
+            prefix = "" if is_async else "Async"
+            raise ConfigurationError(
+                f"{type(self).__name__}: the model {self.model.name!r} wraps {kind} SDK client; "
+                f"use {fix} with it, or build this agent on openai.{prefix}OpenAI / "
+                f"anthropic.{prefix}Anthropic"
+            )
         self.output_mode: OutputMode = output_mode
         self.max_retries = max_retries
         self.temperature = temperature

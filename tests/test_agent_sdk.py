@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from agent_payload.agent import AgentResult, AsyncPayloadAgent, PayloadAgent
-from agent_payload.errors import ProviderError, RetriesExhaustedError
+from agent_payload.errors import ConfigurationError, ProviderError, RetriesExhaustedError
 from agent_payload.testing import FakeProviderServer, FakeRequest, Fault, Reply
 
 openai = pytest.importorskip("openai")
@@ -334,3 +334,12 @@ def test_model_string_builds_client_from_environment(
         result = asyncio.run(main())
     assert result.payload["notes"] == "env"
     assert server.requests[0].model == "fake-model"
+
+
+def test_sync_agent_refuses_async_client_and_back() -> None:
+    """A sync agent given an async SDK client (and the reverse) fails at construction, saying
+    which agent to use."""
+    with pytest.raises(ConfigurationError, match="use AsyncPayloadAgent"):
+        PayloadAgent(openai.AsyncOpenAI(api_key="test"), model_name="gpt-test")
+    with pytest.raises(ConfigurationError, match="use PayloadAgent"):
+        AsyncPayloadAgent(anthropic.Anthropic(api_key="test"), model_name="claude-test")
