@@ -5,7 +5,7 @@
 
 * a ``Model`` (an adapter, ``agent_payload.testing.ScriptedModel``, your own): returned as is;
 * ``"openai:gpt-4.1-mini"`` (Chat Completions), ``"openai-responses:gpt-4.1"`` (Responses API),
-  ``"anthropic:claude-sonnet-4-5"``: a client is built from the environment by the SDK itself
+  ``"anthropic:claude-sonnet-4-6"``: a client is built from the environment by the SDK itself
   (``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; ``ANTHROPIC_API_KEY`` and
   ``ANTHROPIC_BASE_URL``), sync or async per ``async_client``. A bare ``claude-...`` or
   ``gpt-...`` / ``o3...`` name picks its provider by the prefix;
@@ -63,7 +63,7 @@ def infer_model(
     package = type(model).__module__.split(".", 1)[0]
     if package in ("openai", "anthropic"):
         if not name:
-            example = "claude-sonnet-4-5" if package == "anthropic" else "gpt-4.1-mini"
+            example = "claude-sonnet-4-6" if package == "anthropic" else "gpt-4.1-mini"
             raise ConfigurationError(
                 f"infer_model({type(model).__name__} client): pass the model name too, e.g. "
                 f"infer_model(client, {example!r})."
@@ -111,7 +111,7 @@ def _split(spec: str) -> tuple[str, str]:
     if not model_name:
         raise ConfigurationError(
             f"infer_model({spec!r}): the model name after {provider!r}: is empty; write e.g. "
-            f"'{provider}:{'claude-sonnet-4-5' if provider == 'anthropic' else 'gpt-4.1-mini'}'."
+            f"'{provider}:{'claude-sonnet-4-6' if provider == 'anthropic' else 'gpt-4.1-mini'}'."
         )
     return provider, model_name
 

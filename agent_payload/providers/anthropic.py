@@ -194,7 +194,7 @@ class AnthropicModel:
         if not isinstance(model, str) or not model:
             raise ConfigurationError(
                 f"AnthropicModel(model=...): expected a model name such as "
-                f"'claude-sonnet-4-5', got {model!r}."
+                f"'claude-sonnet-4-6', got {model!r}."
             )
         if strict not in (True, False, "auto"):
             raise ConfigurationError(
