@@ -297,7 +297,7 @@ class RuleSet:
     states of every rule still alive and the indices of the rules that matched this node or
     an ancestor."""
 
-    __slots__ = ("_cache", "_start", "rules")
+    __slots__ = ("_cache", "_indices", "_keys", "_other_key", "_start", "rules")
 
     _CACHE_SIZE = 65_536
 
@@ -307,6 +307,13 @@ class RuleSet:
         covered = frozenset(i for i, r in enumerate(self.rules) if r.accepts(states[i]))
         self._start: _State = (states, covered)
         self._cache: dict[tuple[_State, type, str | int], _State] = {}
+        # Segments that no rule names literally all step alike: one cache entry serves them.
+        self._keys = frozenset(v for r in self.rules for k, v in r.matchers if k == "key")
+        self._indices = frozenset(v for r in self.rules for k, v in r.matchers if k == "index")
+        other = "\x00"
+        while other in self._keys:
+            other += "\x00"
+        self._other_key = other
 
     def start(self) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
         return self._start
@@ -316,6 +323,11 @@ class RuleSet:
         state: tuple[tuple[frozenset[int], ...], frozenset[int]],
         segment: str | int,
     ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        if isinstance(segment, int):
+            if segment not in self._indices:
+                segment = -1
+        elif segment not in self._keys:
+            segment = self._other_key
         key = (state, type(segment), segment)
         cached = self._cache.get(key)
         if cached is None:
@@ -351,6 +363,8 @@ class RuleSet:
     def covering(
         self, state: tuple[tuple[frozenset[int], ...], frozenset[int]], op: str
     ) -> PathRule | None:
+        if not state[1]:
+            return None
         for i in sorted(state[1]):
             if op in self.rules[i].ops:
                 return self.rules[i]
@@ -502,6 +516,13 @@ def _walk_side(
     verdict: _Verdict,
 ) -> tuple[_LinkedPath, PathRule | None] | None:
     stack: list[tuple[_LinkedPath, _State, Any]] = [(linked, state, value)]
+    # The verdict depends only on the state (one cached object per distinct state) and on
+    # whether the value is a container, so consecutive siblings share it.
+    last_state: _State | None = None
+    last_container = False
+    last_refused = False
+    last_rule: PathRule | None = None
+    last_alive = False
     while stack:
         here, here_state, node = stack.pop()
         if isinstance(node, dict):
@@ -512,10 +533,14 @@ def _walk_side(
             continue
         for segment, child in children:
             child_state = ruleset.step(here_state, segment)
-            refused, rule = verdict(ruleset, child_state, op, child)
-            if refused:
-                return (here, segment), rule
-            if RuleSet.alive(child_state):
+            container = isinstance(child, dict | list)
+            if child_state is not last_state or container is not last_container:
+                last_refused, last_rule = verdict(ruleset, child_state, op, child)
+                last_state, last_container = child_state, container
+                last_alive = RuleSet.alive(child_state)
+            if last_refused:
+                return (here, segment), last_rule
+            if container and last_alive:
                 stack.append(((here, segment), child_state, child))
     return None
 
