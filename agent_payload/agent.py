@@ -23,8 +23,8 @@ also be a coroutine function (its result is awaited):
 
 ``is_last`` is True when the retry policy's ``stop`` says no attempt follows this one (exact
 for attempt-count and token-budget stops; False when a time-based stop cannot tell yet).
-Everything is also logged on the ``agent_payload`` logger (DEBUG per request, INFO per retry,
-WARNING when a run fails).
+Everything is also logged on the ``agent_payload`` logger (DEBUG per request, INFO per retry
+and when a run fails; the error itself is raised to the caller).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("agent_payload")
+logger.addHandler(logging.NullHandler())  # a library logs nothing unless the app configures it
 
 P = TypeVar("P")
 
@@ -391,11 +392,11 @@ class PayloadAgent(_BaseAgent):
                         raise
         except RetryError as exc:
             error = state.exhausted()
-            logger.warning("%s", error)
+            logger.info("%s", error)
             _call(hooks.on_error, error, state.attempt)
             raise error from (state.last_error or exc)
         except AgentPayloadError as exc:
-            logger.warning("run failed after %d attempt(s): %s", state.attempt, exc)
+            logger.info("run failed after %d attempt(s): %s", state.attempt, exc)
             _call(hooks.on_error, exc, state.attempt)
             raise
         _call(hooks.on_success, result)
@@ -443,11 +444,11 @@ class AsyncPayloadAgent(_BaseAgent):
                         raise
         except RetryError as exc:
             error = state.exhausted()
-            logger.warning("%s", error)
+            logger.info("%s", error)
             await _acall(hooks.on_error, error, state.attempt)
             raise error from (state.last_error or exc)
         except AgentPayloadError as exc:
-            logger.warning("run failed after %d attempt(s): %s", state.attempt, exc)
+            logger.info("run failed after %d attempt(s): %s", state.attempt, exc)
             await _acall(hooks.on_error, exc, state.attempt)
             raise
         await _acall(hooks.on_success, result)

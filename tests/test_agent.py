@@ -364,12 +364,12 @@ def test_provider_error_propagates_without_retry(run: Runner) -> None:
 
 
 def test_retries_are_logged(run: Runner, caplog: pytest.LogCaptureFixture) -> None:
-    """Each retry is logged at INFO and a failed run at WARNING on the agent_payload logger."""
+    """Each retry and the failed run are logged at INFO on the agent_payload logger."""
     caplog.set_level(logging.DEBUG, logger="agent_payload")
     with pytest.raises(RetriesExhaustedError):
         run(ScriptedModel(["bad", "worse"]), customer(), "rename", agent={"max_retries": 1})
     records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "agent_payload"]
-    assert [level for level, _ in records if level != "DEBUG"] == ["INFO", "INFO", "WARNING"]
+    assert [level for level, _ in records if level != "DEBUG"] == ["INFO", "INFO", "INFO"]
     assert "attempt 1" in records[1][1] and "unchanged" in records[-1][1]
 
 
