@@ -7,16 +7,21 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_payload._loop import RunSettings, RunState, _current, estimate_tokens
+from agent_payload.agent import PayloadAgent
 from agent_payload.errors import (
     ModelReplyError,
     ProviderError,
     RefusalError,
     ReplySyntaxError,
+    RetriesExhaustedError,
     TruncatedReplyError,
 )
 from agent_payload.providers.base import ModelReply
+from agent_payload.testing import ScriptedModel
 from agent_payload.usage import Usage
 
 PAYLOAD = {"a": {"b": [1, 2, 3]}, "c": "text"}
@@ -146,3 +151,40 @@ def test_empty_and_long_truncated_replies_are_echoed_short() -> None:
     echoed = state.next_request().messages[2].content
     assert echoed.startswith(long_text[:2000]) and len(echoed) < 2100
     assert "cut off" in echoed
+
+
+FAILURES: dict[str, ModelReply] = {
+    "prose": reply("Done! I changed c."),
+    "syntax": reply('{"updateElements" "c"}'),
+    "conflict": reply('{"updateElements": {"a": {"b": {"x": 1}}}}'),
+    "truncated": reply('{"updateElements": {"c": "t"}}', truncated=True, finish_reason="length"),
+    "unknown": reply('{"updateElement": {"c": "u"}}'),
+}
+GOOD = reply('{"updateElements": {"c": "new"}}')
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    failures=st.lists(st.sampled_from(sorted(FAILURES)), max_size=6),
+    max_retries=st.integers(min_value=0, max_value=5),
+)
+def test_loop_property(failures: list[str], max_retries: int) -> None:
+    """For any run of failing replies followed by a good one: the run succeeds after exactly
+    len(failures) + 1 attempts if the policy allows that many, else fails with
+    RetriesExhaustedError after max_retries + 1; every request after the first has four
+    messages; the caller's payload never changes."""
+    script: list[ModelReply] = [FAILURES[name] for name in failures] + [GOOD]
+    model = ScriptedModel(script)
+    payload = json.loads(json.dumps(PAYLOAD))
+    agent = PayloadAgent(model, max_retries=max_retries)
+    if len(failures) <= max_retries:
+        result = agent.run(payload, "set c")
+        assert result.attempts == len(failures) + 1
+        assert result.payload["c"] == "new"
+    else:
+        with pytest.raises(RetriesExhaustedError) as info:
+            agent.run(payload, "set c")
+        assert info.value.attempts == max_retries + 1
+    assert payload == PAYLOAD
+    assert all(len(r.messages) == 4 for r in model.requests[1:])
+    assert len(model.requests[0].messages) == 2
