@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -418,6 +419,14 @@ def main(
         stderr.write(f"{PROG}: error: {exc}\n")
         return EXIT_FAILED
     except BrokenPipeError:
+        # The reader went away (``agent-payload apply ... | head``): silence the interpreter's
+        # final flush of the dead pipe, as the Python docs advise.
+        if stdout is sys.stdout:
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
         return EXIT_FAILED
     except KeyboardInterrupt:
         stderr.write(f"{PROG}: interrupted\n")

@@ -179,6 +179,11 @@ def test_apply_reply_reads_a_raw_model_reply(tmp_path: Path) -> None:
     run = cli("apply", write(tmp_path, "p.json", PAYLOAD), "-", "--reply", stdin=reply)
     assert run.status == EXIT_OK, run.err
     assert run.json() == {**PAYLOAD, "name": "Ada"}
+    assert run.err == ""
+    reported = cli(
+        "apply", write(tmp_path, "p.json", PAYLOAD), "-", "--reply", "--report", stdin=reply
+    )
+    assert "repaired <stdin>: removed code fence" in reported.err
 
 
 def test_apply_reply_without_change_request_is_a_usage_error(tmp_path: Path) -> None:
@@ -265,6 +270,27 @@ def test_apply_as_subprocess(tmp_path: Path, module: str) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == MERGED
+
+
+def test_apply_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    """When the reader of stdout is gone (``... | head`` that exited), the process ends with
+    status 1 and no traceback."""
+    big = {"items": [{"n": i, "text": "x" * 50} for i in range(20000)]}
+    payload = write(tmp_path, "p.json", big)
+    change = write(tmp_path, "c.json", {})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_payload", "apply", payload, change],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait() == EXIT_FAILED
+    assert "Traceback" not in err
+    assert "BrokenPipeError" not in err
 
 
 def test_strict_and_bad_json_exit_codes_as_subprocess(tmp_path: Path) -> None:
