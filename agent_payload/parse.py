@@ -110,6 +110,8 @@ _BUCKET_SPELLINGS: Final[frozenset[str]] = frozenset((*BUCKETS, *_SNAKE.values()
 _KNOWN: Final[frozenset[str]] = frozenset((*_BUCKET_SPELLINGS, "reasoning"))
 _MAX_STRING_DECODES = 4
 _MAX_TOLERANT_SCANS = 256
+_JSON5_MAX_CHARS = 100_000
+_CONTROL_CHARS = "accepted raw control characters inside strings"
 
 
 def _norm(name: str) -> str:
@@ -375,9 +377,23 @@ class _Scan:
     json_like: bool
 
 
+# The brace matcher's tokens: strings, comments and braces; everything else in long runs.
+_SCAN_TOKEN: Final = re.compile(
+    r"""
+    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
+  | (?P<sstr>'[^'\\]*(?:\\.[^'\\]*)*(?P<send>')?)
+  | //[^\r\n]* | \#[^\r\n]* | /\*(?:.*?\*/|.*\Z)
+  | (?P<open>\{)
+  | (?P<close>\})
+  | [^"'/\#{}]+ | /
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
 def _match_braces(text: str, start: int) -> _Scan:
     depth = 0
-    for match in _tokens(text, start):
+    for match in _SCAN_TOKEN.finditer(text, start):
         kind = match.lastgroup
         if kind == "open":
             depth += 1
@@ -449,7 +465,15 @@ def _python_literals(span: str) -> str | None:
 
 
 def _lenient_load(span: str) -> tuple[Any, list[str]]:
-    """Read one JSON value strictly, then leniently; raise ``ValueError`` when nothing can."""
+    """Read one JSON value strictly, then leniently; raise ``ValueError`` when nothing can.
+
+    The JSON5 features models copy from documentation (comments, single quotes, unquoted
+    keys, trailing commas) and Python's literals are first translated token by token into
+    strict JSON and read by ``json.loads``: ``json5`` reads about 20 KB a second, far too slow
+    for long replies. ``json5`` then reads whatever the translation does not cover (hex
+    numbers, ``+1``, ``.5``, ``\\x41`` escapes, line continuations), up to
+    ``_JSON5_MAX_CHARS``.
+    """
     try:
         return _STRICT.decode(span), []
     except _NonJsonConstant:
@@ -457,11 +481,26 @@ def _lenient_load(span: str) -> tuple[Any, list[str]]:
     except (ValueError, RecursionError):
         pass
     try:
-        return _LAX.decode(span), ["accepted raw control characters inside strings"]
+        return _LAX.decode(span), [_CONTROL_CHARS]
     except _NonJsonConstant:
         raise
     except (ValueError, RecursionError):
         pass
+    translated = _translate(span)
+    if translated is not None:
+        text, repairs = translated
+        for decoder, extra in ((_STRICT, []), (_LAX, [_CONTROL_CHARS])):
+            try:
+                return decoder.decode(text), repairs + extra
+            except _NonJsonConstant:
+                raise
+            except (ValueError, RecursionError):
+                pass
+    if len(span) > _JSON5_MAX_CHARS:
+        raise ValueError(
+            f"the object ({len(span)} characters) is not strict JSON, and too long to read "
+            f"as JSON5 (at most {_JSON5_MAX_CHARS} characters)"
+        )
     try:
         return _json5_loads(span), _json5_repairs(span)
     except _NonJsonConstant:
@@ -476,6 +515,88 @@ def _lenient_load(span: str) -> tuple[Any, list[str]]:
             raise
         except ValueError:
             raise exc from None
+
+
+_PY_LITERALS: Final[dict[str, str]] = {"True": "true", "False": "false", "None": "null"}
+_STRING: Final = r"""
+    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
+  | (?P<sstr>'[^'\\]*(?:\\.[^'\\]*)*(?P<send>')?)
+"""
+# Pass 1: comments out, single-quoted strings made double-quoted (double ones kept as they are).
+_PASS1: Final = re.compile(
+    _STRING
+    + r"""
+  | (?P<line>//[^\r\n]*|\#[^\r\n]*)
+  | (?P<block>/\*(?:.*?\*/|.*\Z))
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+# Pass 2 (no comments left): unquoted keys, trailing commas, Python literals.
+_PASS2: Final = re.compile(
+    r"""
+    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*")
+  | (?<=[{,])(?P<space>\s*)(?P<key>(?:[^\W\d]|\$)[\w$]*)(?=\s*:)
+  | (?P<trailing>,)(?=\s*[}\]])
+  | (?P<literal>\b(?:True|False|None)\b)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_SINGLE_QUOTED_ESCAPE: Final = re.compile(r'\\(.)|"', re.DOTALL)
+
+
+def _requote(match: re.Match[str]) -> str:
+    escaped = match.group(1)
+    if escaped is None:
+        return '\\"'  # a bare " inside a single-quoted string
+    return "'" if escaped == "'" else match.group(0)
+
+
+def _translate(span: str) -> tuple[str, list[str]] | None:
+    """Translate the common JSON5 features and Python literals in ``span`` into strict JSON
+    (never inside strings), in two passes of C-driven ``re.sub``. None when a string is not
+    closed."""
+    found: dict[str, None] = {}
+    unclosed = False
+
+    def pass1(match: re.Match[str]) -> str:
+        nonlocal unclosed
+        kind = match.lastgroup
+        text = match.group()
+        if kind == "dstr":
+            unclosed = unclosed or match.group("dend") is None
+            return text
+        if kind == "sstr":
+            if match.group("send") is None:
+                unclosed = True
+                return text
+            found["read single-quoted strings (json5)"] = None
+            return '"' + _SINGLE_QUOTED_ESCAPE.sub(_requote, text[1:-1]) + '"'
+        if kind == "line":
+            found["stripped // comments (json5)" if text[0] == "/" else "stripped # comments"] = (
+                None
+            )
+        else:
+            found["stripped /* */ comments (json5)"] = None
+        return " "
+
+    def pass2(match: re.Match[str]) -> str:
+        key = match.group("key")
+        if key is not None:
+            found["read unquoted keys (json5)"] = None
+            return match.group("space") + json.dumps(key)
+        if match.group("trailing") is not None:
+            found["removed trailing commas (json5)"] = None
+            return ""
+        literal = match.group("literal")
+        if literal is not None:
+            found["converted Python literals True/False/None to JSON"] = None
+            return _PY_LITERALS[literal]
+        return match.group()
+
+    text = _PASS1.sub(pass1, span)
+    if unclosed:
+        return None
+    return _PASS2.sub(pass2, text), list(found)
 
 
 def _json5_loads(span: str) -> Any:
@@ -493,6 +614,23 @@ def _json5_loads(span: str) -> Any:
         raise ValueError(str(exc) or type(exc).__name__) from exc
     if constants:
         raise _NonJsonConstant(f"{constants[0]} is not a JSON value")
+    return _join_surrogates(value)
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _join_surrogates(value: Any) -> Any:
+    """json5 reads an escaped pair such as ``\\ud83d\\ude80`` as two lone surrogates: join
+    them into the character they encode (json.loads does)."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_join_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_join_surrogates(k): _join_surrogates(v) for k, v in value.items()}
     return value
 
 

@@ -224,3 +224,86 @@ def test_json_string_of_json_string_decodes(request: dict[str, Any]) -> None:
     once = json.dumps(json.dumps(request))
     assert _outcome(once) == expected
     assert _outcome(json.dumps(once)) == expected
+
+
+# --- the JSON5 / Python translation against the truth ----------------------------------------
+
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_SEPARATORS = [", ", ",\n", ", // it's {fine}\n", ", /* } ' */ ", " ,\t", ", # c'{\n"]
+
+
+def _double_quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _single_quoted(text: str) -> str:
+    body = json.dumps(text, ensure_ascii=False)[1:-1]
+    body = re.sub(r"\\(.)", lambda m: '"' if m.group(1) == '"' else m.group(0), body)
+    return "'" + body.replace("'", "\\'") + "'"
+
+
+@st.composite
+def json5_texts(draw: st.DrawFn, value: Any) -> tuple[str, bool]:
+    """``value`` written the way chatty models write it, and whether that is pure JSON5 (no
+    Python literals, no # comments)."""
+    pure = True
+
+    def render(node: Any) -> str:
+        nonlocal pure
+        if isinstance(node, dict):
+            parts = []
+            for key, item in node.items():
+                if _IDENT.fullmatch(key) and draw(st.booleans()):
+                    name = key
+                else:
+                    name = _single_quoted(key) if draw(st.booleans()) else _double_quoted(key)
+                parts.append(f"{name}: {render(item)}")
+            return "{" + _join(parts) + "}"
+        if isinstance(node, list):
+            return "[" + _join([render(item) for item in node]) + "]"
+        if isinstance(node, str):
+            return _single_quoted(node) if draw(st.booleans()) else _double_quoted(node)
+        if (node is None or isinstance(node, bool)) and draw(st.booleans()):
+            pure = False
+            return {None: "None", True: "True", False: "False"}[node]
+        return json.dumps(node)
+
+    def _join(parts: list[str]) -> str:
+        nonlocal pure
+        text = ""
+        for i, part in enumerate(parts):
+            text += part
+            if i < len(parts) - 1 or draw(st.booleans()):
+                separator = draw(st.sampled_from(_SEPARATORS))
+                pure = pure and "#" not in separator
+                text += separator
+        return text
+
+    return render(value), pure
+
+
+@SETTINGS
+@given(st.dictionaries(KEYS, VALUES, max_size=5), st.data())
+def test_translation_reads_what_models_write(value: dict[str, Any], data: st.DataObject) -> None:
+    """Comments (//, /* */, #), single quotes, unquoted keys, trailing commas and Python
+    literals are translated into JSON that reads back as the value written; where the text is
+    pure JSON5, json5 reads the same value (the translation agrees with the library)."""
+    import json5
+
+    from agent_payload.parse import _translate
+
+    text, pure = data.draw(json5_texts(value), label="text")
+    translated = _translate(text)
+    assert translated is not None
+    assert json.loads(translated[0]) == value
+    if pure and len(text) < 2000:
+        assert json5.loads(text) == value
+    request = parse_change_request(f"Here:\n{{updateElements: {text}}}")
+    assert request.update_elements == value
+
+
+def test_json5_fallback_joins_escaped_surrogate_pairs() -> None:
+    """json5 leaves an escaped surrogate pair as two lone surrogates; the parser joins them, so
+    an emoji written as \\ud83d\\ude80 in a JSON5-only reply is the emoji."""
+    request = parse_change_request("{updateElements: {a: '\\ud83d\\ude80', b: 0x10}}")
+    assert request.update_elements == {"a": "🚀", "b": 16}
