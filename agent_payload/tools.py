@@ -42,6 +42,7 @@ __all__ = [
     "anthropic_tool",
     "openai_tool",
     "responses_tool",
+    "summarize_changes",
     "tool_description",
 ]
 
