@@ -209,6 +209,26 @@ def test_json_repair_is_recorded_with_its_log() -> None:
     assert any(r.startswith("json_repair: ") and "closing" in r for r in parsed.repairs)
 
 
+def test_json_repair_guess_that_drops_content_is_refused() -> None:
+    """When json_repair could only read the object by dropping part of it (here ``@@`` would
+    become ""), the reply is ReplySyntaxError rather than a guessed change."""
+    with pytest.raises(ReplySyntaxError):
+        parse_change_request('{"updateElements": {"price": @@, "qty": 2}}')
+
+
+def test_empty_string_bucket_is_absent() -> None:
+    """A bucket given as "" (models filling every field) is absent, and that is recorded."""
+    parsed = parse_change_request_with_repairs('{"updateElements": {"a": 1}, "newElements": ""}')
+    assert parsed.change_request.to_wire() == {"updateElements": {"a": 1}}
+    assert "treated the empty string in newElements as absent" in parsed.repairs
+
+
+def test_unicode_unquoted_keys_are_read() -> None:
+    """Unquoted keys may be non-ASCII identifiers, as in JSON5."""
+    request = parse_change_request("{updateElements: {ключ: 'значение', café: 1,},}")
+    assert request.update_elements == {"ключ": "значение", "café": 1}
+
+
 def test_json_repair_never_touches_prose_braces() -> None:
     """json_repair is only tried on an object shaped like a change request: prose in braces is
     not turned into data."""
@@ -365,6 +385,38 @@ def test_bucket_of_wrong_type_names_its_path() -> None:
     with pytest.raises(ReplySyntaxError) as caught:
         parse_change_request('{"replaceElements": true}')
     assert caught.value.problems[0].path == "replaceElements"
+
+
+def test_megabyte_chatty_reply_is_translated_not_read_by_json5(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 1 MB reply in the chatty style (comments, unquoted keys, single quotes, trailing
+    commas, Python literals) is read by the lexical translation and json.loads, never by the
+    slow json5 reader, and the repairs are recorded."""
+    import agent_payload.parse as parse_module
+
+    def no_json5(*args: object, **kwargs: object) -> None:
+        raise AssertionError("json5 must not be used when the translation suffices")
+
+    monkeypatch.setattr(parse_module.json5, "loads", no_json5)
+    rows = "\n".join(
+        f"    {{id: {i}, name: 'row {i}', ok: True, tags: ['x', 'y',],}}, // row {i}"
+        for i in range(14_000)
+    )
+    text = f"Sure!\n```json\n{{\n  replaceElements: {{rows: [\n{rows}\n  ]}},\n}}\n```"
+    assert len(text) > 1_000_000
+    parsed = parse_change_request_with_repairs(text)
+    rows_read = parsed.change_request.replace_elements["rows"]  # type: ignore[index,call-overload]
+    assert len(rows_read) == 14_000
+    assert rows_read[7] == {"id": 7, "name": "row 7", "ok": True, "tags": ["x", "y"]}
+    for repair in (
+        "stripped // comments (json5)",
+        "read unquoted keys (json5)",
+        "read single-quoted strings (json5)",
+        "removed trailing commas (json5)",
+        "converted Python literals True/False/None to JSON",
+    ):
+        assert repair in parsed.repairs
 
 
 # --- size -----------------------------------------------------------------------------------------
