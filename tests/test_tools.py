@@ -20,6 +20,7 @@ from agent_payload.tools import (
     anthropic_tool,
     openai_tool,
     responses_tool,
+    summarize_changes,
 )
 
 
@@ -308,3 +309,15 @@ def test_arguments_that_are_not_an_object(arguments: str) -> None:
     assert result.report is None
     assert result.problems
     assert handler.payload == INVOICE
+
+
+def test_summary_is_short_for_many_changes() -> None:
+    """Long values are cut and a long list of changes ends with a count of the rest."""
+    changes = [Change("add", ("items", i), new={"text": "x" * 100}) for i in range(25)]
+    text = summarize_changes(changes, limit=3)
+    lines = text.splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith('- add items[0]: {"text":"xxx')
+    assert lines[0].endswith("...")
+    assert len(lines[0]) < 90
+    assert lines[-1] == "- ... and 22 more"
