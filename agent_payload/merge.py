@@ -1009,7 +1009,6 @@ class _Merger:
         xlink: Link,
     ) -> _Walk:
         length = len(a)
-        where = self.pp(olink)
         # entries of each bucket by original index: index -> (value, request link)
         u_at: dict[int, tuple[Any, Link]] = {}
         x_at: dict[int, tuple[Any, Link]] = {}
@@ -1024,7 +1023,7 @@ class _Merger:
                         "index_out_of_range",
                         (ulink, key),
                         f"The index map key {json.dumps(key)} addresses element {key} of the "
-                        f"array at {where}, but it has {_plural(length, 'element')}"
+                        f"array at {self.pp(olink)}, but it has {_plural(length, 'element')}"
                         f"{f' (indices 0 to {length - 1})' if length else ''}. Not applied. Keys "
                         "refer to positions in the current array; an index map never appends: "
                         "use newElements to add items at the end.",
@@ -1162,7 +1161,7 @@ class _Merger:
                     self.conflict(
                         "placeholder_out_of_range",
                         (ulink, j),
-                        f"The array at {where} has {_plural(length, 'element')}"
+                        f"The array at {self.pp(olink)} has {_plural(length, 'element')}"
                         f"{f' (indices 0 to {length - 1})' if length else ''}, but updateElements "
                         f"holds {what} at index {j}, beyond its end, where there is no element to "
                         f"keep or delete. This item and everything after it in this array "
@@ -1176,7 +1175,7 @@ class _Merger:
                     "update_append",
                     (ulink, j),
                     f"updateElements gives an item at index {j}, beyond the end of the array at "
-                    f"{where} ({_plural(length, 'element')}); it was appended as given (markers "
+                    f"{self.pp(olink)} ({_plural(length, 'element')}); it was appended as given (markers "
                     "and {} inside it are data). Use newElements to append.",
                     (rlink, ri),
                 )

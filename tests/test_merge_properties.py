@@ -6,6 +6,7 @@ markers, ``{}`` placeholders, index maps), so that they hit real paths.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any
 
@@ -155,10 +156,8 @@ def test_share_mode_gives_the_same_result(case: tuple[Any, Any]) -> None:
 @given(payloads, json_values | st.dictionaries(keys, json_values, max_size=5))
 def test_only_documented_errors(payload: Any, request: Any) -> None:
     """Arbitrary JSON as a change request (any shape) gives a result or a documented error."""
-    try:
+    with contextlib.suppress(AgentPayloadError):
         apply_change_request(payload, request)
-    except AgentPayloadError:
-        pass
 
 
 @settings(max_examples=150, deadline=None)
