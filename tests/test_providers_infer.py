@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import anthropic
@@ -129,3 +131,31 @@ def test_other_objects_are_refused() -> None:
         infer_model("openai:gpt-x", "gpt-y")
     with pytest.raises(ConfigurationError, match="used as it is"):
         infer_model(ScriptedModel([]), "name")
+
+
+def test_core_works_without_the_sdks() -> None:
+    """With neither SDK importable, testing/schema/providers import fine, and asking for an
+    adapter is a ConfigurationError that says which extra to install."""
+    code = """
+import sys
+sys.modules["openai"] = None
+sys.modules["anthropic"] = None
+import agent_payload.providers, agent_payload.schema, agent_payload.testing
+from agent_payload.errors import ConfigurationError
+from agent_payload.providers import infer_model
+for spec, extra in (("openai:gpt-4.1-mini", "openai"), ("anthropic:claude-haiku-4-5", "anthropic")):
+    try:
+        infer_model(spec)
+    except ConfigurationError as exc:
+        assert f"pip install 'agent-payload[{extra}]'" in str(exc), exc
+        assert isinstance(exc.__cause__, ImportError)
+    else:
+        raise AssertionError("no error")
+assert "openai" not in [m for m in sys.modules if sys.modules[m] is not None]
+print("ok")
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
