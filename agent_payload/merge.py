@@ -558,13 +558,10 @@ class _Merger:
             raise _payload_problem(problem, self.limits) from None
 
     def old_value(self, value: Any, plink: Link) -> Any:
-        """The old value for a Change: in default mode it is our own detached copy."""
-        if not self.share or _kind(value) == _PRIM:
-            return (
-                value
-                if _kind(value) != _PRIM or type(value) in _SCALAR_TYPES
-                else self.own_copy(value, plink)
-            )
+        """The old value for a Change. In default mode it is our own copy's object, detached
+        from the result once the change applies; in share mode it is the input's: copied."""
+        if type(value) in _SCALAR_TYPES or (not self.share and _kind(value) != _BAD):
+            return value
         return self.own_copy(value, plink)
 
     def check_payload_value(self, value: Any, plink: Link) -> int:
@@ -1175,8 +1172,8 @@ class _Merger:
                     "update_append",
                     (ulink, j),
                     f"updateElements gives an item at index {j}, beyond the end of the array at "
-                    f"{self.pp(olink)} ({_plural(length, 'element')}); it was appended as given (markers "
-                    "and {} inside it are data). Use newElements to append.",
+                    f"{self.pp(olink)} ({_plural(length, 'element')}); it was appended as given "
+                    "(markers and {} inside it are data). Use newElements to append.",
                     (rlink, ri),
                 )
                 if self.commit("add", (rlink, ri), None, item, (ulink, j)):
