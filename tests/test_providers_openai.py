@@ -134,7 +134,9 @@ def test_tool_mode(server: FakeProviderServer, api: str, mode: str) -> None:
     function = tool["function"] if api == "chat" else tool
     assert function["name"] == "apply_change_request"
     assert function["parameters"] == SCHEMA
-    assert function["strict"] is False  # the change-request schema is not strict-compatible
+    # the change-request schema is not strict-compatible: chat leaves the flag out, the
+    # Responses API (strict by default) gets an explicit false
+    assert function.get("strict") is (None if api == "chat" else False)
     if api == "chat":
         assert body["tool_choice"] == {
             "type": "function",
@@ -188,6 +190,18 @@ def test_strict_auto_sends_strict_for_a_strict_schema(server: FakeProviderServer
         for r in server.requests
     ]
     assert [s["strict"] for s in specs] == [True, False]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_strict_tool_for_a_strict_schema(server: FakeProviderServer, api: str) -> None:
+    """In tool mode a strict-compatible schema gets strict: true on the function tool."""
+    server.add(Reply.tool_call({"reasoning": "r"}))
+    request = ModelRequest(
+        messages=(Message("user", "hi"),), output_mode="tool", schema=STRICT_SCHEMA
+    )
+    assert call(server, api, "sync", request).text == '{"reasoning": "r"}'
+    (tool,) = server.requests[0].body["tools"]
+    assert (tool["function"] if api == "chat" else tool)["strict"] is True
 
 
 @pytest.mark.parametrize("api", APIS)

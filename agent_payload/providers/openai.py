@@ -255,8 +255,9 @@ class OpenAIChatModel(_OpenAIModel):
                 "name": request.tool_name,
                 "description": request.tool_description,
                 "parameters": schema,
-                "strict": self._strict_for(schema),
             }
+            if self._strict_for(schema):  # omitted when false: older compatible servers
+                function["strict"] = True
             params["tools"] = [{"type": "function", "function": function}]
             params["tool_choice"] = {"type": "function", "function": {"name": request.tool_name}}
         elif request.output_mode == "json_schema":
