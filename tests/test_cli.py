@@ -349,6 +349,36 @@ def test_run_against_fake_openai_server(tmp_path: Path, monkeypatch: pytest.Monk
     assert "1 attempt" in run.err
 
 
+def test_run_output_mode_tool_forces_a_tool_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--output-mode tool makes the request force the change-request tool; -o writes the
+    payload to a file."""
+    pytest.importorskip("openai")
+    from agent_payload.testing import FakeProviderServer
+
+    target = tmp_path / "out.json"
+    with FakeProviderServer(['{"updateElements": {"name": "Ada"}}']) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        run = cli(
+            "run",
+            "--model",
+            "openai:gpt-test",
+            "--payload",
+            write(tmp_path, "p.json", PAYLOAD),
+            "--output-mode",
+            "tool",
+            "-o",
+            str(target),
+            "rename to Ada",
+        )
+        assert server.requests[0].output_mode == "tool"
+    assert run.status == EXIT_OK, run.err
+    assert run.out == ""
+    assert json.loads(target.read_text(encoding="utf-8")) == {**PAYLOAD, "name": "Ada"}
+
+
 def test_run_retries_exhausted_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """When every reply is unusable, run exits 1, says why, and prints no payload."""
     pytest.importorskip("openai")
