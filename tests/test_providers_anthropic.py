@@ -329,3 +329,22 @@ def test_model_protocol_properties() -> None:
     with real_client("http://127.0.0.1:9") as client:
         model = AnthropicModel(client, "claude-x")
         assert (model.name, model.provider, model.is_async) == ("claude-x", "anthropic", False)
+
+
+def test_context_window_stop_is_truncation() -> None:
+    """stop_reason "model_context_window_exceeded" also means the reply was cut: truncated."""
+    message = anthropic.types.Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": [{"type": "text", "text": '{"upd'}],
+            "stop_reason": "model_context_window_exceeded",
+            "usage": {"input_tokens": 5, "output_tokens": 2, "cache_read_input_tokens": 3},
+        }
+    )
+    with real_client("http://127.0.0.1:9") as client:
+        reply = AnthropicModel(client, "claude-test").parse_reply(message, ask())
+    assert reply.truncated
+    assert reply.usage.input_tokens == 8  # cached input counts as input

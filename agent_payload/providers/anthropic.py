@@ -18,8 +18,8 @@ Output modes (``ModelRequest.output_mode``):
 
 The system message goes to ``system``. ``temperature`` is sent through ``extra_body`` (this SDK
 version has no ``temperature`` parameter). ``finish_reason`` is the ``stop_reason``;
-``"max_tokens"`` marks a truncated reply and ``"refusal"`` a refusal (``ModelReply.refusal``
-holds the text, or the refusal's explanation).
+``"max_tokens"`` (and ``"model_context_window_exceeded"``) mark a truncated reply and
+``"refusal"`` a refusal (``ModelReply.refusal`` holds the text, or the refusal's explanation).
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ DEFAULT_MAX_TOKENS = 8192
 """``max_tokens`` when neither the adapter nor the request sets one (the API requires it)."""
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+_TRUNCATING_STOPS = frozenset({"max_tokens", "model_context_window_exceeded"})
+"""Stop reasons that mean the reply was cut by a token limit (output or context window)."""
 
 
 @contextlib.contextmanager
@@ -310,7 +313,7 @@ class AnthropicModel:
         return ModelReply(
             text=tool_input if tool_input is not None else text,
             finish_reason=stop,
-            truncated=stop == "max_tokens",
+            truncated=stop in _TRUNCATING_STOPS,
             refusal=refusal,
             usage=Usage(input_tokens, usage.output_tokens, 1),
             model=str(message.model),
