@@ -625,18 +625,19 @@ class Permissions:
         denied: bool,
     ) -> PermissionFinding:
         where = format_path(path)
-        inside = ""
-        if path != change.path:
-            inside = (
-                f" (this {verb(change.op)} of `{format_path(change.path)}` would "
-                f"{verb(op)} `{where}` inside it)"
-            )
+        inside = _inside(change, path, op)
         if denied and rule is not None:
             rule_text = rule.text
-            message = (
-                f"`{where}` is read-only (rule `{rule.text}`): you may not {verb(op)} it"
-                f"{inside}. This change was not applied; leave `{where}` as it is."
-            )
+            if rule.ops == ALL_OPS:
+                message = (
+                    f"`{where}` is read-only (rule `{rule.text}`): you may not {verb(op)} it"
+                    f"{inside}. This change was not applied; leave `{where}` as it is."
+                )
+            else:
+                message = (
+                    f"`{where}` may not be {_PAST[op]} (rule `{rule.text}`){inside}. This "
+                    "change was not applied."
+                )
         else:
             rule_text = "allow list"
             allowed = ", ".join(f"`{r.text}`" for r in (self.allow_rules or ())) or "nothing"
@@ -686,6 +687,18 @@ class Permissions:
             "with dots. A change outside these permissions is refused (permission_denied)."
         )
         return "\n".join(lines)
+
+
+_PAST = {"add": "added", "update": "changed", "delete": "deleted"}
+
+
+def _inside(change: Change, path: PayloadPath, op: str) -> str:
+    """`` (this change of `a` would delete `a.b` inside it)`` when the effect is not at the
+    change's own path."""
+    if path == change.path:
+        return ""
+    target = f"`{format_path(change.path)}`" if change.path else "the whole payload"
+    return f" (this {verb(change.op)} of {target} would {verb(op)} `{format_path(path)}` inside it)"
 
 
 def _describe_rule(rule: PathRule, *, allow: bool) -> str:

@@ -29,6 +29,7 @@ from agent_payload.guards.permissions import (
     PathRule,
     PermissionFinding,
     RuleSet,
+    _inside,
     _State,
     _walk_verdicts,
     parse_rule,
@@ -165,12 +166,7 @@ class ReadScope:
             return None
         path, op, rule = found
         where = format_path(path)
-        inside = ""
-        if path != change.path:
-            inside = (
-                f" (this {verb(change.op)} of `{format_path(change.path)}` would "
-                f"{verb(op)} `{where}` inside it)"
-            )
+        inside = _inside(change, path, op)
         if rule is not None:
             why = f"is hidden from you (excluded by `{rule.text}`)"
         else:
