@@ -712,6 +712,13 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
     }
 
 
+_BUILDERS: dict[Api, Callable[[Reply, FakeRequest], dict[str, Any]]] = {
+    "chat.completions": _chat_completion,
+    "responses": _response,
+    "messages": _anthropic_message,
+}
+"""The response body of each API for a settled ``Reply``."""
+
 _ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -855,13 +862,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 500, _error_body(request.api, 500, str(exc)), {"x-should-retry": "false"}
             )
             return
-        reply = _resolve(item, request)
-        build = {
-            "chat.completions": _chat_completion,
-            "responses": _response,
-            "messages": _anthropic_message,
-        }[request.api]
-        self._send_json(200, build(reply, request))
+        self._send_json(200, _BUILDERS[request.api](_resolve(item, request), request))
 
     def _fault(self, fault: Fault, request: FakeRequest) -> None:
         if fault.kind == "status":
@@ -882,13 +883,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             data = (fault.body or "").encode()
             self._send_raw(200, data, fault.content_type, {})
         elif fault.kind in ("reset", "cut_short"):
-            reply = _resolve("{}", request)
-            build = {
-                "chat.completions": _chat_completion,
-                "responses": _response,
-                "messages": _anthropic_message,
-            }[request.api]
-            data = json.dumps(build(reply, request)).encode()
+            data = json.dumps(_BUILDERS[request.api](_resolve("{}", request), request)).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
