@@ -307,8 +307,10 @@ def _wire(snake: str) -> str:
 
 # --- lexing ----------------------------------------------------------------------------------
 
-# One token of JSON, JSON5 or a Python literal, enough to find where an object ends: strings in
-# either quote (group "end" is missing when the string is not closed), comments, braces.
+_BLANK: Final = re.compile(r"[^\r\n]")
+
+# One token of JSON, JSON5 or a Python literal (to check json_repair's result against the
+# literals of its input): strings in either quote, comments, punctuation, words.
 _TOKEN: Final = re.compile(
     r"""
     (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
@@ -429,50 +431,11 @@ class _Candidate:
 
 
 def _mask(text: str, start: int, end: int) -> str:
-    blank = re.sub(r"[^\n]", " ", text[start:end])
+    blank = _BLANK.sub(" ", text[start:end])
     return text[:start] + blank + text[end:]
 
 
-def _json5_repairs(span: str) -> list[str]:
-    """Name the JSON5 / Python features a span uses (for ``ParsedReply.repairs``)."""
-    found: list[str] = []
-    sig: list[tuple[str, str]] = []
-    for match in _tokens(span):
-        kind = match.lastgroup or ""
-        if kind == "lcomment":
-            found.append("stripped // comments (json5)")
-        elif kind == "bcomment":
-            found.append("stripped /* */ comments (json5)")
-        elif kind != "ws":
-            sig.append((kind, match.group()))
-    for i, (kind, value) in enumerate(sig):
-        nxt = sig[i + 1][0] if i + 1 < len(sig) else ""
-        prev = sig[i - 1][0] if i else ""
-        if kind == "sstr":
-            found.append("read single-quoted strings (json5)")
-        elif kind == "word" and nxt == "colon" and prev in ("open", "comma"):
-            found.append("read unquoted keys (json5)")
-        elif kind == "comma" and (nxt == "close" or (nxt == "bracket" and sig[i + 1][1] == "]")):
-            found.append("removed trailing commas (json5)")
-        elif kind == "word" and value in ("True", "False", "None"):
-            found.append("converted Python literals True/False/None to JSON")
-    return list(dict.fromkeys(found)) or ["read JSON5 syntax (json5)"]
-
-
-def _python_literals(span: str) -> str | None:
-    """``span`` with bare True/False/None made JSON (never inside strings); None if none."""
-    out: list[str] = []
-    changed = False
-    for match in _tokens(span):
-        token = match.group()
-        if match.lastgroup == "word" and token in ("True", "False", "None"):
-            token = {"True": "true", "False": "false", "None": "null"}[token]
-            changed = True
-        out.append(token)
-    return "".join(out) if changed else None
-
-
-def _lenient_load(span: str) -> tuple[Any, list[str]]:
+def _lenient_load(span: str, *, json5_too: bool = True) -> tuple[Any, list[str]]:
     """Read one JSON value strictly, then leniently; raise ``ValueError`` when nothing can.
 
     The JSON5 features models copy from documentation (comments, single quotes, unquoted
@@ -495,34 +458,25 @@ def _lenient_load(span: str) -> tuple[Any, list[str]]:
     except (ValueError, RecursionError):
         pass
     translated = _translate(span)
-    if translated is not None:
-        text, repairs = translated
-        for decoder, extra in ((_STRICT, []), (_LAX, [_CONTROL_CHARS])):
-            try:
-                return decoder.decode(text), repairs + extra
-            except _NonJsonConstant:
-                raise
-            except (ValueError, RecursionError):
-                pass
-    if len(span) > _JSON5_MAX_CHARS:
+    if translated is None:
+        raise ValueError("a string in it is not closed")
+    text, repairs = translated
+    for decoder, extra in ((_STRICT, []), (_LAX, [_CONTROL_CHARS])):
+        try:
+            return decoder.decode(text), repairs + extra
+        except _NonJsonConstant:
+            raise
+        except (ValueError, RecursionError):
+            pass
+    if not json5_too:
+        raise ValueError("not JSON, even after translating JSON5 and Python syntax")
+    if len(text) > _JSON5_MAX_CHARS:
         raise ValueError(
             f"the object ({len(span)} characters) is not strict JSON, and too long to read "
             f"as JSON5 (at most {_JSON5_MAX_CHARS} characters)"
         )
-    try:
-        return _json5_loads(span), _json5_repairs(span)
-    except _NonJsonConstant:
-        raise
-    except ValueError as exc:
-        converted = _python_literals(span)
-        if converted is None:
-            raise
-        try:
-            return _json5_loads(converted), _json5_repairs(span)
-        except _NonJsonConstant:
-            raise
-        except ValueError:
-            raise exc from None
+    # What the translation left (hex, +1, .5, \x41, line continuations) is json5's to read.
+    return _json5_loads(text), [*repairs, "read JSON5 syntax (json5)"]
 
 
 _PY_LITERALS: Final[dict[str, str]] = {"True": "true", "False": "false", "None": "null"}
@@ -585,7 +539,7 @@ def _translate(span: str) -> tuple[str, list[str]] | None:
             )
         else:
             found["stripped /* */ comments (json5)"] = None
-        return " "
+        return _BLANK.sub(" ", text)  # same length, same lines: error positions still hold
 
     def pass2(match: re.Match[str]) -> str:
         key = match.group("key")
@@ -646,6 +600,9 @@ def _repair_load(span: str) -> tuple[Any, list[str]]:
     """json_repair, the last resort, on a span whose braces and strings are all closed."""
     import json_repair
 
+    if len(span) > _JSON5_MAX_CHARS:
+        raise ValueError(f"too long for json_repair (at most {_JSON5_MAX_CHARS} characters)")
+
     try:
         value, log = json_repair.repair_json(span, return_objects=True, logging=True)
         # json_repair's contract is "always return something", not "raise ValueError": it
@@ -687,6 +644,7 @@ def _lost_content(span: str, value: Any) -> str | None:
                 numbers.add(float(node))
 
     collect(value)
+    exact = set(texts)
     haystack = "\x00".join(texts)
     literals = {"True": "true", "False": "false", "None": "null"}
     for match in _tokens(span):
@@ -694,8 +652,10 @@ def _lost_content(span: str, value: Any) -> str | None:
         token = match.group()
         if kind in ("dstr", "sstr"):
             body = token[1:-1] if len(token) > 1 and token[-1] == token[0] else token[1:]
+            if kind == "sstr":
+                body = _SINGLE_QUOTED_ESCAPE.sub(_requote, body)
             try:
-                needle = _STRICT.decode(f'"{body}"') if kind == "dstr" else body
+                needle = _STRICT.decode(f'"{body}"')
             except (ValueError, RecursionError):
                 needle = body
         elif kind == "word":
@@ -707,7 +667,7 @@ def _lost_content(span: str, value: Any) -> str | None:
             needle = literals.get(token, token)
         else:
             continue
-        if needle not in haystack:
+        if needle not in exact and needle not in haystack:
             return token
     return None
 
@@ -771,14 +731,11 @@ class _Reader:
         return self._scan(text)
 
     def _string_reply_failed(self, stripped: str, exc: BaseException) -> None:
-        """A reply that opens like a JSON string of JSON but does not decode."""
-        try:
-            json5.loads(stripped)
-        except ValueError as exc5:
-            if "end of input" in str(exc5).lower() or "Unterminated string" in str(exc):
-                _truncated(self.reply, "the reply is a JSON string that never closes", cause=exc)
-        except (RecursionError, TypeError, IndexError, KeyError, AttributeError):
-            pass
+        """A reply that opens like a JSON string of JSON but does not decode: truncated when
+        the string never closes."""
+        match = _SCAN_TOKEN.match(stripped)
+        if match is not None and match.lastgroup == "dstr" and match.group("dend") is None:
+            _truncated(self.reply, "the reply is a JSON string that never closes", cause=exc)
 
     def _non_json(self, exc: BaseException) -> NoReturn:
         _syntax(
@@ -818,7 +775,7 @@ class _Reader:
         if len(_UNCLOSED_FENCE.findall(text)) % 2 == 1 and not candidates:
             _truncated(self.reply, "the reply ends inside a code fence, before any JSON object")
         if candidates:
-            _no_request(self.reply, "the reply holds prose, and no JSON object")
+            _no_request(self.reply, "the reply holds only prose; its braces hold no JSON object")
         _no_request(self.reply, "the reply holds no JSON object")
 
     def _set_aside_thinking(self, text: str) -> tuple[str, int | None]:
@@ -866,8 +823,8 @@ class _Reader:
                 found.append(_Candidate(i, scan.end, None, error=constant))
                 i = text.find("{", scan.end)
                 continue
-            try:
-                value, repairs = _lenient_load(span)
+            try:  # json5 (slow) only for the object chosen, in _take
+                value, repairs = _lenient_load(span, json5_too=False)
             except (ValueError, RecursionError) as exc:
                 found.append(_Candidate(i, scan.end, None, error=exc))
             else:
@@ -889,23 +846,7 @@ class _Reader:
             self._non_json(candidate.error)
         value = candidate.value
         if value is None:
-            error = candidate.error
-            try:
-                value, repairs = _repair_load(span)
-            except ValueError:
-                value, repairs = None, []
-            if not _request_like(value):
-                detail = str(error) if error is not None else "unreadable"
-                _syntax(
-                    self.reply,
-                    f"The JSON object at {_where(text, candidate.start)} of the reply cannot "
-                    f"be read, even as JSON5 or after json_repair: {detail}. Ask again with "
-                    "the feedback.",
-                    f"the JSON object in your reply cannot be read ({detail}). Use strict "
-                    "JSON: double-quoted keys and strings, no comments, no trailing commas.",
-                    cause=error,
-                )
-            candidate.repairs = repairs
+            value, candidate.repairs = self._read_hard(text, candidate, span)
         before = text[: candidate.start]
         if _FENCE_BEFORE.search(before):
             self.repairs.append("removed code fence")
@@ -918,8 +859,38 @@ class _Reader:
         if count > 1:
             self.repairs.append(f"took the last change request of {count} JSON objects")
         self.repairs.extend(candidate.repairs)
-        assert isinstance(value, dict)
         return value, span
+
+    def _read_hard(
+        self, text: str, candidate: _Candidate, span: str
+    ) -> tuple[dict[str, Any], list[str]]:
+        """The chosen object, which strict JSON and the translation could not read: json5,
+        then json_repair (whose result must be shaped like a change request)."""
+        error = candidate.error
+        try:
+            value, repairs = _lenient_load(span)
+        except _NonJsonConstant as exc:
+            self._non_json(exc)
+        except (ValueError, RecursionError) as exc:
+            error = exc
+        else:
+            if isinstance(value, dict):
+                return value, repairs
+        try:
+            value, repairs = _repair_load(span)
+        except ValueError:
+            value, repairs = None, []
+        if isinstance(value, dict) and _request_like(value):
+            return value, repairs
+        detail = str(error) if error is not None else "unreadable"
+        _syntax(
+            self.reply,
+            f"The JSON object at {_where(text, candidate.start)} of the reply cannot be read, "
+            f"even as JSON5 or after json_repair: {detail}. Ask again with the feedback.",
+            f"the JSON object in your reply cannot be read ({detail}). Use strict JSON: "
+            "double-quoted keys and strings, no comments, no trailing commas.",
+            cause=error,
+        )
 
     # -- normalising the object --
 

@@ -195,6 +195,17 @@ def test_near_miss_bucket_later_is_reported_not_skipped() -> None:
         ('"{}"', "decoded the change request from a JSON string"),
         ('{"reasoning": {"why": 1}}', "converted reasoning from an object to text"),
         ("\ufeff{}", "removed byte-order mark"),
+        ("{updateElements: {mask: 0xFF}}", "read JSON5 syntax (json5)"),
+        ("{updateElements: {mask: 0xFF}}", "read unquoted keys (json5)"),
+        ('{"updateElements": {"a": "x\ny"}}', "accepted raw control characters inside strings"),
+        ('{"updateElements": {"a": 1}, # c\n}', "stripped # comments"),
+        ('{"newElements": "  "}', "treated the empty string in newElements as absent"),
+        ('{"reasoning": ["a", "b"]}', "joined reasoning from a list of strings"),
+        (
+            'Ex: {"updateElements": {}}\n{"newElements": {}}',
+            "took the last change request of 2 JSON objects",
+        ),
+        ("Sure:\n{}", "ignored text around the JSON object"),
     ],
 )
 def test_each_repair_is_recorded(text: str, repair: str) -> None:
