@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -35,14 +36,21 @@ def test_exclude_hides_keys_everywhere_it_matches_and_keeps_array_positions() ->
 
 def test_include_shows_only_the_included_keys_and_the_way_to_them() -> None:
     """With include, only included keys (and containers on the way) are shown; arrays are
-    shown whole: an element with nothing in scope is shown as {} at its position."""
+    shown whole: an element out of scope is shown emptied ({} or null) at its position."""
     view = ReadScope(include=["customer.name", "items[0]", "items[*].price"]).project(PAYLOAD)
     assert view == {
         "customer": {"name": "Ada"},
-        "items": [{"sku": "a", "price": 10, "cost": 4}, "loose", {"price": 20}],
+        "items": [{"sku": "a", "price": 10, "cost": 4}, None, {"price": 20}],
     }
     only_first = ReadScope(include=["items[0].sku"]).project(PAYLOAD)
-    assert only_first == {"items": [{"sku": "a"}, "loose", {}]}
+    assert only_first == {"items": [{"sku": "a"}, None, {}]}
+
+
+def test_excluded_elements_do_not_leak() -> None:
+    """An excluded array element is shown emptied at its position, whatever its kind."""
+    data = {"tags": ["secret", "ok"], "grid": [[1, 2], [3]], "rows": [{"a": 1}, {"a": 2}]}
+    view = ReadScope(exclude=["tags[0]", "grid[1]", "rows[0]"]).project(data)
+    assert view == {"tags": [None, "ok"], "grid": [[1, 2], []], "rows": [{}, {"a": 2}]}
 
 
 def test_include_and_exclude_combine() -> None:
@@ -151,3 +159,154 @@ def test_combined_guards_ask_every_guard_and_join_descriptions() -> None:
     assert chain(Change("update", ("x",), old=1, new=2)) == []
     assert "Read-only" in chain.describe() and "part of the payload" in chain.describe()
     assert len(combine_guards(chain, Permissions(deny=["e"])).guards) == 3
+
+
+# --- properties ------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from agent_payload.merge import apply_change_request  # noqa: E402
+
+_KEYS = ["a", "b", "id", "0"]
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["x", ""]))
+
+
+def _tree(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        leaves,
+        lambda kids: st.one_of(
+            st.lists(kids, max_size=3), st.dictionaries(st.sampled_from(_KEYS), kids, max_size=3)
+        ),
+        max_leaves=12,
+    )
+
+
+_payloads = st.dictionaries(st.sampled_from(_KEYS), _tree(_scalars), max_size=4)
+_buckets = st.dictionaries(
+    st.sampled_from(_KEYS), _tree(st.one_of(_scalars, st.just("DELETE"), st.just({}))), max_size=3
+)
+_requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "newElements": _buckets,
+        "updateElements": _buckets,
+        "removeElements": _buckets,
+        "replaceElements": _buckets,
+    },
+)
+_SEGMENTS = [
+    ("a", ("key", "a")),
+    ("b", ("key", "b")),
+    ("id", ("key", "id")),
+    ("[*]", ("any_index",)),
+    ("[0]", ("index", 0)),
+    ("*", ("any",)),
+    ("**", ("deep",)),
+]
+
+
+@st.composite
+def _rules(draw: st.DrawFn) -> tuple[str, tuple[tuple[Any, ...], ...]]:
+    segments = draw(st.lists(st.sampled_from(_SEGMENTS), min_size=1, max_size=3))
+    text = ""
+    for i, (seg, _) in enumerate(segments):
+        text += seg if seg.startswith("[") or i == 0 else "." + seg
+    return text, tuple(m for _, m in segments)
+
+
+def _match(pattern: tuple[tuple[Any, ...], ...], path: tuple[Any, ...]) -> bool:
+    if not pattern:
+        return not path
+    head, rest = pattern[0], pattern[1:]
+    if head[0] == "deep":
+        return _match(rest, path) or (bool(path) and _match(pattern, path[1:]))
+    if not path:
+        return False
+    seg, is_index = path[0], isinstance(path[0], int)
+    ok = (
+        head[0] == "any"
+        or (head[0] == "any_index" and is_index)
+        or (head[0] == "key" and not is_index and seg == head[1])
+        or (head[0] == "index" and is_index and seg == head[1])
+    )
+    return ok and _match(rest, path[1:])
+
+
+def _nodes(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    out: list[tuple[tuple[Any, ...], Any]] = []
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for seg, child in items:
+        out.append(((*path, seg), child))
+        out.extend(_nodes(child, (*path, seg)))
+    return out
+
+
+def _excluded(patterns: list[tuple[tuple[Any, ...], ...]], path: tuple[Any, ...]) -> bool:
+    return any(_match(p, path[:n]) for p in patterns for n in range(1, len(path) + 1))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=_payloads, exclude=st.lists(_rules(), min_size=1, max_size=3))
+def test_projection_property(
+    payload: dict[str, Any], exclude: list[tuple[str, tuple[tuple[Any, ...], ...]]]
+) -> None:
+    """For random payloads and exclude lists: no key the view shows lies at or below an
+    excluded path, and an excluded array element is shown emptied ({}, [] or null), so nothing
+    excluded leaks; every array shown keeps its length and every primitive shown equals the
+    payload's value at the same path."""
+    scope = ReadScope(exclude=[text for text, _ in exclude])
+    patterns = [p for _, p in exclude]
+    view = scope.project(payload)
+    for path, value in _nodes(view):
+        if _excluded(patterns, path):
+            assert isinstance(path[-1], int), (path, view)
+            assert value in ({}, [], None) and type(value) is not bool, (path, view)
+            continue
+        original = payload
+        for seg in path:
+            original = original[seg]
+        if isinstance(value, list):
+            assert len(value) == len(original)
+        elif not isinstance(value, dict):
+            assert value == original and type(value) is type(original)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payload=_payloads,
+    request=_requests,
+    exclude=st.lists(_rules(), min_size=1, max_size=3),
+)
+def test_hidden_content_is_never_written(
+    payload: dict[str, Any],
+    request: dict[str, Any],
+    exclude: list[tuple[str, tuple[tuple[Any, ...], ...]]],
+) -> None:
+    """For random payloads, requests and exclude lists merged with the scope as guard: every
+    excluded path holds the same value after the merge (paths through arrays compared when
+    no element was deleted, since a deletion shifts positions)."""
+    scope = ReadScope(exclude=[text for text, _ in exclude])
+    patterns = [p for _, p in exclude]
+    result = apply_change_request(payload, request, guard=scope)
+    shifted = any(
+        c.op == "delete" and c.path and isinstance(c.path[-1], int) for c in result.report.changes
+    )
+    before = dict(_nodes(payload))
+    after = dict(_nodes(result.payload))
+    for path in set(before) | set(after):
+        if not any(_match(p, path) for p in patterns):
+            continue
+        if shifted and any(isinstance(seg, int) for seg in path):
+            continue
+        missing = object()
+        old, new = before.get(path, missing), after.get(path, missing)
+        assert (old is missing) == (new is missing), (path, request)
+        if old is not missing:
+            assert json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)

@@ -244,7 +244,9 @@ def test_operation_suffix_restricts_what_is_denied() -> None:
     """`items[*]:delete` forbids deleting elements (and anything in them) but not updates;
     `price:update` forbids changing price but not deleting it."""
     perms = Permissions(deny=["items[*]:delete"])
-    assert _denied(perms, Change("delete", ("items", 1), old={"a": 1})) is not None
+    finding = _denied(perms, Change("delete", ("items", 1), old={"a": 1}))
+    assert finding is not None
+    assert finding.message.startswith("`items[1]` may not be deleted (rule `items[*]:delete`)")
     assert _denied(perms, Change("delete", ("items", 1, "a"), old=1)) is not None
     assert _denied(perms, Change("update", ("items", 1, "a"), old=1, new=2)) is None
     assert _denied(perms, Change("add", ("items", 2), new={"a": 1})) is None
@@ -258,6 +260,9 @@ def test_operation_suffix_applies_to_nodes_inside_a_replaced_container() -> None
     perms = Permissions(deny=["a:delete"])
     finding = _denied(perms, Change("update", ("a",), old={"b": 1}, new=2))
     assert finding is not None and finding.path == ("a", "b")
+    assert "(this change of `a` would delete `a.b` inside it)" in finding.message
+    root = _denied(Permissions(deny=["[*].id"]), Change("update", (), old=[{"id": 1}], new=[]))
+    assert root is not None and "this change of the whole payload" in root.message
     assert _denied(perms, Change("update", ("a",), old="x", new=2)) is None
 
 

@@ -8,9 +8,10 @@
   container on the way to something an ``include`` rule can match (``customer`` for
   ``include=["customer.name"]``; it is then shown with only the included keys).
 * Arrays are shown whole: every element stays at its real position, so indices in the
-  model's change request mean what they mean in the payload. Only the keys inside elements
-  are filtered; an object element with nothing in scope is shown as ``{}``, a primitive
-  element as it is (it is still protected).
+  model's change request mean what they mean in the payload. Keys inside elements are
+  filtered like any keys; an element that is itself out of scope (``exclude=["tags[0]"]``,
+  or not included) is shown as an empty value of its kind, ``{}``, ``[]`` or ``null``, so
+  nothing of it leaks (and it stays protected).
 * What the model does not see is protected: ``ReadScope`` is a ``Guard`` refusing
   (``permission_denied``) every change that would add, change or delete a node that is out of
   scope, including nodes inside a container that a change deletes or replaces. With an
@@ -194,10 +195,10 @@ class ReadScope:
             return ""
         text = (
             "You see only part of the payload: objects show only the keys in your scope. "
-            "Arrays are shown whole, each element at its real index; an element shown as {} "
-            "may hold keys you cannot see. Keys you were not shown exist and are read-only: "
-            "do not add, change or delete them, and do not delete or replace a container "
-            "that holds them."
+            "Arrays are shown whole, each element at its real index; an element shown as {}, "
+            "[] or null may hold content you cannot see. Keys you were not shown exist and "
+            "are read-only: do not add, change or delete them, and do not delete or replace "
+            "a container that holds them."
         )
         if self.include_rules is not None:
             text += " Do not add keys outside what you were shown."
@@ -212,10 +213,10 @@ def _dump(payload: Any) -> Any:
 
 
 def _emptied(value: Any) -> Any:
-    """An out-of-scope array element as shown: an empty container of its kind, or the
-    primitive itself."""
+    """An out-of-scope array element as shown: an empty value of its kind (``{}``, ``[]``,
+    or ``null`` for a primitive), so its position stays and nothing of it leaks."""
     if isinstance(value, dict):
         return {}
     if isinstance(value, list):
         return []
-    return value
+    return None
