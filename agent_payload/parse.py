@@ -20,10 +20,10 @@ How a reply is read, in order:
    strings; then the JSON5 features models copy from documentation (``//``, ``/* */`` and
    ``#`` comments, single quotes, unquoted keys, trailing commas) and Python's
    ``True``/``False``/``None`` (outside strings only) translated token by token into JSON for
-   ``json.loads``; then ``json5`` itself for the rest of JSON5 (hex, ``+1``, ``.5``, ``\\x41``,
-   line continuations) on objects up to 100,000 characters. (``json5`` reads about 20 KB a
-   second: a 1 MB chatty reply would take a minute; the translation takes well under one.
-   A property test checks the translation against ``json5`` on generated JSON5.)
+   ``json.loads``; then, for the object chosen (step 4) only, ``json5`` itself for the rest
+   of JSON5 (hex, ``+1``, ``.5``, ``\\x41``, line continuations), up to 100,000 characters.
+   (``json5`` reads about 20 KB a second: a 1 MB chatty reply would take a minute; the
+   translation takes well under one. A property test checks it against ``json5``.)
 4. Of the objects found, the **last** one shaped like a change request is taken: one with a
    bucket, ``reasoning`` or a wrapper at its top level (or a near miss such as
    ``updateElement``, so that it is reported rather than skipped), or an ``{}`` standing alone
@@ -108,7 +108,7 @@ TRUNCATION_FINISH_REASONS: Final[frozenset[str]] = frozenset(
 """Finish/stop reasons (compared lower-cased) meaning the reply was cut off by a token limit."""
 
 REFUSAL_FINISH_REASONS: Final[frozenset[str]] = frozenset(
-    {"refusal", "content_filter", "safety", "prohibited_content", "blocklist", "spii"}
+    {"refusal", "content_filter", "safety", "prohibited_content", "blocklist", "spii", "recitation"}
 )
 """Finish/stop reasons (compared lower-cased) meaning the provider or the model refused."""
 
@@ -619,7 +619,45 @@ def _repair_load(span: str) -> tuple[Any, list[str]]:
             f"json_repair could only read it by dropping or rewriting {lost!r}, and that is "
             "not applied"
         )
+    written = _top_level_keys(span)
+    if not isinstance(value, dict) or set(value) != written:
+        raise ValueError(
+            "json_repair could only read it by moving top-level fields "
+            f"({', '.join(sorted(written)) or 'none'} written at the top level), and that is "
+            "not applied"
+        )
     return value, [f"json_repair: {detail}"]
+
+
+def _top_level_keys(span: str) -> set[str]:
+    """The keys written directly inside the outermost braces of ``span``."""
+    keys: set[str] = set()
+    depth = 0
+    pending: str | None = None
+    for match in _tokens(span):
+        kind = match.lastgroup
+        if kind in ("ws", "lcomment", "bcomment"):
+            continue
+        if kind == "colon" and pending is not None:
+            keys.add(pending)
+        pending = None
+        if kind == "open":
+            depth += 1
+        elif kind == "close":
+            depth -= 1
+        elif depth == 1 and kind in ("dstr", "sstr", "word"):
+            token = match.group()
+            if kind == "word":
+                pending = token
+            else:
+                body = token[1:-1]
+                if kind == "sstr":
+                    body = _SINGLE_QUOTED_ESCAPE.sub(_requote, body)
+                try:
+                    pending = _STRICT.decode(f'"{body}"')
+                except (ValueError, RecursionError):
+                    pending = body
+    return keys
 
 
 def _lost_content(span: str, value: Any) -> str | None:
@@ -876,13 +914,14 @@ class _Reader:
         else:
             if isinstance(value, dict):
                 return value, repairs
+        detail = str(error) if error is not None else "unreadable"
         try:
             value, repairs = _repair_load(span)
-        except ValueError:
+        except ValueError as exc:
             value, repairs = None, []
+            detail += f"; {exc}"
         if isinstance(value, dict) and _request_like(value):
             return value, repairs
-        detail = str(error) if error is not None else "unreadable"
         _syntax(
             self.reply,
             f"The JSON object at {_where(text, candidate.start)} of the reply cannot be read, "

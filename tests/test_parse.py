@@ -240,6 +240,14 @@ def test_unicode_unquoted_keys_are_read() -> None:
     assert request.update_elements == {"ключ": "значение", "café": 1}
 
 
+def test_json_repair_that_moves_top_level_fields_is_refused() -> None:
+    """A missing ] that json_repair can only place by moving reasoning into the array (so
+    the top-level fields change) is ReplySyntaxError, not a restructured change request."""
+    with pytest.raises(ReplySyntaxError) as caught:
+        parse_change_request('{"updateElements": {"items": [{}, {"v": 1}}, "reasoning": "x"}')
+    assert "moving top-level fields" in str(caught.value)
+
+
 def test_json_repair_never_touches_prose_braces() -> None:
     """json_repair is only tried on an object shaped like a change request: prose in braces is
     not turned into data."""
@@ -357,6 +365,29 @@ def test_truncated_reply_is_never_repaired() -> None:
     with pytest.raises(TruncatedReplyError) as caught:
         parse_change_request('{"updateElements": {"a": 1, "items": [{}, {"v": 2')
     assert "line 1, column 1" in str(caught.value)
+
+
+def test_json_repair_never_sees_truncated_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No prefix of a damaged reply (one that needs json_repair when complete) ever reaches
+    json_repair: every cut one is refused as truncated first."""
+    import json_repair
+
+    text = 'Sure:\n```json\n{"updateElements": {"items": [{}, {"v": 1}}}\n```'
+    seen: list[str] = []
+    real = json_repair.repair_json
+
+    def spy(span: str, **kwargs: Any) -> Any:
+        seen.append(span)
+        return real(span, **kwargs)
+
+    monkeypatch.setattr(json_repair, "repair_json", spy)
+    end = text.rindex("}") + 1
+    for cut in range(text.index("{"), end):
+        with pytest.raises(TruncatedReplyError):
+            parse_change_request(text[:cut])
+    assert seen == []
+    assert parse_change_request(text).update_elements == {"items": [{}, {"v": 1}]}
+    assert seen == [text[text.index("{") : end]]
 
 
 def test_feedback_is_rendered_from_the_correction_template() -> None:
