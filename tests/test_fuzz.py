@@ -11,10 +11,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_payload.errors import AgentPayloadError
-from agent_payload.guards import DataLossGuard, Permissions, combine_guards
+from agent_payload.errors import AgentPayloadError, ConfigurationError
+from agent_payload.guards import DataLossGuard, Permissions, ReadScope, combine_guards, parse_rule
 from agent_payload.merge import apply_change_request
 from agent_payload.parse import parse_change_request
+from agent_payload.report import Change, Finding
 
 FUZZ = settings(
     max_examples=200,
@@ -140,3 +141,60 @@ def test_whole_replies_parse_back(payload: Any, request: dict[str, Any]) -> None
     parsed = parse_change_request(text, finish_reason="stop")
     assert parsed.to_wire() == request
     _merge_checked(payload, parsed)
+
+
+# --- the guards on arbitrary input -----------------------------------------------------------
+
+PATHS = st.lists(st.one_of(KEYS, st.integers(0, 5)), max_size=5).map(tuple)
+
+
+@st.composite
+def changes(draw: st.DrawFn) -> Change:
+    op = draw(st.sampled_from(["add", "update", "delete"]))
+    return Change(
+        op,
+        draw(PATHS),
+        None if op == "add" else draw(JSON),
+        None if op == "delete" else draw(JSON),
+    )
+
+
+@FUZZ
+@given(text=st.text(max_size=30))
+def test_arbitrary_rule_text(text: str) -> None:
+    """Any text given as a path rule parses or raises ConfigurationError naming a position
+    (or saying the rule is empty)."""
+    try:
+        rule = parse_rule(text)
+    except ConfigurationError as exc:
+        assert "at position" in str(exc) or "empty path rule" in str(exc)
+    else:
+        assert rule.matchers
+
+
+@FUZZ
+@given(
+    change_list=st.lists(changes(), max_size=5),
+    before=PAYLOADS,
+    after=PAYLOADS,
+    policy=st.sampled_from(["allow", "warn", "confirm", "reject"]),
+)
+def test_guards_on_arbitrary_changes(
+    change_list: list[Change], before: Any, after: Any, policy: str
+) -> None:
+    """Every guard answers any change with a list of Findings (never an exception), and
+    review() takes any before/after/changes; the change values are not modified."""
+    guards = [
+        Permissions(allow=["a.**", "items[*]"], deny=["**.id", '["a.b"]:delete']),
+        ReadScope(include=["a", "items[*].b"], exclude=["**.0"]),
+        DataLossGuard(policy=policy, min_string_length=3),  # type: ignore[arg-type]
+    ]
+    snapshot = copy.deepcopy(change_list)
+    for change in change_list:
+        for guard in guards:
+            for finding in guard(change):
+                assert isinstance(finding, Finding)
+                assert finding.severity in ("warning", "confirm", "conflict")
+    review = guards[2].review(before, after, change_list)  # type: ignore[attr-defined]
+    assert all(isinstance(f, Finding) for f in review)
+    assert change_list == snapshot
