@@ -19,7 +19,8 @@ def format_path(path: PayloadPath) -> str:
     """A payload path written as text: ``items[3].price``, ``["a.b"].c``, ``$`` for the root.
 
     Keys that are ASCII identifiers follow a dot; any other key is a JSON string in brackets;
-    indices are ``[3]``. The text is itself a valid permission rule matching exactly this path.
+    indices are ``[3]``. The text (for any path but the root) is itself a valid permission
+    rule matching exactly this path.
     """
     if not path:
         return "$"
