@@ -117,3 +117,24 @@ def test_versioned_store_replace_is_compare_and_swap() -> None:
     payload, new_version = store.get()
     assert payload == {"n": wins[0]} and new_version == payload_version(payload)
     assert store.version == new_version
+
+
+def test_agent_run_committed_through_the_store() -> None:
+    """The recommended pattern: read payload and version from the store, run the agent, and
+    commit its result with the version it started from. A concurrent edit in between makes
+    the commit fail with StalePayloadError and leaves the other writer's edit in place."""
+    from agent_payload.agent import PayloadAgent
+    from agent_payload.testing import ScriptedModel
+
+    store = VersionedStore({"status": "open", "owner": "ada"})
+    payload, version = store.get()
+    agent = PayloadAgent(ScriptedModel(['{"updateElements": {"status": "closed"}}'] * 2))
+    result = agent.run(payload, "close it")
+    store.replace({"status": "open", "owner": "bob"}, expected_version=version)  # someone else
+    with pytest.raises(StalePayloadError):
+        store.replace(result.payload, expected_version=version)
+    assert store.get()[0] == {"status": "open", "owner": "bob"}
+    payload, version = store.get()
+    result = agent.run(payload, "close it")
+    store.replace(result.payload, expected_version=version)
+    assert store.get()[0] == {"status": "closed", "owner": "bob"}
