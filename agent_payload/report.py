@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 __all__ = [
-    "WARNING_CODES",
     "CONFLICT_CODES",
+    "WARNING_CODES",
     "Change",
     "Finding",
     "Guard",
