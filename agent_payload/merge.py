@@ -100,14 +100,19 @@ class Limits:
       counts, the root too). Checked while the default mode copies the payload; ``share=True``
       never walks the whole payload and checks it only where the walk copies.
     * ``max_request_nodes`` (default 1,000,000): values in the change request.
+    * ``max_report_path_parts`` (default 1,000,000): the lengths of the paths of all warnings
+      and conflicts, added up. It bounds the report of a hostile request that is wrong at every
+      level of a very deep path (each issue names a path as long as its depth); ordinary
+      requests, even with thousands of warnings, stay far below it.
     """
 
     max_depth: int = 20_000
     max_nodes: int = 10_000_000
     max_request_nodes: int = 1_000_000
+    max_report_path_parts: int = 1_000_000
 
     def __post_init__(self) -> None:
-        for name in ("max_depth", "max_nodes", "max_request_nodes"):
+        for name in ("max_depth", "max_nodes", "max_request_nodes", "max_report_path_parts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(
@@ -518,6 +523,7 @@ class _Merger:
         self.guard = guard
         self.limits = limits
         self.report = report
+        self.path_parts = 0
         if MARKER in markers:
             self.marker_name: str | None = MARKER
         elif markers:
@@ -527,15 +533,38 @@ class _Merger:
 
     # --- report helpers ---------------------------------------------------------------------
 
+    def issue(
+        self,
+        code: str,
+        rlink: Link,
+        message: str,
+        plink: Link | None,
+        severity: str | None = None,
+    ) -> Issue:
+        """An Issue, counted against ``Limits.max_report_path_parts``."""
+        rparts = materialize(rlink)
+        pparts = _pp(plink)
+        self.path_parts += len(rparts) + (len(pparts) if pparts else 0)
+        if self.path_parts > self.limits.max_report_path_parts:
+            maximum = self.limits.max_report_path_parts
+            raise LimitExceededError(
+                f"The report's warnings and conflicts would name paths of more than "
+                f"max_report_path_parts={maximum} parts in all (the change request asks for "
+                f"something wrong at very many deep places; the last at "
+                f"{_display_path(rlink)}). Fix the change request, or raise "
+                "Limits(max_report_path_parts=...).",
+                limit="max_report_path_parts",
+                value=self.path_parts,
+                maximum=maximum,
+                path=_display_path(rlink),
+            )
+        return Issue(code, format_request_path(rparts), message, pparts, severity)
+
     def warn(self, code: str, rlink: Link, message: str, plink: Link | None = None) -> None:
-        self.report.warnings.append(
-            Issue(code, format_request_path(materialize(rlink)), message, _pp(plink))
-        )
+        self.report.warnings.append(self.issue(code, rlink, message, plink))
 
     def conflict(self, code: str, rlink: Link, message: str, plink: Link | None = None) -> None:
-        self.report.conflicts.append(
-            Issue(code, format_request_path(materialize(rlink)), message, _pp(plink))
-        )
+        self.report.conflicts.append(self.issue(code, rlink, message, plink))
 
     def is_marker(self, v: Any) -> bool:
         return type(v) is str and v in self.markers
@@ -601,13 +630,7 @@ class _Merger:
                         f"A guard must return a sequence of Finding; it returned {finding!r} "
                         f"for the change at {format_payload_path(path) or 'the root'}."
                     )
-                issue = Issue(
-                    finding.code,
-                    format_request_path(materialize(rlink)),
-                    finding.message,
-                    path,
-                    finding.severity,
-                )
+                issue = self.issue(finding.code, rlink, finding.message, plink, finding.severity)
                 if finding.severity == "conflict":
                     refused = True
                     self.report.conflicts.append(issue)
@@ -640,7 +663,7 @@ class _Merger:
     def shape_message(
         self, bucket: str, given: Any, current: Any, plink: Link, element: bool
     ) -> str:
-        where = format_payload_path(materialize(plink)) or "the root"
+        where = self.pp(plink)
         found = describe(given)
         if isinstance(current, list) and isinstance(given, dict):
             bad = [
@@ -713,7 +736,7 @@ class _Merger:
     def warn_remove_missing_nested(
         self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link
     ) -> None:
-        where = format_payload_path(materialize(plink)) or "the root"
+        where = self.pp(plink)
         if not present:
             found = f"there is no {where} in the payload"
         else:
@@ -948,7 +971,9 @@ class _Merger:
                 yield self.walk_array(child, u_desc, n_desc, x_desc, ko, kr, ku, kn, kx)
 
     def pp(self, plink: Link) -> str:
-        return format_payload_path(materialize(plink)) or "the payload root"
+        """A payload path for a message; a very deep one is shortened in the middle (the
+        issue's ``payload_path`` keeps it whole)."""
+        return _display_path(plink) or "the payload root"
 
     def shadow_new(self, kn: Link, ko: Link) -> None:
         self.warn(
@@ -971,7 +996,7 @@ class _Merger:
         )
 
     def warn_missing_key(self, bucket: str, k: str, rlink: Link, olink: Link, ko: Link) -> None:
-        parent = format_payload_path(materialize(olink)) or "the payload root"
+        parent = self.pp(olink)
         self.warn(
             "remove_missing",
             rlink,
@@ -1334,6 +1359,18 @@ class _Merger:
             )
         )
         return root
+
+
+def _display_path(link: Link, head: int = 8, tail: int = 16) -> str:
+    """A path for messages: whole when short, else its first and last parts around "…"."""
+    parts = materialize(link)
+    if len(parts) <= head + tail + 1:
+        return format_payload_path(parts)
+    return (
+        format_payload_path(parts[:head])
+        + f"…({len(parts) - head - tail} more levels)…"
+        + format_payload_path(("x", *parts[-tail:]))[1:]
+    )
 
 
 def _pp(plink: Link | None) -> tuple[str | int, ...] | None:

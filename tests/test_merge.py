@@ -633,3 +633,39 @@ def test_report_is_json_friendly() -> None:
         {"a": [1, {"b": 2}]}, {"updateElements": {"a": ["DELETE", {"b": 3}]}}
     )
     json.dumps([(c.op, c.path, c.old, c.new) for c in result.report.changes])
+
+
+def test_hostile_deep_request_wrong_at_every_level_is_refused_by_a_limit() -> None:
+    """A 10,000-deep request with a mistake at every level raises LimitExceededError, no hang."""
+    payload = nested_dict(10_000, 1)
+    request: dict[str, Any] = {}
+    node = request
+    for _ in range(10_000):
+        child: dict[str, Any] = {}
+        node["n"] = child
+        node["zz"] = "DELETE"
+        node = child
+    with pytest.raises(LimitExceededError) as info:
+        apply_change_request(payload, {"updateElements": request})
+    assert info.value.limit == "max_report_path_parts"
+    assert "more levels" in info.value.path
+
+
+def test_many_shallow_warnings_stay_within_the_report_limit() -> None:
+    """Thousands of ordinary warnings (a field added to every row) are all reported."""
+    payload = {"rows": [{"id": i} for i in range(5_000)]}
+    request = {"updateElements": {"rows": [{"flag": True}] * 5_000}}
+    result = apply_change_request(payload, request)
+    assert len(result.report.warnings) == 5_000
+    assert all(row["flag"] is True for row in result.payload["rows"])
+
+
+def test_deep_paths_are_shortened_in_messages_but_whole_in_issues() -> None:
+    """A conflict 100 levels down has its whole path in .path and a shortened one in .message."""
+    payload = nested_dict(100, [1])
+    request = {"updateElements": nested_dict(100, {"x": 1})}
+    [conflict] = apply_change_request(payload, request).report.conflicts
+    assert conflict.path == "updateElements" + ".n" * 99 + ".leaf"
+    assert conflict.payload_path == ("n",) * 99 + ("leaf",)
+    assert "more levels" in conflict.message
+    assert len(conflict.message) < 1_000
