@@ -55,6 +55,7 @@ from agent_payload._loop import (
     estimate_tokens,
 )
 from agent_payload.errors import AgentPayloadError, ConfigurationError, ModelReplyError
+from agent_payload.guards.versions import check_version
 from agent_payload.providers.base import Model, ModelReply, ModelRequest, OutputMode
 from agent_payload.report import Guard, Problem
 
@@ -222,7 +223,11 @@ class _BaseAgent:
         payload_type: Any,
         validators: Sequence[Validator],
         extra_instructions: str | None,
+        expected_version: str | None = None,
     ) -> RunState:
+        if expected_version is not None:
+            # Optimistic concurrency: refuse a stale payload before any token is spent.
+            check_version(payload, expected_version)
         extra = self.extra_instructions
         if extra_instructions:
             extra = f"{extra}\n\n{extra_instructions}" if extra else extra_instructions
@@ -360,6 +365,7 @@ class PayloadAgent(_BaseAgent):
         payload_type: Any = None,
         validators: Sequence[Validator] = (),
         extra_instructions: str | None = None,
+        expected_version: str | None = None,
     ) -> AgentResult[P]:
         """Apply ``task`` to ``payload`` and return the updated copy (the same kind: dict,
         list, or the same pydantic class). The caller's payload is never modified.
@@ -368,8 +374,15 @@ class PayloadAgent(_BaseAgent):
         policy or the token budget, ``RefusalError`` when the model refused twice,
         ``ProviderError`` for transport failures (not retried here), ``InvalidPayloadError`` /
         ``LimitExceededError`` for a payload that cannot be edited (before any request).
+
+        ``expected_version`` (from ``guards.payload_version``): the version the caller read the
+        payload at; if ``payload`` is no longer that version, ``StalePayloadError`` is raised
+        before any request. Commit the result with ``VersionedStore.replace(result.payload,
+        expected_version=...)`` so an edit made meanwhile is never overwritten.
         """
-        state = self._start(payload, task, payload_type, validators, extra_instructions)
+        state = self._start(
+            payload, task, payload_type, validators, extra_instructions, expected_version
+        )
         retrying = self._retrying(state, Retrying)
         hooks = self.hooks
         try:
@@ -419,9 +432,12 @@ class AsyncPayloadAgent(_BaseAgent):
         payload_type: Any = None,
         validators: Sequence[Validator] = (),
         extra_instructions: str | None = None,
+        expected_version: str | None = None,
     ) -> AgentResult[P]:
         """The async twin of ``PayloadAgent.run`` (same result, same errors)."""
-        state = self._start(payload, task, payload_type, validators, extra_instructions)
+        state = self._start(
+            payload, task, payload_type, validators, extra_instructions, expected_version
+        )
         retrying = self._retrying(state, AsyncRetrying)
         hooks = self.hooks
         try:

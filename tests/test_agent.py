@@ -653,3 +653,26 @@ def test_concurrent_async_runs_are_independent() -> None:
     results = asyncio.run(main())
     assert [r.payload["n"] for r in results] == [i * 2 for i in range(60)]
     assert [r.attempts for r in results] == [2 if i % 3 == 0 else 1 for i in range(60)]
+
+
+def test_expected_version_refuses_a_stale_payload_before_any_request() -> None:
+    """run(expected_version=...) raises StalePayloadError when the payload is no longer the version
+    the caller read, and the model is never asked (no tokens spent on a stale payload)."""
+    from agent_payload.errors import StalePayloadError
+    from agent_payload.guards import VersionedStore, payload_version
+    from agent_payload.testing import ScriptedModel
+
+    store = VersionedStore({"status": "draft", "n": 1})
+    seen, read_version = store.get()
+    store.replace({"status": "sent", "n": 1}, expected_version=read_version)  # someone else
+    model = ScriptedModel(['{"updateElements":{"n":2}}'])
+    agent = PayloadAgent(model)
+    with pytest.raises(StalePayloadError):
+        agent.run(store.get()[0], "set n to 2", expected_version=read_version)
+    assert len(model.requests) == 0
+    # the version the caller read still matches its own copy: the run goes ahead
+    result = agent.run(seen, "set n to 2", expected_version=payload_version(seen))
+    assert result.payload == {"status": "draft", "n": 2}
+    with pytest.raises(StalePayloadError):
+        store.replace(result.payload, expected_version=read_version)
+    assert store.get()[0] == {"status": "sent", "n": 1}
