@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
@@ -84,52 +84,65 @@ class _Slow(Exception):
     """The fast copy met something unusual (a subclass, a bad value, great depth, a limit)."""
 
 
-def _fast_dict(src: dict[Any, Any], depth: int, budget: list[int]) -> dict[str, Any]:
-    if depth >= _FAST_DEPTH:
-        raise _Slow
-    budget[0] -= len(src)
-    if budget[0] < 0:
-        raise _Slow
-    dst = src.copy()
-    deeper = depth + 1
-    for k, v in src.items():
-        if type(k) is not str:
-            raise _Slow
-        t = type(v)
-        if t is str or t is int or v is None or t is bool:
-            continue
-        if t is dict:
-            dst[k] = _fast_dict(v, deeper, budget)
-        elif t is list:
-            dst[k] = _fast_list(v, deeper, budget)
-        elif t is not float or v - v != 0.0:
-            raise _Slow
-    return dst
+def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
+    """The fast copy: recursive functions specialised to plain dicts and lists.
 
+    C-level ``dict.copy`` and slicing copy each container; a loop then checks the types and
+    replaces nested containers by their copies (``set(map(type, ...))`` settles a list of plain
+    scalars at C speed). Anything unusual raises ``_Slow``.
+    """
+    budget = max_nodes - 1
 
-def _fast_list(src: list[Any], depth: int, budget: list[int]) -> list[Any]:
-    if depth >= _FAST_DEPTH:
-        raise _Slow
-    budget[0] -= len(src)
-    if budget[0] < 0:
-        raise _Slow
-    if set(map(type, src)) <= _PLAIN_SCALARS:
-        return src[:]
-    dst = src[:]
-    deeper = depth + 1
-    i = -1
-    for v in src:
-        i += 1
-        t = type(v)
-        if t is str or t is int or v is None or t is bool:
-            continue
-        if t is dict:
-            dst[i] = _fast_dict(v, deeper, budget)
-        elif t is list:
-            dst[i] = _fast_list(v, deeper, budget)
-        elif t is not float or v - v != 0.0:
+    def copy_dict(src: dict[Any, Any], depth: int) -> dict[str, Any]:
+        nonlocal budget
+        if depth >= _FAST_DEPTH:
             raise _Slow
-    return dst
+        budget -= len(src)
+        dst = src.copy()
+        for k, v in src.items():
+            t = type(v)
+            if t is str:
+                pass
+            elif t is dict:
+                dst[k] = copy_dict(v, depth + 1)
+            elif t is list:
+                dst[k] = copy_list(v, depth + 1)
+            elif not (t is int or t is bool or v is None or (t is float and v - v == 0.0)):
+                raise _Slow
+            if type(k) is not str:
+                raise _Slow
+        if budget < 0:
+            raise _Slow
+        return dst
+
+    def copy_list(src: list[Any], depth: int) -> list[Any]:
+        nonlocal budget
+        if depth >= _FAST_DEPTH:
+            raise _Slow
+        budget -= len(src)
+        if budget < 0:
+            raise _Slow
+        if set(map(type, src)) <= _PLAIN_SCALARS:
+            return src[:]
+        dst = src[:]
+        i = -1
+        for v in src:
+            i += 1
+            t = type(v)
+            if t is dict:
+                dst[i] = copy_dict(v, depth + 1)
+            elif t is list:
+                dst[i] = copy_list(v, depth + 1)
+            elif not (
+                t is str or t is int or t is bool or v is None or (t is float and v - v == 0.0)
+            ):
+                raise _Slow
+        return dst
+
+    def copy_root(root: Any) -> Any:
+        return copy_dict(root, 1) if type(root) is dict else copy_list(root, 1)
+
+    return copy_root
 
 
 def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
@@ -148,9 +161,7 @@ def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
     t = type(root)
     if (t is dict or t is list) and max_depth >= _FAST_DEPTH:
         try:
-            if t is dict:
-                return _fast_dict(root, 1, [max_nodes - 1])
-            return _fast_list(root, 1, [max_nodes - 1])
+            return _fast_copier(max_nodes)(root)
         except (_Slow, RecursionError):
             pass
     return _copy_general(root, max_depth, max_nodes)
