@@ -1,11 +1,13 @@
 """agent_payload: let an LLM agent edit a large JSON payload with a compact change request."""
 
+from agent_payload.agent import AgentResult, AsyncPayloadAgent, Hooks, PayloadAgent
 from agent_payload.changes import (
     DEFAULT_MARKERS,
     MARKER,
     REFERENCE_MARKER,
     AgentPayloadChangeRequest,
 )
+from agent_payload.diff import diff_payloads, to_json_patch, undo_change_request
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -27,7 +29,37 @@ from agent_payload.errors import (
     UnknownFieldError,
     UsageError,
 )
+from agent_payload.guards import (
+    DataLossGuard,
+    Permissions,
+    ReadScope,
+    VersionedStore,
+    apply_if_version,
+    check_version,
+    combine_guards,
+    payload_version,
+)
+from agent_payload.merge import Limits, apply_change_request, choose_marker
+from agent_payload.parse import ParsedReply, parse_change_request, parse_change_request_with_repairs
+from agent_payload.prompts import (
+    PromptBuilder,
+    PromptParts,
+    render_confirm,
+    render_correction,
+    render_payload,
+    render_prompt,
+)
+from agent_payload.providers import Message, Model, ModelReply, ModelRequest, infer_model
 from agent_payload.report import Change, Finding, Issue, MergeReport, MergeResult, Problem
+from agent_payload.schema import change_request_schema
+from agent_payload.session import AsyncPayloadSession, PayloadSession, TurnRecord
+from agent_payload.tools import (
+    ChangeRequestToolHandler,
+    ToolResult,
+    anthropic_tool,
+    openai_tool,
+    responses_tool,
+)
 from agent_payload.usage import Usage
 
 __version__ = "0.1.0"
@@ -38,30 +70,71 @@ __all__ = [
     "REFERENCE_MARKER",
     "AgentPayloadChangeRequest",
     "AgentPayloadError",
+    "AgentResult",
+    "AsyncPayloadAgent",
+    "AsyncPayloadSession",
     "Change",
+    "ChangeRequestToolHandler",
     "ConfigurationError",
+    "DataLossGuard",
     "Finding",
+    "Hooks",
     "InvalidChangeRequestError",
     "InvalidPayloadError",
     "Issue",
     "LimitExceededError",
+    "Limits",
     "MergeConflictError",
     "MergeReport",
     "MergeResult",
+    "Message",
+    "Model",
+    "ModelReply",
     "ModelReplyError",
+    "ModelRequest",
     "ModelRequestsBlockedError",
     "NoChangeRequestError",
+    "ParsedReply",
+    "PayloadAgent",
+    "PayloadSession",
     "PayloadValidationError",
+    "Permissions",
     "Problem",
+    "PromptBuilder",
+    "PromptParts",
     "ProviderError",
+    "ReadScope",
     "RefusalError",
     "ReplySyntaxError",
     "RetriesExhaustedError",
     "RetryWithFeedback",
     "StalePayloadError",
+    "ToolResult",
     "TruncatedReplyError",
+    "TurnRecord",
     "UnknownFieldError",
     "Usage",
     "UsageError",
+    "VersionedStore",
     "__version__",
+    "anthropic_tool",
+    "apply_change_request",
+    "apply_if_version",
+    "change_request_schema",
+    "check_version",
+    "choose_marker",
+    "combine_guards",
+    "diff_payloads",
+    "infer_model",
+    "openai_tool",
+    "parse_change_request",
+    "parse_change_request_with_repairs",
+    "payload_version",
+    "render_confirm",
+    "render_correction",
+    "render_payload",
+    "render_prompt",
+    "responses_tool",
+    "to_json_patch",
+    "undo_change_request",
 ]
