@@ -30,7 +30,9 @@ How a reply is read, in order:
    on its line (the empty change request). Only if that object cannot be read even as JSON5 is
    ``json_repair`` tried, as a last resort for syntax damage; its repairs are recorded, and its
    result is refused when a string, number or word of the object is missing from it (a guess,
-   not a syntax fix: ``{"a": @@}`` is not read as ``{"a": ""}``).
+   not a syntax fix: ``{"a": @@}`` is not read as ``{"a": ""}``) or when its top-level fields
+   differ from those written at the top level (a missing ``]`` "fixed" by moving
+   ``reasoning`` into an array).
 5. A reply that ends inside an object or a string (one whose opening looks like JSON), or
    inside an unclosed ``<thinking>`` block with no change request before it, is truncated:
    ``TruncatedReplyError``. A truncated reply is never repaired into a partial change;
@@ -55,6 +57,13 @@ Decisions (see also the tests in ``tests/test_parse.py`` and the corpus):
 * ``NaN``/``Infinity`` are not JSON: ``ReplySyntaxError``.
 * Refusal wording counts only when the reply holds no change request: "I can't remove the
   audit log, but here is the rest: {...}" is a change request.
+* A truncated object anywhere after the last complete one wins over it: an example followed
+  by a cut-off answer is ``TruncatedReplyError``, not the example.
+* Fields beside a wrapper other than ``reasoning`` (``taskComplete``, ...) and a wrapper
+  beside a bucket are unknown fields, as in the merge (MERGE.md section 6). Tool-call
+  envelopes written as text (``{"name": ..., "arguments": {...}}``) are not unwrapped.
+* A reply that is cut inside an unclosed ``<thinking>`` block is truncated; ``<thinking>``
+  counts only at the start of a line (so the word inside a JSON string is left alone).
 
 Every error is a ``ModelReplyError`` with ``problems`` and a ``feedback`` text rendered from the
 correction template (``agent_payload.prompts.render_correction``) that tells the model what to
