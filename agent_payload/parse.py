@@ -924,17 +924,19 @@ class _Reader:
             if isinstance(value, dict):
                 return value, repairs
         detail = str(error) if error is not None else "unreadable"
+        repair_detail = "json_repair's result is not a change request"
         try:
             value, repairs = _repair_load(span)
         except ValueError as exc:
             value, repairs = None, []
-            detail += f"; {exc}"
+            repair_detail = str(exc)
         if isinstance(value, dict) and _request_like(value):
             return value, repairs
         _syntax(
             self.reply,
             f"The JSON object at {_where(text, candidate.start)} of the reply cannot be read, "
-            f"even as JSON5 or after json_repair: {detail}. Ask again with the feedback.",
+            f"even as JSON5 ({detail}) or after json_repair ({repair_detail}). Ask again with "
+            "the feedback.",
             f"the JSON object in your reply cannot be read ({detail}). Use strict JSON: "
             "double-quoted keys and strings, no comments, no trailing commas.",
             cause=error,
@@ -1026,7 +1028,7 @@ class _Reader:
                     kind="unknown_field",
                     code="unknown_field",
                     path=path,
-                    message=f"{name!r} is not a field of the change request; {hint}. The only "
+                    message=f"{name!r} is not a field of the change request ({hint}). The only "
                     "top-level fields are newElements, updateElements, removeElements, "
                     "replaceElements and reasoning; changes to the data go inside them.",
                 )
