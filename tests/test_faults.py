@@ -145,6 +145,7 @@ def test_a_fault_that_persists(api: str, mode: str, fault: str) -> None:
         assert result.attempts == 2
     else:
         assert isinstance(result, ProviderError)
+        assert result.__cause__ is not None  # every ProviderError is chained
         if fault.startswith("http-"):
             assert result.status_code == int(fault[-3:])
             assert result.retryable

@@ -262,6 +262,7 @@ def test_body_that_is_not_json(server: FakeProviderServer, mode: str, content_ty
     with pytest.raises(ProviderError, match=r"not (valid )?JSON") as caught:
         call(server, mode, ask())
     assert caught.value.status_code == 200
+    assert caught.value.__cause__ is not None  # every ProviderError is chained
 
 
 # --- configuration and the blocking switch -------------------------------------------------------

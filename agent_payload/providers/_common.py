@@ -14,13 +14,14 @@ import ipaddress
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from agent_payload.errors import ConfigurationError, ModelRequestsBlockedError
+from agent_payload.errors import ConfigurationError, ModelRequestsBlockedError, ProviderError
 from agent_payload.providers.base import Message
 
 __all__ = [
     "ensure_requests_allowed",
     "is_loopback_url",
     "missing_sdk",
+    "not_an_api_response",
     "retryable_status",
     "split_system",
     "strict_compatible",
@@ -136,3 +137,26 @@ def _strict_ok(node: object, *, in_properties: bool) -> bool:
         ):
             return False
     return True
+
+
+def not_an_api_response(
+    *, provider: str, api: str, model: str, kind: str, result: object
+) -> ProviderError:
+    """The error for a 200 response whose body is not JSON (the SDK hands back raw text
+    instead of raising, so the ``ProviderError`` is chained to a ``ValueError`` describing the
+    body: every ``ProviderError`` has a cause)."""
+    shown = result if isinstance(result, str) else type(result).__name__
+    if isinstance(shown, str) and len(shown) > 200:
+        shown = shown[:200] + "..."
+    error = ProviderError(
+        f"{api} model {model!r}: expected a {kind} JSON response, got a body that is not JSON: "
+        f"{shown!r}. A proxy or gateway may have answered instead of the API; try again later "
+        "or check the client's base_url.",
+        provider=provider,
+        status_code=200,
+        retryable=True,
+    )
+    error.__cause__ = ValueError(
+        f"the {api} SDK returned {type(result).__name__} instead of a parsed {kind}"
+    )
+    return error

@@ -34,6 +34,7 @@ from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     ensure_requests_allowed,
     missing_sdk,
+    not_an_api_response,
     retryable_status,
     split_system,
     strict_compatible,
@@ -275,16 +276,8 @@ class AnthropicModel:
     def parse_reply(self, message: object, request: ModelRequest) -> ModelReply:
         """A ``ModelReply`` from an Anthropic ``Message`` (pure; public for tests)."""
         if not isinstance(message, AnthropicMessage):
-            shown = message if isinstance(message, str) else type(message).__name__
-            if isinstance(shown, str) and len(shown) > 200:
-                shown = shown[:200] + "..."
-            raise ProviderError(
-                f"Anthropic model {self.model!r}: expected a message JSON response, got a body "
-                f"that is not JSON: {shown!r}. A proxy or gateway may have answered instead of "
-                "the API; try again later or check the client's base_url.",
-                provider=PROVIDER,
-                status_code=200,
-                retryable=True,
+            raise not_an_api_response(
+                provider=PROVIDER, api="Anthropic", model=self.model, kind="message", result=message
             )
         texts: list[str] = []
         tool_input: str | None = None

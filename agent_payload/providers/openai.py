@@ -29,6 +29,7 @@ from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     ensure_requests_allowed,
     missing_sdk,
+    not_an_api_response,
     retryable_status,
     split_system,
     strict_compatible,
@@ -137,21 +138,6 @@ def build_openai_client(*, async_client: bool = False, **kwargs: Any) -> Any:
             "OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server), or pass "
             "your own client."
         ) from exc
-
-
-def _not_an_api_response(model: str, kind: str, result: object) -> ProviderError:
-    """The SDK hands back raw text when a 200 response is not declared as JSON."""
-    shown = result if isinstance(result, str) else type(result).__name__
-    if isinstance(shown, str) and len(shown) > 200:
-        shown = shown[:200] + "..."
-    return ProviderError(
-        f"OpenAI model {model!r}: expected a {kind} JSON response, got a body that is not JSON: "
-        f"{shown!r}. A proxy or gateway may have answered instead of the API; try again later "
-        "or check the client's base_url.",
-        provider=PROVIDER,
-        status_code=200,
-        retryable=True,
-    )
 
 
 class _OpenAIModel:
@@ -277,7 +263,13 @@ class OpenAIChatModel(_OpenAIModel):
     def parse_reply(self, completion: object, request: ModelRequest) -> ModelReply:
         """A ``ModelReply`` from a ``ChatCompletion`` (pure; public for tests)."""
         if not isinstance(completion, ChatCompletion):
-            raise _not_an_api_response(self.model, "chat.completion", completion)
+            raise not_an_api_response(
+                provider=PROVIDER,
+                api="OpenAI",
+                model=self.model,
+                kind="chat.completion",
+                result=completion,
+            )
         if not completion.choices:
             raise ProviderError(
                 f"OpenAI model {self.model!r}: the chat completion {completion.id!r} has no "
@@ -383,7 +375,9 @@ class OpenAIResponsesModel(_OpenAIModel):
     def parse_reply(self, response: object, request: ModelRequest) -> ModelReply:
         """A ``ModelReply`` from a ``Response`` (pure; public for tests)."""
         if not isinstance(response, Response):
-            raise _not_an_api_response(self.model, "response", response)
+            raise not_an_api_response(
+                provider=PROVIDER, api="OpenAI", model=self.model, kind="response", result=response
+            )
         texts: list[str] = []
         refusals: list[str] = []
         arguments: str | None = None
