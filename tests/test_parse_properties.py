@@ -202,7 +202,7 @@ def test_inserted_junk_raises_only_reply_errors(
     _outcome(text[:at] + junk + text[at:])
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=100)
 @given(REQUESTS, st.sampled_from(STYLES), st.sampled_from(["length", "max_tokens", "MAX_TOKENS"]))
 def test_token_limit_is_always_truncated(
     request: dict[str, Any], style: str, finish_reason: str
@@ -216,7 +216,7 @@ def test_token_limit_is_always_truncated(
     raise AssertionError("a reply stopped by the token limit was accepted")
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=100)
 @given(REQUESTS)
 def test_json_string_of_json_string_decodes(request: dict[str, Any]) -> None:
     """Tool arguments encoded once or twice as a JSON string read back as the change request."""
