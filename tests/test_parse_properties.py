@@ -15,7 +15,7 @@ from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import ModelReplyError, TruncatedReplyError
 from agent_payload.parse import parse_change_request, parse_change_request_with_repairs
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Characters that drive the scanner into its corners: braces, quotes, escapes, comments, tags,
 # fences, Python literals.
