@@ -948,7 +948,7 @@ class _Reader:
         obj, outer_unknown = self._unwrap(obj)
         unknown = outer_unknown + [k for k in obj if k not in _KNOWN]
         if unknown:
-            self._unknown(unknown, obj)
+            self._unknown(unknown)
         data: dict[str, Any] = {}
         for camel in BUCKETS:
             snake = _SNAKE[camel]
@@ -1009,7 +1009,7 @@ class _Reader:
             obj = new
         return obj, outer_unknown
 
-    def _unknown(self, names: list[str], obj: dict[str, Any]) -> NoReturn:
+    def _unknown(self, names: list[str]) -> NoReturn:
         problems = []
         parts = []
         for name in names:
