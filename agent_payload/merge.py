@@ -1462,7 +1462,15 @@ def apply_change_request(
 
     Neither input is ever mutated. The report lists effective ``changes`` (values are copies),
     ``warnings`` (auto-corrections that were applied), ``conflicts`` (parts that were not
-    applied) with change-request paths, and ``reasoning`` as given.
+    applied) with change-request paths, and ``reasoning`` as given (a non-string reasoning is
+    kept as JSON text).
+
+    ``changes`` come in walk order: replaceElements keys first; then at each object node key by
+    key, in the order removeElements, updateElements and newElements first name them, each
+    key's own change or the changes below it; at an array node the original elements in index
+    order (each one's deletion, replacement or nested changes), then the appended items. A ``delete`` has
+    the path in the original payload, an ``add`` or ``update`` the path in the result (array
+    indices shift after deletions), as MERGE.md section 4 says.
 
     Options:
 
@@ -1483,7 +1491,10 @@ def apply_change_request(
       it is not applied and is recorded as a conflict with the finding's code, at the
       change-request path of the entry and the change's payload path. ``"warning"`` and
       ``"confirm"`` are recorded as warnings and the change applies. ``Issue.severity`` keeps
-      the finding's severity. The guard must not mutate the change's values.
+      the finding's severity. The guard must not mutate the change's values. A refused deletion
+      of an array element keeps the element as it is (a change to it from the other bucket,
+      already reported as ``shadowed``, is not applied either), and later result indices count
+      it.
     * ``limits``: :class:`Limits` (depth and sizes); exceeding one raises
       :class:`~agent_payload.errors.LimitExceededError`.
     """
