@@ -1468,9 +1468,9 @@ def apply_change_request(
     ``changes`` come in walk order: replaceElements keys first; then at each object node key by
     key, in the order removeElements, updateElements and newElements first name them, each
     key's own change or the changes below it; at an array node the original elements in index
-    order (each one's deletion, replacement or nested changes), then the appended items. A ``delete`` has
-    the path in the original payload, an ``add`` or ``update`` the path in the result (array
-    indices shift after deletions), as MERGE.md section 4 says.
+    order (each one's deletion, replacement or nested changes), then the appended items. A
+    ``delete`` has the path in the original payload, an ``add`` or ``update`` the path in the
+    result (array indices shift after deletions), as MERGE.md section 4 says.
 
     Options:
 
