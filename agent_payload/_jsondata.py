@@ -106,7 +106,11 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
             elif t is dict:
                 dst[k] = copy_dict(v, depth + 1)
             elif t is list:
-                dst[k] = copy_list(v, depth + 1)
+                if set(map(type, v)) <= _PLAIN_SCALARS:
+                    budget -= len(v)
+                    dst[k] = v[:]
+                else:
+                    dst[k] = copy_list(v, depth + 1)
             elif not (t is int or t is bool or v is None or (t is float and v - v == 0.0)):
                 raise _Slow
             if type(k) is not str:
