@@ -424,48 +424,34 @@ def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
 # --- markers -----------------------------------------------------------------------------------
 
 
+def _strings(payload: Any) -> Iterator[str]:
+    """Every string value of the payload's data (keys excluded), each container visited once
+    (so shared subtrees and cycles cost nothing extra). Iterative: any depth is fine."""
+    data = (
+        payload.model_dump(mode="json", by_alias=True)
+        if isinstance(payload, BaseModel)
+        else payload
+    )
+    seen: set[int] = set()
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict | list):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            stack.extend(v.values() if isinstance(v, dict) else v)
+
+
 def payload_holds_string(payload: Any, value: str) -> bool:
     """True when ``value`` occurs as a string value anywhere in the payload's data.
 
     Keys do not count (a marker is only ever read as a value). Pydantic models are dumped in JSON
-    mode first. Iterative: any depth is fine.
+    mode first. Iterative: any depth is fine; a cycle does not hang it.
     """
-    data = (
-        payload.model_dump(mode="json", by_alias=True)
-        if isinstance(payload, BaseModel)
-        else payload
-    )
-    stack = [data]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if v == value:
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
-
-
-def _strings_of(payload: Any) -> set[str]:
-    data = (
-        payload.model_dump(mode="json", by_alias=True)
-        if isinstance(payload, BaseModel)
-        else payload
-    )
-    found: set[str] = set()
-    stack = [data]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if "DELETE" in v:
-                found.add(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return found
+    return any(s == value for s in _strings(payload))
 
 
 def choose_marker(payload: Any) -> str:
@@ -475,7 +461,7 @@ def choose_marker(payload: Any) -> str:
     data holds that too, else ``"__DELETE_<hex>__"``, a fresh marker that the data does not hold
     (deterministic: the same payload always gets the same marker).
     """
-    held = _strings_of(payload)
+    held = {s for s in _strings(payload) if "DELETE" in s}
     if MARKER not in held:
         return MARKER
     if REFERENCE_MARKER not in held:

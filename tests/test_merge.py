@@ -669,3 +669,16 @@ def test_deep_paths_are_shortened_in_messages_but_whole_in_issues() -> None:
     assert conflict.payload_path == ("n",) * 99 + ("leaf",)
     assert "more levels" in conflict.message
     assert len(conflict.message) < 1_000
+
+
+def test_marker_helpers_survive_cycles_and_shared_subtrees() -> None:
+    """choose_marker and payload_holds_string visit each container once: no hang on a cycle."""
+    payload: dict[str, Any] = {"a": ["DELETE"]}
+    payload["a"].append(payload)
+    assert payload_holds_string(payload, "DELETE")
+    assert not payload_holds_string(payload, "x")
+    assert choose_marker(payload) == "__DELETE__"
+    shared: list[Any] = ["x"]
+    for _ in range(200):
+        shared = [shared, shared]
+    assert not payload_holds_string({"s": shared}, "y")
