@@ -1470,7 +1470,8 @@ def apply_change_request(
       every other subtree with the input payload, so a one-field edit costs the same on a 10 MB
       payload as on a 10 KB one. Then the caller must treat both the input and the result as
       immutable afterwards (mutating one changes the other), and only what the walk touches is
-      checked to be JSON data (``Limits.max_nodes`` is not checked).
+      checked to be JSON data (``Limits.max_nodes`` is not checked). A subtree that is deleted
+      or replaced is still copied into the report's ``Change.old``, at the cost of its size.
     * ``guard``: called with each effective :class:`~agent_payload.report.Change` before it is
       applied (deletions, appends, replacements of containers and replaceElements included).
       A :class:`~agent_payload.report.Finding` of severity ``"conflict"`` refuses the change:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from agent_payload.errors import AgentPayloadError
 from agent_payload.merge import apply_change_request
+from agent_payload.report import Finding
 
 MARKERS = ["DELETE", "__DELETE__"]
 
@@ -210,3 +211,18 @@ def test_changes_describe_the_difference(case: tuple[Any, Any]) -> None:
     same = repr(result.payload) == repr({} if payload is None else payload)
     if not result.report.changes:
         assert same
+
+
+@settings(max_examples=150, deadline=None)
+@given(payload_and_request())
+def test_a_guard_that_refuses_everything_changes_nothing(case: tuple[Any, Any]) -> None:
+    """A guard refusing every change: the payload stays equal, each would-be change a conflict."""
+    payload, request = case
+    lenient = apply_change_request(payload, request)
+    refused = apply_change_request(
+        payload, request, guard=lambda change: [Finding("permission_denied", "no")]
+    )
+    assert repr(refused.payload) == repr({} if payload is None else payload)
+    assert not refused.report.changes
+    guard_conflicts = [c for c in refused.report.conflicts if c.code == "permission_denied"]
+    assert len(guard_conflicts) == len(lenient.report.changes)
