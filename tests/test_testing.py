@@ -371,21 +371,25 @@ def test_anthropic_status_error_shape(server: FakeProviderServer) -> None:
 
 
 def test_block_model_requests_restores_the_previous_state() -> None:
-    """The context manager blocks inside and restores on exit, nested and as a decorator."""
-    assert model_requests_allowed()
-    with block_model_requests():
-        assert not model_requests_allowed()
-        with block_model_requests(False):
-            assert model_requests_allowed()
-        assert not model_requests_allowed()
-    assert model_requests_allowed()
+    """The context manager blocks inside and restores on exit, nested and as a decorator (the
+    suite itself runs inside block_model_requests(), see conftest.py, so this test starts from an
+    explicitly allowed state)."""
+    with block_model_requests(False):
+        assert model_requests_allowed()
+        with block_model_requests():
+            assert not model_requests_allowed()
+            with block_model_requests(False):
+                assert model_requests_allowed()
+            assert not model_requests_allowed()
+        assert model_requests_allowed()
 
-    @block_model_requests()
-    def inside() -> bool:
-        return model_requests_allowed()
+        @block_model_requests()
+        def inside() -> bool:
+            return model_requests_allowed()
 
-    assert inside() is False
-    assert model_requests_allowed()
+        assert inside() is False
+        assert model_requests_allowed()
+    assert not model_requests_allowed()  # back to the suite-wide block
 
 
 def test_global_switch_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
