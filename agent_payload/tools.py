@@ -62,10 +62,14 @@ def tool_description(marker: str = MARKER) -> str:
     )
 
 
-def _schema(payload_type: Any, marker: str, strict: bool) -> dict[str, Any]:
+def _schema(payload_type: Any, marker: str, strict: bool) -> tuple[dict[str, Any], bool]:
+    """The tool's input schema, and whether OpenAI's strict mode may be asked for: only when
+    ``strict`` is wanted and the schema fits it (OpenAI answers 400 otherwise; change-request
+    schemas fall back to non-strict, see ``agent_payload.schema``)."""
     from agent_payload import schema as _schema_module
 
-    return _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
+    schema = _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
+    return schema, strict and _schema_module.is_strict_compatible(schema)
 
 
 def openai_tool(
@@ -78,12 +82,13 @@ def openai_tool(
 ) -> dict[str, Any]:
     """The change request as an OpenAI Chat Completions function tool
     (``{"type": "function", "function": {...}}``)."""
+    parameters, use_strict = _schema(payload_type, marker, strict)
     function: dict[str, Any] = {
         "name": name,
         "description": description or tool_description(marker),
-        "parameters": _schema(payload_type, marker, strict),
+        "parameters": parameters,
     }
-    if strict:
+    if use_strict:
         function["strict"] = True
     return {"type": "function", "function": function}
 
@@ -98,12 +103,13 @@ def responses_tool(
 ) -> dict[str, Any]:
     """The change request as an OpenAI Responses API function tool (flat:
     ``{"type": "function", "name": ..., "parameters": ..., "strict": ...}``)."""
+    parameters, use_strict = _schema(payload_type, marker, strict)
     return {
         "type": "function",
         "name": name,
         "description": description or tool_description(marker),
-        "parameters": _schema(payload_type, marker, strict),
-        "strict": strict,
+        "parameters": parameters,
+        "strict": use_strict,
     }
 
 
@@ -118,7 +124,7 @@ def anthropic_tool(
     return {
         "name": name,
         "description": description or tool_description(marker),
-        "input_schema": _schema(payload_type, marker, False),
+        "input_schema": _schema(payload_type, marker, False)[0],
     }
 
 

@@ -321,3 +321,14 @@ def test_summary_is_short_for_many_changes() -> None:
     assert lines[0].endswith("...")
     assert len(lines[0]) < 90
     assert lines[-1] == "- ... and 22 more"
+
+
+def test_strict_is_only_asked_for_when_the_schema_fits_openai_strict_mode() -> None:
+    """OpenAI answers 400 to strict=True with a schema that strict mode cannot express; change-
+    request schemas do not fit it (index maps, partials), so the tool never claims strict."""
+    from agent_payload.schema import change_request_schema, is_strict_compatible
+    from agent_payload.tools import openai_tool, responses_tool
+
+    assert not is_strict_compatible(change_request_schema(None, strict=True))
+    assert "strict" not in openai_tool(strict=True)["function"]
+    assert responses_tool(strict=True)["strict"] is False
