@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from agent_payload import _jsondata
 from agent_payload.report import Change, Issue, MergeReport
 
 __all__ = [
@@ -30,8 +30,6 @@ __all__ = [
     "summarize",
     "use_color",
 ]
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 
 
 def use_color(stream: TextIO, *, no_color: bool = False) -> bool:
@@ -82,17 +80,7 @@ def format_payload_path(path: Sequence[str | int]) -> str:
 
     The root (empty path) is written ``$``.
     """
-    if not path:
-        return "$"
-    parts: list[str] = []
-    for step in path:
-        if isinstance(step, int):
-            parts.append(f"[{step}]")
-        elif _IDENTIFIER.match(step):
-            parts.append(f".{step}" if parts else step)
-        else:
-            parts.append(f"[{json.dumps(step, ensure_ascii=False)}]")
-    return "".join(parts)
+    return _jsondata.format_payload_path(path) or "$"
 
 
 def format_value(value: Any, *, width: int = 80) -> str:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
+from agent_payload._jsondata import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.report import Change, MergeReport, MergeResult
@@ -158,17 +159,7 @@ def _check_json(value: Any, what: str) -> None:
 
 
 def _show(path: Sequence[str | int]) -> str:
-    if not path:
-        return "the root"
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.isidentifier() and part.isascii():
-            out += f".{part}" if out else part
-        else:
-            out += f"[{json.dumps(part, ensure_ascii=False)}]"
-    return out
+    return format_payload_path(path) or "the root"
 
 
 def _as_data(value: Any, what: str) -> Any:

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
+from agent_payload import _jsondata
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
 from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
@@ -136,15 +137,7 @@ def _to_data(payload: Any) -> Any:
 def format_payload_path(path: Sequence[str | int]) -> str:
     """A payload path written like ``items[3].price`` (``["a.b"]`` for keys that are not
     identifiers); the root is written ``(root)``."""
-    out: list[str] = []
-    for part in path:
-        if isinstance(part, int):
-            out.append(f"[{part}]")
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
-            out.append(f".{part}" if out else part)
-        else:
-            out.append(f"[{json.dumps(part, ensure_ascii=False)}]")
-    return "".join(out) or "(root)"
+    return _jsondata.format_payload_path(path) or "(root)"
 
 
 class _Frame:

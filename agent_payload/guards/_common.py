@@ -4,15 +4,12 @@ reaches Python's recursion limit."""
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
+from agent_payload._jsondata import format_payload_path
 from agent_payload.report import PayloadPath
 
 __all__ = ["format_path", "json_size", "primitive_equal", "verb"]
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def format_path(path: PayloadPath) -> str:
@@ -22,17 +19,7 @@ def format_path(path: PayloadPath) -> str:
     indices are ``[3]``. The text (for any path but the root) is itself a valid permission
     rule matching exactly this path.
     """
-    if not path:
-        return "$"
-    parts: list[str] = []
-    for segment in path:
-        if isinstance(segment, int):
-            parts.append(f"[{segment}]")
-        elif _IDENTIFIER.match(segment):
-            parts.append(f".{segment}" if parts else segment)
-        else:
-            parts.append(f"[{json.dumps(segment, ensure_ascii=False)}]")
-    return "".join(parts)
+    return format_payload_path(path) or "$"
 
 
 def primitive_equal(a: Any, b: Any) -> bool:
