@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_payload._jsondata import format_payload_path
+from agent_payload._jsondata import Link, format_payload_path, materialize
 from agent_payload.report import PayloadPath
 
-__all__ = ["format_path", "json_size", "primitive_equal", "verb"]
+__all__ = ["format_path", "json_size", "path_below", "primitive_equal", "verb"]
 
 
 def format_path(path: PayloadPath) -> str:
@@ -20,6 +20,12 @@ def format_path(path: PayloadPath) -> str:
     rule matching exactly this path.
     """
     return format_payload_path(path) or "$"
+
+
+def path_below(base: PayloadPath, linked: Link) -> PayloadPath:
+    """``base`` followed by the segments of ``linked``, a path below it kept as a linked list
+    of ``(parent, segment)`` pairs (``None`` is ``base`` itself)."""
+    return base + materialize(linked)
 
 
 def primitive_equal(a: Any, b: Any) -> bool:

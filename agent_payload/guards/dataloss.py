@@ -48,8 +48,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_payload._jsondata import Link
 from agent_payload.errors import ConfigurationError
-from agent_payload.guards._common import format_path, json_size
+from agent_payload.guards._common import format_path, json_size, path_below
 from agent_payload.guards.permissions import PathRule, RuleSet, parse_rule
 from agent_payload.report import Change, Finding, PayloadPath
 
@@ -121,18 +122,6 @@ class _Hit:
     before: int
     after: int
     detail: str
-
-
-_LinkedPath = tuple[Any, str | int] | None
-
-
-def _materialise(base: PayloadPath, linked: _LinkedPath) -> PayloadPath:
-    tail: list[str | int] = []
-    while linked is not None:
-        linked, segment = linked
-        tail.append(segment)
-    tail.reverse()
-    return base + tuple(tail)
 
 
 def _nontrivial(value: Any) -> bool:
@@ -347,12 +336,12 @@ class DataLossGuard:
             if hit is not None:
                 yield hit
             return
-        stack: list[tuple[_LinkedPath, Any, Any]] = [(None, change.old, change.new)]
+        stack: list[tuple[Link, Any, Any]] = [(None, change.old, change.new)]
         while stack:
             linked, old, new = stack.pop()
             if isinstance(old, dict) and isinstance(new, dict):
                 if old.keys() - new.keys():
-                    path = _materialise(change.path, linked)
+                    path = path_below(change.path, linked)
                     yield from self._container_hits(path, old, new)
                     for key, value in old.items():
                         if key not in new:
@@ -364,7 +353,7 @@ class DataLossGuard:
                         stack.append(((linked, key), value, new[key]))
             elif isinstance(old, list) and isinstance(new, list):
                 if len(new) < len(old):
-                    path = _materialise(change.path, linked)
+                    path = path_below(change.path, linked)
                     yield from self._container_hits(path, old, new)
                     for i in range(len(new), len(old)):
                         hit = self._removal((*path, i), old[i])
@@ -424,13 +413,13 @@ class DataLossGuard:
             f"{_kind(value)} ({full:,} characters of JSON) was deleted",
         )
 
-    def _leaf(self, base: PayloadPath, linked: _LinkedPath, old: Any, new: Any) -> _Hit | None:
+    def _leaf(self, base: PayloadPath, linked: Link, old: Any, new: Any) -> _Hit | None:
         rules = self.rules
         if isinstance(old, dict | list) and old and not isinstance(new, dict | list):
             if "container_to_primitive" not in rules:
-                return self._removal(_materialise(base, linked), old)
+                return self._removal(path_below(base, linked), old)
             return _Hit(
-                _materialise(base, linked),
+                path_below(base, linked),
                 "container_to_primitive",
                 len(old),
                 0,
@@ -439,11 +428,11 @@ class DataLossGuard:
             )
         if isinstance(old, dict | list) and isinstance(new, dict | list):
             # a container replaced by one of the other kind: judged as a removal
-            return self._removal(_materialise(base, linked), old)
+            return self._removal(path_below(base, linked), old)
         if _nontrivial(old) and (new is None or (isinstance(new, str) and not new.strip())):
             if "wiped" in rules:
                 return _Hit(
-                    _materialise(base, linked),
+                    path_below(base, linked),
                     "wiped",
                     json_size(old),
                     json_size(new),
@@ -460,7 +449,7 @@ class DataLossGuard:
             rule = "truncation_marker" if is_marker else "placeholder"
             if rule in rules:
                 return _Hit(
-                    _materialise(base, linked),
+                    path_below(base, linked),
                     rule,
                     json_size(old),
                     len(new),
@@ -478,7 +467,7 @@ class DataLossGuard:
             and len(new) - len(match.group(0)) < len(old_text)
         ):
             return _Hit(
-                _materialise(base, linked),
+                path_below(base, linked),
                 "truncation_marker",
                 len(old_text),
                 len(new),
@@ -492,7 +481,7 @@ class DataLossGuard:
             and contained.group(0).lower() not in old_text.lower()
         ):
             return _Hit(
-                _materialise(base, linked),
+                path_below(base, linked),
                 "placeholder",
                 len(old_text),
                 len(new),
@@ -505,7 +494,7 @@ class DataLossGuard:
             and len(old_text) - len(new) > self.max_string_cut * len(old_text)
         ):
             return _Hit(
-                _materialise(base, linked),
+                path_below(base, linked),
                 "string_cut",
                 len(old_text),
                 len(new),

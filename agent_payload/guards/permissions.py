@@ -59,8 +59,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_payload._jsondata import Link, materialize
 from agent_payload.errors import ConfigurationError
-from agent_payload.guards._common import format_path, primitive_equal, verb
+from agent_payload.guards._common import format_path, path_below, primitive_equal, verb
 from agent_payload.report import Change, Finding, PayloadPath
 
 __all__ = [
@@ -373,19 +374,6 @@ class RuleSet:
 
 _State = tuple[tuple[frozenset[int], ...], frozenset[int]]
 _Verdict = Callable[[RuleSet, _State, str, Any], tuple[bool, "PathRule | None"]]
-# A linked path: (parent, segment) pairs, materialised only when reported.
-_LinkedPath = tuple[Any, str | int] | None
-
-
-def _materialise(base: PayloadPath, linked: _LinkedPath) -> PayloadPath:
-    tail: list[str | int] = []
-    while linked is not None:
-        linked, segment = linked
-        tail.append(segment)
-    tail.reverse()
-    return base + tuple(tail)
-
-
 _MISSING = object()
 
 
@@ -394,10 +382,10 @@ def effects(change: Change) -> Iterator[tuple[PayloadPath, str, int]]:
     ``(path, op, depth_below_change)`` triples. Provided for tests and tools; the guards walk
     the same structure with rule states instead."""
     for linked, op, _value in _effect_nodes(change):
-        yield _materialise(change.path, linked), op, _depth(linked)
+        yield path_below(change.path, linked), op, _depth(linked)
 
 
-def _depth(linked: _LinkedPath) -> int:
+def _depth(linked: Link) -> int:
     n = 0
     while linked is not None:
         linked = linked[0]
@@ -405,7 +393,7 @@ def _depth(linked: _LinkedPath) -> int:
     return n
 
 
-def _effect_nodes(change: Change) -> Iterator[tuple[_LinkedPath, str, Any]]:
+def _effect_nodes(change: Change) -> Iterator[tuple[Link, str, Any]]:
     """Yield ``(linked_path_below_change, op, value)`` for every affected node, iteratively.
     ``value`` is the node's value on the side that has it (old for deletes)."""
     for linked, op, old, new in _fine(change):
@@ -416,13 +404,13 @@ def _effect_nodes(change: Change) -> Iterator[tuple[_LinkedPath, str, Any]]:
             yield from _descendants(linked, new, "add")
 
 
-def _fine(change: Change) -> Iterator[tuple[_LinkedPath, str, Any, Any]]:
+def _fine(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
     """Break a change into fine changes: same-kind container replacements are compared and
     only their differences are kept."""
     if change.op != "update":
         yield None, change.op, change.old, change.new
         return
-    stack: list[tuple[_LinkedPath, Any, Any]] = [(None, change.old, change.new)]
+    stack: list[tuple[Link, Any, Any]] = [(None, change.old, change.new)]
     while stack:
         linked, old, new = stack.pop()
         if isinstance(old, dict) and isinstance(new, dict):
@@ -446,10 +434,8 @@ def _fine(change: Change) -> Iterator[tuple[_LinkedPath, str, Any, Any]]:
             yield linked, "update", old, new
 
 
-def _descendants(
-    linked: _LinkedPath, value: Any, op: str
-) -> Iterator[tuple[_LinkedPath, str, Any]]:
-    stack: list[tuple[_LinkedPath, Any]] = [(linked, value)]
+def _descendants(linked: Link, value: Any, op: str) -> Iterator[tuple[Link, str, Any]]:
+    stack: list[tuple[Link, Any]] = [(linked, value)]
     while stack:
         here, node = stack.pop()
         if isinstance(node, dict):
@@ -479,12 +465,12 @@ def _walk_verdicts(
         state = ruleset.step(state, segment)
     for linked, op, old, new in _fine(change):
         here = state
-        for segment in _segments(linked):
+        for segment in materialize(linked):
             here = ruleset.step(here, segment)
         value = new if op == "add" else old
         refused, rule = verdict(ruleset, here, op, value)
         if refused:
-            return _materialise(change.path, linked), op, rule
+            return path_below(change.path, linked), op, rule
         sides: list[tuple[Any, str]] = []
         if op in ("delete", "update"):
             sides.append((old, "delete"))
@@ -494,28 +480,19 @@ def _walk_verdicts(
             found = _walk_side(linked, here, side_value, side_op, ruleset, verdict)
             if found is not None:
                 path_linked, rule = found
-                return _materialise(change.path, path_linked), side_op, rule
+                return path_below(change.path, path_linked), side_op, rule
     return None
 
 
-def _segments(linked: _LinkedPath) -> list[str | int]:
-    out: list[str | int] = []
-    while linked is not None:
-        linked, segment = linked
-        out.append(segment)
-    out.reverse()
-    return out
-
-
 def _walk_side(
-    linked: _LinkedPath,
+    linked: Link,
     state: _State,
     value: Any,
     op: str,
     ruleset: RuleSet,
     verdict: _Verdict,
-) -> tuple[_LinkedPath, PathRule | None] | None:
-    stack: list[tuple[_LinkedPath, _State, Any]] = [(linked, state, value)]
+) -> tuple[Link, PathRule | None] | None:
+    stack: list[tuple[Link, _State, Any]] = [(linked, state, value)]
     # The verdict depends only on the state (one cached object per distinct state) and on
     # whether the value is a container, so consecutive siblings share it.
     last_state: _State | None = None

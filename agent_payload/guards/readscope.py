@@ -31,9 +31,9 @@ from agent_payload.guards.permissions import (
     PermissionFinding,
     RuleSet,
     _inside,
+    _parse_rules,
     _State,
     _walk_verdicts,
-    parse_rule,
 )
 from agent_payload.report import Change, Finding, PayloadPath
 
@@ -41,23 +41,14 @@ __all__ = ["ReadScope"]
 
 
 def _rules(rules: Iterable[str] | None, what: str) -> tuple[PathRule, ...]:
-    if rules is None:
-        return ()
-    if isinstance(rules, str):
-        raise ConfigurationError(
-            f"{what} must be a list of path rules, got the string {rules!r}; "
-            f"write {what}=[{rules!r}]"
-        )
-    out: list[PathRule] = []
-    for text in rules:
-        rule = text if isinstance(text, PathRule) else parse_rule(text)
+    out = _parse_rules(rules, what)
+    for rule in out:
         if rule.ops != ALL_OPS:
             raise ConfigurationError(
                 f"read scope rule {rule.text!r} has an operation suffix; read scopes select "
                 "what the model sees, so write the path alone (e.g. 'customer.email')"
             )
-        out.append(rule)
-    return tuple(out)
+    return out
 
 
 class ReadScope:

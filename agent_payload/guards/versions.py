@@ -20,6 +20,7 @@ import math
 import threading
 from typing import Any, Generic, TypeVar
 
+from agent_payload._jsondata import Link, materialize
 from agent_payload.errors import InvalidPayloadError, StalePayloadError
 from agent_payload.guards._common import format_path
 from agent_payload.report import MergeResult
@@ -52,19 +53,7 @@ def payload_version(payload: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-_LinkedPath = tuple[Any, str | int] | None
-
-
-def _path_of(linked: _LinkedPath) -> tuple[str | int, ...]:
-    out: list[str | int] = []
-    while linked is not None:
-        linked, segment = linked
-        out.append(segment)
-    out.reverse()
-    return tuple(out)
-
-
-def _key_text(key: Any, linked: _LinkedPath) -> str:
+def _key_text(key: Any, linked: Link) -> str:
     if isinstance(key, str):
         return key
     if (
@@ -73,7 +62,7 @@ def _key_text(key: Any, linked: _LinkedPath) -> str:
         or (isinstance(key, float) and math.isfinite(key))
     ):
         return json.dumps(key)
-    path = _path_of(linked)
+    path = materialize(linked)
     raise InvalidPayloadError(
         f"payload key {key!r} at {format_path(path)} is a {type(key).__name__}; JSON keys "
         "are strings: convert it or pass a pydantic model",
@@ -87,7 +76,7 @@ def _iterative_version(data: Any) -> str:
     buffer: list[str] = []
     size = 0
     # The stack holds either a value to write (with its linked path) or a text to emit.
-    stack: list[tuple[bool, Any, _LinkedPath]] = [(False, data, None)]
+    stack: list[tuple[bool, Any, Link]] = [(False, data, None)]
     while stack:
         is_text, item, linked = stack.pop()
         if is_text:
@@ -97,7 +86,7 @@ def _iterative_version(data: Any) -> str:
             try:
                 keys = sorted(item)
             except TypeError as exc:
-                path = _path_of(linked)
+                path = materialize(linked)
                 raise InvalidPayloadError(
                     f"the object at {format_path(path)} mixes key types that cannot be "
                     "sorted; JSON keys are strings: convert them",
@@ -130,12 +119,12 @@ def _iterative_version(data: Any) -> str:
     return digest.hexdigest()
 
 
-def _scalar(value: Any, linked: _LinkedPath) -> str:
+def _scalar(value: Any, linked: Link) -> str:
     if value is None or isinstance(value, bool | str | int):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, float) and math.isfinite(value):
         return json.dumps(value)
-    path = _path_of(linked)
+    path = materialize(linked)
     if isinstance(value, float):
         raise InvalidPayloadError(
             f"payload value {value!r} at {format_path(path)} is not a JSON number; "
