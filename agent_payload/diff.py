@@ -207,6 +207,16 @@ class _Enc:
             return self.n, self.cn
         return self.r, self.cr
 
+    def set(self, part: _Part, value: Any, cost: int) -> None:
+        if part == "u":
+            self.u, self.cu = value, cost
+        elif part == "x":
+            self.x, self.cx = value, cost
+        elif part == "n":
+            self.n, self.cn = value, cost
+        else:
+            self.r, self.cr = value, cost
+
     def entry_cost(self, key_cost: int) -> int:
         """Characters to write this node under one key in every bucket it touches."""
         total = 0
@@ -241,15 +251,7 @@ class _Ctx:
 
 def _only(ctx: _Ctx, part: _Part, value: Any) -> _Enc:
     enc = _Enc()
-    cost = ctx.lit(value)
-    if part == "u":
-        enc.u, enc.cu = value, cost
-    elif part == "x":
-        enc.x, enc.cx = value, cost
-    elif part == "n":
-        enc.n, enc.cn = value, cost
-    else:
-        enc.r, enc.cr = value, cost
+    enc.set(part, value, ctx.lit(value))
     return enc
 
 
@@ -278,15 +280,7 @@ class _ObjectBuilder:
         enc = _Enc()
         for part in _PARTS:
             if self.parts[part]:
-                value, cost = self.parts[part], self.costs[part]
-                if part == "u":
-                    enc.u, enc.cu = value, cost
-                elif part == "x":
-                    enc.x, enc.cx = value, cost
-                elif part == "n":
-                    enc.n, enc.cn = value, cost
-                else:
-                    enc.r, enc.cr = value, cost
+                enc.set(part, self.parts[part], self.costs[part])
         return enc
 
 
