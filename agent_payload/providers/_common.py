@@ -5,19 +5,28 @@
   (``127.0.0.1``, ``localhost``, ``::1``) may be used.
 * ``missing_sdk``: the ``ConfigurationError`` raised when an SDK extra is not installed.
 * ``split_system``: the leading system message(s) apart from the conversation.
-* ``estimate_retryable``: whether an HTTP status is worth retrying later (429, 408, 409, 5xx).
+* ``retryable_status``: whether an HTTP status is worth retrying later (429, 408, 409, 5xx).
+* ``SdkErrors``: how one SDK's exceptions become ``ProviderError`` / ``ConfigurationError``
+  (the SDK's classes and the wording that names it are parameters; the SDK module passes them,
+  so this module imports no SDK). Each provider module keeps its one context manager
+  (``map_openai_errors``, ``map_anthropic_errors``) on top of ``SdkErrors.mapped``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from agent_payload.errors import ConfigurationError, ModelRequestsBlockedError, ProviderError
 from agent_payload.providers.base import Message
 
 __all__ = [
+    "SdkErrors",
     "ensure_requests_allowed",
     "is_loopback_url",
     "missing_sdk",
@@ -160,3 +169,125 @@ def not_an_api_response(
         f"the {api} SDK returned {type(result).__name__} instead of a parsed {kind}"
     )
     return error
+
+
+def _status_message(exc: Any) -> str:
+    return str(exc.message)
+
+
+@dataclass(frozen=True)
+class SdkErrors:
+    """How one SDK's exceptions become ours: its exception classes and the words naming it.
+
+    ``mapped(model, client)`` is the context manager behind each provider module's own
+    (``map_openai_errors``, ``map_anthropic_errors``), used around every SDK call, sync and
+    async alike (a ``with`` around an ``await`` works). Checked in this order: ``timeout``
+    (a subclass of ``connection`` in both SDKs), ``connection``, ``status``, ``validation``,
+    a ``TypeError`` from an option the SDK does not accept, any other ``base`` error, and a body
+    that is not JSON. Anything else passes through unchanged.
+    """
+
+    provider: str
+    """``ProviderError.provider``: ``"openai"``."""
+    api: str
+    """Names the API in messages: ``"OpenAI"`` (``"OpenAI model 'm'"``, ``"an OpenAI API ..."``)."""
+    client_class: str
+    """The client to configure, in the timeout hint: ``"openai.OpenAI"``."""
+    expected_server: str
+    """What ``base_url`` should point at, for a response of the wrong shape."""
+    timeout: type[Exception]
+    connection: type[Exception]
+    status: type[Exception]
+    validation: type[Exception]
+    base: type[Exception]
+    status_detail: Callable[[Any], str] = _status_message
+    """The text of an HTTP status error (its ``message`` unless the SDK has better)."""
+    missing_credentials: str | None = None
+    """The hint for a ``TypeError`` naming an "authentication method" (a client without
+    credentials, raised at request time); ``None`` when the SDK does not raise one."""
+
+    @contextlib.contextmanager
+    def mapped(self, model: str, client: Any = None) -> Iterator[None]:
+        """Map the SDK's exceptions raised inside the block to ``ProviderError`` (chained)."""
+        try:
+            yield
+        except (self.base, TypeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            error = self.translate(exc, model=model, client=client)
+            if error is None:
+                raise
+            raise error from exc
+
+    def translate(
+        self, exc: Exception, *, model: str, client: Any = None
+    ) -> ProviderError | ConfigurationError | None:
+        """Our error for ``exc`` (to be raised ``from exc``), or ``None`` to let it pass."""
+        retries = getattr(client, "max_retries", None)
+        after = f" after the client's retries (max_retries={retries})" if retries else ""
+        where = f"{self.api} model {model!r}"
+        err: Any = exc  # the SDK's classes are parameters: their attributes are not typed here
+        if isinstance(exc, self.timeout):
+            return ProviderError(
+                f"{where}: the request timed out{after}. Raise the client's timeout or "
+                f"max_retries ({self.client_class}(timeout=..., max_retries=...)), or try again "
+                "later.",
+                provider=self.provider,
+                retryable=True,
+            )
+        if isinstance(exc, self.connection):
+            return ProviderError(
+                f"{where}: the connection failed{after} ({exc.__cause__ or exc}). Check the "
+                "client's base_url and the network, or try again later.",
+                provider=self.provider,
+                retryable=True,
+            )
+        if isinstance(exc, self.status):
+            status = err.status_code
+            retryable = retryable_status(status)
+            hint = (
+                "try again later or raise the client's max_retries"
+                if retryable
+                else "check the model name, the API key and the request options"
+            )
+            detail = self.status_detail(exc).rstrip(".")
+            return ProviderError(
+                f"{where}: HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx "
+                f"response; {hint}.",
+                provider=self.provider,
+                status_code=status,
+                retryable=retryable,
+            )
+        if isinstance(exc, self.validation):
+            return ProviderError(
+                f"{where}: the response body does not have the expected shape (HTTP "
+                f"{err.status_code}): {err.message}. Is the client's base_url "
+                f"{self.expected_server}?",
+                provider=self.provider,
+                status_code=err.status_code,
+                retryable=False,
+            )
+        if isinstance(exc, TypeError):
+            if self.missing_credentials is not None and "authentication method" in str(exc):
+                return ConfigurationError(
+                    f"{where}: the client has no credentials ({exc}). {self.missing_credentials}"
+                )
+            if "unexpected keyword argument" not in str(exc):
+                return None
+            return ConfigurationError(
+                f"{where}: the SDK does not accept an option ({exc}). Check the adapter's "
+                "default options and ModelRequest.extra; pass parameters the SDK does not know "
+                "inside extra_body={...}."
+            )
+        if isinstance(exc, self.base):
+            return ProviderError(
+                f"{where}: the SDK failed: {exc}", provider=self.provider, retryable=False
+            )
+        if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+            return ProviderError(
+                f"{where}: the response body is not valid JSON ({exc}); expected an {self.api} "
+                "API response. A proxy or gateway may have answered instead of the API; try "
+                "again later or check the client's base_url.",
+                provider=self.provider,
+                status_code=200,
+                retryable=True,
+            )
+        return None

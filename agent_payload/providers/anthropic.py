@@ -24,18 +24,18 @@ version has no ``temperature`` parameter). ``finish_reason`` is the ``stop_reaso
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
-from agent_payload.errors import ConfigurationError, ProviderError
+from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
+    SdkErrors,
     ensure_requests_allowed,
     missing_sdk,
     not_an_api_response,
-    retryable_status,
     split_system,
     strict_compatible,
 )
@@ -66,81 +66,31 @@ _TRUNCATING_STOPS = frozenset({"max_tokens", "model_context_window_exceeded"})
 """Stop reasons that mean the reply was cut by a token limit (output or context window)."""
 
 
-@contextlib.contextmanager
-def map_anthropic_errors(model: str, client: Any = None) -> Iterator[None]:
+def _status_detail(exc: anthropic.APIStatusError) -> str:
+    return exc.api_message or exc.message
+
+
+_ERRORS = SdkErrors(
+    provider=PROVIDER,
+    api="Anthropic",
+    client_class="anthropic.Anthropic",
+    expected_server="the Anthropic API",
+    timeout=anthropic.APITimeoutError,
+    connection=anthropic.APIConnectionError,
+    status=anthropic.APIStatusError,
+    validation=anthropic.APIResponseValidationError,
+    base=anthropic.AnthropicError,
+    status_detail=_status_detail,
+    missing_credentials="Set ANTHROPIC_API_KEY or pass api_key= to anthropic.Anthropic(...).",
+)
+
+
+def map_anthropic_errors(model: str, client: Any = None) -> AbstractContextManager[None]:
     """Map the anthropic SDK's exceptions raised inside the block to ``ProviderError`` (chained).
 
     Used around every SDK call, sync and async alike (a ``with`` around an ``await`` works).
     """
-    retries = getattr(client, "max_retries", None)
-    after = f" after the client's retries (max_retries={retries})" if retries else ""
-    where = f"Anthropic model {model!r}"
-    try:
-        yield
-    except anthropic.APITimeoutError as exc:
-        raise ProviderError(
-            f"{where}: the request timed out{after}. Raise the client's timeout or max_retries "
-            "(anthropic.Anthropic(timeout=..., max_retries=...)), or try again later.",
-            provider=PROVIDER,
-            retryable=True,
-        ) from exc
-    except anthropic.APIConnectionError as exc:
-        raise ProviderError(
-            f"{where}: the connection failed{after} ({exc.__cause__ or exc}). Check the "
-            "client's base_url and the network, or try again later.",
-            provider=PROVIDER,
-            retryable=True,
-        ) from exc
-    except anthropic.APIStatusError as exc:
-        status = exc.status_code
-        retryable = retryable_status(status)
-        hint = (
-            "try again later or raise the client's max_retries"
-            if retryable
-            else "check the model name, the API key and the request options"
-        )
-        detail = (exc.api_message or exc.message).rstrip(".")
-        raise ProviderError(
-            f"{where}: HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx "
-            f"response; {hint}.",
-            provider=PROVIDER,
-            status_code=status,
-            retryable=retryable,
-        ) from exc
-    except anthropic.APIResponseValidationError as exc:
-        raise ProviderError(
-            f"{where}: the response body does not have the expected shape (HTTP "
-            f"{exc.status_code}): {exc.message}. Is the client's base_url the Anthropic API?",
-            provider=PROVIDER,
-            status_code=exc.status_code,
-            retryable=False,
-        ) from exc
-    except TypeError as exc:
-        if "authentication method" in str(exc):
-            raise ConfigurationError(
-                f"{where}: the client has no credentials ({exc}). Set ANTHROPIC_API_KEY or "
-                "pass api_key= to anthropic.Anthropic(...)."
-            ) from exc
-        if "unexpected keyword argument" not in str(exc):
-            raise
-        raise ConfigurationError(
-            f"{where}: the SDK does not accept an option ({exc}). Check the adapter's "
-            "default options and ModelRequest.extra; pass parameters the SDK does not know "
-            "inside extra_body={...}."
-        ) from exc
-    except anthropic.AnthropicError as exc:
-        raise ProviderError(
-            f"{where}: the SDK failed: {exc}", provider=PROVIDER, retryable=False
-        ) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProviderError(
-            f"{where}: the response body is not valid JSON ({exc}); expected an Anthropic API "
-            "response. A proxy or gateway may have answered instead of the API; try again "
-            "later or check the client's base_url.",
-            provider=PROVIDER,
-            status_code=200,
-            retryable=True,
-        ) from exc
+    return _ERRORS.mapped(model, client)
 
 
 def build_anthropic_client(*, async_client: bool = False, **kwargs: Any) -> Any:

@@ -3,7 +3,7 @@
 
 The client keeps its auth, ``base_url`` (any OpenAI-compatible server: vLLM, Ollama, a LiteLLM
 proxy), proxies, timeout and transport retries (``max_retries``): this module never retries.
-SDK exceptions become ``ProviderError`` (chained) in one place, ``_map_errors``, used by the
+SDK exceptions become ``ProviderError`` (chained) in one place, ``map_openai_errors``, used by the
 sync and the async call sites.
 
 Output modes (``ModelRequest.output_mode``):
@@ -20,17 +20,16 @@ OpenAI's strict mode (see ``agent_payload.schema``), ``True``/``False`` force it
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
+    SdkErrors,
     ensure_requests_allowed,
     missing_sdk,
     not_an_api_response,
-    retryable_status,
     split_system,
     strict_compatible,
 )
@@ -53,77 +52,25 @@ Strict = bool | Literal["auto"]
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
-@contextlib.contextmanager
-def map_openai_errors(model: str, client: Any = None) -> Iterator[None]:
+_ERRORS = SdkErrors(
+    provider=PROVIDER,
+    api="OpenAI",
+    client_class="openai.OpenAI",
+    expected_server="an OpenAI-compatible server",
+    timeout=openai.APITimeoutError,
+    connection=openai.APIConnectionError,
+    status=openai.APIStatusError,
+    validation=openai.APIResponseValidationError,
+    base=openai.OpenAIError,
+)
+
+
+def map_openai_errors(model: str, client: Any = None) -> AbstractContextManager[None]:
     """Map the openai SDK's exceptions raised inside the block to ``ProviderError`` (chained).
 
     Used around every SDK call, sync and async alike (a ``with`` around an ``await`` works).
     """
-    retries = getattr(client, "max_retries", None)
-    after = f" after the client's retries (max_retries={retries})" if retries else ""
-    where = f"OpenAI model {model!r}"
-    try:
-        yield
-    except openai.APITimeoutError as exc:
-        raise ProviderError(
-            f"{where}: the request timed out{after}. Raise the client's timeout or max_retries "
-            "(openai.OpenAI(timeout=..., max_retries=...)), or try again later.",
-            provider=PROVIDER,
-            retryable=True,
-        ) from exc
-    except openai.APIConnectionError as exc:
-        raise ProviderError(
-            f"{where}: the connection failed{after} ({exc.__cause__ or exc}). Check the "
-            "client's base_url and the network, or try again later.",
-            provider=PROVIDER,
-            retryable=True,
-        ) from exc
-    except openai.APIStatusError as exc:
-        status = exc.status_code
-        retryable = retryable_status(status)
-        hint = (
-            "try again later or raise the client's max_retries"
-            if retryable
-            else "check the model name, the API key and the request options"
-        )
-        detail = exc.message.rstrip(".")
-        raise ProviderError(
-            f"{where}: HTTP {status}{after if retryable else ''}: {detail}. Expected a "
-            f"2xx response; {hint}.",
-            provider=PROVIDER,
-            status_code=status,
-            retryable=retryable,
-        ) from exc
-    except openai.APIResponseValidationError as exc:
-        raise ProviderError(
-            f"{where}: the response body does not have the expected shape (HTTP "
-            f"{exc.status_code}): {exc.message}. Is the client's base_url an OpenAI-compatible "
-            "server?",
-            provider=PROVIDER,
-            status_code=exc.status_code,
-            retryable=False,
-        ) from exc
-    except TypeError as exc:
-        if "unexpected keyword argument" not in str(exc):
-            raise
-        raise ConfigurationError(
-            f"{where}: the SDK does not accept an option ({exc}). Check the adapter's "
-            "default options and ModelRequest.extra; pass parameters the SDK does not know "
-            "inside extra_body={...}."
-        ) from exc
-    except openai.OpenAIError as exc:
-        raise ProviderError(
-            f"{where}: the SDK failed: {exc}", provider=PROVIDER, retryable=False
-        ) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProviderError(
-            f"{where}: the response body is not valid JSON ({exc}); expected an OpenAI API "
-            "response. A proxy or gateway may have answered instead of the API; try again "
-            "later or check the client's base_url.",
-            provider=PROVIDER,
-            status_code=200,
-            retryable=True,
-        ) from exc
+    return _ERRORS.mapped(model, client)
 
 
 def build_openai_client(*, async_client: bool = False, **kwargs: Any) -> Any:
