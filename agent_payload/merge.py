@@ -194,6 +194,11 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _elements(length: int) -> str:
+    """``"3 elements (indices 0 to 2)"``: the size of an array, for messages."""
+    return f"{_plural(length, 'element')}{f' (indices 0 to {length - 1})' if length else ''}"
+
+
 # --- request normalisation ---------------------------------------------------------------------
 
 
@@ -218,30 +223,57 @@ def _copy_request(data: Any, limits: Limits) -> Any:
         raise InvalidChangeRequestError("The change request is nested too deeply.") from exc
 
 
+_LIMIT_MESSAGES: Final[dict[tuple[str, str], tuple[str, str]]] = {
+    ("request", "depth"): (
+        "max_depth",
+        "The change request is nested {value} levels deep at {where}, deeper than "
+        "max_depth={maximum}. Send a shallower change request, or raise Limits(max_depth=...).",
+    ),
+    ("request", "nodes"): (
+        "max_request_nodes",
+        "The change request holds more than max_request_nodes={maximum} values (counted up to "
+        "{where}). Split it into smaller change requests, or raise "
+        "Limits(max_request_nodes=...).",
+    ),
+    ("payload", "depth"): (
+        "max_depth",
+        "The payload is nested {value} levels deep at {where}, deeper than max_depth={maximum}. "
+        "Raise Limits(max_depth=...) if this is intended.",
+    ),
+    ("payload", "nodes"): (
+        "max_nodes",
+        "The payload holds more than max_nodes={maximum} values (counted up to {where}). Raise "
+        "Limits(max_nodes=...) if this is intended.",
+    ),
+}
+"""(input, problem kind) -> (the limit it exceeds, the message template)."""
+
+
+def _limit_error(
+    subject: str, problem: Problem, where: str, limits: Limits
+) -> LimitExceededError | None:
+    """The LimitExceededError for a depth or size problem of the request or the payload."""
+    entry = _LIMIT_MESSAGES.get((subject, problem.kind))
+    if entry is None:
+        return None
+    limit, template = entry
+    maximum = getattr(limits, limit)
+    return LimitExceededError(
+        template.format(value=problem.value, where=where, maximum=maximum),
+        limit=limit,
+        value=problem.value,
+        maximum=maximum,
+        path=where,
+    )
+
+
 def _request_problem(problem: Problem | None, limits: Limits) -> Exception:
     if problem is None:  # pragma: no cover - the locator finds what the copy refused
         return InvalidChangeRequestError("The change request is not JSON data.")
     where = format_request_path(problem.path) or "the top level"
-    if problem.kind == "depth":
-        return LimitExceededError(
-            f"The change request is nested {problem.value} levels deep at {where}, deeper than "
-            f"max_depth={limits.max_depth}. Send a shallower change request, or raise "
-            "Limits(max_depth=...).",
-            limit="max_depth",
-            value=problem.value,
-            maximum=limits.max_depth,
-            path=where,
-        )
-    if problem.kind == "nodes":
-        return LimitExceededError(
-            f"The change request holds more than max_request_nodes={limits.max_request_nodes} "
-            f"values (counted up to {where}). Split it into smaller change requests, or raise "
-            "Limits(max_request_nodes=...).",
-            limit="max_request_nodes",
-            value=problem.value,
-            maximum=limits.max_request_nodes,
-            path=where,
-        )
+    exceeded = _limit_error("request", problem, where, limits)
+    if exceeded is not None:
+        return exceeded
     return InvalidChangeRequestError(
         f"The change request holds {problem.detail} at {where}; expected JSON data "
         "(dict with string keys, list, str, int, float, bool, None). Convert it to JSON data "
@@ -355,24 +387,9 @@ def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
     if problem is None:  # pragma: no cover - the locator finds what the copy refused
         return InvalidPayloadError("The payload is not JSON data.")
     where = format_payload_path(problem.path) or "the root"
-    if problem.kind == "depth":
-        return LimitExceededError(
-            f"The payload is nested {problem.value} levels deep at {where}, deeper than "
-            f"max_depth={limits.max_depth}. Raise Limits(max_depth=...) if this is intended.",
-            limit="max_depth",
-            value=problem.value,
-            maximum=limits.max_depth,
-            path=where,
-        )
-    if problem.kind == "nodes":
-        return LimitExceededError(
-            f"The payload holds more than max_nodes={limits.max_nodes} values (counted up to "
-            f"{where}). Raise Limits(max_nodes=...) if this is intended.",
-            limit="max_nodes",
-            value=problem.value,
-            maximum=limits.max_nodes,
-            path=where,
-        )
+    exceeded = _limit_error("payload", problem, where, limits)
+    if exceeded is not None:
+        return exceeded
     if problem.kind == "cycle":
         return InvalidPayloadError(
             f"The payload holds a cycle at {where}: a container that contains itself. JSON data "
@@ -387,11 +404,14 @@ def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
     )
 
 
-def _copy_payload(data: Any, limits: Limits) -> Any:
+def _copy_payload(data: Any, limits: Limits, at: Link = None) -> Any:
+    """A checked deep copy of payload data; ``at`` is where ``data`` stands in the payload."""
     try:
         return copy_tree(data, limits.max_depth, limits.max_nodes)
     except _Bad:
         problem = locate_problem(data, limits.max_depth, limits.max_nodes)
+        if problem is not None and at is not None:
+            problem.path = materialize(at) + problem.path
         raise _payload_problem(problem, limits) from None
 
 
@@ -564,13 +584,7 @@ class _Merger:
 
     def own_copy(self, value: Any, plink: Link) -> Any:
         """A deep copy of a payload value (share mode: the input's; checked on the way)."""
-        try:
-            return copy_tree(value, self.limits.max_depth, self.limits.max_nodes)
-        except _Bad:
-            problem = locate_problem(value, self.limits.max_depth, self.limits.max_nodes)
-            if problem is not None:
-                problem.path = materialize(plink) + problem.path
-            raise _payload_problem(problem, self.limits) from None
+        return _copy_payload(value, self.limits, plink)
 
     def old_value(self, value: Any, plink: Link) -> Any:
         """The old value for a Change. In default mode it is our own copy's object, detached
@@ -652,9 +666,7 @@ class _Merger:
         where = self.pp(plink)
         found = describe(given)
         if isinstance(current, list) and isinstance(given, dict):
-            bad = [
-                k for k in given if not (k.isascii() and k.isdigit() and (k == "0" or k[0] != "0"))
-            ]
+            bad = [k for k in given if not _is_index(k)]
             detail = (
                 f" It is not an index map: the key {json.dumps(bad[0], ensure_ascii=False)} is "
                 "not a decimal index (digits only, no sign, no leading zero)."
@@ -686,21 +698,22 @@ class _Merger:
             f"expected {expected} here.{detail} Not applied. {fix}"
         )
 
+    def mismatch(
+        self, bucket: str, given: Any, current: Any, rlink: Link, plink: Link, *, element: bool
+    ) -> None:
+        """Conflict ``shape_mismatch``: ``bucket`` gives a value of the wrong kind."""
+        self.conflict(
+            "shape_mismatch",
+            rlink,
+            self.shape_message(bucket, given, current, plink, element),
+            plink,
+        )
+
     def moot_removal(
         self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link, why: str
     ) -> None:
         """Nested removals made moot: judged against the payload first (section 6)."""
-        fits = self.removal_fit(x, cur, present)
-        if fits == "missing":
-            self.warn_remove_missing_nested(x, cur, present, xlink, plink)
-        elif fits == "mismatch":
-            self.conflict(
-                "shape_mismatch",
-                xlink,
-                self.shape_message("removeElements", x, cur, plink, element=False),
-                plink,
-            )
-        else:
+        if self.judge_removal(x, cur, present, xlink, plink, element=False):
             self.warn(
                 "shadowed",
                 xlink,
@@ -708,6 +721,18 @@ class _Merger:
                 "you meant to keep the value: then drop that entry.",
                 plink,
             )
+
+    def judge_removal(
+        self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link, *, element: bool
+    ) -> bool:
+        """True when nested removals ``x`` fit the payload value; else say why (nothing inside
+        to delete: a warning; a value of another shape: a conflict)."""
+        fit = self.removal_fit(x, cur, present)
+        if fit == "missing":
+            self.warn_remove_missing_nested(x, cur, present, xlink, plink)
+        elif fit == "mismatch":
+            self.mismatch("removeElements", x, cur, xlink, plink, element=element)
+        return fit == "fits"
 
     def removal_fit(self, x: Any, cur: Any, present: bool) -> str:
         if not present:
@@ -870,12 +895,7 @@ class _Merger:
                         u_acts = True
                         u_desc = uv or None
                     else:
-                        self.conflict(
-                            "shape_mismatch",
-                            ku,
-                            self.shape_message("updateElements", uv, cur, ko, False),
-                            ko,
-                        )
+                        self.mismatch("updateElements", uv, cur, ku, ko, element=False)
                 elif kuv == _ARR:
                     u_acts = True
                     u_desc = uv or None
@@ -885,12 +905,7 @@ class _Merger:
                     u_acts = True
                     u_desc = uv
                 else:
-                    self.conflict(
-                        "shape_mismatch",
-                        ku,
-                        self.shape_message("updateElements", uv, cur, ko, False),
-                        ko,
-                    )
+                    self.mismatch("updateElements", uv, cur, ku, ko, element=False)
             n_set = False
             n_desc: Any = None
             if nv is not _MISSING:
@@ -904,21 +919,11 @@ class _Merger:
                     if knv == _OBJ:
                         n_desc = nv or None
                     else:
-                        self.conflict(
-                            "shape_mismatch",
-                            kn,
-                            self.shape_message("newElements", nv, cur, ko, False),
-                            ko,
-                        )
+                        self.mismatch("newElements", nv, cur, kn, ko, element=False)
                 elif knv == _ARR:
                     n_desc = nv or None
                 elif nv:
-                    self.conflict(
-                        "shape_mismatch",
-                        kn,
-                        self.shape_message("newElements", nv, cur, ko, False),
-                        ko,
-                    )
+                    self.mismatch("newElements", nv, cur, kn, ko, element=False)
             if u_set or n_set:
                 if x_nested is not None:
                     self.moot_removal(
@@ -937,16 +942,10 @@ class _Merger:
                 self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn)
                 continue
             x_desc: Any = None
-            if x_nested is not None:
-                if self.removal_fit(x_nested, cur, True) == "fits":
-                    x_desc = x_nested
-                else:
-                    self.conflict(
-                        "shape_mismatch",
-                        kx,
-                        self.shape_message("removeElements", x_nested, cur, ko, False),
-                        ko,
-                    )
+            if x_nested is not None and self.judge_removal(
+                x_nested, cur, True, kx, ko, element=False
+            ):
+                x_desc = x_nested
             if u_desc is None and n_desc is None and x_desc is None:
                 continue
             child = self.owned_child(cur, kc)
@@ -1031,10 +1030,9 @@ class _Merger:
                         "index_out_of_range",
                         (ulink, key),
                         f"The index map key {json.dumps(key)} addresses element {key} of the "
-                        f"array at {self.pp(olink)}, but it has {_plural(length, 'element')}"
-                        f"{f' (indices 0 to {length - 1})' if length else ''}. Not applied. Keys "
-                        "refer to positions in the current array; an index map never appends: "
-                        "use newElements to add items at the end.",
+                        f"array at {self.pp(olink)}, but it has {_elements(length)}. Not "
+                        "applied. Keys refer to positions in the current array; an index map "
+                        "never appends: use newElements to add items at the end.",
                         olink,
                     )
                 else:
@@ -1091,19 +1089,10 @@ class _Merger:
                     deleted.append(i)
                 continue
             if ui is _MISSING or (type(ui) is dict and not ui):
-                if x_nested is not None:
-                    fit = self.removal_fit(x_nested, ai, True)
-                    if fit == "missing":
-                        self.warn_remove_missing_nested(x_nested, ai, True, xl, io)
-                    elif fit == "mismatch":
-                        self.conflict(
-                            "shape_mismatch",
-                            xl,
-                            self.shape_message("removeElements", x_nested, ai, io, True),
-                            io,
-                        )
-                    else:
-                        yield self.descend_element(a, i, ai, None, x_nested, io, ir, ul, xl)
+                if x_nested is not None and self.judge_removal(
+                    x_nested, ai, True, xl, io, element=True
+                ):
+                    yield self.descend_element(a, i, ai, None, x_nested, io, ir, ul, xl)
                 continue
             ka = self.check_payload_value(ai, io)
             kui = _kind(ui)
@@ -1128,24 +1117,12 @@ class _Merger:
                 ka == _ARR and (kui == _ARR or _is_index_map(ui))
             )
             x_desc: Any = None
-            if x_nested is not None:
-                fit = self.removal_fit(x_nested, ai, True)
-                if fit == "fits":
-                    x_desc = x_nested
-                else:
-                    self.conflict(
-                        "shape_mismatch",
-                        xl,
-                        self.shape_message("removeElements", x_nested, ai, io, True),
-                        io,
-                    )
+            if x_nested is not None and self.judge_removal(
+                x_nested, ai, True, xl, io, element=True
+            ):
+                x_desc = x_nested
             if not fits_u:
-                self.conflict(
-                    "shape_mismatch",
-                    ul,
-                    self.shape_message("updateElements", ui, ai, io, True),
-                    io,
-                )
+                self.mismatch("updateElements", ui, ai, ul, io, element=True)
                 if x_desc is not None:
                     yield self.descend_element(a, i, ai, None, x_desc, io, ir, ul, xl)
                 continue
@@ -1169,12 +1146,12 @@ class _Merger:
                     self.conflict(
                         "placeholder_out_of_range",
                         (ulink, j),
-                        f"The array at {self.pp(olink)} has {_plural(length, 'element')}"
-                        f"{f' (indices 0 to {length - 1})' if length else ''}, but updateElements "
-                        f"holds {what} at index {j}, beyond its end, where there is no element to "
-                        f"keep or delete. This item and everything after it in this array "
-                        f"({_plural(rest, 'item')}) were not applied. Positions refer to the "
-                        "original array: recount them; to add items at the end use newElements.",
+                        f"The array at {self.pp(olink)} has {_elements(length)}, but "
+                        f"updateElements holds {what} at index {j}, beyond its end, where there "
+                        "is no element to keep or delete. This item and everything after it in "
+                        f"this array ({_plural(rest, 'item')}) were not applied. Positions refer "
+                        "to the original array: recount them; to add items at the end use "
+                        "newElements.",
                         olink,
                     )
                     break
@@ -1284,20 +1261,9 @@ class _Merger:
                     b = buckets[name]
                     if b is not None and any(k in r for k in b):
                         buckets[name] = {k: v for k, v in b.items() if k not in r}
-        _run(
-            self.walk_object(
-                root,
-                buckets["updateElements"],
-                buckets["newElements"],
-                buckets["removeElements"],
-                None,
-                None,
-                (None, "updateElements"),
-                (None, "newElements"),
-                (None, "removeElements"),
-            )
+        return self.walk_root(
+            root, buckets["updateElements"], buckets["newElements"], buckets["removeElements"]
         )
-        return root
 
     def merge_array_root(self, root: list[Any], u: Any, n: Any, x: Any, r: Any) -> Any:
         if u is not None and not (type(u) is list or _is_index_map(u)):
@@ -1331,19 +1297,19 @@ class _Merger:
                 if self.commit("update", None, root, r, (None, "replaceElements")):
                     return r
                 return root
-        _run(
-            self.walk_array(
-                root,
-                u,
-                n,
-                x,
-                None,
-                None,
-                (None, "updateElements"),
-                (None, "newElements"),
-                (None, "removeElements"),
-            )
+        return self.walk_root(root, u, n, x)
+
+    def walk_root(self, root: Any, u: Any, n: Any, x: Any) -> Any:
+        """Walk the root beside what is left of the buckets, editing it in place."""
+        links: tuple[Link, Link, Link] = (
+            (None, "updateElements"),
+            (None, "newElements"),
+            (None, "removeElements"),
         )
+        if type(root) is dict:
+            _run(self.walk_object(root, u, n, x, None, None, *links))
+        else:
+            _run(self.walk_array(root, u, n, x, None, None, *links))
         return root
 
 
