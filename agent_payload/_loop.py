@@ -80,9 +80,12 @@ __all__ = [
     "RunSettings",
     "RunState",
     "Validator",
+    "conflict_problems",
     "estimate_tokens",
     "format_payload_path",
     "recording_guard",
+    "validation_errors",
+    "validation_problems",
 ]
 
 P = TypeVar("P")
@@ -208,6 +211,60 @@ def _current(data: Any, path: PayloadPath | None) -> tuple[Any, bool]:
         if value is not _MISSING:
             return value, True
     return None, False
+
+
+def _problem_current(data: Any, path: PayloadPath | None, whole_root: bool) -> tuple[Any, bool]:
+    if not whole_root and not path:
+        return None, False
+    return _current(data, path)
+
+
+def conflict_problems(
+    conflicts: Sequence[Issue], data: Any, *, whole_root: bool = True
+) -> tuple[Problem, ...]:
+    """One ``conflict`` Problem per merge conflict, at its change-request path, with the
+    subtree of ``data`` (the payload as the model sees it) concerned. ``whole_root=False``:
+    a problem about the root itself carries no current value (not the whole payload)."""
+    problems = []
+    for issue in conflicts:
+        current, has_current = _problem_current(data, issue.payload_path, whole_root)
+        problems.append(
+            Problem(
+                kind="conflict",
+                message=issue.message,
+                path=issue.path,
+                code=issue.code,
+                current=current,
+                has_current=has_current,
+            )
+        )
+    return tuple(problems)
+
+
+def validation_errors(exc: ValidationError) -> list[tuple[PayloadPath, str]]:
+    """``(payload path, message)`` for each error of a pydantic ``ValidationError``."""
+    return [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
+
+
+def validation_problems(
+    errors: Sequence[tuple[Sequence[str | int], str]], data: Any, *, whole_root: bool = True
+) -> tuple[Problem, ...]:
+    """One ``validation`` Problem per error, at its payload path, with the subtree of ``data``
+    concerned (``whole_root`` as for :func:`conflict_problems`)."""
+    problems = []
+    for loc, msg in errors:
+        path = tuple(loc)
+        current, has_current = _problem_current(data, path, whole_root)
+        problems.append(
+            Problem(
+                kind="validation",
+                message=msg,
+                path=format_payload_path(path),
+                current=current,
+                has_current=has_current,
+            )
+        )
+    return tuple(problems)
 
 
 def recording_guard(guards: Sequence[Guard], sink: list[tuple[Change, Finding]]) -> Guard | None:
@@ -537,19 +594,7 @@ class RunState:
             self._invalid(reply, exc.errors, exc.payload, exc)
         if not merged.report.conflicts:
             return merged
-        problems = []
-        for issue in merged.report.conflicts:
-            current, has_current = _current(self.shown_json, issue.payload_path)
-            problems.append(
-                Problem(
-                    kind="conflict",
-                    message=issue.message,
-                    path=issue.path,
-                    code=issue.code,
-                    current=current,
-                    has_current=has_current,
-                )
-            )
+        problems = conflict_problems(merged.report.conflicts, self.shown_json)
         self._fail(
             reply,
             problems,
@@ -564,10 +609,7 @@ class RunState:
             try:
                 self._type_adapter().validate_python(result_json)
             except ValidationError as exc:
-                errors = [
-                    (tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)
-                ]
-                self._invalid(reply, errors, result_json, exc)
+                self._invalid(reply, validation_errors(exc), result_json, exc)
         for validator in self.settings.validators:
             try:
                 validator(result_payload)
@@ -714,20 +756,7 @@ class RunState:
         data: Any,
         cause: BaseException,
     ) -> NoReturn:
-        problems = []
-        shown = self._shown(_to_json(data))
-        for loc, msg in errors:
-            path = tuple(loc)
-            current, has_current = _current(shown, path)
-            problems.append(
-                Problem(
-                    kind="validation",
-                    message=msg,
-                    path=format_payload_path(path),
-                    current=current,
-                    has_current=has_current,
-                )
-            )
+        problems = validation_problems(errors, self._shown(_to_json(data)))
         self._fail(
             reply,
             problems,

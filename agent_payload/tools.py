@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from agent_payload import _loop
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
@@ -271,29 +272,19 @@ class ChangeRequestToolHandler:
                 self.payload, request, markers=frozenset({self.marker}), guard=guard
             )
         except PayloadValidationError as exc:
-            return self._error(self._validation_problems(exc.errors, exc.payload), None, request)
+            return self._error(_validation_problems(exc.errors, exc.payload), None, request)
         report = merged.report
         if report.conflicts:
-            current = _as_json(self.payload)
-            problems = tuple(
-                Problem(
-                    kind="conflict",
-                    message=issue.message,
-                    path=issue.path,
-                    code=issue.code,
-                    **_current(current, issue.payload_path),
-                )
-                for issue in report.conflicts
+            problems = _loop.conflict_problems(
+                report.conflicts, _as_json(self.payload), whole_root=False
             )
             return self._error(problems, report, request)
         if self.payload_type is not None and not isinstance(merged.payload, BaseModel):
             try:
                 self._type_adapter().validate_python(merged.payload)
             except ValidationError as exc:
-                errors = [(tuple(e["loc"]), str(e["msg"])) for e in exc.errors(include_url=False)]
-                return self._error(
-                    self._validation_problems(errors, merged.payload), report, request
-                )
+                errors = _loop.validation_errors(exc)
+                return self._error(_validation_problems(errors, merged.payload), report, request)
         for validator in self.validators:
             try:
                 validator(merged.payload)
@@ -340,20 +331,6 @@ class ChangeRequestToolHandler:
             problems=tuple(problems),
         )
 
-    def _validation_problems(
-        self, errors: Sequence[tuple[Sequence[str | int], str]], data: Any
-    ) -> tuple[Problem, ...]:
-        merged = _as_json(data)
-        return tuple(
-            Problem(
-                kind="validation",
-                message=message,
-                path=_prompts.format_payload_path(tuple(loc)),
-                **_current(merged, tuple(loc)),
-            )
-            for loc, message in errors
-        )
-
     def _type_adapter(self) -> TypeAdapter[Any]:
         if self._adapter is None:
             self._adapter = TypeAdapter(self.payload_type)
@@ -366,29 +343,11 @@ def _as_json(payload: Any) -> Any:
     return {} if payload is None else payload
 
 
-def _current(data: Any, path: Sequence[str | int] | None) -> dict[str, Any]:
-    """``current``/``has_current`` for a Problem: the value at ``path`` (or its parent)."""
-    if path is None:
-        return {}
-    for candidate in (tuple(path), tuple(path)[:-1]):
-        if candidate:
-            found, value = _lookup(data, candidate)
-            if found:
-                return {"current": value, "has_current": True}
-    return {}
-
-
-def _lookup(data: Any, path: Sequence[str | int]) -> tuple[bool, Any]:
-    node = data
-    for part in path:
-        if isinstance(node, dict) and isinstance(part, str) and part in node:
-            node = node[part]
-            continue
-        is_index = isinstance(part, int) and not isinstance(part, bool)
-        if not (isinstance(node, list) and is_index and 0 <= int(part) < len(node)):
-            return False, None
-        node = node[int(part)]
-    return True, node
+def _validation_problems(
+    errors: Sequence[tuple[Sequence[str | int], str]], data: Any
+) -> tuple[Problem, ...]:
+    """Validation problems with the current values of the payload (never the whole of it)."""
+    return _loop.validation_problems(errors, _as_json(data), whole_root=False)
 
 
 def _combine(guards: Sequence[Guard]) -> Guard | None:
