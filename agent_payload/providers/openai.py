@@ -20,6 +20,7 @@ OpenAI's strict mode (see ``agent_payload.schema``), ``True``/``False`` force it
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
@@ -87,8 +88,9 @@ def build_openai_client(*, async_client: bool = False, **kwargs: Any) -> Any:
         ) from exc
 
 
-class _OpenAIModel:
-    """What both OpenAI adapters share: the client check, options and the blocking switch."""
+class _OpenAIModel(ABC):
+    """What both OpenAI adapters share: the client check, options, the blocking switch and the
+    sync/async calls (each adapter supplies ``build_params``, ``_create`` and ``parse_reply``)."""
 
     _api = "OpenAI"
 
@@ -148,6 +150,42 @@ class _OpenAIModel:
             return strict_compatible(schema)
         return bool(self.strict)
 
+    def _named_schema(self, request: ModelRequest, schema: dict[str, Any]) -> dict[str, Any]:
+        """The schema of ``"json_schema"`` output as both APIs name it (Chat:
+        ``response_format.json_schema``; Responses: ``text.format``, beside ``type``)."""
+        return {
+            "name": request.tool_name,
+            "description": request.tool_description,
+            "schema": schema,
+            "strict": self._strict_for(schema),
+        }
+
+    @abstractmethod
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for the API call (pure; public for tests)."""
+
+    @abstractmethod
+    def parse_reply(self, result: object, request: ModelRequest) -> ModelReply:
+        """A ``ModelReply`` from the API call's result (pure; public for tests)."""
+
+    @abstractmethod
+    def _create(self, params: dict[str, Any]) -> Any:
+        """Call the API with ``params`` (a coroutine on an async client)."""
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        self._check_sync(wanted_async=False)
+        params = self.build_params(request)
+        with map_openai_errors(self.model, self.client):
+            result = self._create(params)
+        return self.parse_reply(result, request)
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        self._check_sync(wanted_async=True)
+        params = self.build_params(request)
+        with map_openai_errors(self.model, self.client):
+            result = await self._create(params)
+        return self.parse_reply(result, request)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, async={self._is_async})"
 
@@ -196,12 +234,7 @@ class OpenAIChatModel(_OpenAIModel):
         elif request.output_mode == "json_schema":
             params["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {
-                    "name": request.tool_name,
-                    "description": request.tool_description,
-                    "schema": schema,
-                    "strict": self._strict_for(schema),
-                },
+                "json_schema": self._named_schema(request, schema),
             }
         params.update(self.defaults)
         params.update(request.extra)
@@ -253,19 +286,8 @@ class OpenAIChatModel(_OpenAIModel):
             raw=completion,
         )
 
-    def request(self, request: ModelRequest) -> ModelReply:
-        self._check_sync(wanted_async=False)
-        params = self.build_params(request)
-        with map_openai_errors(self.model, self.client):
-            completion = self.client.chat.completions.create(**params)
-        return self.parse_reply(completion, request)
-
-    async def arequest(self, request: ModelRequest) -> ModelReply:
-        self._check_sync(wanted_async=True)
-        params = self.build_params(request)
-        with map_openai_errors(self.model, self.client):
-            completion = await self.client.chat.completions.create(**params)
-        return self.parse_reply(completion, request)
+    def _create(self, params: dict[str, Any]) -> Any:
+        return self.client.chat.completions.create(**params)
 
 
 class OpenAIResponsesModel(_OpenAIModel):
@@ -307,13 +329,7 @@ class OpenAIResponsesModel(_OpenAIModel):
             params["tool_choice"] = {"type": "function", "name": request.tool_name}
         elif request.output_mode == "json_schema":
             params["text"] = {
-                "format": {
-                    "type": "json_schema",
-                    "name": request.tool_name,
-                    "description": request.tool_description,
-                    "schema": schema,
-                    "strict": self._strict_for(schema),
-                }
+                "format": {"type": "json_schema", **self._named_schema(request, schema)}
             }
         params.update(self.defaults)
         params.update(request.extra)
@@ -358,16 +374,5 @@ class OpenAIResponsesModel(_OpenAIModel):
             raw=response,
         )
 
-    def request(self, request: ModelRequest) -> ModelReply:
-        self._check_sync(wanted_async=False)
-        params = self.build_params(request)
-        with map_openai_errors(self.model, self.client):
-            response = self.client.responses.create(**params)
-        return self.parse_reply(response, request)
-
-    async def arequest(self, request: ModelRequest) -> ModelReply:
-        self._check_sync(wanted_async=True)
-        params = self.build_params(request)
-        with map_openai_errors(self.model, self.client):
-            response = await self.client.responses.create(**params)
-        return self.parse_reply(response, request)
+    def _create(self, params: dict[str, Any]) -> Any:
+        return self.client.responses.create(**params)
