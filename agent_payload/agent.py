@@ -54,7 +54,12 @@ from agent_payload._loop import (
     Validator,
     estimate_tokens,
 )
-from agent_payload.errors import AgentPayloadError, ConfigurationError, ModelReplyError
+from agent_payload.errors import (
+    AgentPayloadError,
+    ConfigurationError,
+    ModelReplyError,
+    RetriesExhaustedError,
+)
 from agent_payload.guards.versions import check_version
 from agent_payload.providers.base import Model, ModelReply, ModelRequest, OutputMode
 from agent_payload.report import Guard, Problem
@@ -322,8 +327,27 @@ def _is_last(retrying: Retrying | AsyncRetrying, retry_state: RetryCallState) ->
     return bool(verdict)
 
 
-def _log_retry(attempt: int, error: ModelReplyError) -> None:
-    logger.info("attempt %d: reply not usable, asking again: %s", attempt, error)
+def _retry_is_last(
+    retrying: Retrying | AsyncRetrying,
+    retry_state: RetryCallState,
+    state: RunState,
+    error: ModelReplyError,
+) -> bool:
+    """After a reply that could not be used (logged here): True when no attempt follows."""
+    last = _is_last(retrying, retry_state) or not state.should_retry(error)
+    logger.info("attempt %d: reply not usable, asking again: %s", state.attempt, error)
+    return last
+
+
+def _exhausted(state: RunState) -> RetriesExhaustedError:
+    """The error of a run out of attempts or tokens (logged here)."""
+    error = state.exhausted()
+    logger.info("%s", error)
+    return error
+
+
+def _log_failure(state: RunState, error: AgentPayloadError) -> None:
+    logger.info("run failed after %d attempt(s): %s", state.attempt, error)
 
 
 class PayloadAgent(_BaseAgent):
@@ -397,19 +421,15 @@ class PayloadAgent(_BaseAgent):
                     try:
                         result: AgentResult[Any] = state.judge(reply)
                     except ModelReplyError as exc:
-                        last = _is_last(retrying, attempt.retry_state) or not state.should_retry(
-                            exc
-                        )
-                        _log_retry(state.attempt, exc)
+                        last = _retry_is_last(retrying, attempt.retry_state, state, exc)
                         _call(hooks.on_retry, state.attempt, exc.problems, last)
                         raise
         except RetryError as exc:
-            error = state.exhausted()
-            logger.info("%s", error)
+            error = _exhausted(state)
             _call(hooks.on_error, error, state.attempt)
             raise error from (state.last_error or exc)
         except AgentPayloadError as exc:
-            logger.info("run failed after %d attempt(s): %s", state.attempt, exc)
+            _log_failure(state, exc)
             _call(hooks.on_error, exc, state.attempt)
             raise
         _call(hooks.on_success, result)
@@ -452,19 +472,15 @@ class AsyncPayloadAgent(_BaseAgent):
                     try:
                         result: AgentResult[Any] = state.judge(reply)
                     except ModelReplyError as exc:
-                        last = _is_last(retrying, attempt.retry_state) or not state.should_retry(
-                            exc
-                        )
-                        _log_retry(state.attempt, exc)
+                        last = _retry_is_last(retrying, attempt.retry_state, state, exc)
                         await _acall(hooks.on_retry, state.attempt, exc.problems, last)
                         raise
         except RetryError as exc:
-            error = state.exhausted()
-            logger.info("%s", error)
+            error = _exhausted(state)
             await _acall(hooks.on_error, error, state.attempt)
             raise error from (state.last_error or exc)
         except AgentPayloadError as exc:
-            logger.info("run failed after %d attempt(s): %s", state.attempt, exc)
+            _log_failure(state, exc)
             await _acall(hooks.on_error, exc, state.attempt)
             raise
         await _acall(hooks.on_success, result)
