@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from pydantic import BaseModel
 
@@ -455,9 +455,18 @@ class _SessionBase:
         return args
 
     @classmethod
-    def _load_state(cls, path: str | Path, payload_type: Any, summary_turns: int) -> SessionState:
+    def load(
+        cls,
+        path: str | Path,
+        agent: Any,
+        *,
+        payload_type: Any = None,
+        summary_turns: int = 5,
+    ) -> Self:
+        """A session continued from a file written by ``save``."""
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return SessionState.from_json(data, payload_type=payload_type, summary_turns=summary_turns)
+        state = SessionState.from_json(data, payload_type=payload_type, summary_turns=summary_turns)
+        return cls(agent, state=state)
 
 
 class PayloadSession(_SessionBase):
@@ -477,18 +486,6 @@ class PayloadSession(_SessionBase):
         duration = self._clock() - started
         return self.state.record(task, result, duration=duration, timestamp=self._now(), base=base)
 
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        agent: Any,
-        *,
-        payload_type: Any = None,
-        summary_turns: int = 5,
-    ) -> PayloadSession:
-        """A session continued from a file written by ``save``."""
-        return cls(agent, state=cls._load_state(path, payload_type, summary_turns))
-
 
 class AsyncPayloadSession(_SessionBase):
     """``PayloadSession`` for an ``AsyncPayloadAgent``: ``await session.send(task)``."""
@@ -500,15 +497,3 @@ class AsyncPayloadSession(_SessionBase):
         result = await self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
         return self.state.record(task, result, duration=duration, timestamp=self._now(), base=base)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        agent: Any,
-        *,
-        payload_type: Any = None,
-        summary_turns: int = 5,
-    ) -> AsyncPayloadSession:
-        """A session continued from a file written by ``save``."""
-        return cls(agent, state=cls._load_state(path, payload_type, summary_turns))
