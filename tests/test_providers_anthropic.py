@@ -7,27 +7,18 @@ import asyncio
 import json
 import re
 import ssl
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 import pytest
+from _provider_helpers import MODES, SCHEMA, ask, checked_server
 
 from agent_payload.errors import ConfigurationError, ModelRequestsBlockedError, ProviderError
 from agent_payload.providers.anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
 from agent_payload.providers.base import Message, ModelReply, ModelRequest
-from agent_payload.schema import change_request_schema
 from agent_payload.testing import FakeProviderServer, Fault, Reply, block_model_requests
 
 SSL = ssl.create_default_context()  # one context for the few clients built here
-MODES = ["sync", "async"]
-SCHEMA = change_request_schema(None)
-
-
-def ask(output_mode: str = "text", **kwargs: Any) -> ModelRequest:
-    messages = (Message("system", "You edit payloads."), Message("user", "Rename Bob to Ada."))
-    schema = SCHEMA if output_mode != "text" else None
-    return ModelRequest(messages=messages, output_mode=output_mode, schema=schema, **kwargs)  # type: ignore[arg-type]
 
 
 def call(
@@ -61,11 +52,7 @@ def real_client(base_url: str, *, is_async: bool = False) -> Any:
     return anthropic.Anthropic(api_key="k", base_url=base_url, http_client=http)
 
 
-@pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer() as fake:
-        yield fake
-        assert fake.errors == [], "the fake server's script went wrong"
+server = pytest.fixture(checked_server, name="server")
 
 
 # --- output modes --------------------------------------------------------------------------------

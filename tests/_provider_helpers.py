@@ -1,0 +1,29 @@
+"""Helpers shared by the provider adapter tests (``test_providers_openai.py``,
+``test_providers_anthropic.py``): the request they send and the fake server they talk to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from agent_payload.providers.base import Message, ModelRequest
+from agent_payload.schema import change_request_schema
+from agent_payload.testing import FakeProviderServer
+
+MODES = ["sync", "async"]
+SCHEMA = change_request_schema(None)
+
+
+def ask(output_mode: str = "text", **kwargs: Any) -> ModelRequest:
+    messages = (Message("system", "You edit payloads."), Message("user", "Rename Bob to Ada."))
+    schema = SCHEMA if output_mode != "text" else None
+    return ModelRequest(messages=messages, output_mode=output_mode, schema=schema, **kwargs)  # type: ignore[arg-type]
+
+
+def checked_server() -> Iterator[FakeProviderServer]:
+    """The body of each test module's ``server`` fixture
+    (``server = pytest.fixture(checked_server, name="server")``): a fresh ``FakeProviderServer``
+    whose script must have run without errors."""
+    with FakeProviderServer() as fake:
+        yield fake
+        assert fake.errors == [], "the fake server's script went wrong"
