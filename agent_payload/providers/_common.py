@@ -3,6 +3,8 @@
 * ``ensure_requests_allowed``: the one check behind ``agent_payload.testing.block_model_requests``:
   while real model requests are forbidden, only clients whose base URL is a loopback address
   (``127.0.0.1``, ``localhost``, ``::1``) may be used.
+* ``check_client_kind``: the ``ConfigurationError`` for a sync client asked for ``arequest()``
+  or an async one for ``request()``.
 * ``missing_sdk``: the ``ConfigurationError`` raised when an SDK extra is not installed.
 * ``split_system``: the leading system message(s) apart from the conversation.
 * ``retryable_status``: whether an HTTP status is worth retrying later (429, 408, 409, 5xx).
@@ -27,6 +29,7 @@ from agent_payload.providers.base import Message
 
 __all__ = [
     "SdkErrors",
+    "check_client_kind",
     "ensure_requests_allowed",
     "is_loopback_url",
     "missing_sdk",
@@ -64,6 +67,32 @@ def ensure_requests_allowed(base_url: object, *, provider: str, model: str) -> N
         "client at agent_payload.testing.FakeProviderServer (a 127.0.0.1 base_url) or use "
         "ScriptedModel; to allow real requests, leave the block_model_requests() context."
     )
+
+
+def check_client_kind(
+    adapter: str,
+    model: str,
+    *,
+    is_async: bool,
+    wanted_async: bool,
+    sync_client: str,
+    async_client: str,
+) -> None:
+    """Raise ``ConfigurationError`` when the adapter's client cannot serve the call: a sync
+    client (``sync_client``, e.g. ``"openai.OpenAI"``) asked for ``arequest()``, or an async one
+    (``async_client``) asked for ``request()``."""
+    if wanted_async and not is_async:
+        raise ConfigurationError(
+            f"{adapter} for {model!r} holds a synchronous {sync_client} client, so it cannot "
+            f"serve arequest(); pass an {async_client} client (or use PayloadAgent instead of "
+            "AsyncPayloadAgent)."
+        )
+    if not wanted_async and is_async:
+        raise ConfigurationError(
+            f"{adapter} for {model!r} holds an {async_client} client, so it cannot serve "
+            f"request(); pass an {sync_client} client (or use AsyncPayloadAgent instead of "
+            "PayloadAgent)."
+        )
 
 
 def missing_sdk(package: str, exc: ImportError) -> ConfigurationError:

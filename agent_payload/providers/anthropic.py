@@ -33,6 +33,7 @@ from typing import Any
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
     SdkErrors,
+    check_client_kind,
     ensure_requests_allowed,
     missing_sdk,
     not_an_api_response,
@@ -174,18 +175,14 @@ class AnthropicModel:
         return self._is_async
 
     def _check(self, wanted_async: bool) -> None:
-        if wanted_async and not self._is_async:
-            raise ConfigurationError(
-                f"AnthropicModel for {self.model!r} holds a synchronous anthropic.Anthropic "
-                "client, so it cannot serve arequest(); pass an anthropic.AsyncAnthropic client "
-                "(or use PayloadAgent instead of AsyncPayloadAgent)."
-            )
-        if not wanted_async and self._is_async:
-            raise ConfigurationError(
-                f"AnthropicModel for {self.model!r} holds an anthropic.AsyncAnthropic client, "
-                "so it cannot serve request(); pass an anthropic.Anthropic client (or use "
-                "AsyncPayloadAgent instead of PayloadAgent)."
-            )
+        check_client_kind(
+            "AnthropicModel",
+            self.model,
+            is_async=self._is_async,
+            wanted_async=wanted_async,
+            sync_client="anthropic.Anthropic",
+            async_client="anthropic.AsyncAnthropic",
+        )
         ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model)
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     SdkErrors,
+    check_client_kind,
     ensure_requests_allowed,
     missing_sdk,
     not_an_api_response,
@@ -131,18 +132,14 @@ class _OpenAIModel(ABC):
         return self._is_async
 
     def _check_sync(self, wanted_async: bool) -> None:
-        if wanted_async and not self._is_async:
-            raise ConfigurationError(
-                f"{type(self).__name__} for {self.model!r} holds a synchronous openai.OpenAI "
-                "client, so it cannot serve arequest(); pass an openai.AsyncOpenAI client "
-                "(or use PayloadAgent instead of AsyncPayloadAgent)."
-            )
-        if not wanted_async and self._is_async:
-            raise ConfigurationError(
-                f"{type(self).__name__} for {self.model!r} holds an openai.AsyncOpenAI client, "
-                "so it cannot serve request(); pass an openai.OpenAI client (or use "
-                "AsyncPayloadAgent instead of PayloadAgent)."
-            )
+        check_client_kind(
+            type(self).__name__,
+            self.model,
+            is_async=self._is_async,
+            wanted_async=wanted_async,
+            sync_client="openai.OpenAI",
+            async_client="openai.AsyncOpenAI",
+        )
         ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model)
 
     def _strict_for(self, schema: Mapping[str, Any]) -> bool:
