@@ -707,6 +707,10 @@ class RunState:
             feedback=correction,
             problems=problems,
         )
+        self._raise(error, cause)
+
+    def _raise(self, error: ModelReplyError, cause: BaseException | None = None) -> NoReturn:
+        """Keep ``error`` as the last one and raise it (from ``cause`` when there is one)."""
         self.last_error = error
         if cause is not None:
             raise error from cause
@@ -741,10 +745,7 @@ class RunState:
                 feedback=text,
                 problems=problems,
             )
-            self.last_error = error
-            if cause is not None:
-                raise error from cause
-            raise error
+            self._raise(error, cause)
         self._fail(
             reply, problems, RefusalError, f"the model refused: {text.strip()!r}", cause=cause
         )
@@ -792,5 +793,4 @@ class RunState:
             feedback=correction,
             problems=problems,
         )
-        self.last_error = error
-        raise error
+        self._raise(error)
