@@ -34,7 +34,7 @@ from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ModelReplyError, PayloadValidationError
-from agent_payload.report import Change, Finding, Guard, MergeReport, Problem
+from agent_payload.report import Change, Guard, MergeReport, Problem
 
 __all__ = [
     "DEFAULT_TOOL_NAME",
@@ -266,7 +266,9 @@ class ChangeRequestToolHandler:
             except ModelReplyError as exc:
                 problems = tuple(exc.problems) or (Problem(kind="parse", message=str(exc)),)
                 return self._error(problems, None, None)
-        guard = _combine(self.guards)
+        # Every guard in turn; ``confirm`` findings become warnings (a tool call has no
+        # confirmation round of its own), so the recorded ones are not used.
+        guard = _loop.recording_guard(self.guards, [])
         try:
             merged = _merge.apply_change_request(
                 self.payload, request, markers=frozenset({self.marker}), guard=guard
@@ -348,15 +350,3 @@ def _validation_problems(
 ) -> tuple[Problem, ...]:
     """Validation problems with the current values of the payload (never the whole of it)."""
     return _loop.validation_problems(errors, _as_json(data), whole_root=False)
-
-
-def _combine(guards: Sequence[Guard]) -> Guard | None:
-    """One guard asking every guard in turn (``confirm`` findings become warnings: a tool call
-    has no confirmation round of its own)."""
-    if not guards:
-        return None
-
-    def guard(change: Change) -> list[Finding]:
-        return [finding for each in guards for finding in each(change)]
-
-    return guard
