@@ -405,7 +405,7 @@ class RunState:
         payload_type = settings.payload_type
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
-        marker = _merge.choose_marker(payload_json)
+        marker = _merge.choose_marker(payload_json, avoid=(task,))
         scope = settings.read_scope
         shown_json = payload_json if scope is None else scope.project(payload_json)
         parts = _prompts.render_prompt(

@@ -474,22 +474,32 @@ def payload_holds_string(payload: Any, value: str) -> bool:
     return any(s == value for s in _strings(payload))
 
 
-def choose_marker(payload: Any) -> str:
+def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
     """The one DELETE marker to activate for this payload (MERGE.md section 1).
 
     ``"DELETE"`` unless the payload's data holds that string, else ``"__DELETE__"`` unless the
     data holds that too, else ``"__DELETE_<hex>__"``, a fresh marker that the data does not hold
     (deterministic: the same payload always gets the same marker).
+
+    ``avoid``: texts the marker must not occur in, typically the task. A task that asks for the
+    value ``"DELETE"`` (an HTTP method on an existing element) must not have that very string
+    active as the marker, or the model could only write it by rewriting the element whole; so
+    a marker found inside any of these texts is passed over like one the data holds.
     """
     held = {s for s in _strings(payload) if "DELETE" in s}
-    if MARKER not in held:
+    texts = [text for text in avoid if "DELETE" in text]
+
+    def free(candidate: str) -> bool:
+        return candidate not in held and not any(candidate in text for text in texts)
+
+    if free(MARKER):
         return MARKER
-    if REFERENCE_MARKER not in held:
+    if free(REFERENCE_MARKER):
         return REFERENCE_MARKER
     counter = 0
     while True:
         candidate = f"__DELETE_{hashlib.sha256(str(counter).encode()).hexdigest()[:8]}__"
-        if candidate not in held:
+        if free(candidate):
             return candidate
         counter += 1
 

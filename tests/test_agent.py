@@ -676,3 +676,16 @@ def test_expected_version_refuses_a_stale_payload_before_any_request() -> None:
     with pytest.raises(StalePayloadError):
         store.replace(result.payload, expected_version=read_version)
     assert store.get()[0] == {"status": "sent", "n": 1}
+
+
+def test_task_naming_the_value_delete_gets_another_marker() -> None:
+    """The task asks for the method DELETE on an existing array element: the agent activates
+    "__DELETE__", names it in the prompt, and the model's plain "DELETE" is kept as data."""
+    from agent_payload.testing import ScriptedModel
+
+    payload = {"endpoints": [{"path": "/s", "method": "GET"}, {"path": "/s", "method": "POST"}]}
+    model = ScriptedModel(['{"updateElements":{"endpoints":{"1":{"method":"DELETE"}}}}'])
+    result = PayloadAgent(model).run(payload, "Change the POST endpoint's method to DELETE")
+    assert result.marker == "__DELETE__"
+    assert '"__DELETE__"' in model.requests[0].messages[0].content
+    assert result.payload["endpoints"][1] == {"path": "/s", "method": "DELETE"}

@@ -682,3 +682,17 @@ def test_marker_helpers_survive_cycles_and_shared_subtrees() -> None:
     for _ in range(200):
         shared = [shared, shared]
     assert not payload_holds_string({"s": shared}, "y")
+
+
+def test_choose_marker_passes_over_a_marker_the_task_names() -> None:
+    """A task asking for the value "DELETE" (an HTTP method) gets "__DELETE__" as the marker, so
+    the model can write "DELETE" as data anywhere; a marker the task does not contain is kept."""
+    from agent_payload.merge import choose_marker
+
+    payload = {"endpoints": [{"path": "/s", "method": "POST"}]}
+    assert choose_marker(payload) == "DELETE"
+    assert choose_marker(payload, avoid=["make the method of /s DELETE"]) == "__DELETE__"
+    assert choose_marker(payload, avoid=["delete the endpoint"]) == "DELETE"
+    both = "use DELETE, not __DELETE__"
+    fresh = choose_marker(payload, avoid=[both])
+    assert fresh.startswith("__DELETE_") and fresh not in both
