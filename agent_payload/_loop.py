@@ -698,7 +698,10 @@ class RunState:
         problems = tuple(problems)
         if correction is None:
             correction = _prompts.render_correction(
-                problems, marker=self.marker, reply_was_truncated=truncated
+                problems,
+                marker=self.marker,
+                reply_was_truncated=truncated,
+                output_mode=self.settings.output_mode,
             )
         self.last_failure = _Failure(_echo(reply, truncated=truncated), correction, problems)
         error = error_type(
@@ -781,7 +784,9 @@ class RunState:
             for change, finding in findings
         )
         correction = _prompts.render_confirm(
-            [(change, finding) for change, finding in findings], marker=self.marker
+            [(change, finding) for change, finding in findings],
+            marker=self.marker,
+            output_mode=self.settings.output_mode,
         )
         pending = _Pending(result_json)
         self.last_failure = _Failure(_echo(reply), correction, problems)

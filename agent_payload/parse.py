@@ -380,8 +380,18 @@ def _reject_constant(name: str) -> Any:
     raise _NonJsonConstant(f"{name} is not a JSON value")
 
 
-_STRICT: Final = json.JSONDecoder(parse_constant=_reject_constant)
-_LAX: Final = json.JSONDecoder(parse_constant=_reject_constant, strict=False)
+def _finite_float(text: str) -> float:
+    """A float literal; one too large for a float (``1e400``) is not JSON data either."""
+    value = float(text)
+    if value - value != 0.0:
+        raise _NonJsonConstant(f"the number {text[:40]} (it overflows to {value})")
+    return value
+
+
+_STRICT: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_LAX: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, strict=False
+)
 
 
 def _tokens(text: str, start: int = 0) -> Iterator[re.Match[str]]:
@@ -576,8 +586,14 @@ def _json5_loads(span: str) -> Any:
     def note_constant(name: str) -> None:
         constants.append(name)  # json5 re-raises errors from here as plain ValueError
 
+    def note_float(text: str) -> float:
+        value = float(text)
+        if value - value != 0.0:
+            constants.append(f"the number {text[:40]} (it overflows to {value})")
+        return value
+
     try:
-        value = json5.loads(span, parse_constant=note_constant)
+        value = json5.loads(span, parse_constant=note_constant, parse_float=note_float)
     except RecursionError as exc:
         raise ValueError("the JSON is nested too deeply to read") from exc
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:

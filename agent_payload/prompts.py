@@ -493,7 +493,14 @@ def _problem_text(problem: Problem, *, indent: int | None, index_threshold: int 
     text = f"{head}: {problem.message.strip()}"
     if problem.has_current:
         current = render_payload(problem.current, index_threshold=index_threshold, indent=indent)
-        text += "\n  Its current value in the payload:\n  " + current.replace("\n", "\n  ")
+        # A validation error is found in the payload the change request would have produced:
+        # what is shown is that proposed value, not the payload's current one.
+        shown = (
+            "The value your change request gave it (not applied):"
+            if problem.kind == "validation"
+            else "Its current value in the payload:"
+        )
+        text += f"\n  {shown}\n  " + current.replace("\n", "\n  ")
     return text
 
 
@@ -506,6 +513,7 @@ def render_correction(
     indent: int | None = DEFAULT_INDENT,
     output_mode: OutputMode = "text",
     tool_name: str = DEFAULT_TOOL_NAME,
+    earlier_calls_kept: bool = False,
 ) -> str:
     """The message sent after a reply that could not be used.
 
@@ -513,6 +521,10 @@ def render_correction(
     concerned when ``problem.has_current``), asks for a smaller change request when the reply
     was cut off (``reply_was_truncated`` or a problem of kind ``truncated``), says that the
     previous change request was discarded, and asks for a complete new one naming ``marker``.
+
+    ``earlier_calls_kept``: for a tool loop in which earlier calls were applied
+    (``ChangeRequestToolHandler``): the message says they are kept and asks again only for what
+    the failed call was meant to change, so an obedient model does not apply them twice.
     """
     reply = _reply_contract(output_mode, marker, tool_name)
     items = [_problem_text(p, indent=indent, index_threshold=index_threshold) for p in problems]
@@ -524,7 +536,7 @@ def render_correction(
         )
     return (
         _render(
-            "correction",
+            "correction_call" if earlier_calls_kept else "correction",
             problems="\n".join(items) + "\n\n" if items else "",
             truncation=_render("truncated") if truncated else "",
             reply=reply,

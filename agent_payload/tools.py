@@ -322,7 +322,11 @@ class ChangeRequestToolHandler:
         request: AgentPayloadChangeRequest[Any] | None,
     ) -> ToolResult:
         content = _prompts.render_correction(
-            problems, marker=self.marker, output_mode="tool", tool_name=self.name
+            problems,
+            marker=self.marker,
+            output_mode="tool",
+            tool_name=self.name,
+            earlier_calls_kept=True,
         )
         return ToolResult(
             payload=self.payload,

@@ -689,3 +689,16 @@ def test_task_naming_the_value_delete_gets_another_marker() -> None:
     assert result.marker == "__DELETE__"
     assert '"__DELETE__"' in model.requests[0].messages[0].content
     assert result.payload["endpoints"][1] == {"path": "/s", "method": "DELETE"}
+
+
+def test_tool_mode_corrections_ask_for_a_tool_call() -> None:
+    """In tool mode the correction repeats the tool reply contract, not the text one (no 'one
+    minified JSON object' instructions to a model that must call a tool)."""
+    from agent_payload.testing import ScriptedModel
+
+    model = ScriptedModel(['{"updateElement":{"a":2}}', '{"updateElements":{"a":2}}'])
+    result = PayloadAgent(model, output_mode="tool").run({"a": 1}, "set a to 2")
+    assert result.payload == {"a": 2}
+    correction = model.requests[1].messages[-1].content
+    assert "calling the tool" in correction
+    assert "minified JSON object" not in correction

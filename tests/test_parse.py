@@ -491,3 +491,13 @@ def test_megabyte_reply_parses_through_the_strict_path(
     request = parse_change_request(text)
     assert isinstance(request.replace_elements, dict)
     assert len(request.replace_elements["rows"]) == 20_000
+
+
+@pytest.mark.parametrize(
+    "reply", ['{"updateElements":{"a":1e400}}', "{updateElements:{a:-1e999,}}"]
+)
+def test_a_number_that_overflows_to_infinity_is_a_syntax_error(reply: str) -> None:
+    """1e400 reads as inf in Python, which is not JSON data: the model gets a correction
+    (ReplySyntaxError) instead of the merge refusing the request as the caller's error."""
+    with pytest.raises(ReplySyntaxError, match="overflows"):
+        parse_change_request(reply)

@@ -151,6 +151,9 @@ def _golden_renders() -> dict[str, str]:
         "user_tool.txt": tool.user,
         "correction.txt": render_correction(PROBLEMS, marker="__DELETE__"),
         "correction_truncated.txt": render_correction([], reply_was_truncated=True),
+        "correction_call.txt": render_correction(
+            PROBLEMS[:1], output_mode="tool", tool_name="edit_payload", earlier_calls_kept=True
+        ),
         "confirm.txt": render_confirm(SUSPECTS),
     }
 
@@ -207,6 +210,7 @@ TEMPLATE_VARIABLES = {
     "reply_text": {"marker"},
     "reply_tool": {"marker", "tool_name"},
     "correction": {"problems", "truncation", "reply"},
+    "correction_call": {"problems", "truncation", "reply"},
     "truncated": set(),
     "confirm": {"changes", "reply"},
 }
@@ -642,13 +646,14 @@ def test_correction_lists_every_problem() -> None:
             assert f"at {problem.path}:" in text
     assert "- Not applied (index_out_of_range) at" in text
     assert "- Unknown field at updateElement:" in text
-    assert 'Its current value in the payload:\n  "two"' in text
+    # a validation error shows the value the change request produced, labelled as such
+    assert 'The value your change request gave it (not applied):\n  "two"' in text
     none_current = render_correction(
-        [Problem(kind="validation", message="m", path="a", current=None, has_current=True)]
+        [Problem(kind="conflict", message="m", path="a", current=None, has_current=True)]
     )
     assert "Its current value in the payload:\n  null" in none_current
     absent = render_correction([Problem(kind="validation", message="m", path="a")])
-    assert "current value" not in absent
+    assert "current value" not in absent and "gave it" not in absent
 
 
 def test_correction_current_value_has_index_comments() -> None:

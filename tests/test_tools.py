@@ -332,3 +332,18 @@ def test_strict_is_only_asked_for_when_the_schema_fits_openai_strict_mode() -> N
     assert not is_strict_compatible(change_request_schema(None, strict=True))
     assert "strict" not in openai_tool(strict=True)["function"]
     assert responses_tool(strict=True)["strict"] is False
+
+
+def test_a_failed_call_after_good_ones_asks_only_for_its_own_part() -> None:
+    """After an applied call, a refused call's tool result says earlier calls are kept and asks
+    again only for this call's change (an obedient model must not apply the first call twice)."""
+    from agent_payload.tools import ChangeRequestToolHandler
+
+    handler = ChangeRequestToolHandler({"lines": [{"sku": "A"}]})
+    assert not handler.handle('{"newElements":{"lines":[{"sku":"B"}]}}').is_error
+    failed = handler.handle('{"updateElements":{"lines":{"5":{"sku":"Z"}}}}')
+    assert failed.is_error
+    assert "Changes from earlier successful calls are kept" in failed.content
+    assert "still exactly as first shown" not in failed.content
+    assert "does the whole task" not in failed.content
+    assert handler.payload == {"lines": [{"sku": "A"}, {"sku": "B"}]}
