@@ -347,6 +347,10 @@ def _exhausted(state: RunState) -> RetriesExhaustedError:
 
 
 def _log_failure(state: RunState, error: AgentPayloadError) -> None:
+    """Log a run's failure and record on the error what the run spent."""
+    if error.attempts is None:
+        error.attempts = state.attempt
+        error.usage = state.usage
     logger.info("run failed after %d attempt(s): %s", state.attempt, error)
 
 

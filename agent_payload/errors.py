@@ -26,6 +26,10 @@ branches, so a caller can catch exactly what it can act on::
 
 Messages say where (a payload or change-request path), what was expected, what was found,
 and what to do. Errors that the model must see carry a separate ``feedback`` text.
+
+Any error that ends an agent run (a ``ProviderError`` on the third attempt, a ``RefusalError``,
+a ``StalePayloadError`` ...) carries ``attempts`` and ``usage`` (tokens summed over the run's
+attempts so far), so failed runs can be accounted for; both are ``None`` outside a run.
 """
 
 from __future__ import annotations
@@ -61,7 +65,14 @@ __all__ = [
 
 
 class AgentPayloadError(Exception):
-    """Base of every error agent_payload raises on purpose."""
+    """Base of every error agent_payload raises on purpose.
+
+    ``attempts`` and ``usage`` are set by the agent when the error ends a run (``None``
+    otherwise): how many model requests the run made and the tokens they used.
+    """
+
+    attempts: int | None = None
+    usage: Usage | None = None
 
 
 # --- misuse by the calling program -------------------------------------------------------

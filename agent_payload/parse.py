@@ -263,7 +263,7 @@ def _no_request(reply: str, why: str) -> NoReturn:
         "reasoning; ask again with the feedback.",
         [
             Problem(
-                kind="refusal",
+                kind="no_change_request",
                 message=f"{why}. Reply with the change request itself: one JSON object "
                 "with the optional fields newElements, updateElements, removeElements, "
                 "replaceElements and reasoning ({} if nothing should change).",

@@ -76,6 +76,7 @@ _PROBLEM_LABELS: dict[str, str] = {
     "parse": "Unreadable reply",
     "truncated": "Reply cut off",
     "refusal": "No change request",
+    "no_change_request": "No change request",
     "unknown_field": "Unknown field",
     "conflict": "Not applied",
     "validation": "Invalid result",

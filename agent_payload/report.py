@@ -125,7 +125,8 @@ Guard = Callable[[Change], Sequence[Finding]]
 class Problem:
     """One thing to tell the model in a correction.
 
-    ``kind``: ``parse`` | ``truncated`` | ``refusal`` | ``unknown_field`` | ``conflict`` |
+    ``kind``: ``parse`` | ``truncated`` | ``refusal`` | ``no_change_request`` (prose, no JSON)
+    | ``unknown_field`` | ``conflict`` |
     ``validation`` | ``guard`` | ``custom``. ``path`` is a change-request path (conflicts) or a
     payload path written ``items[3].price`` (validation); ``current`` is the current value of
     the payload subtree concerned when there is one (``has_current`` tells None from absent).

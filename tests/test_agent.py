@@ -702,3 +702,19 @@ def test_tool_mode_corrections_ask_for_a_tool_call() -> None:
     correction = model.requests[1].messages[-1].content
     assert "calling the tool" in correction
     assert "minified JSON object" not in correction
+
+
+def test_an_error_ending_a_run_carries_attempts_and_usage() -> None:
+    """A refusal (or a provider failure) that ends a run still accounts for the tokens spent:
+    the error carries the run's attempts and summed usage."""
+    from agent_payload.errors import RefusalError
+    from agent_payload.providers.base import ModelReply
+    from agent_payload.testing import ScriptedModel
+    from agent_payload.usage import Usage
+
+    refusal = ModelReply("I'm sorry, but I can't help with that.", usage=Usage(100, 10, 1))
+    model = ScriptedModel([refusal, refusal])
+    with pytest.raises(RefusalError) as caught:
+        PayloadAgent(model, max_retries=3).run({"a": 1}, "set a to 2")
+    assert caught.value.attempts == 2
+    assert caught.value.usage == Usage(200, 20, 2)

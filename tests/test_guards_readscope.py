@@ -310,3 +310,21 @@ def test_hidden_content_is_never_written(
         assert (old is missing) == (new is missing), (path, request)
         if old is not missing:
             assert json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
+
+
+def test_refusal_message_never_names_what_the_model_was_not_shown() -> None:
+    """Replacing a container that holds a hidden key is refused, and the message (which goes
+    back to the model) names the container it asked to change, not the hidden key or rule."""
+    from agent_payload import apply_change_request
+    from agent_payload.guards import ReadScope
+
+    scope = ReadScope(exclude=["customer.vat_id"])
+    payload = {"customer": {"name": "A", "vat_id": "DE1"}}
+    result = apply_change_request(
+        payload, {"replaceElements": {"customer": {"name": "B"}}}, guard=scope
+    )
+    assert result.payload == payload
+    [conflict] = result.report.conflicts
+    assert conflict.code == "permission_denied"
+    assert "customer" in conflict.message
+    assert "vat_id" not in conflict.message

@@ -138,3 +138,22 @@ def test_agent_run_committed_through_the_store() -> None:
     result = agent.run(payload, "close it")
     store.replace(result.payload, expected_version=version)
     assert store.get()[0] == {"status": "closed", "owner": "bob"}
+
+
+def test_store_apply_is_all_or_nothing_by_default() -> None:
+    """A request with one conflicting part is refused whole by VersionedStore.apply (strict by
+    default): nothing of it is stored; strict=False opts into lenient merging."""
+    import pytest
+
+    from agent_payload.errors import MergeConflictError
+    from agent_payload.guards import VersionedStore
+
+    store = VersionedStore({"a": 1, "items": [1]})
+    _, version = store.get()
+    request = {"updateElements": {"a": 2, "items": {"9": 5}}}
+    with pytest.raises(MergeConflictError):
+        store.apply(request, expected_version=version)
+    assert store.get() == ({"a": 1, "items": [1]}, version)
+    result = store.apply(request, expected_version=version, strict=False)
+    assert store.get()[0] == {"a": 2, "items": [1]}
+    assert [c.code for c in result.report.conflicts] == ["index_out_of_range"]

@@ -501,3 +501,12 @@ def test_a_number_that_overflows_to_infinity_is_a_syntax_error(reply: str) -> No
     (ReplySyntaxError) instead of the merge refusing the request as the caller's error."""
     with pytest.raises(ReplySyntaxError, match="overflows"):
         parse_change_request(reply)
+
+
+def test_prose_without_json_is_not_labelled_a_refusal() -> None:
+    """A chatty reply with no JSON is NoChangeRequestError with problem kind
+    'no_change_request', so hooks counting refusals do not count it."""
+    with pytest.raises(NoChangeRequestError) as caught:
+        parse_change_request("Sure! I set B to three.")
+    assert not isinstance(caught.value, RefusalError)
+    assert caught.value.problems[0].kind == "no_change_request"

@@ -30,7 +30,6 @@ from agent_payload.guards.permissions import (
     PathRule,
     PermissionFinding,
     RuleSet,
-    _inside,
     _parse_rules,
     _State,
     _walk_verdicts,
@@ -157,16 +156,22 @@ class ReadScope:
         if found is None:
             return None
         path, op, rule = found
-        where = format_path(path)
-        inside = _inside(change, path, op)
-        if rule is not None:
-            why = f"is hidden from you (excluded by `{rule.text}`)"
+        # The message goes to the model: it names only what the model asked to change, never
+        # the hidden path below it or the rule that hides it (``path``/``rule`` on the finding
+        # keep them for the program).
+        asked = tuple(change.path)
+        if tuple(path) == asked:
+            message = (
+                f"`{format_path(asked)}` is outside the part of the payload you were shown, so "
+                f"you may not {verb(op)} it. This change was not applied; change only what you "
+                "were shown."
+            )
         else:
-            why = "is outside the part of the payload you were shown"
-        message = (
-            f"`{where}` {why}, so you may not {verb(op)} it{inside}. "
-            "This change was not applied; change only what you were shown."
-        )
+            message = (
+                f"`{format_path(asked)}` holds content you were not shown, so you may not "
+                f"{verb(change.op)} it as a whole. This change was not applied; change only the "
+                "keys you were shown inside it."
+            )
         return PermissionFinding(
             code=self.code,
             message=message,

@@ -151,9 +151,9 @@ def check_version(payload: Any, expected: str) -> str:
     actual = payload_version(payload)
     if actual != expected:
         raise StalePayloadError(
-            f"the payload changed since this run started: expected version {expected[:12]}..., "
-            f"found {actual[:12]}...; nothing was applied. Reload the payload and run the "
-            "task again on the current version.",
+            f"the payload is not the version it was read at: expected version "
+            f"{expected[:12]}..., found {actual[:12]}... (someone changed it since); nothing "
+            "was applied. Reload the payload and run the task again on the current version.",
             expected=expected,
             actual=actual,
         )
@@ -204,10 +204,14 @@ class VersionedStore(Generic[P]):
         self, change_request: Any, *, expected_version: str, **merge_kwargs: Any
     ) -> MergeResult[P]:
         """Merge ``change_request`` into the stored payload if it is still at
-        ``expected_version``; store and return the result. A strict-mode
-        ``MergeConflictError`` (or any other error) leaves the store unchanged."""
+        ``expected_version``; store and return the result.
+
+        The merge is strict unless ``strict=False`` is passed: an atomic store writes all of a
+        request or none of it, so any conflict raises ``MergeConflictError`` (with the report)
+        and, like any other error, leaves the store unchanged."""
         from agent_payload.merge import apply_change_request
 
+        merge_kwargs.setdefault("strict", True)
         with self._lock:
             self._check(expected_version)
             result: MergeResult[P] = apply_change_request(
