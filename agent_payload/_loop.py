@@ -513,7 +513,7 @@ class RunState:
         result_payload, report = merged.payload, merged.report
         result_json = _to_json(result_payload)
         self._review(reply.text, result_json, report, confirm_sink)
-        self._validate(reply.text, result_payload, result_json)
+        self._validate(reply.text, result_payload, result_json, report)
         confirmed: tuple[Finding, ...] = ()
         if confirm_sink:
             if self.pending is None or self.pending.payload_json != result_json:
@@ -602,14 +602,24 @@ class RunState:
             f"the change request conflicts with the payload: {_summary(problems)}",
         )
 
-    def _validate(self, reply: str, result_payload: Any, result_json: Any) -> None:
+    def _validate(
+        self, reply: str, result_payload: Any, result_json: Any, report: MergeReport
+    ) -> None:
         """Steps 5-6: the payload type (a pydantic payload was validated by the merge), then
-        the user's validators."""
+        the user's validators. A change that validation would silently drop (a key the type
+        ignores) is a validation problem too."""
         if self.payload_type is not None and not isinstance(result_payload, BaseModel):
+            adapter = self._type_adapter()
             try:
-                self._type_adapter().validate_python(result_json)
+                value = adapter.validate_python(result_json)
             except ValidationError as exc:
                 self._invalid(reply, validation_errors(exc), result_json, exc)
+            validated = adapter.dump_python(value, mode="json", by_alias=True)
+            name = getattr(self.payload_type, "__name__", str(self.payload_type))
+            try:
+                _merge.reconcile_validated(validated, result_json, report, name, rewrite=False)
+            except PayloadValidationError as exc:
+                self._invalid(reply, exc.errors, result_json, exc)
         for validator in self.settings.validators:
             try:
                 validator(result_payload)

@@ -70,6 +70,7 @@ __all__ = [
     "format_payload_path",
     "format_request_path",
     "payload_holds_string",
+    "reconcile_validated",
 ]
 
 WRAPPERS: Final[tuple[str, ...]] = (
@@ -1510,8 +1511,72 @@ def apply_change_request(
                 errors=errors,
                 payload=result,
             ) from exc
+        _reconcile(model, result, report)
         return MergeResult(model, report)
     return MergeResult(result, report)
+
+
+def _reconcile(model: BaseModel, merged: Any, report: MergeReport) -> None:
+    """Make the report describe the validated model, not the merged dict (see
+    :func:`reconcile_validated`)."""
+    validated = model.model_dump(mode="json", by_alias=True)
+    reconcile_validated(validated, merged, report, type(model).__name__)
+
+
+def reconcile_validated(
+    validated: Any, merged: Any, report: MergeReport, type_name: str, *, rewrite: bool = True
+) -> None:
+    """Check the merge's changes against ``validated``, the merged data as its pydantic type
+    dumps it back.
+
+    Validation may drop keys the type ignores (``extra="ignore"``: a misspelt field), coerce
+    values (``"1"`` to ``1``) or restore a deleted field's default. A change whose key was
+    dropped would be lost silently, so it raises ``PayloadValidationError`` naming its path (in
+    the agent it goes back to the model). With ``rewrite``, a coerced or restored value is
+    reported as it ends up, and a change coerced back to the old value is dropped.
+    """
+    if json_equal(validated, merged):
+        return
+    lost: list[tuple[tuple[str | int, ...], str]] = []
+    changes: list[Change] = []
+    for change in report.changes:
+        present, value = _lookup(validated, change.path)
+        if change.op != "delete" and not present:
+            lost.append(
+                (
+                    change.path,
+                    f"not a field of {type_name}: the type ignores it, so this change would be "
+                    "lost. Use the field names of the schema.",
+                )
+            )
+        elif change.op == "delete":
+            if not present:
+                changes.append(change)
+            elif not json_equal(value, change.old):  # restored to a default
+                changes.append(Change("update", change.path, change.old, value))
+        elif json_equal(value, change.new):
+            changes.append(change)
+        elif change.op == "add" or not json_equal(value, change.old):
+            changes.append(Change(change.op, change.path, change.old, value))
+    if lost:
+        listed = "; ".join(f"{format_payload_path(p)}: {m}" for p, m in lost[:10])
+        raise PayloadValidationError(
+            f"The merged payload does not fit {type_name}: {listed}",
+            errors=lost,
+            payload=merged,
+        )
+    if rewrite:
+        report.changes[:] = changes
+
+
+def _lookup(data: Any, path: tuple[str | int, ...]) -> tuple[bool, Any]:
+    for part in path:
+        in_object = isinstance(data, dict) and isinstance(part, str) and part in data
+        in_array = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if not (in_object or in_array):
+            return False, None
+        data = data[part]
+    return True, data
 
 
 def _strict_message(report: MergeReport) -> str:

@@ -718,3 +718,28 @@ def test_an_error_ending_a_run_carries_attempts_and_usage() -> None:
         PayloadAgent(model, max_retries=3).run({"a": 1}, "set a to 2")
     assert caught.value.attempts == 2
     assert caught.value.usage == Usage(200, 20, 2)
+
+
+@pytest.mark.parametrize("as_model", [True, False])
+def test_a_misspelt_field_goes_back_to_the_model(as_model: bool) -> None:
+    """A change to a key the payload type ignores would be dropped by validation: instead of a
+    silent no-op 'success', the model is told the field does not exist and corrects it."""
+    from pydantic import BaseModel
+
+    from agent_payload.testing import ScriptedModel
+
+    class Invoice(BaseModel):
+        status: str = "draft"
+
+    model = ScriptedModel(
+        ['{"updateElements":{"stauts":"issued"}}', '{"updateElements":{"status":"issued"}}']
+    )
+    agent = PayloadAgent(model)
+    if as_model:
+        result = agent.run(Invoice(), "issue it")
+        assert result.payload == Invoice(status="issued")
+    else:
+        result = agent.run({"status": "draft"}, "issue it", payload_type=Invoice)
+        assert result.payload == {"status": "issued"}
+    assert result.attempts == 2
+    assert "stauts" in model.requests[1].messages[-1].content

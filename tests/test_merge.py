@@ -696,3 +696,32 @@ def test_choose_marker_passes_over_a_marker_the_task_names() -> None:
     both = "use DELETE, not __DELETE__"
     fresh = choose_marker(payload, avoid=[both])
     assert fresh.startswith("__DELETE_") and fresh not in both
+
+
+def test_pydantic_payload_never_loses_a_change_silently() -> None:
+    """A key the model class ignores (a misspelt field, extra="ignore") would vanish in
+    validation: PayloadValidationError names it instead of a report claiming it was applied.
+    A coerced value is reported as it ends up, and a change coerced back to the old value is no
+    change."""
+    from pydantic import BaseModel
+
+    from agent_payload.errors import PayloadValidationError
+
+    class Invoice(BaseModel):
+        status: str = "draft"
+        qty: int = 1
+
+    invoice = Invoice()
+    with pytest.raises(PayloadValidationError) as caught:
+        apply_change_request(invoice, {"updateElements": {"stauts": "issued"}})
+    assert caught.value.errors[0][0] == ("stauts",)
+    assert "not a field of Invoice" in str(caught.value)
+
+    same = apply_change_request(invoice, {"updateElements": {"qty": "1"}})
+    assert same.payload == invoice and same.report.changes == []
+    coerced = apply_change_request(invoice, {"updateElements": {"qty": "3", "status": "sent"}})
+    assert coerced.payload == Invoice(status="sent", qty=3)
+    assert sorted((c.path, c.new) for c in coerced.report.changes) == [
+        (("qty",), 3),
+        (("status",), "sent"),
+    ]
