@@ -52,6 +52,7 @@ from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
+    InvalidPayloadError,
     ModelReplyError,
     NoChangeRequestError,
     PayloadValidationError,
@@ -267,6 +268,23 @@ def validation_problems(
     return tuple(problems)
 
 
+def _check_type(payload_json: Any, payload_type: Any) -> None:
+    """The caller's payload must already fit ``payload_type``: otherwise every attempt would be
+    blamed on the model. ``PayloadValidationError`` before any request."""
+    try:
+        TypeAdapter(payload_type).validate_python(payload_json)
+    except ValidationError as exc:
+        errors = validation_errors(exc)
+        listed = "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in errors[:10])
+        name = getattr(payload_type, "__name__", str(payload_type))
+        raise PayloadValidationError(
+            f"The payload given to run() does not validate as {name} before any change: "
+            f"{listed}. Fix the payload (or the payload_type) first; no model request was made.",
+            errors=errors,
+            payload=payload_json,
+        ) from exc
+
+
 def recording_guard(guards: Sequence[Guard], sink: list[tuple[Change, Finding]]) -> Guard | None:
     """One guard asking every guard in turn; findings of severity ``confirm`` are also
     appended to ``sink`` with their change."""
@@ -405,6 +423,8 @@ class RunState:
         payload_type = settings.payload_type
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
+        elif payload_type is not None and not isinstance(payload, BaseModel):
+            _check_type(payload_json, payload_type)
         marker = _merge.choose_marker(payload_json, avoid=(task,))
         scope = settings.read_scope
         shown_json = payload_json if scope is None else scope.project(payload_json)
@@ -418,6 +438,14 @@ class RunState:
             extra_instructions=settings.extra_instructions,
             output_mode=settings.output_mode,
         )
+        try:
+            parts.user.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidPayloadError(
+                "The payload or the task holds text that is not valid Unicode (a lone surrogate "
+                f"such as \\ud800, at character {exc.start} of the prompt); it cannot be sent "
+                "to a model. Clean the text first."
+            ) from exc
         schema: Mapping[str, Any] | None = None
         if settings.output_mode != "text":
             from agent_payload import schema as _schema

@@ -105,6 +105,11 @@ def _loads(text: str, source: str, *, hint: str = "") -> Any:
         raise CliError(message + hint) from exc
     except ValueError as exc:
         raise CliError(f"{source}: {exc}{hint}") from exc
+    except RecursionError as exc:
+        raise CliError(
+            f"{source}: the JSON is nested too deeply for Python's JSON reader (about 1,000 "
+            "levels); the library merges deeper data given as Python objects"
+        ) from exc
 
 
 def _parse_markers(text: str | None) -> frozenset[str]:
@@ -117,7 +122,14 @@ def _parse_markers(text: str | None) -> frozenset[str]:
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a "\\ud800" escape in the input) cannot be written as UTF-8: keep
+        # it as a JSON escape, which is valid JSON text.
+        text = json.dumps(value, indent=2, ensure_ascii=True) + "\n"
+    return text
 
 
 def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
@@ -190,6 +202,12 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         for line in render_changes(result.report.changes, style=style):
             stderr.write(line + "\n")
         stderr.write(summarize(result.report) + "\n")
+    elif result.report.conflicts:
+        n = len(result.report.conflicts)
+        stderr.write(
+            f"{n} conflicting part{'' if n == 1 else 's'} of the change request not applied "
+            "(see --report; --strict refuses the whole request)\n"
+        )
     return EXIT_OK
 
 

@@ -33,7 +33,7 @@ from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
-from agent_payload.errors import ModelReplyError, PayloadValidationError
+from agent_payload.errors import ModelReplyError, PayloadValidationError, UsageError
 from agent_payload.report import Change, Guard, MergeReport, Problem
 
 __all__ = [
@@ -260,6 +260,14 @@ class ChangeRequestToolHandler:
         if isinstance(arguments, AgentPayloadChangeRequest):
             request = arguments
         else:
+            if arguments is None:  # a call without arguments: the model's error
+                arguments = ""
+            elif not isinstance(arguments, str | Mapping):
+                raise UsageError(
+                    "ChangeRequestToolHandler.handle: expected the tool call's arguments as a "
+                    f"JSON string or a mapping, found {type(arguments).__name__}; pass "
+                    "tool_call.function.arguments (OpenAI) or block.input (Anthropic)"
+                )
             text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
             try:
                 request = _parse.parse_change_request(text)

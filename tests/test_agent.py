@@ -743,3 +743,32 @@ def test_a_misspelt_field_goes_back_to_the_model(as_model: bool) -> None:
         assert result.payload == {"status": "issued"}
     assert result.attempts == 2
     assert "stauts" in model.requests[1].messages[-1].content
+
+
+def test_a_payload_that_already_fails_its_type_is_refused_before_any_request() -> None:
+    """run(payload, payload_type=M) with a payload that does not fit M is the caller's problem:
+    PayloadValidationError at once, no model request, instead of retries blaming the model."""
+    from pydantic import BaseModel
+
+    from agent_payload.errors import PayloadValidationError
+    from agent_payload.testing import ScriptedModel
+
+    class M(BaseModel):
+        a: list[int]
+
+    model = ScriptedModel(["{}"] * 3)
+    with pytest.raises(PayloadValidationError, match="before any change"):
+        PayloadAgent(model).run({"a": "x"}, "t", payload_type=M)
+    assert len(model.requests) == 0
+
+
+def test_text_that_is_not_unicode_is_refused_before_any_request() -> None:
+    """A lone surrogate cannot be sent to a provider: InvalidPayloadError before any request
+    (instead of a bare UnicodeEncodeError from inside the SDK)."""
+    from agent_payload.errors import InvalidPayloadError
+    from agent_payload.testing import ScriptedModel
+
+    model = ScriptedModel(["{}"])
+    with pytest.raises(InvalidPayloadError, match="lone surrogate"):
+        PayloadAgent(model).run({"s": "\ud800"}, "t")
+    assert len(model.requests) == 0

@@ -555,3 +555,30 @@ def test_demo_live_anthropic_when_only_its_key_is_set(monkeypatch: pytest.Monkey
     assert run.status == EXIT_OK, run.out + run.err
     assert f"live: anthropic:{DEFAULT_MODELS['anthropic']}" in run.out
     assert "rejected: index_out_of_range" in run.out
+
+
+def test_apply_never_tracebacks_on_valid_but_awkward_json(tmp_path: Path) -> None:
+    """A lone surrogate escape is written back as an escape (stdout stays valid JSON), and JSON
+    nested deeper than Python's reader allows is a clean usage error, not a RecursionError."""
+    surrogate = tmp_path / "u.json"
+    surrogate.write_text('{"name": "x", "s": "\\ud800"}', encoding="utf-8")
+    change = write(tmp_path, "c.json", {"updateElements": {"name": "y"}})
+    run = cli("apply", str(surrogate), change)
+    assert run.status == EXIT_OK
+    assert run.json() == {"name": "y", "s": "\ud800"}
+    deep = tmp_path / "d.json"
+    deep.write_text("[" * 5000 + "]" * 5000, encoding="utf-8")
+    run = cli("apply", str(deep), change)
+    assert run.status == EXIT_USAGE
+    assert "nested too deeply" in run.err
+
+
+def test_apply_says_when_parts_were_not_applied(tmp_path: Path) -> None:
+    """Without --report, a conflict is not silent: one line on stderr says how many parts of the
+    request were not applied (the merged JSON still goes to stdout, exit 0)."""
+    payload = write(tmp_path, "p.json", {"note": "x"})
+    change = write(tmp_path, "c.json", {"updateElement": {"note": "y"}})
+    run = cli("apply", payload, change)
+    assert run.status == EXIT_OK
+    assert run.json() == {"note": "x"}
+    assert "1 conflicting part of the change request not applied" in run.err

@@ -347,3 +347,18 @@ def test_a_failed_call_after_good_ones_asks_only_for_its_own_part() -> None:
     assert "still exactly as first shown" not in failed.content
     assert "does the whole task" not in failed.content
     assert handler.payload == {"lines": [{"sku": "A"}, {"sku": "B"}]}
+
+
+def test_missing_or_odd_arguments() -> None:
+    """A tool call without arguments is the model's error (an is_error result it can fix); a
+    value that is neither text nor a mapping is the calling program's error (UsageError)."""
+    import pytest
+
+    from agent_payload.errors import UsageError
+    from agent_payload.tools import ChangeRequestToolHandler
+
+    handler = ChangeRequestToolHandler({"x": 1})
+    result = handler.handle(None)  # type: ignore[arg-type]
+    assert result.is_error and handler.payload == {"x": 1}
+    with pytest.raises(UsageError, match="found int"):
+        handler.handle(5)  # type: ignore[arg-type]
