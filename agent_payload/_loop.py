@@ -514,7 +514,7 @@ class RunState:
             why = f"no usable change request after {self.attempt} attempt(s)"
         return RetriesExhaustedError(
             f"{why}; input {self.usage.input_tokens} + output {self.usage.output_tokens} "
-            f"tokens; last problems: {_summary(problems)}. The payload is unchanged. "
+            f"tokens; last problems: {_summary(problems).rstrip('.')}. The payload is unchanged. "
             "Raise max_retries or token_budget, make the task smaller, or inspect "
             ".last_reply and .last_errors.",
             attempts=self.attempt,

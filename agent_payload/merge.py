@@ -259,8 +259,13 @@ def _limit_error(
         return None
     limit, template = entry
     maximum = getattr(limits, limit)
+    shown = (
+        where
+        if len(where) <= 200
+        else f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
+    )
     return LimitExceededError(
-        template.format(value=problem.value, where=where, maximum=maximum),
+        template.format(value=problem.value, where=shown, maximum=maximum),
         limit=limit,
         value=problem.value,
         maximum=maximum,
@@ -417,12 +422,19 @@ def _copy_payload(data: Any, limits: Limits, at: Link = None) -> Any:
 
 
 def _root_error(payload: Any) -> InvalidPayloadError:
-    return InvalidPayloadError(
-        f"The payload root must be a JSON object (dict), a JSON array (list), None (treated as "
-        f"{{}}) or a pydantic model instance; found {describe(payload)} "
-        f"(type {type(payload).__name__}). Wrap the value in an object, e.g. {{'value': ...}}.",
-        path=(),
+    expected = (
+        "The payload root must be a JSON object (dict), a JSON array (list), None (treated as "
+        "{}) or a pydantic model instance"
     )
+    if isinstance(payload, type):
+        found = f"found the class {payload.__name__}: pass an instance of it"
+    else:
+        described = describe(payload)
+        name = type(payload).__name__
+        if name not in described:
+            described += f" (type {name})"
+        found = f"found {described}. Wrap the value in an object, e.g. {{'value': ...}}"
+    return InvalidPayloadError(f"{expected}; {found}.", path=())
 
 
 def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:

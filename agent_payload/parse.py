@@ -377,7 +377,7 @@ class _NonJsonConstant(ValueError):
 
 
 def _reject_constant(name: str) -> Any:
-    raise _NonJsonConstant(f"{name} is not a JSON value")
+    raise _NonJsonConstant(name)
 
 
 def _finite_float(text: str) -> float:
@@ -600,7 +600,7 @@ def _json5_loads(span: str) -> Any:
         # json5 reports syntax errors as ValueError; the others guard its corner cases.
         raise ValueError(str(exc) or type(exc).__name__) from exc
     if constants:
-        raise _NonJsonConstant(f"{constants[0]} is not a JSON value")
+        raise _NonJsonConstant(constants[0])
     return _join_surrogates(value)
 
 

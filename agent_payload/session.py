@@ -463,8 +463,15 @@ class _SessionBase:
         payload_type: Any = None,
         summary_turns: int = 5,
     ) -> Self:
-        """A session continued from a file written by ``save``."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        """A session continued from a file written by ``save`` (``UsageError`` naming the file
+        and position if it is not JSON)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{path}: not a saved session: invalid JSON at line {exc.lineno}, column "
+                f"{exc.colno}: {exc.msg}. Load a file written by PayloadSession.save()."
+            ) from exc
         state = SessionState.from_json(data, payload_type=payload_type, summary_turns=summary_turns)
         return cls(agent, state=state)
 

@@ -316,3 +316,19 @@ def test_a_turn_that_finished_after_an_undo_is_not_recorded() -> None:
         state.record("confirm", result, duration=0.0, timestamp="t", base=base)
     assert state.turns == []
     assert state.payload["status"] == "changed meanwhile"
+
+
+def test_loading_a_file_that_is_not_json_names_the_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """PayloadSession.load on a damaged file: UsageError with the file and position, not a bare
+    JSONDecodeError."""
+    import pytest
+
+    from agent_payload.agent import PayloadAgent
+    from agent_payload.errors import UsageError
+    from agent_payload.session import PayloadSession
+    from agent_payload.testing import ScriptedModel
+
+    bad = tmp_path / "history.json"
+    bad.write_text('{"format": ', encoding="utf-8")
+    with pytest.raises(UsageError, match=r"history\.json: not a saved session.*line 1"):
+        PayloadSession.load(bad, PayloadAgent(ScriptedModel([])))
