@@ -75,7 +75,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
@@ -388,9 +388,30 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_STRICT: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+class _DuplicateKey(_NonJsonConstant):
+    """A key given twice in one object: JSON readers keep the last, so the first value (a whole
+    bucket, say) would be lost without a trace."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return value
+
+
+_STRICT: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs
+)
 _LAX: Final = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, strict=False
+    parse_constant=_reject_constant,
+    parse_float=_finite_float,
+    object_pairs_hook=_unique_pairs,
+    strict=False,
 )
 
 
@@ -582,9 +603,18 @@ def _translate(span: str) -> tuple[str, list[str]] | None:
 
 def _json5_loads(span: str) -> Any:
     constants: list[str] = []
+    duplicates: list[str] = []
 
     def note_constant(name: str) -> None:
         constants.append(name)  # json5 re-raises errors from here as plain ValueError
+
+    def note_pairs(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+        pairs = list(items)
+        value = dict(pairs)
+        if len(value) != len(pairs) and not constants:
+            keys = [key for key, _ in pairs]
+            duplicates.extend(key for i, key in enumerate(keys) if key in keys[:i])
+        return value
 
     def note_float(text: str) -> float:
         value = float(text)
@@ -593,7 +623,12 @@ def _json5_loads(span: str) -> Any:
         return value
 
     try:
-        value = json5.loads(span, parse_constant=note_constant, parse_float=note_float)
+        value = json5.loads(
+            span,
+            parse_constant=note_constant,
+            parse_float=note_float,
+            object_pairs_hook=note_pairs,
+        )
     except RecursionError as exc:
         raise ValueError("the JSON is nested too deeply to read") from exc
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
@@ -601,6 +636,8 @@ def _json5_loads(span: str) -> Any:
         raise ValueError(str(exc) or type(exc).__name__) from exc
     if constants:
         raise _NonJsonConstant(constants[0])
+    if duplicates:
+        raise _DuplicateKey(duplicates[0])
     return _join_surrogates(value)
 
 
@@ -801,6 +838,16 @@ class _Reader:
             _truncated(self.reply, "the reply is a JSON string that never closes", cause=exc)
 
     def _non_json(self, exc: BaseException) -> NoReturn:
+        if isinstance(exc, _DuplicateKey):
+            key = json.dumps(str(exc), ensure_ascii=False)
+            _syntax(
+                self.reply,
+                f"The reply's JSON gives the key {key} twice in one object; a JSON reader keeps "
+                "only the last, so the first would be lost. Ask again with the feedback.",
+                f"your reply gives the key {key} twice in one object, so one of them would be "
+                "lost. Put everything for that key under one occurrence.",
+                cause=exc,
+            )
         _syntax(
             self.reply,
             f"The reply's JSON holds {exc}; NaN and Infinity cannot be merged into JSON "

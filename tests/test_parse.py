@@ -510,3 +510,24 @@ def test_prose_without_json_is_not_labelled_a_refusal() -> None:
         parse_change_request("Sure! I set B to three.")
     assert not isinstance(caught.value, RefusalError)
     assert caught.value.problems[0].kind == "no_change_request"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"updateElements": {"a": 1}, "updateElements": {"b": 2}}',
+        "{updateElements: {a: 1, a: 2,}}",
+    ],
+)
+def test_a_key_given_twice_is_a_syntax_error_not_a_silent_loss(reply: str) -> None:
+    """JSON readers keep the last of two equal keys, so the first bucket (or value) would vanish
+    without a trace: the model is asked to put everything under one occurrence."""
+    with pytest.raises(ReplySyntaxError, match="twice"):
+        parse_change_request(reply)
+
+
+def test_a_duplicate_key_in_an_example_before_the_answer_does_not_matter() -> None:
+    """Only the object chosen as the answer is judged: an earlier example with a duplicate key
+    is ignored like any other example."""
+    reply = 'Example: {"updateElements":{"x":1,"x":2}}\nAnswer: {"updateElements":{"a":1}}'
+    assert parse_change_request(reply).update_elements == {"a": 1}
