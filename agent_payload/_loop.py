@@ -242,9 +242,7 @@ def conflict_problems(
     return tuple(problems)
 
 
-def validation_errors(exc: ValidationError) -> list[tuple[PayloadPath, str]]:
-    """``(payload path, message)`` for each error of a pydantic ``ValidationError``."""
-    return [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
+validation_errors = _merge.validation_errors
 
 
 def validation_problems(
@@ -275,11 +273,11 @@ def _check_type(payload_json: Any, payload_type: Any) -> None:
         TypeAdapter(payload_type).validate_python(payload_json)
     except ValidationError as exc:
         errors = validation_errors(exc)
-        listed = "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in errors[:10])
         name = getattr(payload_type, "__name__", str(payload_type))
         raise PayloadValidationError(
             f"The payload given to run() does not validate as {name} before any change: "
-            f"{listed}. Fix the payload (or the payload_type) first; no model request was made.",
+            f"{_merge.list_validation_errors(errors)}. Fix the payload (or the payload_type) "
+            "first; no model request was made.",
             errors=errors,
             payload=payload_json,
         ) from exc

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, overload
 
@@ -1513,12 +1513,10 @@ def apply_change_request(
         try:
             model = model_class.model_validate(result)
         except ValidationError as exc:
-            errors = [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
-            listed = "; ".join(
-                f"{format_payload_path(loc) or 'the root'}: {msg}" for loc, msg in errors[:10]
-            )
+            errors = validation_errors(exc)
             raise PayloadValidationError(
-                f"The merged payload does not validate as {model_class.__name__}: {listed}. "
+                f"The merged payload does not validate as {model_class.__name__}: "
+                f"{list_validation_errors(errors)}. "
                 "Change the request so the result fits the model's fields and types.",
                 errors=errors,
                 payload=result,
@@ -1526,6 +1524,16 @@ def apply_change_request(
         _reconcile(model, result, report)
         return MergeResult(model, report)
     return MergeResult(result, report)
+
+
+def validation_errors(exc: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
+    """``(payload path, message)`` for each error of a pydantic ``ValidationError``."""
+    return [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
+
+
+def list_validation_errors(errors: Sequence[tuple[Sequence[str | int], str]]) -> str:
+    """The first ten ``(payload path, message)`` pairs as one line for an error message."""
+    return "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in errors[:10])
 
 
 def _reconcile(model: BaseModel, merged: Any, report: MergeReport) -> None:
@@ -1571,9 +1579,8 @@ def reconcile_validated(
         elif change.op == "add" or not json_equal(value, change.old):
             changes.append(Change(change.op, change.path, change.old, value))
     if lost:
-        listed = "; ".join(f"{format_payload_path(p)}: {m}" for p, m in lost[:10])
         raise PayloadValidationError(
-            f"The merged payload does not fit {type_name}: {listed}",
+            f"The merged payload does not fit {type_name}: {list_validation_errors(lost)}",
             errors=lost,
             payload=merged,
         )

@@ -608,19 +608,22 @@ def _json5_loads(span: str) -> Any:
     def note_constant(name: str) -> None:
         constants.append(name)  # json5 re-raises errors from here as plain ValueError
 
+    # json5 re-raises what its hooks raise as plain ValueErrors: the strict hooks' verdicts
+    # are noted here instead, and raised after it returns.
     def note_pairs(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
         pairs = list(items)
-        value = dict(pairs)
-        if len(value) != len(pairs) and not constants:
-            keys = [key for key, _ in pairs]
-            duplicates.extend(key for i, key in enumerate(keys) if key in keys[:i])
-        return value
+        try:
+            return _unique_pairs(pairs)
+        except _DuplicateKey as exc:
+            duplicates.append(str(exc))
+            return dict(pairs)
 
     def note_float(text: str) -> float:
-        value = float(text)
-        if value - value != 0.0:
-            constants.append(f"the number {text[:40]} (it overflows to {value})")
-        return value
+        try:
+            return _finite_float(text)
+        except _NonJsonConstant as exc:
+            constants.append(str(exc))
+            return float(text)
 
     try:
         value = json5.loads(
