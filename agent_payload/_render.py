@@ -65,9 +65,6 @@ class Style:
     def yellow(self, text: str) -> str:
         return self._wrap("33", text)
 
-    def cyan(self, text: str) -> str:
-        return self._wrap("36", text)
-
     def bold(self, text: str) -> str:
         return self._wrap("1", text)
 
