@@ -22,6 +22,7 @@ branches, so a caller can catch exactly what it can act on::
     │   ├── UnknownFieldError         top-level fields that are not part of the format
     │   └── RetryWithFeedback         raised by a user validator: "ask again with this message"
     ├── ProviderError                 transport failure after the SDK's own retries (chained)
+    ├── FileWriteError                a file could not be written; the old file is whole (chained)
     └── RetriesExhaustedError         the correction loop ran out of attempts or tokens
 
 Messages say where (a payload or change-request path), what was expected, what was found,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentPayloadError",
     "ConfigurationError",
+    "FileWriteError",
     "InvalidChangeRequestError",
     "InvalidPayloadError",
     "LimitExceededError",
@@ -251,6 +253,21 @@ class ProviderError(AgentPayloadError):
         self.provider = provider
         self.status_code = status_code
         self.retryable = retryable
+
+
+# --- the outside world: the file system --------------------------------------------------------
+
+
+class FileWriteError(AgentPayloadError, OSError):
+    """Writing a file failed (disk full, a file-size limit, permissions, ...).
+
+    Writes are atomic (``agent_payload._files.atomic_write_text``): the file at ``path`` is
+    exactly as it was before the attempt. Always chained to the ``OSError`` (``__cause__``).
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class RetriesExhaustedError(AgentPayloadError):
