@@ -191,6 +191,14 @@ def _validate_markers(markers: Iterable[str]) -> frozenset[str]:
     return frozenset(items)
 
 
+_NEW_ARRAY_EXPECTED: Final = (
+    'an array of items to append, or an index map: {"2": [items]} inserts the items before '
+    'element 2 (the array\'s length as key inserts at the end), {"2": {...}} adds inside '
+    "element 2"
+)
+"""What newElements may hold where an array stands (sections 3.2.4 and 8), for messages."""
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -693,11 +701,11 @@ class _Merger:
             detail = (
                 f" It is not an index map: the key {json.dumps(bad[0], ensure_ascii=False)} is "
                 "not a decimal index (digits only, no sign, no leading zero)."
-                if bad and bucket != "newElements"
+                if bad
                 else ""
             )
             expected = (
-                "an array of items to append"
+                _NEW_ARRAY_EXPECTED
                 if bucket == "newElements"
                 else 'an array (positional, with {} placeholders) or an index map like {"3": {...}}'
             )
@@ -945,6 +953,8 @@ class _Merger:
                         self.mismatch("newElements", nv, cur, kn, ko, element=False)
                 elif knv == _ARR:
                     n_desc = nv or None
+                elif _is_index_map(nv):
+                    n_desc = nv  # insert / descend (section 8)
                 elif nv:
                     self.mismatch("newElements", nv, cur, kn, ko, element=False)
             if u_set or n_set:
@@ -1072,15 +1082,33 @@ class _Merger:
                     self.removal_beyond_end(value, (xlink, key), key, length, olink)
                 else:
                     x_at[idx] = (value, (xlink, key))
+        # a newElements index map (section 8): insertions before original positions (the
+        # length included) and descents into original elements
+        ins_at: dict[int, tuple[list[Any], Link]] = {}
+        n_at: dict[int, tuple[dict[str, Any], Link]] = {}
+        if type(na) is dict:
+            self.read_insertions(na, length, olink, nlink, ins_at, n_at)
 
         deleted: list[int] = []
-        for i in sorted(u_at.keys() | x_at.keys()):
-            ri = i - len(deleted)
+        placed: dict[int, list[Any]] = {}  # original position -> items inserted before it
+        inserted = 0
+        for i in sorted(u_at.keys() | x_at.keys() | ins_at.keys() | n_at.keys()):
+            if i in ins_at:
+                items, il = ins_at[i]
+                for j, item in enumerate(items):
+                    at: Link = (rlink, i - len(deleted) + inserted)
+                    if self.commit("add", at, None, item, (il, j)):
+                        placed.setdefault(i, []).append(item)
+                        inserted += 1
+                if i == length:
+                    break
+            ri = i - len(deleted) + inserted
             ai = a[i]
             io: Link = (olink, i)
             ir: Link = (rlink, ri)
             xi, xl = x_at.get(i, (_MISSING, None))
             ui, ul = u_at.get(i, (_MISSING, None))
+            ni, nl = n_at.get(i, (None, None))
             x_del = self.is_marker(xi)
             u_del = self.is_marker(ui)
             x_nested: Any = None
@@ -1108,14 +1136,23 @@ class _Merger:
                         io,
                         f"updateElements deletes the element {self.pp(io)}",
                     )
+                if ni is not None:
+                    self.descent_into_deleted(
+                        nl, io, i, "removeElements" if x_del else "updateElements"
+                    )
                 if self.commit("delete", io, ai, None, xl if x_del else ul):
                     deleted.append(i)
                 continue
+            if ni is not None:
+                ni = self.new_descent(ni, ai, nl, io, i)
             if ui is _MISSING or (type(ui) is dict and not ui):
+                x_desc: Any = None
                 if x_nested is not None and self.judge_removal(
                     x_nested, ai, True, xl, io, element=True
                 ):
-                    yield self.descend_element(a, i, ai, None, x_nested, io, ir, ul, xl)
+                    x_desc = x_nested
+                if x_desc is not None or ni is not None:
+                    yield self.descend_element(a, i, ai, None, ni, x_desc, io, ir, ul, nl, xl)
                 continue
             ka = self.check_payload_value(ai, io)
             kui = _kind(ui)
@@ -1133,25 +1170,36 @@ class _Merger:
                             f"updateElements replaces the element {self.pp(io)} with a primitive "
                             "value",
                         )
+                if ni is not None:
+                    self.warn(
+                        "shadowed",
+                        nl,
+                        f"updateElements replaces the element {self.pp(io)} with a primitive "
+                        "value, so what newElements adds inside it was not applied. Send only "
+                        "one of the two.",
+                        io,
+                    )
                 if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul):
                     a[i] = ui
                 continue
             fits_u = (ka == _OBJ and kui == _OBJ) or (
                 ka == _ARR and (kui == _ARR or _is_index_map(ui))
             )
-            x_desc: Any = None
+            x_desc = None
             if x_nested is not None and self.judge_removal(
                 x_nested, ai, True, xl, io, element=True
             ):
                 x_desc = x_nested
             if not fits_u:
                 self.mismatch("updateElements", ui, ai, ul, io, element=True)
-                if x_desc is not None:
-                    yield self.descend_element(a, i, ai, None, x_desc, io, ir, ul, xl)
+                if x_desc is not None or ni is not None:
+                    yield self.descend_element(a, i, ai, None, ni, x_desc, io, ir, ul, nl, xl)
                 continue
-            yield self.descend_element(a, i, ai, ui or None, x_desc, io, ir, ul, xl)
+            yield self.descend_element(a, i, ai, ui or None, ni, x_desc, io, ir, ul, nl, xl)
 
-        if deleted:
+        if placed:
+            self.rebuild(a, length, deleted, placed)
+        elif deleted:
             if len(deleted) <= 16:
                 for i in reversed(deleted):
                     del a[i]
@@ -1190,8 +1238,8 @@ class _Merger:
                 if self.commit("add", (rlink, ri), None, item, (ulink, j)):
                     a.append(item)
 
-        # 4. append
-        if na:
+        # 4. append (a positional newElements list; an index map inserted above)
+        if type(na) is list:
             for j, item in enumerate(na):
                 if type(item) is dict and not item:
                     continue
@@ -1199,15 +1247,128 @@ class _Merger:
                 if self.commit("add", (rlink, ri), None, item, (nlink, j)):
                     a.append(item)
 
+    # --- insertion (section 8) --------------------------------------------------------------
+
+    def read_insertions(
+        self,
+        na: dict[str, Any],
+        length: int,
+        olink: Link,
+        nlink: Link,
+        ins_at: dict[int, tuple[list[Any], Link]],
+        n_at: dict[int, tuple[dict[str, Any], Link]],
+    ) -> None:
+        """Sort a newElements index map into insertions (list values, keys 0 to the length)
+        and descents (object values, keys below the length); report everything else."""
+        where = self.pp(olink)
+        for key, value in na.items():
+            kl: Link = (nlink, key)
+            kind = _kind(value)
+            if kind == _ARR:
+                idx = _index_below(key, length + 1)
+                if idx is None:
+                    self.conflict(
+                        "index_out_of_range",
+                        kl,
+                        f"newElements inserts before element {key} of the array at {where}, "
+                        f"but it has {_elements(length)}: insertion keys go from 0 to {length} "
+                        f"(the length, {length}, inserts after the last element). Not applied. "
+                        "Keys are positions in the original array: recount them.",
+                        olink,
+                    )
+                elif value:
+                    ins_at[idx] = (value, kl)
+            elif kind == _OBJ:
+                idx = _index_below(key, length)
+                if idx is None:
+                    self.conflict(
+                        "index_out_of_range",
+                        kl,
+                        f"newElements adds inside element {key} of the array at {where}, but it "
+                        f"has {_elements(length)}. Not applied. Keys are positions in the "
+                        f'original array; to insert new items give a list: {{"{length}": '
+                        "[...]} appends them.",
+                        olink,
+                    )
+                elif value:
+                    n_at[idx] = (value, kl)
+            else:
+                self.conflict(
+                    "shape_mismatch",
+                    kl,
+                    f"newElements gives {describe(value)} for element {key} of the array at "
+                    f"{where}; in a newElements index map each value is a list of items to "
+                    f'insert before that element (e.g. {{"{key}": [...]}}) or an object that '
+                    "adds inside it. Not applied. To replace the element use updateElements; "
+                    f"to delete it, {self.marker_text()}.",
+                    olink,
+                )
+
+    def new_descent(self, ni: dict[str, Any], ai: Any, nl: Link, io: Link, i: int) -> Any:
+        """``ni`` when it can descend into element ``ai``; else report why and None."""
+        ka = self.check_payload_value(ai, io)
+        if ka == _OBJ or (ka == _ARR and _is_index_map(ni)):
+            return ni
+        if ka == _ARR:
+            self.mismatch("newElements", ni, ai, nl, io, element=True)
+        else:
+            self.conflict(
+                "shape_mismatch",
+                nl,
+                f"newElements adds inside element {i} at {self.pp(io)}, but it holds "
+                f"{describe(ai)}, which has no keys or items to add to. Not applied. To replace "
+                f'the element use updateElements; to insert items before it give a list: {{"{i}": '
+                "[...]}.",
+                io,
+            )
+        return None
+
+    def descent_into_deleted(self, nl: Link, io: Link, i: int, bucket: str) -> None:
+        self.conflict(
+            "shape_mismatch",
+            nl,
+            f"{bucket} deletes the element {self.pp(io)} in this same request, so newElements "
+            "cannot add inside it; the deletion stands and this part was not applied. To put "
+            f'a changed copy in its place, insert the full new value with a list: {{"{i}": '
+            "[...]}.",
+            io,
+        )
+
+    def rebuild(
+        self, a: list[Any], length: int, deleted: list[int], placed: dict[int, list[Any]]
+    ) -> None:
+        """``a`` as the result orders it: survivors in original order, each position's
+        inserted items before it, the length's after the last survivor."""
+        gone = set(deleted)
+        out: list[Any] = []
+        start = 0
+        for i in sorted(gone | placed.keys()):
+            out.extend(a[start:i])
+            out.extend(placed.get(i, ()))
+            start = i + 1 if i in gone else i
+        out.extend(a[start:length])
+        a[:] = out
+
     def descend_element(
-        self, a: list[Any], i: int, ai: Any, u: Any, x: Any, io: Link, ir: Link, ul: Link, xl: Link
+        self,
+        a: list[Any],
+        i: int,
+        ai: Any,
+        u: Any,
+        n: Any,
+        x: Any,
+        io: Link,
+        ir: Link,
+        ul: Link,
+        nl: Link,
+        xl: Link,
     ) -> _Walk:
         kind = _kind(ai)
         child = self.owned_child(ai, kind)
         a[i] = child
         if kind == _OBJ:
-            return self.walk_object(child, u, None, x, io, ir, ul, None, xl)
-        return self.walk_array(child, u, None, x, io, ir, ul, None, xl)
+            return self.walk_object(child, u, n, x, io, ir, ul, nl, xl)
+        return self.walk_array(child, u, n, x, io, ir, ul, nl, xl)
 
     def removal_beyond_end(
         self, v: Any, rl: Link, index: int | str, length: int, olink: Link
@@ -1243,7 +1404,7 @@ class _Merger:
             if bucket == "replaceElements":
                 expected = "an object naming top-level keys"
         elif bucket == "newElements":
-            expected = "an array of items to append"
+            expected = _NEW_ARRAY_EXPECTED
         elif bucket == "replaceElements":
             expected = "an array, which replaces the whole payload"
         else:
@@ -1295,7 +1456,7 @@ class _Merger:
         if x is not None and not (type(x) is list or _is_index_map(x)):
             self.root_mismatch("removeElements", x, root)
             x = None
-        if n is not None and type(n) is not list:
+        if n is not None and not (type(n) is list or _is_index_map(n)):
             self.root_mismatch("newElements", n, root)
             n = None
         if r is not None:
@@ -1442,8 +1603,9 @@ def apply_change_request(
 
     ``changes`` come in walk order: replaceElements keys first; then at each object node key by
     key, in the order removeElements, updateElements and newElements first name them, each
-    key's own change or the changes below it; at an array node the original elements in index
-    order (each one's deletion, replacement or nested changes), then the appended items. A
+    key's own change or the changes below it; at an array node, in original index order, the
+    items a newElements index map inserts before each position (MERGE.md section 8) and then
+    that element's deletion, replacement or nested changes; then the appended items. A
     ``delete`` has the path in the original payload, an ``add`` or ``update`` the path in the
     result (array indices shift after deletions), as MERGE.md section 4 says.
 

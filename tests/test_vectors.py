@@ -1,7 +1,9 @@
 """Conformance: every case of the MERGE.md vectors, run through the merge engine.
 
 Cases come from ``/work/shared/spec/vectors/`` when that folder exists (the shared spec), else
-from the copy in ``tests/vectors/``; our own extra cases live in ``tests/vectors_ours/``.
+from the copy in ``tests/vectors/``; a file of ``tests/vectors/`` that the shared folder does not
+hold (``insertion.json``, section 8) is read from there either way. Our own extra cases live in
+``tests/vectors_ours/``.
 """
 
 from __future__ import annotations
@@ -18,15 +20,23 @@ from agent_payload.merge import apply_change_request
 
 HERE = Path(__file__).parent
 SHARED = Path("/work/shared/spec/vectors")
-VECTOR_DIRS = [SHARED if SHARED.is_dir() else HERE / "vectors", HERE / "vectors_ours"]
+LOCAL = HERE / "vectors"
+
+
+def _vector_files() -> list[Path]:
+    """The shared spec's files (else the local copies), the local files the spec does not hold
+    yet, and our own extra cases."""
+    spec = {p.name: p for p in sorted(LOCAL.glob("*.json"))}
+    if SHARED.is_dir():
+        spec.update({p.name: p for p in sorted(SHARED.glob("*.json"))})
+    return [spec[name] for name in sorted(spec)] + sorted((HERE / "vectors_ours").glob("*.json"))
 
 
 def _load() -> list[Any]:
     cases = []
-    for folder in VECTOR_DIRS:
-        for path in sorted(folder.glob("*.json")):
-            for case in json.loads(path.read_text(encoding="utf-8")):
-                cases.append(pytest.param(case, id=case["name"]))
+    for path in _vector_files():
+        for case in json.loads(path.read_text(encoding="utf-8")):
+            cases.append(pytest.param(case, id=case["name"]))
     return cases
 
 
@@ -59,6 +69,7 @@ def test_vectors_are_found() -> None:
     names = [p.values[0]["name"] for p in CASES]
     assert len(names) > 300
     assert len(names) == len(set(names))
+    assert any(name.startswith("ours/insertion/") for name in names)
 
 
 @pytest.mark.parametrize("case", CASES)

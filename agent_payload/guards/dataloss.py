@@ -254,8 +254,11 @@ class DataLossGuard:
                     findings.append(finding)
                     seen.add((finding.path, finding.rule))
         deleted: dict[PayloadPath, list[int]] = {}
+        inserted: dict[PayloadPath, list[int]] = {}  # result parent -> added positions
         parents: dict[PayloadPath, None] = {}
         for change in changes:
+            if change.op == "add" and change.path and isinstance(change.path[-1], int):
+                inserted.setdefault(change.path[:-1], []).append(change.path[-1])
             if change.op != "delete" or not change.path:
                 continue
             parent = change.path[:-1]
@@ -263,11 +266,11 @@ class DataLossGuard:
             last = change.path[-1]
             if isinstance(last, int):
                 deleted.setdefault(parent, []).append(last)
-        for indices in deleted.values():
+        for indices in (*deleted.values(), *inserted.values()):
             indices.sort()
         for parent in parents:
             old = _get(before, parent)
-            new = _get(after, _map_path(parent, deleted))
+            new = _get(after, _map_path(parent, deleted, inserted))
             for hit in self._container_hits(parent, old, new):
                 if (hit.path, hit.rule) in seen or self._ignored(hit.path):
                     continue
@@ -531,14 +534,25 @@ def _get(data: Any, path: PayloadPath) -> Any:
     return node
 
 
-def _map_path(path: PayloadPath, deleted: dict[PayloadPath, list[int]]) -> PayloadPath:
+def _map_path(
+    path: PayloadPath,
+    deleted: dict[PayloadPath, list[int]],
+    inserted: dict[PayloadPath, list[int]],
+) -> PayloadPath:
     """Map a path of the original payload to the result, given the deleted array positions
-    (by original parent path): every index shifts down by the deletions before it."""
+    (by original parent path) and the added ones (by result parent path, MERGE.md section 8):
+    every index shifts down by the deletions before it, then up by each item added at or
+    before the position it has reached."""
     out: list[str | int] = []
     for n, segment in enumerate(path):
         if isinstance(segment, int):
             gone = deleted.get(path[:n])
-            out.append(segment - bisect_left(gone, segment) if gone else segment)
+            index = segment - bisect_left(gone, segment) if gone else segment
+            for added in inserted.get(tuple(out), ()):
+                if added > index:
+                    break
+                index += 1
+            out.append(index)
         else:
             out.append(segment)
     return tuple(out)
