@@ -715,8 +715,9 @@ class _Merger:
         if element:
             fix = (
                 "To give an element a value of another kind, delete it with "
-                f"{self.marker_text()} and append the new value with newElements, or replace the "
-                "whole top-level value with replaceElements."
+                f"{self.marker_text()} and insert the new value in its place with a newElements "
+                'index map ({"<its index>": [new value]}), or replace the whole top-level value '
+                "with replaceElements."
             )
         else:
             fix = (

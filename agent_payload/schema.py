@@ -17,7 +17,9 @@ models stay recursive through ``$ref``):
   or an *index map* (an object whose keys match ``^(0|[1-9][0-9]*)$``, same values).
 * ``removeElements``: the same shape, but its leaves are only the marker (or ``{}`` in arrays).
 * ``newElements``: a deep partial without markers; array items are whole elements (they are
-  appended), ``{}`` placeholders allowed (they are skipped).
+  appended), ``{}`` placeholders allowed (they are skipped). Where an array stands, an index map
+  may stand instead (MERGE.md section 8): a list of whole elements inserts them, an element's
+  ``newElements`` partial adds inside it (an index map again if the element is an array).
 * ``replaceElements``: the payload's top-level keys with their full (non-partial) types, each
   optional; for an array payload, the whole array.
 * ``reasoning``: a string.
@@ -181,7 +183,11 @@ def _strict_envelope(schema: Schema) -> Schema:
 
 
 _DESCRIPTIONS = {
-    "newElements": "Additions: a partial of the payload holding only the new keys/items.",
+    "newElements": (
+        "Additions: a partial of the payload holding only the new keys/items. Where an array "
+        'stands, an index map inserts: {{"2": [items]}} puts the items before original element '
+        '2 (the length as key: at the end); {{"2": {{...}}}} adds inside element 2.'
+    ),
     "updateElements": (
         "Surgical updates: a partial of the payload holding only what changes. In arrays, "
         "{{}} keeps an element; an object keyed by indices (an index map, e.g. "
@@ -419,7 +425,7 @@ class _Builder:
             return any(self._holds(b, seen) for b in branches)
         return _is_object(schema) or _is_array(schema) or not schema
 
-    # -- newElements: a deep partial without markers; appended items are whole --
+    # -- newElements: a deep partial without markers; appended and inserted items are whole --
 
     def new(self, schema: Schema) -> Schema:
         if self._ref_name(schema) is not None:
@@ -430,9 +436,24 @@ class _Builder:
         if _is_object(schema):
             return self._partial_object(schema, self.new, self.new)
         if _is_array(schema):
-            whole = _strip_title(copy.deepcopy(_items(schema)))
-            return {"type": "array", "items": {"anyOf": [whole, self.placeholder]}}
+            return self._new_array(schema)
         return _leaf(schema)
+
+    def _new_array(self, schema: Schema, *, append: bool = True) -> Schema:
+        """An array in newElements: items to append (``{}`` skipped), or an index map whose
+        values insert whole items or descend into the element (section 8)."""
+        items = _items(schema)
+        whole = _strip_title(copy.deepcopy(items))
+        values: list[Schema] = [{"type": "array", "items": copy.deepcopy(whole)}]
+        if self._ref_name(items) is None and _is_array(items):
+            values.append(self._new_array(items, append=False))  # into an array: a map only
+        elif self._holds(items, set()):
+            values.append(self.new(items))
+        index_map = self._index_map(_any_of(values))
+        if not append:
+            return index_map
+        appended = {"type": "array", "items": {"anyOf": [whole, self.placeholder]}}
+        return {"anyOf": [appended, index_map]}
 
     # -- shared shapes --
 

@@ -53,7 +53,9 @@ DEFAULT_TOOL_NAME = "apply_change_request"
 def tool_description(marker: str = MARKER) -> str:
     """What the tool does, in words for the model (names the active DELETE marker)."""
     return (
-        "Edit the JSON payload by sending only what changes. newElements: keys to add. "
+        "Edit the JSON payload by sending only what changes. newElements: keys to add and "
+        'items to append; an object of indices such as {"2": [items]} inserts the items before '
+        'original element 2 ({"2": {...}} adds inside it). '
         "updateElements: values to change (partial, same shape as the payload); in arrays, {} "
         f'keeps an element and "{marker}" removes it; an object of indices such as '
         '{"12": {...}} addresses elements by position. '

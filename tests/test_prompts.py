@@ -770,10 +770,34 @@ TEACHINGS: list[tuple[str, Any, dict[str, Any], Any]] = [
         {"tags": ["a", "urgent"], "notes": "call back"},
     ),
     (
-        "updateElements adds a missing key inside an array element",
+        "a newElements index map with a list inserts before the original element",
+        {"steps": [{"name": "a"}, {"name": "b"}, {"name": "c"}]},
+        {"newElements": {"steps": {"2": [{"name": "Preheat"}]}}},
+        {"steps": [{"name": "a"}, {"name": "b"}, {"name": "Preheat"}, {"name": "c"}]},
+    ),
+    (
+        "the length as the key inserts at the end",
+        {"l": ["a"]},
+        {"newElements": {"l": {"1": ["z"]}}},
+        {"l": ["a", "z"]},
+    ),
+    (
+        "an object value in a newElements index map adds inside that element",
+        {"rows": [{"id": 0}, {"id": 1}, {"id": 2}, {"id": 3}]},
+        {"newElements": {"rows": {"3": {"note": "x"}}}},
+        {"rows": [{"id": 0}, {"id": 1}, {"id": 2}, {"id": 3, "note": "x"}]},
+    ),
+    (
+        "items inserted before position 1 do not shift position 3",
+        {"l": ["a", "b", "c", "d"]},
+        {"newElements": {"l": {"1": ["x"]}}, "updateElements": {"l": {"3": "D"}}},
+        {"l": ["a", "x", "b", "c", "D"]},
+    ),
+    (
+        "updateElements changes a key inside an array element",
         {"items": [{"id": 1}]},
-        {"updateElements": {"items": [{"note": "x"}]}},
-        {"items": [{"id": 1, "note": "x"}]},
+        {"updateElements": {"items": [{"id": 2}]}},
+        {"items": [{"id": 2}]},
     ),
     (
         "removeElements deletes at any depth",
@@ -824,22 +848,52 @@ TEACHINGS: list[tuple[str, Any, dict[str, Any], Any]] = [
         {"rows": [["taken"] * 8 for _ in range(3)] + [["taken"] * 7 + ["free"]]},
     ),
     (
-        "an array in updateElements appends inside an array element",
+        "an object value in a newElements index map appends inside an array element",
         {"items": [{}, {}, {}, {"tags": ["red"]}]},
-        {"updateElements": {"items": {"3": {"tags": [{}, "eco"]}}}},
+        {"newElements": {"items": {"3": {"tags": ["eco"]}}}},
         {"items": [{}, {}, {}, {"tags": ["red", "eco"]}]},
     ),
     (
-        "move: delete where it is and append where it goes",
+        "in updateElements an index map never appends",
+        {"items": ["a"]},
+        {"updateElements": {"items": {"1": "b"}}},
+        None,
+    ),
+    (
+        "insert in the middle with a list of several items",
+        {"l": ["a", "b", "c"]},
+        {"newElements": {"l": {"2": ["x", "y"]}}},
+        {"l": ["a", "b", "x", "y", "c"]},
+    ),
+    (
+        "move within an array and to another one: delete, then insert the full value",
+        {"todo": [{"id": 1}, {"id": 2}], "done": [{"id": 3}], "l": ["a", "b", "c", "d"]},
+        {
+            "updateElements": {"todo": {"0": M}, "l": {"3": M}},
+            "newElements": {"done": {"0": [{"id": 1}]}, "l": {"1": ["d"]}},
+        },
+        {"todo": [{"id": 2}], "done": [{"id": 1}, {"id": 3}], "l": ["a", "d", "b", "c"]},
+    ),
+    (
+        "move where order does not matter: delete where it is and append where it goes",
         {"todo": ["a", "b"], "done": ["c"]},
         {"updateElements": {"todo": [M]}, "newElements": {"done": ["a"]}},
         {"todo": ["b"], "done": ["c", "a"]},
     ),
     (
-        "insert by shifting with an index map and appending",
-        {"l": ["a", "b", "c", "d"]},
-        {"updateElements": {"l": {"2": "X", "3": "c"}}, "newElements": {"l": ["d"]}},
-        {"l": ["a", "b", "X", "c", "d"]},
+        "items inserted before a deleted element land where it stood",
+        {"l": ["a", "b", "c"]},
+        {"updateElements": {"l": {"1": M}}, "newElements": {"l": {"1": ["x"]}}},
+        {"l": ["a", "x", "c"]},
+    ),
+    (
+        "reorder: one moved element at a time, at any depth",
+        {"o": {"l": [{"k": 1}, {"k": 2}, {"k": 3}, {"k": 4}]}},
+        {
+            "removeElements": {"o": {"l": {"2": M, "3": M}}},
+            "newElements": {"o": {"l": {"0": [{"k": 4}], "1": [{"k": 3}]}}},
+        },
+        {"o": {"l": [{"k": 4}, {"k": 1}, {"k": 3}, {"k": 2}]}},
     ),
     (
         "a deep array is rewritten by deleting its key and giving it again",
@@ -866,6 +920,12 @@ TEACHINGS: list[tuple[str, Any, dict[str, Any], Any]] = [
         {"ep": {"method": M}},
     ),
     (
+        "inside array elements too, through an index map",
+        {"eps": [{"method": "GET"}]},
+        {"newElements": {"eps": {"0": {"method": M}}}},
+        {"eps": [{"method": M}]},
+    ),
+    (
         "other strings are data: DELETE is not the marker when another is active",
         {"ep": {"method": "GET"}, "l": ["x"]},
         {"updateElements": {"ep": {"method": "DELETE"}, "l": ["DELETE"]}},
@@ -887,10 +947,15 @@ TEACHINGS: list[tuple[str, Any, dict[str, Any], Any]] = [
 def test_what_the_system_prompt_teaches_holds(
     payload: Any, request_: dict[str, Any], expected: Any
 ) -> None:
-    """Each way of editing the system prompt teaches merges to what it says, with no conflict,
+    """Each way of editing the system prompt teaches merges to what it says, with no conflict
+    (a form it says is refused: a conflict and nothing changed),
     with only the active marker configured (here "__DELETE__")."""
     merge = pytest.importorskip("agent_payload.merge")
     result = merge.apply_change_request(payload, request_, markers=frozenset({M}))
+    if expected is None:  # what the prompt says is refused is refused
+        assert result.report.conflicts
+        assert result.payload == payload
+        return
     assert result.report.conflicts == []
     assert result.payload == expected
 

@@ -234,6 +234,10 @@ def invoice_schema() -> dict[str, Any]:
         {"removeElements": {"tree": {"children": {"1": "DELETE"}}}},
         {"newElements": {"customer": "Ada", "lines": [{"sku": "X"}, {}]}},
         {"newElements": {"address": {"street": "Main"}}},
+        {"newElements": {"lines": {"2": [{"sku": "X"}, {"sku": "Y", "qty": 2}], "5": []}}},
+        {"newElements": {"lines": {"0": {"tags": {"1": ["sale"]}}, "1": {"tags": ["new"]}}}},
+        {"newElements": {"grid": {"0": {"2": [7, 8]}, "1": [[1, 2]]}}},
+        {"newElements": {"tree": {"children": {"0": {"children": {"0": [{"name": "n"}]}}}}}},
         {"replaceElements": {"lines": [{"sku": "A", "qty": 2}], "address": None}},
         {"replaceElements": {"address": {"street": "1 Main", "city": "Oslo"}}},
     ],
@@ -261,7 +265,12 @@ def test_accepts_the_format(invoice_schema: dict[str, Any], request_: dict[str, 
         ({"removeElements": {"id": {"x": "DELETE"}}}, "nested removals under a number"),
         ({"replaceElements": {"address": {"street": "Main"}}}, "a partial in replaceElements"),
         ({"replaceElements": {"lines": [{}]}}, "a placeholder in replaceElements"),
-        ({"newElements": {"lines": {"0": {"sku": "X"}}}}, "an index map in newElements"),
+        ({"newElements": {"lines": {"0": "X"}}}, "a primitive in a newElements index map"),
+        ({"newElements": {"lines": {"0": [{"qty": 1}]}}}, "an inserted item that is not whole"),
+        ({"newElements": {"lines": {"0": {"colour": 1}}}}, "an unknown key inside an element"),
+        ({"newElements": {"lines": {"01": [{"sku": "X"}]}}}, "a newElements key with a leading 0"),
+        ({"newElements": {"grid": {"0": {"a": [1]}}}}, "a plain object into an array element"),
+        ({"newElements": {"lines": {"0": {"tags": {"0": "x"}}}}}, "a primitive to insert"),
         ({"updateElement": {"id": 1}}, "an unknown top-level field"),
         ({"reasoning": 5}, "reasoning that is not a string"),
     ],
@@ -317,6 +326,8 @@ def test_list_payload() -> None:
     assert valid(schema, {"updateElements": {"12": {"sku": "Z"}}})
     assert valid(schema, {"removeElements": {"3": "DELETE"}})
     assert valid(schema, {"newElements": [{"sku": "N"}]})
+    assert valid(schema, {"newElements": {"1": [{"sku": "N"}], "0": {"tags": ["t"]}}})
+    assert not valid(schema, {"newElements": {"1": {"sku": 5}}})
     assert valid(schema, {"replaceElements": [{"sku": "A"}]})
     assert not valid(schema, {"replaceElements": [{"qty": 1}]})
     assert not valid(schema, {"updateElements": {"sku": "A"}})

@@ -69,6 +69,32 @@ def test_handler_picks_a_marker_the_data_does_not_hold() -> None:
     assert '"__DELETE__"' in handler.openai_tool()["function"]["description"]
 
 
+def test_tool_description_and_schema_teach_insertion() -> None:
+    """The description says how a newElements index map inserts, and the tool's schema admits
+    one whose values are lists of whole items (MERGE.md section 8)."""
+    tool = anthropic_tool(Invoice)
+    assert '{"2": [items]} inserts the items before original element 2' in tool["description"]
+    new_elements = tool["input_schema"]["properties"]["newElements"]
+    assert "index map inserts" in new_elements["description"]
+    lines = new_elements["properties"]["lines"]
+    index_map = lines["anyOf"][1]
+    assert set(index_map) == {"type", "patternProperties", "additionalProperties"}
+    [values] = index_map["patternProperties"].values()
+    assert values["anyOf"] == [
+        {"type": "array", "items": {"$ref": "#/$defs/Line"}},
+        {"$ref": "#/$defs/Line__new"},
+    ]
+
+
+def test_handle_applies_an_insertion() -> None:
+    """A tool call that inserts in the middle is applied and summarized as an add."""
+    handler = ChangeRequestToolHandler(json.loads(json.dumps(INVOICE)), payload_type=Invoice)
+    result = handler.handle({"newElements": {"lines": {"1": [{"sku": "N", "qty": 3}]}}})
+    assert not result.is_error, result.content
+    assert [line["sku"] for line in result.payload["lines"]] == ["A", "N", "B"]
+    assert "- add lines[1]" in result.content
+
+
 # --- the handler -------------------------------------------------------------------------------
 
 
