@@ -26,8 +26,9 @@ A rule names a set of payload paths, optionally followed by the operations it co
 A rule that matches a path also covers everything inside it: ``deny=["customer"]`` makes the
 whole ``customer`` object read-only. Paths are the concrete paths of the merge report: a
 delete names the position in the original array, an add or update the position in the result
-(so rules with literal indices such as ``items[0]`` are best kept for arrays that do not
-shrink; ``items[*]`` is always safe).
+(so rules with literal indices such as ``items[0]`` are best kept for arrays that neither
+shrink nor take insertions; ``items[*]`` is always safe). An item inserted into an array
+(MERGE.md section 8) is an ``add`` at its result position: ``items[*]:add`` allows it.
 
 How a change is checked
 =======================
