@@ -21,6 +21,7 @@ __all__ = [
     "format_payload_path",
     "format_request_path",
     "is_identifier",
+    "json_data",
     "json_equal",
     "locate_problem",
     "materialize",
@@ -28,6 +29,20 @@ __all__ = [
 
 Link = tuple[Any, str | int] | None
 """A path as a linked list ``(parent_link, key)``; ``None`` is the root. Cheap to extend."""
+
+
+def json_data(value: Any) -> Any:
+    """The one way a payload becomes JSON data, in every module (prompts, tools, session,
+    diff, CLI, guards): a pydantic model (anything with ``model_dump`` that is not a dict or a
+    list) is dumped in JSON mode **by alias**, the form the merge accepts and validates back;
+    anything else is returned as given (``None`` stays ``None``; callers that treat a missing
+    payload as ``{}`` say so themselves)."""
+    if isinstance(value, dict | list) or value is None:
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", by_alias=True)
+    return value
 
 
 class _Bad(Exception):

@@ -47,8 +47,8 @@ from typing import Any, Generic, NoReturn, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from agent_payload import judge as _judge
 from agent_payload import merge as _merge
-from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
@@ -59,8 +59,6 @@ from agent_payload.errors import (
     RefusalError,
     ReplySyntaxError,
     RetriesExhaustedError,
-    RetryWithFeedback,
-    TruncatedReplyError,
     UnknownFieldError,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, OutputMode
@@ -68,10 +66,7 @@ from agent_payload.report import (
     Change,
     Finding,
     Guard,
-    Issue,
     MergeReport,
-    MergeResult,
-    PayloadPath,
     Problem,
 )
 from agent_payload.usage import Usage
@@ -81,12 +76,9 @@ __all__ = [
     "RunSettings",
     "RunState",
     "Validator",
-    "conflict_problems",
     "estimate_tokens",
     "format_payload_path",
-    "recording_guard",
     "validation_errors",
-    "validation_problems",
 ]
 
 P = TypeVar("P")
@@ -180,90 +172,7 @@ class _Pending:
 format_payload_path = _prompts.format_payload_path
 """``("items", 3, "price")`` -> ``items[3].price`` (the prompts' own spelling)."""
 
-
-_MISSING = object()
-
-
-def _lookup(data: Any, path: Sequence[str | int]) -> Any:
-    node = data
-    for part in path:
-        if isinstance(node, dict) and isinstance(part, str) and part in node:
-            node = node[part]
-            continue
-        is_index = isinstance(part, int) and not isinstance(part, bool)
-        if isinstance(node, list) and is_index and 0 <= int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return _MISSING
-    return node
-
-
-def _current(data: Any, path: PayloadPath | None) -> tuple[Any, bool]:
-    """The payload subtree concerned by a problem: the value at ``path``, or (when the path
-    names something missing, such as an index past the end) its parent container, never the
-    whole root."""
-    if path is None:
-        return None, False
-    value = _lookup(data, path)
-    if value is not _MISSING:
-        return value, True
-    if len(path) > 1:
-        value = _lookup(data, path[:-1])
-        if value is not _MISSING:
-            return value, True
-    return None, False
-
-
-def _problem_current(data: Any, path: PayloadPath | None, whole_root: bool) -> tuple[Any, bool]:
-    if not whole_root and not path:
-        return None, False
-    return _current(data, path)
-
-
-def conflict_problems(
-    conflicts: Sequence[Issue], data: Any, *, whole_root: bool = True
-) -> tuple[Problem, ...]:
-    """One ``conflict`` Problem per merge conflict, at its change-request path, with the
-    subtree of ``data`` (the payload as the model sees it) concerned. ``whole_root=False``:
-    a problem about the root itself carries no current value (not the whole payload)."""
-    problems = []
-    for issue in conflicts:
-        current, has_current = _problem_current(data, issue.payload_path, whole_root)
-        problems.append(
-            Problem(
-                kind="conflict",
-                message=issue.message,
-                path=issue.path,
-                code=issue.code,
-                current=current,
-                has_current=has_current,
-            )
-        )
-    return tuple(problems)
-
-
 validation_errors = _merge.validation_errors
-
-
-def validation_problems(
-    errors: Sequence[tuple[Sequence[str | int], str]], data: Any, *, whole_root: bool = True
-) -> tuple[Problem, ...]:
-    """One ``validation`` Problem per error, at its payload path, with the subtree of ``data``
-    concerned (``whole_root`` as for :func:`conflict_problems`)."""
-    problems = []
-    for loc, msg in errors:
-        path = tuple(loc)
-        current, has_current = _problem_current(data, path, whole_root)
-        problems.append(
-            Problem(
-                kind="validation",
-                message=msg,
-                path=format_payload_path(path),
-                current=current,
-                has_current=has_current,
-            )
-        )
-    return tuple(problems)
 
 
 def _check_type(payload_json: Any, payload_type: Any) -> None:
@@ -281,24 +190,6 @@ def _check_type(payload_json: Any, payload_type: Any) -> None:
             errors=errors,
             payload=payload_json,
         ) from exc
-
-
-def recording_guard(guards: Sequence[Guard], sink: list[tuple[Change, Finding]]) -> Guard | None:
-    """One guard asking every guard in turn; findings of severity ``confirm`` are also
-    appended to ``sink`` with their change."""
-    if not guards:
-        return None
-
-    def guard(change: Change) -> list[Finding]:
-        findings: list[Finding] = []
-        for each in guards:
-            for finding in each(change):
-                findings.append(finding)
-                if finding.severity == "confirm":
-                    sink.append((change, finding))
-        return findings
-
-    return guard
 
 
 @functools.cache
@@ -324,20 +215,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def _to_json(payload: Any) -> Any:
-    if isinstance(payload, BaseModel):
-        return payload.model_dump(mode="json", by_alias=True)
-    if payload is None:
-        return {}
-    return payload
-
-
-def _summary(problems: Sequence[Problem], limit: int = 3) -> str:
-    parts = [f"{p.path + ': ' if p.path else ''}{p.message}" for p in problems[:limit]]
-    more = len(problems) - limit
-    if more > 0:
-        parts.append(f"... and {more} more")
-    return "; ".join(parts) or "no details"
+_summary = _judge.summary
 
 
 ECHO_TRUNCATED_CHARS = 2000
@@ -401,7 +279,17 @@ class RunState:
         self.last_error: ModelReplyError | None = None
         self.refusals = 0
         self.pending: _Pending | None = None
-        self._adapter: TypeAdapter[Any] | None = None
+        self.judge_reply = _judge.Judge(
+            payload,
+            marker=marker,
+            payload_type=payload_type,
+            validators=settings.validators,
+            guards=settings.guards,
+            read_scope=settings.read_scope,
+            payload_json=payload_json,
+            shown_json=shown_json,
+        )
+        """The one judge of every reply of this run (``agent_payload.judge``)."""
 
     # -- construction --------------------------------------------------------------------
 
@@ -525,30 +413,44 @@ class RunState:
     # -- judging a reply -----------------------------------------------------------------
 
     def judge(self, reply: ModelReply) -> AgentResult[Any]:
-        """Return the result, or raise the ``ModelReplyError`` to correct (state updated)."""
+        """Return the result, or raise the ``ModelReplyError`` to correct (state updated).
+        Every decision is ``agent_payload.judge.Judge``'s; this maps its verdict."""
         usage = reply.usage
         if usage.requests == 0:
             usage = Usage(usage.input_tokens, usage.output_tokens, 1)
         self.usage = self.usage + usage
         self.replies.append(reply.text)
 
-        parsed = self._read(reply)
-        change_request = parsed.change_request
-        confirm_sink: list[tuple[Change, Finding]] = []
-        merged = self._merge(reply.text, change_request, confirm_sink)
-        result_payload, report = merged.payload, merged.report
-        result_json = _to_json(result_payload)
-        self._review(reply.text, result_json, report, confirm_sink)
-        self._validate(reply.text, result_payload, result_json, report)
-        confirmed: tuple[Finding, ...] = ()
-        if confirm_sink:
-            if self.pending is None or self.pending.payload_json != result_json:
-                self._ask_confirmation(reply.text, result_json, confirm_sink)
-            confirmed = tuple(finding for _, finding in confirm_sink)
+        pending: dict[str, Any] = {}
+        if self.pending is not None:
+            pending["confirming"] = self.pending.payload_json
+        verdict = self.judge_reply(
+            reply.text,
+            finish_reason=reply.finish_reason,
+            truncated=reply.truncated,
+            refusal=reply.refusal,
+            **pending,
+        )
+        if verdict.status == "confirm":
+            self._ask_confirmation(reply.text, verdict)
+        if verdict.status == "problems":
+            if verdict.stage == "refusal":
+                self._refused(reply.text, verdict, reply.refusal or reply.text)
+            self._fail(
+                reply.text,
+                verdict.problems,
+                verdict.error,
+                verdict.message,
+                truncated=verdict.stage == "truncated",
+                cause=verdict.cause,
+            )
         self.pending = None
+        change_request = verdict.change_request
+        report = verdict.report
+        assert change_request is not None and report is not None  # accepted
         reasoning = report.reasoning if report.reasoning is not None else change_request.reasoning
         return AgentResult(
-            payload=result_payload,
+            payload=verdict.payload,
             change_request=change_request,
             report=report,
             reasoning=reasoning,
@@ -557,168 +459,14 @@ class RunState:
             replies=tuple(self.replies),
             marker=self.marker,
             rewrite_tokens=estimate_tokens(
-                json.dumps(result_json, ensure_ascii=False, separators=(",", ":"))
+                json.dumps(verdict.payload_json, ensure_ascii=False, separators=(",", ":"))
             ),
             change_tokens=estimate_tokens(reply.text),
-            repairs=tuple(parsed.repairs),
-            confirmed=confirmed,
+            repairs=verdict.repairs,
+            confirmed=tuple(finding for _, finding in verdict.confirmations),
         )
-
-    # -- the steps of judge ----------------------------------------------------------------
-
-    def _read(self, reply: ModelReply) -> _parse.ParsedReply:
-        """Steps 1-3: truncation, refusal, parsing."""
-        if reply.truncated or reply.finish_reason in ("length", "max_tokens"):
-            problem = Problem(
-                kind="truncated",
-                message="your reply was cut off by the output token limit "
-                f"(finish_reason={reply.finish_reason!r}), so none of it was used.",
-            )
-            self._fail(
-                reply.text,
-                [problem],
-                TruncatedReplyError,
-                "the reply was cut off by the token limit; it was not applied",
-                truncated=True,
-            )
-        if reply.refusal is not None or reply.finish_reason == "refusal":
-            self._refused(reply.text or reply.refusal or "", reply.refusal or reply.text)
-        try:
-            return _parse.parse_change_request_with_repairs(
-                reply.text, finish_reason=reply.finish_reason
-            )
-        except RefusalError as exc:
-            self._refused(reply.text, reply.text, exc.problems, cause=exc)
-        except TruncatedReplyError as exc:
-            self._fail(
-                reply.text,
-                exc.problems or [Problem(kind="truncated", message=str(exc))],
-                TruncatedReplyError,
-                str(exc),
-                truncated=True,
-                cause=exc,
-            )
-        except ModelReplyError as exc:
-            problems = exc.problems or [Problem(kind="parse", message=exc.feedback)]
-            kind = type(exc) if type(exc) in _REPLY_ERRORS else ModelReplyError
-            self._fail(reply.text, problems, kind, str(exc), cause=exc)
-
-    def _merge(
-        self,
-        reply: str,
-        change_request: AgentPayloadChangeRequest[Any],
-        confirm_sink: list[tuple[Change, Finding]],
-    ) -> MergeResult[Any]:
-        """Step 4: merge with the active marker alone and the guards; conflicts go back with
-        their change-request path and the current subtree (as the model may see it)."""
-        guard = recording_guard(self.settings.guards, confirm_sink)
-        try:
-            merged = _merge.apply_change_request(
-                self.payload, change_request, markers=frozenset({self.marker}), guard=guard
-            )
-        except PayloadValidationError as exc:
-            self._invalid(reply, exc.errors, exc.payload, exc)
-        if not merged.report.conflicts:
-            return merged
-        problems = conflict_problems(merged.report.conflicts, self.shown_json)
-        self._fail(
-            reply,
-            problems,
-            ModelReplyError,
-            f"the change request conflicts with the payload: {_summary(problems)}",
-        )
-
-    def _validate(
-        self, reply: str, result_payload: Any, result_json: Any, report: MergeReport
-    ) -> None:
-        """Steps 5-6: the payload type (a pydantic payload was validated by the merge), then
-        the user's validators. A change that validation would silently drop (a key the type
-        ignores) is a validation problem too."""
-        if self.payload_type is not None and not isinstance(result_payload, BaseModel):
-            adapter = self._type_adapter()
-            try:
-                value = adapter.validate_python(result_json)
-            except ValidationError as exc:
-                self._invalid(reply, validation_errors(exc), result_json, exc)
-            validated = adapter.dump_python(value, mode="json", by_alias=True)
-            name = getattr(self.payload_type, "__name__", str(self.payload_type))
-            try:
-                _merge.reconcile_validated(validated, result_json, report, name, rewrite=False)
-            except PayloadValidationError as exc:
-                self._invalid(reply, exc.errors, result_json, exc)
-        for validator in self.settings.validators:
-            try:
-                validator(result_payload)
-            except RetryWithFeedback as exc:
-                self._fail(
-                    reply,
-                    [Problem(kind="custom", message=exc.feedback, path=exc.path)],
-                    ModelReplyError,
-                    f"a validator asked for another attempt: {exc.feedback}",
-                    cause=exc,
-                )
-
-    # -- whole-merge reviews -------------------------------------------------------------
-
-    def _shown(self, data: Any) -> Any:
-        """``data`` as the model may see it (projected through the read scope, if any)."""
-        scope = self.settings.read_scope
-        return data if scope is None else scope.project(data)
-
-    def _review(
-        self,
-        reply: str,
-        result_json: Any,
-        report: MergeReport,
-        confirm_sink: list[tuple[Change, Finding]],
-    ) -> None:
-        """Ask every guard that has ``review(before, after, changes, per_change=False)`` about
-        the merge as a whole (a data-loss guard: an array shrunk by many separate deletions).
-        ``conflict`` findings go back to the model, ``confirm`` ones join the confirmation,
-        ``warning`` ones are added to the report's warnings."""
-        conflicts: list[Problem] = []
-        for guard in self.settings.guards:
-            review = getattr(guard, "review", None)
-            if not callable(review):
-                continue
-            for finding in review(self.payload_json, result_json, report.changes, per_change=False):
-                path = tuple(getattr(finding, "path", ()) or ())
-                where = format_payload_path(path) if path else None
-                if finding.severity == "conflict":
-                    current, has_current = _current(self.shown_json, path)
-                    conflicts.append(
-                        Problem(
-                            kind="guard",
-                            message=finding.message,
-                            path=where,
-                            code=finding.code,
-                            current=current,
-                            has_current=has_current,
-                        )
-                    )
-                elif finding.severity == "confirm":
-                    old, had_old = _current(self.shown_json, path)
-                    new, has_new = _current(self._shown(result_json), path)
-                    op: Any = "update" if had_old and has_new else "delete"
-                    confirm_sink.append((Change(op, path, old, new), finding))
-                else:
-                    report.warnings.append(
-                        Issue(finding.code, "", finding.message, path if path else None)
-                    )
-        if conflicts:
-            self._fail(
-                reply,
-                conflicts,
-                ModelReplyError,
-                f"a guard refused the change request: {_summary(conflicts)}",
-            )
 
     # -- failures ------------------------------------------------------------------------
-
-    def _type_adapter(self) -> TypeAdapter[Any]:
-        if self._adapter is None:
-            self._adapter = TypeAdapter(self.payload_type)
-        return self._adapter
 
     def _fail(
         self,
@@ -755,83 +503,30 @@ class RunState:
             raise error from cause
         raise error
 
-    def _refused(
-        self,
-        reply: str,
-        text: str,
-        problems: Sequence[Problem] = (),
-        cause: BaseException | None = None,
-    ) -> NoReturn:
+    def _refused(self, reply: str, verdict: _judge.Verdict, text: str) -> NoReturn:
+        """A refusal: the first one of a run is corrected and retried, the second stops."""
         self.refusals += 1
-        if not problems:
-            problems = [
-                Problem(
-                    kind="refusal",
-                    code="refusal",
-                    message=f"your reply declined the task ({text.strip()!r}) and held no "
-                    "change request. The task is an edit of the JSON data shown: reply with "
-                    'the change request that does it, or with {"reasoning": "<why nothing '
-                    'should change>"} if nothing should change.',
-                )
-            ]
         if self.refusals >= MAX_REFUSALS:
-            self.last_failure = _Failure(reply, "", tuple(problems))
+            self.last_failure = _Failure(reply, "", verdict.problems)
             error = RefusalError(
                 f"the model refused the task twice (attempt {self.attempt}, "
                 f"{self.usage.total_tokens} tokens used): {text.strip()!r}. The payload is "
                 "unchanged; rephrase the task or check that the model is allowed to do it.",
                 reply=reply,
                 feedback=text,
-                problems=problems,
+                problems=verdict.problems,
             )
-            self._raise(error, cause)
-        self._fail(
-            reply, problems, RefusalError, f"the model refused: {text.strip()!r}", cause=cause
-        )
+            self._raise(error, verdict.cause)
+        self._fail(reply, verdict.problems, RefusalError, verdict.message, cause=verdict.cause)
 
-    def _invalid(
-        self,
-        reply: str,
-        errors: Sequence[tuple[Sequence[str | int], str]],
-        data: Any,
-        cause: BaseException,
-    ) -> NoReturn:
-        problems = validation_problems(errors, self._shown(_to_json(data)))
-        self._fail(
-            reply,
-            problems,
-            ModelReplyError,
-            f"the merged payload does not validate: {_summary(problems)}",
-            cause=cause,
-        )
-
-    def _ask_confirmation(
-        self, reply: str, result_json: Any, findings: list[tuple[Change, Finding]]
-    ) -> NoReturn:
-        problems = tuple(
-            Problem(
-                kind="guard",
-                message=finding.message,
-                path=format_payload_path(change.path),
-                code=finding.code,
-                current=change.old,
-                has_current=change.op != "add",
-            )
-            for change, finding in findings
-        )
-        correction = _prompts.render_confirm(
-            [(change, finding) for change, finding in findings],
-            marker=self.marker,
-            output_mode=self.settings.output_mode,
-        )
-        pending = _Pending(result_json)
-        self.last_failure = _Failure(_echo(reply), correction, problems)
-        self.pending = pending
+    def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
+        correction = verdict.feedback(output_mode=self.settings.output_mode)
+        self.last_failure = _Failure(_echo(reply), correction, verdict.problems)
+        self.pending = _Pending(verdict.payload_json)
         error = ModelReplyError(
-            f"attempt {self.attempt}: the change needs the model's confirmation: "
-            f"{_summary(problems)}",
+            f"attempt {self.attempt}: {verdict.message}",
             reply=reply,
             feedback=correction,
-            problems=problems,
+            problems=verdict.problems,
         )
         self._raise(error)

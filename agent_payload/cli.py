@@ -144,8 +144,9 @@ def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
 
 
 def _to_jsonable(payload: Any) -> Any:
-    dump = getattr(payload, "model_dump", None)
-    return dump(mode="json") if callable(dump) else payload
+    from agent_payload._jsondata import json_data
+
+    return json_data(payload)
 
 
 # --- apply ---------------------------------------------------------------------------------

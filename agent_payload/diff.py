@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
-from agent_payload._jsondata import format_payload_path
+from agent_payload._jsondata import format_payload_path, json_data
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.report import Change, MergeReport, MergeResult
@@ -164,8 +164,7 @@ def _show(path: Sequence[str | int]) -> str:
 
 def _as_data(value: Any, what: str) -> Any:
     """Pydantic models dumped in JSON mode; ``None`` is ``{}``; the root must be a container."""
-    if hasattr(value, "model_dump") and callable(value.model_dump):
-        value = value.model_dump(mode="json")
+    value = json_data(value)
     if value is None:
         return {}
     if not isinstance(value, dict | list):

@@ -37,6 +37,7 @@ from agent_payload._jsondata import (
     describe,
     format_payload_path,
     format_request_path,
+    json_data,
     json_equal,
     kind_word,
     locate_problem,
@@ -128,6 +129,7 @@ DEFAULT_LIMITS: Final = Limits()
 # --- small helpers -----------------------------------------------------------------------------
 
 _MISSING: Final[Any] = object()
+_SAME: Final[Any] = object()
 _OBJ: Final = 1
 _ARR: Final = 2
 _PRIM: Final = 3
@@ -456,7 +458,7 @@ def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
     if payload is None:
         return {}
     if isinstance(payload, BaseModel):
-        return payload.model_dump(mode="json", by_alias=True)
+        return json_data(payload)
     if _kind(payload) not in (_OBJ, _ARR):
         raise _root_error(payload)
     return _copy_payload(payload, limits)
@@ -468,11 +470,7 @@ def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
 def _strings(payload: Any) -> Iterator[str]:
     """Every string value of the payload's data (keys excluded), each container visited once
     (so shared subtrees and cycles cost nothing extra). Iterative: any depth is fine."""
-    data = (
-        payload.model_dump(mode="json", by_alias=True)
-        if isinstance(payload, BaseModel)
-        else payload
-    )
+    data = json_data(payload) if isinstance(payload, BaseModel) else payload
     seen: set[int] = set()
     stack = [data]
     while stack:
@@ -641,8 +639,20 @@ class _Merger:
 
     # --- changes and the guard --------------------------------------------------------------
 
-    def commit(self, op: ChangeOp, plink: Link, old: Any, new: Any, rlink: Link) -> bool:
-        """Ask the guard about one effective change; record it; True when it may be applied."""
+    def commit(
+        self, op: ChangeOp, plink: Link, old: Any, new: Any, rlink: Link, glink: Link = _SAME
+    ) -> bool:
+        """Ask the guard about one effective change; record it; True when it may be applied.
+
+        ``plink`` is the change's path in the report (MERGE.md section 4: the result path for
+        an add or update, the original one for a delete). ``glink`` is where the guard judges
+        it: the **original node** the change touches (an update or replacement of an element:
+        its original position, whatever deletions before it shift in the result; a key added
+        inside an element: below the element's original position), or, for an appended or
+        inserted element, its position in the result. Default: ``plink``. Guard findings are
+        recorded at ``glink`` (a conflict's current value is looked up in the original)."""
+        if glink is _SAME:
+            glink = plink
         path = materialize(plink)
         change = Change(
             op,
@@ -653,15 +663,17 @@ class _Merger:
             else None,
         )
         if self.guard is not None:
-            findings = self.guard(change)
+            gpath = path if glink is plink else materialize(glink)
+            judged = change if gpath == path else Change(op, gpath, change.old, change.new)
+            findings = self.guard(judged)
             refused = False
             for finding in findings:
                 if not isinstance(finding, Finding):
                     raise ConfigurationError(
                         f"A guard must return a sequence of Finding; it returned {finding!r} "
-                        f"for the change at {format_payload_path(path) or 'the root'}."
+                        f"for the change at {format_payload_path(gpath) or 'the root'}."
                     )
-                issue = self.issue(finding.code, rlink, finding.message, plink, finding.severity)
+                issue = self.issue(finding.code, rlink, finding.message, glink, finding.severity)
                 if finding.severity == "conflict":
                     refused = True
                     self.report.conflicts.append(issue)
@@ -672,17 +684,20 @@ class _Merger:
         self.report.changes.append(change)
         return True
 
-    def set_key(self, c: dict[str, Any], k: str, value: Any, plink: Link, rlink: Link) -> None:
-        """Set ``c[k]`` to a literal value from the request (an add or an update)."""
+    def set_key(
+        self, c: dict[str, Any], k: str, value: Any, plink: Link, rlink: Link, glink: Link
+    ) -> None:
+        """Set ``c[k]`` to a literal value from the request (an add or an update); ``plink``
+        is its result path, ``glink`` its original one (see ``commit``)."""
         if k in c:
             old = c[k]
             if _kind(old) == _BAD:
                 self.check_payload_value(old, plink)
             if json_equal(old, value):
                 return
-            if self.commit("update", plink, old, value, rlink):
+            if self.commit("update", plink, old, value, rlink, glink):
                 c[k] = value
-        elif self.commit("add", plink, None, value, rlink):
+        elif self.commit("add", plink, None, value, rlink, glink):
             c[k] = value
 
     def delete_key(self, c: dict[str, Any], k: str, plink: Link, rlink: Link) -> None:
@@ -894,9 +909,9 @@ class _Merger:
                     if value is _MISSING:
                         self.delete_key(c, k, ko, kx)
                     else:
-                        self.set_key(c, k, value, kr, vlink)
+                        self.set_key(c, k, value, kr, vlink, ko)
                 elif value is not _MISSING:
-                    self.set_key(c, k, value, kr, vlink)
+                    self.set_key(c, k, value, kr, vlink, ko)
                 continue
 
             # 4. k exists
@@ -908,10 +923,10 @@ class _Merger:
                     if nv is not _MISSING:
                         self.shadow_new(kn, ko)
                     if not (type(uv) is dict and not uv):
-                        self.set_key(c, k, uv, kr, ku)
+                        self.set_key(c, k, uv, kr, ku, ko)
                 elif nv is not _MISSING:
                     self.new_exists(nv, cur, kn, ko)
-                    self.set_key(c, k, nv, kr, kn)
+                    self.set_key(c, k, nv, kr, kn, ko)
                 continue
 
             # c[k] is a container: each bucket judged on its own
@@ -973,7 +988,7 @@ class _Merger:
                     self.shadow_new(kn, ko)
                 if n_set:
                     self.new_exists(nv, cur, kn, ko)
-                self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn)
+                self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn, ko)
                 continue
             x_desc: Any = None
             if x_nested is not None and self.judge_removal(
@@ -1098,7 +1113,9 @@ class _Merger:
                 items, il = ins_at[i]
                 for j, item in enumerate(items):
                     at: Link = (rlink, i - len(deleted) + inserted)
-                    if self.commit("add", at, None, item, (il, j)):
+                    # judged at its result position in the original container (as an append)
+                    glink: Link = (olink, i - len(deleted) + inserted)
+                    if self.commit("add", at, None, item, (il, j), glink):
                         placed.setdefault(i, []).append(item)
                         inserted += 1
                 if i == length:
@@ -1180,7 +1197,7 @@ class _Merger:
                         "one of the two.",
                         io,
                     )
-                if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul):
+                if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul, io):
                     a[i] = ui
                 continue
             fits_u = (ka == _OBJ and kui == _OBJ) or (
@@ -1236,7 +1253,7 @@ class _Merger:
                     "(markers and {} inside it are data). Use newElements to append.",
                     (rlink, ri),
                 )
-                if self.commit("add", (rlink, ri), None, item, (ulink, j)):
+                if self.commit("add", (rlink, ri), None, item, (ulink, j), (olink, ri)):
                     a.append(item)
 
         # 4. append (a positional newElements list; an index map inserted above)
@@ -1245,7 +1262,7 @@ class _Merger:
                 if type(item) is dict and not item:
                     continue
                 ri = len(a)
-                if self.commit("add", (rlink, ri), None, item, (nlink, j)):
+                if self.commit("add", (rlink, ri), None, item, (nlink, j), (olink, ri)):
                     a.append(item)
 
     # --- insertion (section 8) --------------------------------------------------------------
@@ -1441,7 +1458,9 @@ class _Merger:
                                 "only.",
                                 (None, k),
                             )
-                    self.set_key(root, k, value, (None, k), ((None, "replaceElements"), k))
+                    self.set_key(
+                        root, k, value, (None, k), ((None, "replaceElements"), k), (None, k)
+                    )
                 for name in ("updateElements", "removeElements", "newElements"):
                     b = buckets[name]
                     if b is not None and any(k in r for k in b):
@@ -1647,28 +1666,47 @@ def apply_change_request(
     model_class: type[BaseModel] | None = None
     if isinstance(payload, BaseModel):
         model_class = type(payload)
-        data: Any = payload.model_dump(mode="json", by_alias=True)
-        work = _copy_payload(data, limits)
+        before: Any = json_data(payload)
         share_mode = False
     elif payload is None:
-        work = {}
+        before = {}
         share_mode = False
     else:
-        kind = _kind(payload)
-        if kind not in (_OBJ, _ARR):
+        if _kind(payload) not in (_OBJ, _ARR):
             raise _root_error(payload)
+        before = payload
         share_mode = share
-        if share:
-            work = dict(payload) if kind == _OBJ else list(payload)
-        else:
-            work = _copy_payload(payload, limits)
+
+    def work_copy() -> Any:
+        if payload is None:
+            return {}
+        if share_mode:
+            return dict(before) if type(before) is dict else list(before)
+        return _copy_payload(before, limits)
 
     request = _normalise_request(change_request, limits)
-    report = MergeReport(reasoning=request.reasoning)
-    for issue in request.issues:
-        (report.conflicts if issue.code == "unknown_field" else report.warnings).append(issue)
-    merger = _Merger(markers=active, share=share_mode, guard=guard, limits=limits, report=report)
-    result = merger.merge_root(work, request.buckets)
+
+    def merge_pass(pass_guard: Guard | None) -> tuple[Any, MergeReport]:
+        report = MergeReport(reasoning=request.reasoning)
+        for issue in request.issues:
+            (report.conflicts if issue.code == "unknown_field" else report.warnings).append(issue)
+        merger = _Merger(
+            markers=active, share=share_mode, guard=pass_guard, limits=limits, report=report
+        )
+        return merger.merge_root(work_copy(), request.buckets), report
+
+    result, report = merge_pass(guard)
+    findings = _review_merge(guard, before, result, report)
+    refused = [f for f in findings if f.severity == "conflict"]
+    if refused and guard is not None:
+        # The whole-merge review refused part of the merge: merge again, refusing every change
+        # at or below what it refused, so that part is not applied (and the rest is).
+        result, report = merge_pass(_RefuseBelow(guard, refused))
+        findings = [f for f in _review_merge(guard, before, result, report) if f not in refused]
+    for finding in findings:
+        path = tuple(getattr(finding, "path", ()) or ())
+        issue = Issue(finding.code, "", finding.message, path, finding.severity)
+        (report.conflicts if finding.severity == "conflict" else report.warnings).append(issue)
 
     if strict and report.conflicts:
         raise MergeConflictError(_strict_message(report), report=report)
@@ -1689,6 +1727,51 @@ def apply_change_request(
     return MergeResult(result, report)
 
 
+def _review_merge(
+    guard: Guard | None, before: Any, after: Any, report: MergeReport
+) -> list[Finding]:
+    """The guard's whole-merge review, when it has one: ``guard.review(before, after, changes,
+    per_change=False)`` (a ``DataLossGuard``, or a ``GuardChain`` holding one). The one place
+    it runs: the agent, the tool handler and the session all merge through here."""
+    review = getattr(guard, "review", None)
+    if guard is None or not callable(review):
+        return []
+    findings = list(review(before, after, list(report.changes), per_change=False))
+    for finding in findings:
+        if not isinstance(finding, Finding):
+            raise ConfigurationError(
+                f"A guard's review must return a sequence of Finding; it returned {finding!r}."
+            )
+    return findings
+
+
+class _RefuseBelow:
+    """The guard of a second merge pass: refuses every change at or below a path that the
+    whole-merge review refused (with the review's message on the first one), and asks the
+    guard about the others. Has no ``review`` (the pass is reviewed by the caller)."""
+
+    def __init__(self, guard: Guard, refused: Sequence[Finding]) -> None:
+        self.guard = guard
+        self.refused = [(tuple(getattr(f, "path", ()) or ()), f) for f in refused]
+        self.told: set[int] = set()
+
+    def __call__(self, change: Change) -> Sequence[Finding]:
+        for n, (path, finding) in enumerate(self.refused):
+            if change.path[: len(path)] == path:
+                if n in self.told:
+                    where = format_payload_path(path) or "the payload root"
+                    return [
+                        Finding(
+                            finding.code,
+                            f"Not applied: part of the change to {where} refused above.",
+                            "conflict",
+                        )
+                    ]
+                self.told.add(n)
+                return [finding]
+        return self.guard(change)
+
+
 def validation_errors(exc: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
     """``(payload path, message)`` for each error of a pydantic ``ValidationError``."""
     return [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
@@ -1702,7 +1785,7 @@ def list_validation_errors(errors: Sequence[tuple[Sequence[str | int], str]]) ->
 def _reconcile(model: BaseModel, merged: Any, report: MergeReport) -> None:
     """Make the report describe the validated model, not the merged dict (see
     :func:`reconcile_validated`)."""
-    validated = model.model_dump(mode="json", by_alias=True)
+    validated = json_data(model)
     reconcile_validated(validated, merged, report, type(model).__name__)
 
 

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
+from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
 from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
@@ -128,11 +129,8 @@ def _render(name: str, **values: str) -> str:
 # --- payload rendering --------------------------------------------------------------------
 
 
-def _to_data(payload: Any) -> Any:
-    """JSON data of ``payload``: a pydantic model is dumped in JSON mode, the rest as given."""
-    if isinstance(payload, BaseModel):
-        return payload.model_dump(mode="json")
-    return payload
+_to_data = json_data
+"""JSON data of ``payload`` (``_jsondata.json_data``: a pydantic model by alias)."""
 
 
 def format_payload_path(path: Sequence[str | int]) -> str:

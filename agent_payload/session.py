@@ -42,6 +42,7 @@ from typing import Any, Protocol, Self
 from pydantic import BaseModel
 
 from agent_payload import merge as _merge
+from agent_payload._jsondata import json_data
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
 from agent_payload.errors import InvalidPayloadError, StalePayloadError, UsageError
@@ -194,9 +195,7 @@ def _same(x: str | int, y: str | int) -> bool:
 
 
 def _as_json(payload: Any) -> Any:
-    if isinstance(payload, BaseModel):
-        return payload.model_dump(mode="json")
-    return {} if payload is None else payload
+    return {} if payload is None else json_data(payload)
 
 
 def _now() -> str:

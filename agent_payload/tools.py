@@ -11,10 +11,11 @@ the shape each API wants and a handler that applies a call's arguments to the pa
     handler.payload                           # the current payload, after every good call
 
 ``openai_tool``, ``responses_tool`` and ``anthropic_tool`` build definitions without a handler
-(schema from ``agent_payload.schema.change_request_schema``). ``handle`` reads the arguments
-with the tolerant parser, applies them with the merge and returns a ``ToolResult``: the new
-payload and the tool-result ``content`` for the model (a short summary of what changed; or, marked
-``is_error``, the parse errors, conflicts or validation errors to fix, and nothing applied). The
+(schema from ``agent_payload.schema.change_request_schema``). ``handle`` has the arguments
+judged by ``agent_payload.judge.Judge`` (the agent's own pipeline) and returns a
+``ToolResult``: the new payload and the tool-result ``content`` for the model (a short summary
+of what changed; or, marked ``is_error``, the parse errors, conflicts or validation errors to
+fix, or the before/after of a change a guard wants confirmed, and nothing applied). The
 handler keeps the current payload for the next call. It does no I/O, so it serves sync and async
 loops alike.
 """
@@ -26,14 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
-from agent_payload import _loop
 from agent_payload import merge as _merge
-from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
+from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
-from agent_payload.errors import ModelReplyError, PayloadValidationError, UsageError
+from agent_payload.errors import UsageError
+from agent_payload.judge import Judge, Verdict
 from agent_payload.report import Change, Guard, MergeReport, Problem
 
 __all__ = [
@@ -200,11 +201,16 @@ class ChangeRequestToolHandler:
     validate against; defaults to the model's class. ``marker``: the DELETE marker the model is
     told about (default: ``merge.choose_marker(payload)``: ``"DELETE"`` unless the data holds
     it); the merge runs with that marker alone. ``guards``: checked for every effective change
-    (a ``conflict`` finding refuses the call). ``validators``: called with each merged payload;
-    raising ``RetryWithFeedback`` refuses the call with its feedback.
+    (a ``conflict`` finding refuses the call; a ``confirm`` one returns the before/after as an
+    error result, and the same call again confirms it). ``permissions``: one more guard.
+    ``read_scope``: a ``ReadScope``; a guard too, and no text returned to the model shows what
+    it hides. ``validators``: called with each merged payload; raising ``RetryWithFeedback``
+    refuses the call with its feedback.
 
-    A call that cannot be fully applied applies nothing: the result is ``is_error`` and its
-    ``content`` tells the model what to fix, with the current values concerned.
+    Every call is judged by ``agent_payload.judge.Judge``, like the agent's replies (README:
+    "What each surface does with a reply"). A call that cannot be fully applied applies
+    nothing: the result is ``is_error`` and its ``content`` tells the model what to fix, with
+    the current values concerned.
     """
 
     def __init__(
@@ -216,19 +222,24 @@ class ChangeRequestToolHandler:
         guards: Sequence[Guard] = (),
         validators: Sequence[Callable[[Any], object]] = (),
         name: str = DEFAULT_TOOL_NAME,
+        permissions: Guard | None = None,
+        read_scope: Any = None,
     ) -> None:
         _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
         self.payload: Any = payload
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
         self.payload_type = payload_type
-        self.marker = marker if marker is not None else _merge.choose_marker(_as_json(payload))
+        self.marker = marker if marker is not None else _merge.choose_marker(json_data(payload))
         self.guards = tuple(guards)
+        self.permissions = permissions
+        self.read_scope = read_scope
         self.validators = tuple(validators)
         self.name = name
         self.results: list[ToolResult] = []
         """Every call's result, in order."""
-        self._adapter: TypeAdapter[Any] | None = None
+        self._confirming: Any = None
+        """The payload JSON shown for confirmation by the last call (None: nothing pending)."""
 
     # -- tool definitions -----------------------------------------------------------------
 
@@ -246,71 +257,66 @@ class ChangeRequestToolHandler:
 
     # -- calls ----------------------------------------------------------------------------
 
+    def judge(self) -> Judge:
+        """The judge of the next call (the current payload and this handler's options)."""
+        return Judge(
+            self.payload,
+            marker=self.marker,
+            payload_type=self.payload_type,
+            validators=self.validators,
+            guards=self.guards,
+            permissions=self.permissions,
+            read_scope=self.read_scope,
+        )
+
     def handle(
         self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
     ) -> ToolResult:
         """Apply one tool call's arguments (the JSON text, or the already decoded mapping)."""
-        result = self._handle(arguments)
+        if arguments is not None and not isinstance(
+            arguments, str | Mapping | AgentPayloadChangeRequest
+        ):
+            raise UsageError(
+                "ChangeRequestToolHandler.handle: expected the tool call's arguments as a "
+                f"JSON string or a mapping, found {type(arguments).__name__}; pass "
+                "tool_call.function.arguments (OpenAI) or block.input (Anthropic)"
+            )
+        pending = {} if self._confirming is None else {"confirming": self._confirming}
+        verdict = self.judge()(arguments, **pending)
+        result = self._result(verdict)
         self.results.append(result)
         if not result.is_error:
             self.payload = result.payload
         return result
 
-    def _handle(
-        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
-    ) -> ToolResult:
-        if isinstance(arguments, AgentPayloadChangeRequest):
-            request = arguments
+    def _result(self, verdict: Verdict) -> ToolResult:
+        """Map the judge's verdict to a tool result (a tool call cannot be asked to confirm
+        mid-call: ``confirm`` is an error result showing before/after; the same call again is
+        accepted as confirmed)."""
+        if verdict.status == "accepted":
+            self._confirming = None
+            assert verdict.report is not None
+            return ToolResult(
+                payload=verdict.payload,
+                content=self._summary(verdict.report),
+                is_error=False,
+                report=verdict.report,
+                change_request=verdict.change_request,
+            )
+        if verdict.status == "confirm":
+            self._confirming = verdict.payload_json
+            content = verdict.feedback(output_mode="tool", tool_name=self.name)
         else:
-            if arguments is None:  # a call without arguments: the model's error
-                arguments = ""
-            elif not isinstance(arguments, str | Mapping):
-                raise UsageError(
-                    "ChangeRequestToolHandler.handle: expected the tool call's arguments as a "
-                    f"JSON string or a mapping, found {type(arguments).__name__}; pass "
-                    "tool_call.function.arguments (OpenAI) or block.input (Anthropic)"
-                )
-            text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-            try:
-                request = _parse.parse_change_request(text)
-            except ModelReplyError as exc:
-                problems = tuple(exc.problems) or (Problem(kind="parse", message=str(exc)),)
-                return self._error(problems, None, None)
-        # Every guard in turn; ``confirm`` findings become warnings (a tool call has no
-        # confirmation round of its own), so the recorded ones are not used.
-        guard = _loop.recording_guard(self.guards, [])
-        try:
-            merged = _merge.apply_change_request(
-                self.payload, request, markers=frozenset({self.marker}), guard=guard
+            content = verdict.feedback(
+                output_mode="tool", tool_name=self.name, earlier_calls_kept=True
             )
-        except PayloadValidationError as exc:
-            return self._error(_validation_problems(exc.errors, exc.payload), None, request)
-        report = merged.report
-        if report.conflicts:
-            problems = _loop.conflict_problems(
-                report.conflicts, _as_json(self.payload), whole_root=False
-            )
-            return self._error(problems, report, request)
-        if self.payload_type is not None and not isinstance(merged.payload, BaseModel):
-            try:
-                self._type_adapter().validate_python(merged.payload)
-            except ValidationError as exc:
-                errors = _loop.validation_errors(exc)
-                return self._error(_validation_problems(errors, merged.payload), report, request)
-        for validator in self.validators:
-            try:
-                validator(merged.payload)
-            except ModelReplyError as exc:
-                problem = Problem(
-                    kind="custom", message=exc.feedback, path=getattr(exc, "path", None)
-                )
-                return self._error((problem,), report, request)
         return ToolResult(
-            payload=merged.payload,
-            content=self._summary(report),
-            is_error=False,
-            report=report,
-            change_request=request,
+            payload=self.payload,
+            content=content,
+            is_error=True,
+            report=verdict.report,
+            change_request=verdict.change_request,
+            problems=verdict.problems,
         )
 
     def _summary(self, report: MergeReport) -> str:
@@ -324,43 +330,3 @@ class ChangeRequestToolHandler:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"
         return text + "\nCall the tool again for further changes, or reply when the task is done."
-
-    def _error(
-        self,
-        problems: Sequence[Problem],
-        report: MergeReport | None,
-        request: AgentPayloadChangeRequest[Any] | None,
-    ) -> ToolResult:
-        content = _prompts.render_correction(
-            problems,
-            marker=self.marker,
-            output_mode="tool",
-            tool_name=self.name,
-            earlier_calls_kept=True,
-        )
-        return ToolResult(
-            payload=self.payload,
-            content=content,
-            is_error=True,
-            report=report,
-            change_request=request,
-            problems=tuple(problems),
-        )
-
-    def _type_adapter(self) -> TypeAdapter[Any]:
-        if self._adapter is None:
-            self._adapter = TypeAdapter(self.payload_type)
-        return self._adapter
-
-
-def _as_json(payload: Any) -> Any:
-    if isinstance(payload, BaseModel):
-        return payload.model_dump(mode="json")
-    return {} if payload is None else payload
-
-
-def _validation_problems(
-    errors: Sequence[tuple[Sequence[str | int], str]], data: Any
-) -> tuple[Problem, ...]:
-    """Validation problems with the current values of the payload (never the whole of it)."""
-    return _loop.validation_problems(errors, _as_json(data), whole_root=False)

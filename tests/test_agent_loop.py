@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_payload._loop import RunSettings, RunState, _current, estimate_tokens
+from agent_payload._loop import RunSettings, RunState, estimate_tokens
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import (
     ModelReplyError,
@@ -20,6 +20,7 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     TruncatedReplyError,
 )
+from agent_payload.judge import _current
 from agent_payload.providers.base import ModelReply
 from agent_payload.testing import ScriptedModel
 from agent_payload.usage import Usage

@@ -182,7 +182,7 @@ def test_review_sees_an_array_shrunk_element_by_element() -> None:
     (finding,) = guard.review(before, after, changes)
     assert (finding.rule, finding.path) == ("array_shrunk", ("items",))
     assert (finding.before_size, finding.after_size) == (10, 3)
-    assert "10 elements shrank to 3" in finding.message
+    assert "10 elements lost 7 of them" in finding.message
 
 
 def test_review_sees_an_object_losing_keys_one_by_one() -> None:

@@ -172,13 +172,16 @@ def test_data_loss_policies_through_the_merge(policy: str, applied: bool, bucket
 
 def test_data_loss_review_after_a_merge_that_deletes_elements_one_by_one() -> None:
     """Three DELETE markers remove 3 of 4 items: the per-change guard is quiet, review()
-    over the merge sees the array shrink by 75%."""
+    over the merge sees the array shrink by 75%, and the merge itself runs that review (its
+    finding is the report's one warning, at the array's payload path)."""
     payload = {"items": [1, 2, 3, 4]}
     guard = DataLossGuard()
     result = _merge(
         {"updateElements": {"items": [{}, "DELETE", "DELETE", "DELETE"]}}, guard, payload
     )
-    assert result.report.warnings == []
+    assert [(w.code, w.payload_path, w.severity) for w in result.report.warnings] == [
+        ("data_loss", ("items",), "warning")
+    ]
     findings = guard.review(payload, result.payload, result.report.changes, per_change=False)
     assert [(f.rule, f.path, f.before_size, f.after_size) for f in findings] == [
         ("array_shrunk", ("items",), 4, 1)

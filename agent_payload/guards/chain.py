@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from agent_payload.report import Change, Finding
 
@@ -28,6 +29,17 @@ class GuardChain:
         findings: list[Finding] = []
         for guard in self.guards:
             findings.extend(guard(change))
+        return findings
+
+    def review(
+        self, before: Any, after: Any, changes: Sequence[Change], *, per_change: bool = True
+    ) -> list[Finding]:
+        """Every member's whole-merge ``review`` (those that have one), in order."""
+        findings: list[Finding] = []
+        for guard in self.guards:
+            review = getattr(guard, "review", None)
+            if callable(review):
+                findings.extend(review(before, after, changes, per_change=per_change))
         return findings
 
     def describe(self) -> str:

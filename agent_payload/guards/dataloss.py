@@ -35,8 +35,12 @@ and after), ``reject`` (severity ``conflict``: the merge refuses the change).
 The merge reports each deleted array element and each deleted key as its own change, so a
 per-change guard cannot see that an array lost 40 of its 45 elements. ``review(before, after,
 changes)`` sees the whole merge: it returns the per-change findings and, for every container
-that lost elements or keys one by one, an ``array_shrunk`` / ``object_keys_lost`` finding
-comparing the container before and after.
+that lost elements or keys one by one, an ``array_shrunk`` / ``object_keys_lost`` finding. It
+**counts** the deletions in ``changes`` against the container's size before the merge, so
+deleting all ten items and appending ten others is the loss of ten items, not an array of the
+same length. ``apply_change_request(..., guard=...)`` runs the review after every merge with a
+guard that has one (a ``review`` conflict refuses every change at or below the container), so
+the agent, the tool handler, the session and direct merges all get it.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_payload._jsondata import Link
+from agent_payload._jsondata import Link, json_data
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
 from agent_payload.guards.permissions import PathRule, RuleSet, parse_rule
@@ -253,30 +257,71 @@ class DataLossGuard:
                 for finding in self.check_change(change):
                     findings.append(finding)
                     seen.add((finding.path, finding.rule))
+        # Count, never compare lengths: every element or key deleted by its own change
+        # counts, whatever was appended after it (deleting all ten items and appending ten
+        # others is the loss of ten items, not an array of the same length).
         deleted: dict[PayloadPath, list[int]] = {}
         inserted: dict[PayloadPath, list[int]] = {}  # result parent -> added positions
-        parents: dict[PayloadPath, None] = {}
+        removed: dict[PayloadPath, int] = {}
         for change in changes:
             if change.op == "add" and change.path and isinstance(change.path[-1], int):
                 inserted.setdefault(change.path[:-1], []).append(change.path[-1])
             if change.op != "delete" or not change.path:
                 continue
             parent = change.path[:-1]
-            parents.setdefault(parent, None)
+            removed[parent] = removed.get(parent, 0) + 1
             last = change.path[-1]
             if isinstance(last, int):
                 deleted.setdefault(parent, []).append(last)
         for indices in (*deleted.values(), *inserted.values()):
             indices.sort()
-        for parent in parents:
+        for parent, count in removed.items():
             old = _get(before, parent)
             new = _get(after, _map_path(parent, deleted, inserted))
-            for hit in self._container_hits(parent, old, new):
+            for hit in self._counted_hits(parent, old, new, count):
                 if (hit.path, hit.rule) in seen or self._ignored(hit.path):
                     continue
                 seen.add((hit.path, hit.rule))
                 findings.append(self._finding(hit))
         return findings
+
+    def _counted_hits(self, path: PayloadPath, old: Any, new: Any, count: int) -> Iterator[_Hit]:
+        """A container of ``old`` that lost ``count`` elements or keys through separate
+        deletions (``new``: the container after the merge, for the message)."""
+        now = ""
+        if isinstance(new, list | dict) and isinstance(old, list | dict):
+            added = len(new) - (len(old) - count)
+            what = "elements" if isinstance(new, list) else "keys"
+            now = f"; it now holds {len(new)} {what}"
+            if added > 0:
+                now += f", {added} of them new"
+        if isinstance(old, list):
+            if (
+                "array_shrunk" in self.rules
+                and len(old) >= self.min_items
+                and count > self.max_array_shrink * len(old)
+            ):
+                yield _Hit(
+                    path,
+                    "array_shrunk",
+                    len(old),
+                    len(old) - count,
+                    f"an array of {len(old)} elements lost {count} of them "
+                    f"({_percent(count, len(old))}%) to separate deletions{now}",
+                )
+        elif (
+            isinstance(old, dict)
+            and "object_keys_lost" in self.rules
+            and len(old) >= self.min_keys
+            and count > self.max_key_loss * len(old)
+        ):
+            yield _Hit(
+                path,
+                "object_keys_lost",
+                len(old),
+                len(old) - count,
+                f"an object lost {count} of its {len(old)} keys to separate deletions{now}",
+            )
 
     def describe(self) -> str:
         """A sentence for the system prompt (empty under policy ``allow``)."""
@@ -511,11 +556,7 @@ def _percent(part: int, whole: int) -> int:
     return round(100 * part / whole) if whole else 0
 
 
-def _dump(payload: Any) -> Any:
-    dump = getattr(payload, "model_dump", None)
-    if callable(dump) and not isinstance(payload, dict | list):
-        return dump(mode="json")
-    return payload
+_dump = json_data
 
 
 _ABSENT = object()

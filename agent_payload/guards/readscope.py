@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agent_payload._jsondata import json_data
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, verb
 from agent_payload.guards.permissions import (
@@ -201,11 +202,7 @@ class ReadScope:
         return text
 
 
-def _dump(payload: Any) -> Any:
-    dump = getattr(payload, "model_dump", None)
-    if callable(dump) and not isinstance(payload, dict | list):
-        return dump(mode="json")
-    return payload
+_dump = json_data
 
 
 def _emptied(value: Any) -> Any:

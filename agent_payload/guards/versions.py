@@ -20,7 +20,7 @@ import math
 import threading
 from typing import Any, Generic, TypeVar
 
-from agent_payload._jsondata import Link, materialize
+from agent_payload._jsondata import Link, json_data, materialize
 from agent_payload.errors import InvalidPayloadError, StalePayloadError
 from agent_payload.guards._common import format_path
 from agent_payload.report import MergeResult
@@ -138,11 +138,7 @@ def _scalar(value: Any, linked: Link) -> str:
     )
 
 
-def _dump(payload: Any) -> Any:
-    dump = getattr(payload, "model_dump", None)
-    if callable(dump) and not isinstance(payload, dict | list):
-        return dump(mode="json")
-    return payload
+_dump = json_data
 
 
 def check_version(payload: Any, expected: str) -> str:
