@@ -13,26 +13,14 @@ failed reply with its correction. The conversation sent on attempt ``k`` is the 
 messages plus only that last failed reply (as the assistant) and its correction (as the user):
 its size does not grow with ``k``.
 
-How a reply is judged, in order:
-
-1. truncated (``finish_reason`` length / ``max_tokens``): never parsed nor applied; the
-   correction asks for a smaller change request;
-2. refused (the provider's refusal field, ``finish_reason == "refusal"``, or the parser's
-   ``RefusalError``): the first refusal of a run is answered with a correction and retried once
-   (refusal detection from prose is a heuristic, and a model sometimes refuses on a misreading);
-   a second refusal in the same run stops the loop with ``RefusalError`` (not retried again);
-3. parsed (``parse.parse_change_request_with_repairs``): syntax / prose / unknown fields go
-   back with the parser's problems;
-4. merged with the active marker alone and the combined guard: any conflict (including guard
-   findings of severity ``conflict``) goes back with its change-request path and the current
-   payload subtree concerned; nothing of a conflicting request is applied;
-5. validated against the payload type (given, or the class of a pydantic payload): errors go
-   back with payload paths and the offending value;
-6. the user's validators (``(payload) -> None``, may raise ``RetryWithFeedback``);
-7. guard findings of severity ``confirm``: the model is shown before/after once
-   (``prompts.render_confirm``); if its next reply yields the same payload, the change is
-   confirmed; an unconfirmed change is never applied;
-8. success: the ``AgentResult``.
+How a reply is judged: by ``agent_payload.judge.Judge`` (truncation, refusal, parsing, the merge
+with the active marker alone and every guard, validation, the user's validators, the
+whole-merge review, the confirmation decision), the one pipeline the tool handler uses too.
+This module only maps the verdict: ``problems`` become the ``ModelReplyError`` of class
+``verdict.error`` whose ``feedback`` is ``verdict.feedback()`` (a first refusal is corrected
+and retried once, a second one stops the loop with ``RefusalError``); ``confirm`` shows the
+model before/after once and remembers the result, so that a next reply yielding the same
+payload is accepted as confirmed; ``accepted`` becomes the ``AgentResult``.
 """
 
 from __future__ import annotations
@@ -41,7 +29,7 @@ import functools
 import importlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, TypeVar
 
@@ -436,14 +424,7 @@ class RunState:
         if verdict.status == "problems":
             if verdict.stage == "refusal":
                 self._refused(reply.text, verdict, reply.refusal or reply.text)
-            self._fail(
-                reply.text,
-                verdict.problems,
-                verdict.error,
-                verdict.message,
-                truncated=verdict.stage == "truncated",
-                cause=verdict.cause,
-            )
+            self._fail(reply.text, verdict, verdict.error)
         self.pending = None
         change_request = verdict.change_request
         report = verdict.report
@@ -469,32 +450,21 @@ class RunState:
     # -- failures ------------------------------------------------------------------------
 
     def _fail(
-        self,
-        reply: str,
-        problems: Sequence[Problem],
-        error_type: type[ModelReplyError],
-        message: str,
-        *,
-        truncated: bool = False,
-        cause: BaseException | None = None,
-        correction: str | None = None,
+        self, reply: str, verdict: _judge.Verdict, error_type: type[ModelReplyError]
     ) -> NoReturn:
-        problems = tuple(problems)
-        if correction is None:
-            correction = _prompts.render_correction(
-                problems,
-                marker=self.marker,
-                reply_was_truncated=truncated,
-                output_mode=self.settings.output_mode,
-            )
-        self.last_failure = _Failure(_echo(reply, truncated=truncated), correction, problems)
+        """Keep the failed reply and the judge's correction for the next attempt; raise."""
+        truncated = verdict.stage == "truncated"
+        correction = verdict.feedback(output_mode=self.settings.output_mode)
+        self.last_failure = _Failure(
+            _echo(reply, truncated=truncated), correction, verdict.problems
+        )
         error = error_type(
-            f"attempt {self.attempt}: {message}",
+            f"attempt {self.attempt}: {verdict.message}",
             reply=reply,
             feedback=correction,
-            problems=problems,
+            problems=verdict.problems,
         )
-        self._raise(error, cause)
+        self._raise(error, verdict.cause)
 
     def _raise(self, error: ModelReplyError, cause: BaseException | None = None) -> NoReturn:
         """Keep ``error`` as the last one and raise it (from ``cause`` when there is one)."""
@@ -517,7 +487,7 @@ class RunState:
                 problems=verdict.problems,
             )
             self._raise(error, verdict.cause)
-        self._fail(reply, verdict.problems, RefusalError, verdict.message, cause=verdict.cause)
+        self._fail(reply, verdict, RefusalError)
 
     def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
         correction = verdict.feedback(output_mode=self.settings.output_mode)

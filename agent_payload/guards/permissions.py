@@ -24,11 +24,14 @@ A rule names a set of payload paths, optionally followed by the operations it co
 * ``:add,update,delete``: the kinds of change the rule concerns (default: all three).
 
 A rule that matches a path also covers everything inside it: ``deny=["customer"]`` makes the
-whole ``customer`` object read-only. Paths are the concrete paths of the merge report: a
-delete names the position in the original array, an add or update the position in the result
-(so rules with literal indices such as ``items[0]`` are best kept for arrays that neither
-shrink nor take insertions; ``items[*]`` is always safe). An item inserted into an array
-(MERGE.md section 8) is an ``add`` at its result position: ``items[*]:add`` allows it.
+whole ``customer`` object read-only. A change is judged at the **original node** it touches:
+the merge hands the guard an update, a replacement or a deletion of an element (or of anything
+inside it) at the element's position in the payload as given, whatever deletions before it
+shift it to in the result; only an appended or inserted element is judged at its new position
+(in the original container). So ``deny=["items[1]"]`` protects the element the model was shown
+at index 1, even when the same request deletes ``items[0]`` (the report still names result
+positions for adds and updates, MERGE.md section 4). An item inserted into an array (MERGE.md
+section 8) is an ``add`` at its result position: ``items[*]:add`` allows it.
 
 How a change is checked
 =======================

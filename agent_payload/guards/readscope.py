@@ -15,7 +15,9 @@
 * What the model does not see is protected: ``ReadScope`` is a ``Guard`` refusing
   (``permission_denied``) every change that would add, change or delete a node that is out of
   scope, including nodes inside a container that a change deletes or replaces. With an
-  ``include`` list, new keys outside it are refused too.
+  ``include`` list, new keys outside it are refused too. Like ``Permissions``, it judges a
+  change at the original node it touches (an element's position as shown to the model, not
+  its position after earlier deletions in the same request).
 """
 
 from __future__ import annotations
