@@ -71,6 +71,7 @@ __all__ = [
     "Status",
     "Verdict",
     "judge",
+    "surface_table",
 ]
 
 Status = Literal["accepted", "problems", "confirm"]
@@ -113,6 +114,19 @@ SURFACES: dict[str, dict[Status, str]] = {
 }
 """What each surface does with each kind of verdict: the README table "What each surface does
 with a reply" is checked against this (``tests/test_judge.py``)."""
+
+
+def surface_table() -> str:
+    """``SURFACES`` as the Markdown table of the README section "What each surface does with
+    a reply" (a test checks that the README holds exactly this)."""
+    lines = [
+        "| surface | `accepted` | `problems` | `confirm` |",
+        "| --- | --- | --- | --- |",
+    ]
+    for surface, row in SURFACES.items():
+        cells = " | ".join(row[status] for status in ("accepted", "problems", "confirm"))
+        lines.append(f"| {surface} | {cells} |")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True, slots=True)
