@@ -1649,7 +1649,15 @@ def apply_change_request(
       it is not applied and is recorded as a conflict with the finding's code, at the
       change-request path of the entry and the change's payload path. ``"warning"`` and
       ``"confirm"`` are recorded as warnings and the change applies. ``Issue.severity`` keeps
-      the finding's severity. The guard must not mutate the change's values. A refused deletion
+      the finding's severity. The guard is given each change at the **original node** it
+      touches (an update or deletion of an element, or of anything inside it, at the element's
+      position in ``payload``, whatever deletions before it shift it to; an appended element
+      at its new position), so rules with literal indices mean what the model was shown; the
+      report keeps MERGE.md's paths. A guard with ``review(before, after, changes,
+      per_change=False)`` (``DataLossGuard``, ``GuardChain``) is also asked about the whole
+      merge: its ``conflict`` findings refuse every change at or below their path (the merge
+      runs again without them), the others are recorded as warnings. The guard must not
+      mutate the change's values. A refused deletion
       of an array element keeps the element as it is (a change to it from the other bucket,
       already reported as ``shadowed``, is not applied either), and later result indices count
       it.

@@ -117,7 +117,9 @@ class Finding:
 
 
 # A guard is asked about every effective change before it is applied. It returns the findings
-# for that change (empty: nothing to say).
+# for that change (empty: nothing to say). The change it is given names the original node the
+# change touches: an update, replacement or deletion of an element (or of anything inside it) at
+# the element's position in the payload as given; an appended element at its new position.
 Guard = Callable[[Change], Sequence[Finding]]
 
 
