@@ -441,3 +441,63 @@ def test_each_step_of_judging_is_implemented_once(step: str) -> None:
             found.add(str(path.relative_to(ROOT)))
     assert found <= ALLOWED[step], found
     assert "agent_payload/judge.py" in found or step == "whole-merge data-loss review"
+
+
+# --- the judge on its own -----------------------------------------------------------------------
+
+
+def test_a_cut_off_reply_is_never_parsed() -> None:
+    from agent_payload.errors import TruncatedReplyError
+
+    verdict = Judge(INVOICE)('{"updateElements": {"total": 2}}', finish_reason="length")
+    assert (verdict.status, verdict.stage, verdict.error) == (
+        "problems",
+        "truncated",
+        TruncatedReplyError,
+    )
+    assert verdict.change_request is None
+    assert "cut off" in verdict.feedback()
+
+
+def test_a_provider_refusal_is_a_refusal() -> None:
+    from agent_payload.errors import RefusalError
+
+    verdict = Judge(INVOICE)("", refusal="I can't help with that.")
+    assert (verdict.stage, verdict.error, verdict.codes) == ("refusal", RefusalError, ("refusal",))
+
+
+def test_a_parsed_request_and_a_mapping_are_judged_like_the_text() -> None:
+    from agent_payload.changes import AgentPayloadChangeRequest
+
+    j = Judge(INVOICE, permissions=Permissions(deny=["id"]))
+    text = j('{"updateElements": {"id": "x", "total": 2}}')
+    mapping = j({"updateElements": {"id": "x", "total": 2}})
+    parsed = j(AgentPayloadChangeRequest.model_validate({"updateElements": {"id": "x"}}))
+    assert text.codes == mapping.codes == parsed.codes == ("permission_denied",)
+    assert j(None).status == "problems"
+
+
+def test_the_judge_never_changes_its_inputs() -> None:
+    import copy
+
+    payload = copy.deepcopy(TEN)
+    reply = copy.deepcopy(ALL_TEN_REPLACED_BY_JUNK)
+    for policy in ("reject", "confirm", "warn"):
+        Judge(payload, guards=[DataLossGuard(policy=policy)])(reply)  # type: ignore[arg-type]
+    assert payload == TEN and reply == ALL_TEN_REPLACED_BY_JUNK
+
+
+def test_an_accepted_verdict_keeps_the_repairs_and_the_warnings() -> None:
+    from agent_payload.parse import parse_change_request_with_repairs
+
+    text = (
+        '```json\n{"updateElements": {"items": ["DELETE", "DELETE", "DELETE", "DELETE", '
+        '"DELETE", "DELETE"]}}\n```'
+    )
+    verdict = Judge(TEN, guards=[DataLossGuard(policy="warn")])(text)
+    assert verdict.status == "accepted" and verdict.payload == {"items": TEN["items"][6:]}
+    assert verdict.repairs == tuple(parse_change_request_with_repairs(text).repairs)
+    assert verdict.report is not None
+    assert [(w.code, w.payload_path) for w in verdict.report.warnings] == [
+        ("data_loss", ("items",))
+    ]
