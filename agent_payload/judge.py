@@ -321,7 +321,7 @@ class Judge:
     def _judge_request(
         self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
     ) -> Verdict:
-        recorder = _Recorder(self.guards) if self.guards else None
+        recorder = _Recorder(self.guards, self.read_scope) if self.guards else None
         # Step 4: the merge (guards at the original node, whole-merge review included).
         try:
             merged = _merge.apply_change_request(
@@ -516,10 +516,13 @@ def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
 class _Recorder:
     """Every guard asked in turn about each change (and about the whole merge through
     ``review``), keeping the ``confirm`` findings of the last merge pass (the merge runs a
-    second pass after a review refused part of the first)."""
+    second pass after a review refused part of the first). A change the read scope refuses
+    gets the scope's finding alone: the others could describe what the model may not see
+    (the names of hidden keys a data-loss finding lists), and the change is refused anyway."""
 
-    def __init__(self, guards: Sequence[Guard]) -> None:
+    def __init__(self, guards: Sequence[Guard], scope: Any = None) -> None:
         self.guards = tuple(guards)
+        self.scope = scope
         self.flagged: list[tuple[Change, Finding]] = []
         self.reviewed: list[Finding] = []
         self._new_pass = False
@@ -528,6 +531,10 @@ class _Recorder:
         if self._new_pass:
             self.flagged.clear()
             self._new_pass = False
+        if self.scope is not None:
+            refused = [f for f in self.scope(change) if f.severity == "conflict"]
+            if refused:
+                return refused
         findings: list[Finding] = []
         for guard in self.guards:
             for finding in guard(change):

@@ -107,3 +107,19 @@ def test_without_a_read_scope_the_values_would_be_shown() -> None:
     for reply in BATTERY:
         shown.update(_leaks(run_surface("tool_handler", PAYLOAD, reply, {}).texts))
     assert shown >= {"SSN-SECRET-111", "SKU-SECRET-222"}
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_hidden_key_names_are_not_listed_either(surface: str) -> None:
+    """Replacing a container that holds hidden keys is refused by the scope alone: a
+    data-loss finding on the same change would list the hidden keys' names."""
+    payload = {"customer": {"name": "Ann", "ssn_hidden_key": "x", "pin_hidden_key": "y"}}
+    config = {
+        "read_scope": ReadScope(exclude=["customer.ssn_hidden_key", "customer.pin_hidden_key"]),
+        "guards": [DataLossGuard(policy="reject")],
+    }
+    outcome = run_surface(
+        surface, payload, {"replaceElements": {"customer": {"name": "B"}}}, config
+    )
+    assert not outcome.accepted and outcome.codes == ("permission_denied",)
+    assert not any("hidden_key" in text for text in outcome.texts)
