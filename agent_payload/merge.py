@@ -1318,7 +1318,7 @@ class _Merger:
                     f"{where}; in a newElements index map each value is a list of items to "
                     f'insert before that element (e.g. {{"{key}": [...]}}) or an object that '
                     "adds inside it. Not applied. To replace the element use updateElements; "
-                    f"to delete it, {self.marker_text()}.",
+                    f"to delete it, use {self.marker_text()}.",
                     olink,
                 )
 
@@ -1328,7 +1328,17 @@ class _Merger:
         if ka == _OBJ or (ka == _ARR and _is_index_map(ni)):
             return ni
         if ka == _ARR:
-            self.mismatch("newElements", ni, ai, nl, io, element=True)
+            bad = next(k for k in ni if not _is_index(k))
+            self.conflict(
+                "shape_mismatch",
+                nl,
+                f"newElements adds inside element {i} at {self.pp(io)}, which is an array, with "
+                f"{describe(ni)} that is not an index map (the key "
+                f"{json.dumps(bad, ensure_ascii=False)} is not a decimal index). Not applied. "
+                'Inside an array give an index map: {"2": [items]} inserts the items before '
+                'its element 2, {"2": {...}} adds inside its element 2.',
+                io,
+            )
         else:
             self.conflict(
                 "shape_mismatch",

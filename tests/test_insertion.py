@@ -133,8 +133,9 @@ def test_plain_object_into_an_array_element_names_the_index_map() -> None:
     """Into an element that is an array, the object must be an index map."""
     conflict = _only_conflict({"m": [[1]]}, {"newElements": {"m": {"0": {"k": [1]}}}})
     assert (conflict.code, conflict.path) == ("shape_mismatch", 'newElements.m["0"]')
-    assert "is not a decimal index" in conflict.message
-    assert '{"2": [items]} inserts' in conflict.message
+    assert 'the key "k" is not a decimal index' in conflict.message
+    assert '{"2": [items]} inserts the items before its element 2' in conflict.message
+    assert conflict.payload_path == ("m", 0)
 
 
 def test_descent_into_a_deleted_element_keeps_the_deletion() -> None:
