@@ -458,3 +458,35 @@ def test_nested_insertions_are_consistent(case: tuple[Any, dict[str, Any]]) -> N
     assert repr(shared.report) == repr(result.report)
     _check_report_paths(payload, result)
     _check_json_patch(payload, result)
+
+
+# --- through the agent -------------------------------------------------------------------------
+
+
+def test_agent_applies_a_move_and_teaches_insertion() -> None:
+    """A scripted model's move (delete at the original position, insert the full value where
+    it goes) is applied by the agent in one attempt; the system prompt it was sent teaches the
+    newElements index map."""
+    from agent_payload import PayloadAgent
+    from agent_payload.testing import ScriptedModel
+
+    payload = {"tracks": [{"t": "So What"}, {"t": "Take Five"}, {"t": "Blue in Green"}]}
+    reply = json.dumps(
+        {
+            "updateElements": {"tracks": {"2": "DELETE"}},
+            "newElements": {"tracks": {"1": [{"t": "Blue in Green"}]}},
+        }
+    )
+    model = ScriptedModel([reply])
+    result = PayloadAgent(model).run(payload, 'Play "Blue in Green" right after "So What".')
+    assert result.payload == {
+        "tracks": [{"t": "So What"}, {"t": "Blue in Green"}, {"t": "Take Five"}]
+    }
+    assert result.attempts == 1
+    assert [(c.op, c.path) for c in result.changes] == [
+        ("add", ("tracks", 1)),
+        ("delete", ("tracks", 2)),
+    ]
+    system = model.requests[0].messages[0].content
+    assert '{"newElements":{"steps":{"2":[{"name":"Preheat"}]}}}' in system
+    assert "Move an element, also to another array" in system
