@@ -1,4 +1,4 @@
-"""The command line: ``agent-payload apply | run | demo``.
+"""The command line: ``agent-payload apply | run | demo | mcp``.
 
 ``apply PAYLOAD CHANGE``
     Merge a change request into a payload and print the merged JSON (indent 2, UTF-8) on
@@ -18,6 +18,9 @@
     The main job end to end on a realistic invoice: against the real provider when
     ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` is set, else an offline replay of scripted
     replies shipped with the package (it says which). ``--offline`` forces the replay.
+
+``mcp PAYLOAD_FILE [--allow RULE]... [--deny RULE]... [--hide RULE]... [--payload-schema S]``
+    Serve the file to MCP hosts over stdio (``agent_payload.mcp``).
 
 Exit status: 0 success; 1 the job was refused or failed (conflicts under ``--strict``, the
 correction loop gave up, the provider failed); 2 usage or input errors (bad arguments,
@@ -286,6 +289,28 @@ def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: T
         raise CliError(str(exc)) from exc
 
 
+# --- mcp -----------------------------------------------------------------------------------
+
+
+def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    schema: Any = None
+    if args.payload_schema is not None:
+        schema_name, schema_text = _read_text(args.payload_schema, stdin)
+        schema = _loads(schema_text, schema_name)
+        if not isinstance(schema, dict):
+            raise CliError(f"{schema_name}: expected a JSON Schema (an object)")
+    from agent_payload.mcp import PayloadFileEditor, serve
+
+    try:
+        editor = PayloadFileEditor(
+            args.payload, allow=args.allow, deny=args.deny, hide=args.hide, payload_schema=schema
+        )
+        serve(editor)
+    except (UsageError, ConfigurationError) as exc:
+        raise CliError(str(exc)) from exc
+    return EXIT_OK
+
+
 # --- the parser ------------------------------------------------------------------------------
 
 
@@ -390,6 +415,59 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", metavar="NAME", help="model name for the real provider")
     demo.add_argument("--no-color", action="store_true", help="no ANSI colour")
     demo.set_defaults(func=_cmd_demo)
+
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve a JSON file to MCP hosts (stdio): read it, edit it with change requests",
+        description="Serve PAYLOAD_FILE over stdio with the Model Context Protocol\n"
+        "(needs pip install 'agent-payload[mcp]'). Tools:\n"
+        "  read_payload          the payload as the model may see it, or one subtree (path)\n"
+        "  apply_change_request  judged like every change request; the file is written\n"
+        "                        atomically after a call that applies, and the call is\n"
+        "                        refused if someone else edited the file since the model\n"
+        "                        last read it; a refused call leaves it byte-identical\n"
+        "  undo_last_change      restores the file as it was before the last change\n"
+        "stdout is the protocol; logs go to stderr.",
+        epilog="rules (for --allow, --deny, --hide): a.b is the key b inside a, items[3] an "
+        "element,\nitems[*] any element, * any one key or element, ** any depth, "
+        '["a.b"] a key with dots;\na suffix :add,update,delete limits a rule to those kinds '
+        "of change.\n\n"
+        "examples:\n"
+        "  agent-payload mcp invoice.json --deny id --deny 'lines[*].sku' --hide customer\n"
+        "  python -m agent_payload.mcp config.json --allow 'features.**' "
+        "--payload-schema config.schema.json\n\n"
+        "exit status: 0 the client closed the connection; 2 usage or input error (unreadable "
+        "file,\ninvalid JSON, a payload not matching its schema, a malformed rule).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mcp.add_argument("payload", metavar="PAYLOAD_FILE", help="the JSON file to serve and edit")
+    mcp.add_argument(
+        "--allow",
+        action="append",
+        metavar="RULE",
+        help="only paths matching an allow rule may change (repeatable; default: everything)",
+    )
+    mcp.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="paths that may not change: read-only (repeatable)",
+    )
+    mcp.add_argument(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="keys the model does not see in read_payload and may not change (repeatable)",
+    )
+    mcp.add_argument(
+        "--payload-schema",
+        metavar="SCHEMA.json",
+        help="a JSON Schema the payload must keep matching; apply_change_request's input "
+        "schema is derived from it, and a change whose result does not match is refused",
+    )
+    mcp.set_defaults(func=_cmd_mcp)
     return parser
 
 

@@ -1,0 +1,78 @@
+"""The change request as a LangChain tool (``pip install 'agent-payload[langchain]'``)::
+
+    from agent_payload import ChangeRequestToolHandler
+    from agent_payload.integrations.langchain import change_request_tool
+
+    handler = ChangeRequestToolHandler(invoice, payload_type=Invoice)
+    tool = change_request_tool(handler)
+    model = ChatOpenAI(model="gpt-5.4-mini").bind_tools([tool])   # or LangGraph's ToolNode([tool])
+    message = tool.invoke(ai_message.tool_calls[0])               # a ToolMessage
+    handler.payload                                               # the payload after every good call
+
+The tool is a ``langchain_core`` ``BaseTool`` whose ``args_schema`` is the change request's JSON
+schema for the handler's payload type (a dict: LangChain passes the model's arguments through
+unvalidated, and the handler's parser and merge judge them). Invoked with a tool call it returns a
+``ToolMessage`` holding the handler's text; a refused call has ``status="error"`` (the tool raises
+``ToolException`` and handles it itself, so LangGraph's ``ToolNode`` passes the message on as it
+is). Sync and async invocation both work; calls on one handler run one at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from agent_payload.integrations._common import handle, require, tool_spec
+from agent_payload.tools import ChangeRequestToolHandler
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+__all__ = ["change_request_tool"]
+
+
+@functools.cache
+def _tool_class() -> type[BaseTool]:
+    tools = require("langchain_core.tools", package="langchain-core", extra="langchain")
+    pydantic = require("pydantic", package="pydantic", extra="langchain")
+
+    class ChangeRequestTool(tools.BaseTool):  # type: ignore[misc, name-defined]
+        """Applies the model's change requests through a ``ChangeRequestToolHandler``."""
+
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+
+        handler: ChangeRequestToolHandler
+        handle_tool_error: bool = True
+
+        def _run(self, *args: Any, **kwargs: Any) -> str:
+            result = handle(self.handler, kwargs)
+            if result.is_error:
+                raise tools.ToolException(result.content)
+            return result.content
+
+    ChangeRequestTool.__module__ = __name__
+    return ChangeRequestTool
+
+
+def change_request_tool(
+    handler: ChangeRequestToolHandler,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> BaseTool:
+    """A LangChain ``BaseTool`` applying the model's change requests through ``handler``.
+
+    ``name`` defaults to the handler's tool name (and must equal it: the handler's corrections
+    name the tool); ``description`` defaults to the handler's. Raises ``ConfigurationError``
+    when ``langchain-core`` is not installed.
+    """
+    cls = _tool_class()
+    spec = tool_spec(
+        handler, name=name, description=description, caller="langchain.change_request_tool"
+    )
+    return cls(
+        name=spec.name,
+        description=spec.description,
+        args_schema=spec.schema,
+        handler=handler,
+    )

@@ -1,0 +1,139 @@
+"""The change request as a pydantic-ai tool (``pip install 'agent-payload[pydantic-ai]'``).
+
+One payload for the agent's lifetime, a handler you hold::
+
+    from pydantic_ai import Agent
+    from agent_payload import ChangeRequestToolHandler
+    from agent_payload.integrations.pydantic_ai import change_request_tool
+
+    handler = ChangeRequestToolHandler(invoice, payload_type=Invoice)
+    agent = Agent("openai:gpt-5.4-mini", tools=[change_request_tool(handler)])
+    agent.run_sync("Mark the invoice as paid")
+    handler.payload                     # the payload after every good call
+
+A payload per run, the way pydantic-ai passes per-run state (``deps``): give a function of the
+``RunContext`` returning that run's handler. The tool definition (schema, marker) is then built
+for each step from that handler (a ``prepare`` function), so one agent serves payloads of any
+type::
+
+    @dataclass
+    class Deps:
+        handler: ChangeRequestToolHandler
+
+    agent = Agent(model, deps_type=Deps, tools=[change_request_tool(lambda ctx: ctx.deps.handler)])
+    agent.run_sync("Mark the invoice as paid", deps=Deps(ChangeRequestToolHandler(invoice)))
+
+The tool's schema is the change request's schema for the handler's payload type (arguments are
+not validated by pydantic-ai: the handler's tolerant parser and merge judge them). A refused call
+raises ``ModelRetry`` with the handler's text, so pydantic-ai sends it back as a retry prompt (a
+tool result marked as an error) and counts it against the tool's ``max_retries``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agent_payload.errors import ConfigurationError
+from agent_payload.integrations._common import handle, require, tool_spec
+from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler
+
+if TYPE_CHECKING:
+    from pydantic_ai import RunContext, Tool
+    from pydantic_ai.tools import ToolDefinition
+
+__all__ = ["change_request_tool"]
+
+_CALLER = "pydantic_ai.change_request_tool"
+
+HandlerSource = ChangeRequestToolHandler | Callable[["RunContext[Any]"], ChangeRequestToolHandler]
+
+
+def change_request_tool(
+    handler: HandlerSource,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    max_retries: int | None = None,
+) -> Tool[Any]:
+    """A pydantic-ai ``Tool`` applying the model's change requests through a handler.
+
+    ``handler``: a ``ChangeRequestToolHandler``, or a function of the ``RunContext`` returning
+    the run's handler (for a payload in ``deps``). ``name`` defaults to the handler's tool name
+    and must equal it (the handler's corrections name the tool; with a function, the name is
+    checked against each run's handler). ``description`` defaults to the handler's.
+    ``max_retries``: refused calls allowed before pydantic-ai ends the run (``None``: the
+    agent's default). Raises ``ConfigurationError`` when ``pydantic-ai-slim`` is not installed.
+    """
+    pydantic_ai = require("pydantic_ai", package="pydantic-ai-slim", extra="pydantic-ai")
+    if max_retries is not None and (not isinstance(max_retries, int) or max_retries < 0):
+        raise ConfigurationError(
+            f"{_CALLER}: max_retries must be a whole number 0 or more, found {max_retries!r}"
+        )
+    model_retry = pydantic_ai.ModelRetry
+
+    def apply(handler: ChangeRequestToolHandler, arguments: dict[str, Any]) -> str:
+        result = handle(handler, arguments)
+        if result.is_error:
+            raise model_retry(result.content)
+        return result.content
+
+    tool: Tool[Any]
+    if isinstance(handler, ChangeRequestToolHandler):
+        fixed = handler
+        spec = tool_spec(fixed, name=name, description=description, caller=_CALLER)
+
+        def call(**arguments: Any) -> str:
+            return apply(fixed, arguments)
+
+        tool = pydantic_ai.Tool.from_schema(
+            call, name=spec.name, description=spec.description, json_schema=spec.schema
+        )
+    elif callable(handler):
+        get_handler = handler
+
+        def run_handler(ctx: RunContext[Any]) -> ChangeRequestToolHandler:
+            found = get_handler(ctx)
+            if not isinstance(found, ChangeRequestToolHandler):
+                raise ConfigurationError(
+                    f"{_CALLER}: the handler function returned {type(found).__name__}; "
+                    "expected the run's ChangeRequestToolHandler"
+                )
+            return found
+
+        def call_in_run(ctx: RunContext[Any], **arguments: Any) -> str:
+            return apply(run_handler(ctx), arguments)
+
+        def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition:
+            spec = tool_spec(run_handler(ctx), name=name, description=description, caller=_CALLER)
+            return dataclasses.replace(
+                tool_def,
+                name=spec.name,
+                description=spec.description,
+                parameters_json_schema=spec.schema,
+            )
+
+        # The schema for an untyped payload until ``prepare`` builds the run's own.
+        placeholder = ChangeRequestToolHandler({}, name=name or DEFAULT_TOOL_NAME)
+        spec = tool_spec(placeholder, name=name, description=description, caller=_CALLER)
+        tool = pydantic_ai.Tool.from_schema(
+            call_in_run,
+            name=spec.name,
+            description=spec.description,
+            json_schema=spec.schema,
+            takes_ctx=True,
+        )
+        tool.prepare = prepare
+    else:
+        raise ConfigurationError(
+            f"{_CALLER}: expected a ChangeRequestToolHandler or a function of the RunContext "
+            f"returning one, found {type(handler).__name__}"
+        )
+    # Not strict: strict mode cannot express a change request (see ``agent_payload.schema``),
+    # and with ``strict=None`` pydantic-ai's OpenAI profile closes every open object
+    # (``additionalProperties: false``), which would forbid the payload's own keys.
+    tool.strict = False
+    if max_retries is not None:
+        tool.max_retries = max_retries
+    return tool
