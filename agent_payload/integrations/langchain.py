@@ -5,9 +5,9 @@
 
     handler = ChangeRequestToolHandler(invoice, payload_type=Invoice)
     tool = change_request_tool(handler)
-    model = ChatOpenAI(model="gpt-5.4-mini").bind_tools([tool])   # or LangGraph's ToolNode([tool])
-    message = tool.invoke(ai_message.tool_calls[0])               # a ToolMessage
-    handler.payload                                               # the payload after every good call
+    model = ChatOpenAI(model="gpt-5.4-mini").bind_tools([tool])  # or ToolNode([tool])
+    message = tool.invoke(ai_message.tool_calls[0])              # a ToolMessage
+    handler.payload                                              # after every good call
 
 The tool is a ``langchain_core`` ``BaseTool`` whose ``args_schema`` is the change request's JSON
 schema for the handler's payload type (a dict: LangChain passes the model's arguments through

@@ -4,6 +4,7 @@ server (``agent_payload.mcp._server``) only turns these results into tool result
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -18,7 +19,7 @@ from agent_payload.errors import ConfigurationError, FileWriteError, RetryWithFe
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.merge import choose_marker
 from agent_payload.schema import change_request_schema
-from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler
+from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler, ToolResult
 
 __all__ = ["Outcome", "PayloadFileEditor", "parse_path"]
 
@@ -313,7 +314,7 @@ class PayloadFileEditor:
         )
         result = handler.handle(arguments)
         if result.is_error:
-            return Outcome(result.content, True)
+            return Outcome(self._error_text(result), True)
         if not result.changes:
             return Outcome(result.content)
         new = _dump(result.payload, _layout(data)).encode("utf-8")
@@ -321,7 +322,7 @@ class PayloadFileEditor:
         if written is not None:
             return written
         self._history.append((data, new))
-        return Outcome(f"{result.content}\nSaved to {self.path.name}.")
+        return Outcome(f"Saved to {self.path.name}. {result.content}")
 
     def undo(self) -> Outcome:
         """Restore the file as it was before the last change written here."""
@@ -339,10 +340,34 @@ class PayloadFileEditor:
             return written
         self._history.pop()
         left = len(self._history)
-        more = f" ({left} earlier change{'s' if left != 1 else ''} can still be undone)"
-        return Outcome(f"Undone: {self.path.name} is as it was before your last change{more}.")
+        more = (
+            f"{left} earlier change{'s' if left != 1 else ''} can still be undone"
+            if left
+            else "no earlier change of yours is left to undo"
+        )
+        return Outcome(f"Undone: {self.path.name} is as it was before your last change ({more}).")
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _error_text(self, result: ToolResult) -> str:
+        """The handler's correction; under a read scope, without the current values it shows
+        (they are whole subtrees of the file, hidden keys included: until the handler projects
+        them itself, the model reads them with read_payload, which applies the scope)."""
+        if self.read_scope is None or not any(p.has_current for p in result.problems):
+            return result.content
+        problems = [
+            dataclasses.replace(p, current=None, has_current=False) for p in result.problems
+        ]
+        return (
+            _prompts.render_correction(
+                problems,
+                marker=self.marker,
+                output_mode="tool",
+                tool_name=APPLY_TOOL,
+                earlier_calls_kept=True,
+            )
+            + f"(Call {READ_TOOL} with a path to see the current values concerned.)\n"
+        )
 
     def _stale_text(self, what: str) -> str:
         return (
@@ -399,7 +424,9 @@ class PayloadFileEditor:
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            raise ConfigurationError(f"the payload schema is not a valid JSON Schema: {exc.message}") from exc
+            raise ConfigurationError(
+                f"the payload schema is not a valid JSON Schema: {exc.message}"
+            ) from exc
         return cls(schema)
 
     def _schema_errors(self, payload: Any) -> list[str]:
@@ -408,8 +435,16 @@ class PayloadFileEditor:
         )
         out = []
         for error in errors[:5]:
-            where = _prompts.format_payload_path(list(error.absolute_path)) or "(root)"
-            out.append(f"at {where}: {error.message}")
+            path = list(error.absolute_path)
+            where = _prompts.format_payload_path(path) or "(root)"
+            if self.read_scope is None:
+                out.append(f"at {where}: {error.message}")
+            elif not self.read_scope.visible(tuple(path)):
+                out.append("in a part of the payload you cannot see")
+            else:  # the schema's rule, never the data (it may hold keys the model cannot see)
+                rule = json.dumps(error.validator_value, ensure_ascii=False)
+                rule = rule if len(rule) <= 200 else rule[:197] + "..."
+                out.append(f"at {where}: the schema's {error.validator!r} rule ({rule}) fails")
         return out
 
     def _validate(self, payload: Any) -> None:

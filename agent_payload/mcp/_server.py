@@ -71,16 +71,18 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
                 MCPTool(
                     name=UNDO_TOOL,
                     description=editor.undo_description(),
-                    input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+                    input_schema={
+                        "type": "object",
+                        "properties": {},
+                        "additionalProperties": False,
+                    },
                     annotations=ToolAnnotations(
                         read_only_hint=False, destructive_hint=True, open_world_hint=False
                     ),
                 ),
             ]
 
-        async def call_tool(
-            self, name: str, arguments: dict[str, Any], context: Any = None
-        ) -> Any:
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             arguments = arguments if isinstance(arguments, Mapping) else {}
             if name == READ_TOOL:
                 extra = sorted(set(arguments) - {"path"})
