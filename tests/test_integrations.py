@@ -239,9 +239,11 @@ def test_pydantic_ai_max_retries_ends_a_run_that_keeps_failing() -> None:
     from agent_payload.integrations.pydantic_ai import change_request_tool
 
     h = handler()
-    with FakeProviderServer([WRONG, WRONG]) as fake:
-        with pytest.raises(UnexpectedModelBehavior, match="apply_change_request"):
-            run_pydantic_ai(fake, [change_request_tool(h, max_retries=1)])
+    with (
+        FakeProviderServer([WRONG, WRONG]) as fake,
+        pytest.raises(UnexpectedModelBehavior, match="apply_change_request"),
+    ):
+        run_pydantic_ai(fake, [change_request_tool(h, max_retries=1)])
     assert h.payload == invoice()
     assert [r.is_error for r in h.results] == [True, True]
 

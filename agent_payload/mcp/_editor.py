@@ -195,10 +195,16 @@ class PayloadFileEditor:
         except _FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
         self.marker = choose_marker(payload)
-        self.permissions = (
-            Permissions(allow=allow, deny=deny) if allow is not None or deny else None
-        )
-        self.read_scope = ReadScope(exclude=hide) if hide else None
+        try:
+            self.permissions = (
+                Permissions(allow=allow, deny=deny) if allow is not None or deny else None
+            )
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"allow/deny rules: {exc}") from exc
+        try:
+            self.read_scope = ReadScope(exclude=hide) if hide else None
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"hide rules: {exc}") from exc
         self.payload_schema = dict(payload_schema) if payload_schema is not None else None
         self._schema_validator = self._make_validator(self.payload_schema)
         if self._schema_validator is not None:

@@ -1,0 +1,300 @@
+"""The MCP server, driven by the official MCP client over stdio (``python -m agent_payload.mcp``).
+
+The file on disk is the witness: a refused call leaves it byte-identical, a good call is on disk,
+undo restores the exact bytes, and an edit made by someone else meanwhile is never overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_payload import Permissions, ReadScope, cli
+from agent_payload.mcp import PayloadFileEditor, parse_path
+from agent_payload.prompts import render_system
+from agent_payload.schema import change_request_schema
+
+INVOICE: dict[str, Any] = {
+    "id": "INV-7",
+    "lines": [{"sku": f"S{i}", "qty": i} for i in range(10)],
+    "customer": {"name": "Ann", "tax_id": "SECRET-42"},
+}
+
+
+@pytest.fixture
+def invoice_file(tmp_path: Path) -> Path:
+    path = tmp_path / "invoice.json"
+    path.write_text(json.dumps(INVOICE, indent=4) + "\n", encoding="utf-8")
+    return path
+
+
+@asynccontextmanager
+async def connect(path: Path, *options: str) -> AsyncIterator[Any]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "agent_payload.mcp", str(path), *options]
+    )
+    async with Client(params) as client:
+        yield client
+
+
+def run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(main())
+
+
+def text(result: Any) -> str:
+    (block,) = result.content
+    return str(block.text)
+
+
+def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
+    original = invoice_file.read_bytes()
+
+    async def main() -> None:
+        async with connect(invoice_file, "--deny", "id", "--hide", "customer.tax_id") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert list(tools) == ["read_payload", "apply_change_request", "undo_last_change"]
+            apply_tool = tools["apply_change_request"]
+            assert apply_tool.input_schema == change_request_schema(None, marker="DELETE")
+            # The description teaches the format with the system prompt's own text.
+            system = render_system(marker="DELETE")
+            assert system.splitlines()[0] in apply_tool.description
+            assert "INDEX MAPS" in apply_tool.description
+            assert Permissions(deny=["id"]).describe() in apply_tool.description
+            assert ReadScope(exclude=["customer.tax_id"]).describe() in apply_tool.description
+
+            # read: the scope applied, index comments for the long array, one subtree by path.
+            read = await client.call_tool("read_payload", {})
+            assert not read.is_error
+            shown = text(read)
+            assert "/*9*/" in shown and "SECRET" not in shown and "tax_id" not in shown
+            assert '"name":"Ann"' in shown
+            line = await client.call_tool("read_payload", {"path": "lines[3]"})
+            assert json.loads(text(line)) == {"sku": "S3", "qty": 3}
+            hidden = await client.call_tool("read_payload", {"path": "customer.tax_id"})
+            assert hidden.is_error and "SECRET" not in text(hidden)
+
+            # A wrong call: index beyond the end. An MCP error result; the file untouched.
+            wrong = await client.call_tool(
+                "apply_change_request", {"updateElements": {"lines": {"12": {"qty": 3}}}}
+            )
+            assert wrong.is_error
+            assert "index_out_of_range" in text(wrong) and "nothing in it was applied" in text(
+                wrong
+            )
+            assert invoice_file.read_bytes() == original
+            # Refused by the permissions, and by the read scope (never showing the hidden value).
+            for arguments in (
+                {"updateElements": {"id": "INV-8"}},
+                {"updateElements": {"customer": [1]}},
+                {"replaceElements": {"customer": {"name": "Bob"}}},
+            ):
+                refused = await client.call_tool("apply_change_request", arguments)
+                assert refused.is_error and "SECRET" not in text(refused), arguments
+                assert invoice_file.read_bytes() == original
+            misspelt = await client.call_tool("apply_change_request", {"updateElement": {}})
+            assert misspelt.is_error and "updateElement" in text(misspelt)
+            assert invoice_file.read_bytes() == original
+
+            # A good call: on disk, indentation kept.
+            good = await client.call_tool(
+                "apply_change_request",
+                {"updateElements": {"lines": {"2": {"qty": 30}}}, "reasoning": "thirty"},
+            )
+            assert not good.is_error, text(good)
+            assert "update lines[2].qty: 2 -> 30" in text(good)
+            expected = json.loads(json.dumps(INVOICE))
+            expected["lines"][2]["qty"] = 30
+            assert json.loads(invoice_file.read_bytes()) == expected
+            assert invoice_file.read_text(encoding="utf-8") == json.dumps(expected, indent=4) + "\n"
+
+            # Undo: the exact bytes of before; a second undo has nothing left.
+            undone = await client.call_tool("undo_last_change", {})
+            assert not undone.is_error, text(undone)
+            assert invoice_file.read_bytes() == original
+            nothing = await client.call_tool("undo_last_change", {})
+            assert nothing.is_error and invoice_file.read_bytes() == original
+
+    run(main)
+
+
+def test_an_edit_made_meanwhile_is_never_overwritten(invoice_file: Path) -> None:
+    async def main() -> None:
+        async with connect(invoice_file) as client:
+            await client.call_tool("read_payload", {})
+            theirs = invoice_file.read_text(encoding="utf-8").replace('"Ann"', '"Bob"')
+            invoice_file.write_text(theirs, encoding="utf-8")  # someone else's edit
+
+            change = {"updateElements": {"lines": {"0": {"qty": 5}}}}
+            stale = await client.call_tool("apply_change_request", change)
+            assert stale.is_error
+            assert "changed on disk since you last read it" in text(stale)
+            assert "read_payload" in text(stale)
+            assert invoice_file.read_text(encoding="utf-8") == theirs
+
+            # After reading the new version, the same change applies on top of their edit.
+            read = await client.call_tool("read_payload", {})
+            assert '"Bob"' in text(read)
+            good = await client.call_tool("apply_change_request", change)
+            assert not good.is_error, text(good)
+            on_disk = json.loads(invoice_file.read_text(encoding="utf-8"))
+            assert (on_disk["customer"]["name"], on_disk["lines"][0]["qty"]) == ("Bob", 5)
+
+            # Edited again behind our back: undo would overwrite it, so it is refused too.
+            after_ours = invoice_file.read_bytes()
+            theirs_again = after_ours.replace(b'"INV-7"', b'"INV-9"')
+            invoice_file.write_bytes(theirs_again)
+            undo = await client.call_tool("undo_last_change", {})
+            assert undo.is_error and "changed on disk" in text(undo)
+            assert invoice_file.read_bytes() == theirs_again
+
+    run(main)
+
+
+def test_payload_schema_shapes_the_tool_and_refuses_a_result_that_breaks_it(
+    tmp_path: Path,
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "port": {"type": "integer", "minimum": 1},
+        },
+        "required": ["name", "port"],
+    }
+    schema_file = tmp_path / "config.schema.json"
+    schema_file.write_text(json.dumps(schema), encoding="utf-8")
+    config = tmp_path / "config.json"
+    config.write_text('{"name": "api", "port": 80}\n', encoding="utf-8")
+    original = config.read_bytes()
+
+    async def main() -> None:
+        async with connect(config, "--payload-schema", str(schema_file)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["apply_change_request"].input_schema == change_request_schema(
+                schema, marker="DELETE"
+            )
+            bad = await client.call_tool("apply_change_request", {"updateElements": {"port": 0}})
+            assert bad.is_error and "minimum" in text(bad)
+            assert config.read_bytes() == original
+            good = await client.call_tool(
+                "apply_change_request", {"updateElements": {"port": 8080}}
+            )
+            assert not good.is_error, text(good)
+            # One-line JSON stays on one line.
+            assert config.read_text(encoding="utf-8") == '{"name": "api", "port": 8080}\n'
+
+    run(main)
+
+
+def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(invoice_file: Path) -> None:
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "apply_change_request", "arguments": {"updateElements": {"x": 1}}},
+        },
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_payload.mcp", str(invoice_file)],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r.get("id") for r in replies] == [1, 2]
+    assert replies[1]["result"]["isError"] is False
+    assert "serving" in done.stderr and "apply_change_request: done" in done.stderr
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+
+def cli_run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(list(argv), stdin=io.StringIO(""), stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, _ = cli_run("mcp", "--help")  # argparse prints help to sys.stdout
+    out = capsys.readouterr().out
+    assert status == 0
+    for option in ("PAYLOAD_FILE", "--allow RULE", "--deny RULE", "--hide RULE"):
+        assert option in out
+    assert "--payload-schema SCHEMA.json" in out
+    for tool in ("read_payload", "apply_change_request", "undo_last_change"):
+        assert tool in out
+    assert "stderr" in out
+    cli_run("--help")
+    assert "mcp" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "message"),
+    [
+        (None, (), "cannot read"),
+        ('{"a": ', (), "not valid JSON"),
+        ('{"a": 1}', ("--deny", "a[x"), "allow/deny rules: bad path rule 'a[x'"),
+        ('{"a": 1}', ("--hide", "a]"), "hide rules: bad path rule 'a]'"),
+        ('{"port": 0}', ("--payload-schema", "SCHEMA"), "does not match the payload schema"),
+    ],
+)
+def test_startup_errors_are_usage_errors(
+    tmp_path: Path, content: str | None, options: tuple[str, ...], message: str
+) -> None:
+    path = tmp_path / "payload.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"properties": {"port": {"minimum": 1}}}', encoding="utf-8")
+    argv = [str(schema) if o == "SCHEMA" else o for o in options]
+    status, out, err = cli_run("mcp", str(path), *argv)
+    assert (status, out) == (2, "")
+    assert message in err
+
+
+# --- the editor and paths, directly ------------------------------------------------------------
+
+
+def test_parse_path_reads_the_library_s_own_path_form() -> None:
+    assert parse_path("") == []
+    assert parse_path("items[3].price") == ["items", 3, "price"]
+    assert parse_path('["a.b"].c[0][1]') == ["a.b", "c", 0, 1]
+    assert parse_path("[2]") == [2]
+    for bad in ("a..b", "a[x]", "a[0]b", 'a["b'):
+        with pytest.raises(ValueError, match="expected keys joined by dots"):
+            parse_path(bad)
+
+
+def test_read_paths_explain_what_is_there(invoice_file: Path) -> None:
+    editor = PayloadFileEditor(invoice_file)
+    assert "array of 10 elements" in editor.read("lines[10]").text
+    assert "address its elements by index, as in lines[0]" in editor.read("lines.x").text
+    assert "no key 'nope'" in editor.read("nope").text
+    assert editor.read("id").text == '"INV-7"'
