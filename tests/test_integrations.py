@@ -233,6 +233,21 @@ def test_pydantic_ai_payload_per_run_from_deps(server: FakeProviderServer) -> No
     assert set(sent["properties"]["updateElements"]["properties"]) == {"number", "lines"}
 
 
+def test_pydantic_ai_arguments_that_are_not_an_object_go_back_as_a_retry() -> None:
+    """pydantic-ai checks only that the arguments are an object (else the call could not be
+    made); the handler never sees them, and the run goes on."""
+    from agent_payload.integrations.pydantic_ai import change_request_tool
+
+    h = handler()
+    with FakeProviderServer([Reply.tool_call("[1, 2]"), RIGHT, "Done."]) as fake:
+        result = run_pydantic_ai(fake, [change_request_tool(h)])
+        (refusal,) = tool_outputs(fake, 1)
+    assert result.output == "Done."
+    assert "Input should be an object" in refusal
+    assert [r.is_error for r in h.results] == [False]
+    assert h.payload.lines[1].qty == 3
+
+
 def test_pydantic_ai_max_retries_ends_a_run_that_keeps_failing() -> None:
     from pydantic_ai.exceptions import UnexpectedModelBehavior
 

@@ -35,6 +35,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import SchemaValidator, core_schema
+
 from agent_payload.errors import ConfigurationError
 from agent_payload.integrations._common import handle, require, tool_spec
 from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler
@@ -134,6 +136,12 @@ def change_request_tool(
     # and with ``strict=None`` pydantic-ai's OpenAI profile closes every open object
     # (``additionalProperties: false``), which would forbid the payload's own keys.
     tool.strict = False
+    # ``Tool.from_schema`` accepts any JSON as the arguments and would then fail to pass a
+    # non-object as keyword arguments (a TypeError ending the run). An object is all pydantic-ai
+    # checks; anything else goes back to the model as its own validation retry.
+    tool.function_schema.validator = SchemaValidator(
+        core_schema.dict_schema(keys_schema=core_schema.str_schema())
+    )
     if max_retries is not None:
         tool.max_retries = max_retries
     return tool
