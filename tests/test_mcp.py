@@ -260,6 +260,7 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
     [
         (None, (), "cannot read"),
         ('{"a": ', (), "not valid JSON"),
+        ("42", (), "42"),
         ('{"a": 1}', ("--deny", "a[x"), "allow/deny rules: bad path rule 'a[x'"),
         ('{"a": 1}', ("--hide", "a]"), "hide rules: bad path rule 'a]'"),
         ('{"port": 0}', ("--payload-schema", "SCHEMA"), "does not match the payload schema"),

@@ -15,7 +15,12 @@ from typing import Any
 
 from agent_payload import prompts as _prompts
 from agent_payload._files import atomic_write_text
-from agent_payload.errors import ConfigurationError, FileWriteError, RetryWithFeedback
+from agent_payload.errors import (
+    AgentPayloadError,
+    ConfigurationError,
+    FileWriteError,
+    RetryWithFeedback,
+)
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.merge import choose_marker
 from agent_payload.schema import change_request_schema
@@ -195,6 +200,10 @@ class PayloadFileEditor:
         except _FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
         self.marker = choose_marker(payload)
+        try:  # the handler's own check of the payload (kind, depth, values), before serving
+            ChangeRequestToolHandler(payload, marker=self.marker)
+        except AgentPayloadError as exc:
+            raise ConfigurationError(f"{self.path}: {exc}") from exc
         try:
             self.permissions = (
                 Permissions(allow=allow, deny=deny) if allow is not None or deny else None
@@ -311,13 +320,16 @@ class PayloadFileEditor:
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
-        handler = ChangeRequestToolHandler(
-            payload,
-            marker=self.marker,
-            guards=self.guards(),
-            validators=[self._validate] if self._schema_validator is not None else [],
-            name=APPLY_TOOL,
-        )
+        try:
+            handler = ChangeRequestToolHandler(
+                payload,
+                marker=self.marker,
+                guards=self.guards(),
+                validators=[self._validate] if self._schema_validator is not None else [],
+                name=APPLY_TOOL,
+            )
+        except AgentPayloadError as exc:  # the file was changed into something not editable
+            return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
         result = handler.handle(arguments)
         if result.is_error:
             return Outcome(self._error_text(result), True)
