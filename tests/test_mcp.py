@@ -299,3 +299,13 @@ def test_read_paths_explain_what_is_there(invoice_file: Path) -> None:
     assert "address its elements by index, as in lines[0]" in editor.read("lines.x").text
     assert "no key 'nope'" in editor.read("nope").text
     assert editor.read("id").text == '"INV-7"'
+
+
+def test_without_the_mcp_package_the_command_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, invoice_file: Path
+) -> None:
+    for name in ("mcp", "mcp.server", "mcp.server.mcpserver"):
+        monkeypatch.setitem(sys.modules, name, None)
+    status, out, err = cli_run("mcp", str(invoice_file))
+    assert (status, out) == (2, "")
+    assert "pip install 'agent-payload[mcp]'" in err
