@@ -309,3 +309,23 @@ def test_without_the_mcp_package_the_command_names_the_extra(
     status, out, err = cli_run("mcp", str(invoice_file))
     assert (status, out) == (2, "")
     assert "pip install 'agent-payload[mcp]'" in err
+
+
+def test_schema_refusals_under_a_read_scope_name_the_rule_never_the_data(tmp_path: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "port": {"type": "integer", "minimum": 1},
+            "db": {"type": "object", "maxProperties": 2},
+        },
+    }
+    path = tmp_path / "config.json"
+    path.write_text('{"port": 80, "db": {"host": "h", "password": "hunter2"}}', encoding="utf-8")
+    original = path.read_bytes()
+    editor = PayloadFileEditor(path, hide=["db.password"], payload_schema=schema)
+    low = editor.apply({"updateElements": {"port": 0}})
+    assert low.is_error and "the schema's 'minimum' rule (1) fails" in low.text
+    grown = editor.apply({"updateElements": {"db": {"user": "u"}}})
+    assert grown.is_error and "'maxProperties' rule (2)" in grown.text
+    assert "hunter2" not in grown.text and "password" not in grown.text
+    assert path.read_bytes() == original

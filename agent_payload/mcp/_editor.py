@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from string import Template
 from typing import Any
 
 from agent_payload import prompts as _prompts
@@ -217,7 +218,7 @@ class PayloadFileEditor:
         self.payload_schema = dict(payload_schema) if payload_schema is not None else None
         self._schema_validator = self._make_validator(self.payload_schema)
         if self._schema_validator is not None:
-            errors = self._schema_errors(payload)
+            errors = self._schema_errors(payload, for_model=False)
             if errors:
                 raise ConfigurationError(
                     f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
@@ -239,13 +240,13 @@ class PayloadFileEditor:
     def apply_description(self) -> str:
         """The format's instructions (the system prompt's text) and how to call the tool."""
         system = _prompts.render_system(marker=self.marker, permissions=self._rules_text())
-        reply = _prompts.load_template("reply_tool")
-        reply = reply.replace("$tool_name", APPLY_TOOL).replace("$marker", self.marker).strip()
+        reply = Template(_prompts.load_template("reply_tool"))
+        reply_text = reply.substitute(tool_name=APPLY_TOOL, marker=self.marker).strip()
         return (
             f"Edit the JSON file {self.path.name} with a change request. Call {READ_TOOL} "
             "first to see the payload; the file is written after each call that applies, and "
             f"{UNDO_TOOL} reverts the last one. A call that cannot be fully applied applies "
-            "nothing and says what to fix.\n\n" + system.strip() + "\n\n" + reply
+            "nothing and says what to fix.\n\n" + system.strip() + "\n\n" + reply_text
         )
 
     def read_description(self) -> str:
@@ -447,7 +448,7 @@ class PayloadFileEditor:
             ) from exc
         return cls(schema)
 
-    def _schema_errors(self, payload: Any) -> list[str]:
+    def _schema_errors(self, payload: Any, *, for_model: bool = True) -> list[str]:
         errors = sorted(
             self._schema_validator.iter_errors(payload), key=lambda e: list(e.absolute_path)
         )
@@ -455,7 +456,7 @@ class PayloadFileEditor:
         for error in errors[:5]:
             path = list(error.absolute_path)
             where = _prompts.format_payload_path(path) or "(root)"
-            if self.read_scope is None:
+            if self.read_scope is None or not for_model:
                 out.append(f"at {where}: {error.message}")
             elif not self.read_scope.visible(tuple(path)):
                 out.append("in a part of the payload you cannot see")
