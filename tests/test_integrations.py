@@ -373,3 +373,21 @@ def test_a_name_other_than_the_handlers_is_refused(module: str, package: str, ex
     assert tool.name == "edit" and tool.description == "Edit the settings."
     with pytest.raises(ConfigurationError, match="ChangeRequestToolHandler"):
         integration.change_request_tool({"a": 1})
+
+
+def test_pydantic_ai_per_run_handler_must_carry_the_tool_name() -> None:
+    from pydantic_ai import RunContext
+
+    from agent_payload.integrations.pydantic_ai import change_request_tool
+
+    other = ChangeRequestToolHandler(invoice(), name="edit_invoice")
+
+    def run_handler(ctx: RunContext[None]) -> ChangeRequestToolHandler:
+        return other
+
+    with (
+        FakeProviderServer([RIGHT, "Done."]) as fake,
+        pytest.raises(ConfigurationError, match="name='apply_change_request' differs"),
+    ):
+        run_pydantic_ai(fake, [change_request_tool(run_handler)])
+    assert other.results == []

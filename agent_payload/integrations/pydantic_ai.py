@@ -63,8 +63,9 @@ def change_request_tool(
 
     ``handler``: a ``ChangeRequestToolHandler``, or a function of the ``RunContext`` returning
     the run's handler (for a payload in ``deps``). ``name`` defaults to the handler's tool name
-    and must equal it (the handler's corrections name the tool; with a function, the name is
-    checked against each run's handler). ``description`` defaults to the handler's.
+    and must equal it (the handler's corrections name the tool); with a function, ``name``
+    defaults to ``"apply_change_request"`` and each run's handler must carry that name.
+    ``description`` defaults to the handler's.
     ``max_retries``: refused calls allowed before pydantic-ai ends the run (``None``: the
     agent's default). Raises ``ConfigurationError`` when ``pydantic-ai-slim`` is not installed.
     """
@@ -107,17 +108,19 @@ def change_request_tool(
         def call_in_run(ctx: RunContext[Any], **arguments: Any) -> str:
             return apply(run_handler(ctx), arguments)
 
+        registered = name or DEFAULT_TOOL_NAME
+
         def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition:
-            spec = tool_spec(run_handler(ctx), name=name, description=description, caller=_CALLER)
+            # The tool keeps the name it was registered under: each run's handler must use it.
+            spec = tool_spec(
+                run_handler(ctx), name=registered, description=description, caller=_CALLER
+            )
             return dataclasses.replace(
-                tool_def,
-                name=spec.name,
-                description=spec.description,
-                parameters_json_schema=spec.schema,
+                tool_def, description=spec.description, parameters_json_schema=spec.schema
             )
 
         # The schema for an untyped payload until ``prepare`` builds the run's own.
-        placeholder = ChangeRequestToolHandler({}, name=name or DEFAULT_TOOL_NAME)
+        placeholder = ChangeRequestToolHandler({}, name=registered)
         spec = tool_spec(placeholder, name=name, description=description, caller=_CALLER)
         tool = pydantic_ai.Tool.from_schema(
             call_in_run,
