@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, TypeAlias
 
+from agent_payload._fakebatch import BatchFakes, Route
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.usage import Usage
 
@@ -816,9 +817,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         api: Api = _API_PATHS.get(path, "unknown") if self.command == "POST" else "unknown"
         fake = self.server.fake
+        if api == "unknown":
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            route = fake._batches.route(self.command, path, query, headers, raw)
+            if route is not None:  # the batch APIs (agent_payload._fakebatch)
+                fake._record(
+                    api=api, method=self.command, path=path, headers=headers, body=body, raw=raw
+                )
+                self._send_route(route)
+                return
         request = fake._record(
             api=api,
             method=self.command,
@@ -898,6 +908,27 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 with self.server.sockets_lock:
                     self.server.abort_sockets.add(self.connection)
 
+    def _send_route(self, route: Route) -> None:
+        fault = route.fault
+        if fault is None:
+            self._send_raw(route.status, route.body, route.content_type, {})
+        elif fault.kind == "status":
+            message = fault.body or f"FakeProviderServer injected HTTP {fault.status_code}"
+            body = _error_body("chat.completions", fault.status_code, message)
+            self._send_json(fault.status_code, body, dict(fault.headers))
+        elif fault.kind == "delay":
+            self.server.fake._stopping.wait(fault.seconds)
+            if route.after is not None and not self.server.fake._stopping.is_set():
+                with contextlib.suppress(OSError):
+                    self._send_route(route.after)
+            else:
+                self.close_connection = True
+        else:  # reset, cut_short, not_json: the connection drops without an answer
+            self.close_connection = True
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with self.server.sockets_lock:
+                self.server.abort_sockets.add(self.connection)
+
     def _send_json(
         self, status: int, payload: Any, headers: Mapping[str, str] | None = None
     ) -> None:
@@ -954,6 +985,15 @@ class FakeProviderServer:
         self._stopping = threading.Event()
         self.errors: list[BaseException] = []
         """Script errors (exhausted script, a handler that raised, a bad item), in order."""
+        self.batch_polls = 0
+        """Batch APIs: retrieves that answer "in progress" before a batch ends."""
+        self.batch_expire: Callable[[int], bool] = lambda number: False
+        """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
+        self.batch_faults: dict[str, list[Fault]] = {}
+        """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``);
+        a ``create`` fault is sent after the batch was created (see ``agent_payload._fakebatch``)."""
+        self._batch_requests: list[FakeRequest] = []
+        self._batches = BatchFakes(self)
         self._server = _Server(self)
         host, port = self._server.server_address[:2]
         self.url = f"http://{host!s}:{port}"
@@ -1025,6 +1065,36 @@ class FakeProviderServer:
         """A snapshot of the requests received so far, in arrival order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def batch_requests(self) -> list[FakeRequest]:
+        """The request lines of every batch that ended, in the order they were answered (each a
+        ``FakeRequest`` of the line's API, with the line's body)."""
+        with self._lock:
+            return list(self._batch_requests)
+
+    @property
+    def batches_created(self) -> int:
+        """How many batches were created (OpenAI and Anthropic), faulted answers included."""
+        return sum(
+            1
+            for r in self.requests
+            if r.method == "POST" and r.path in ("/v1/batches", "/v1/messages/batches")
+        )
+
+    def _record_batch(self, *, api: Api, body: Any) -> FakeRequest:
+        with self._lock:
+            request = FakeRequest(
+                index=len(self._batch_requests),
+                api=api,
+                method="POST",
+                path="(batch line)",
+                headers={},
+                body=body,
+                raw=b"",
+            )
+            self._batch_requests.append(request)
+            return request
 
     def _record(self, **fields: Any) -> FakeRequest:
         with self._lock:

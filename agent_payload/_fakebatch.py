@@ -1,0 +1,446 @@
+"""The batch APIs of ``agent_payload.testing.FakeProviderServer`` (private; the server routes here).
+
+Enough of OpenAI's Files + Batch API and Anthropic's Message Batches API for the real SDKs:
+
+* OpenAI: ``POST /v1/files`` (multipart upload), ``GET /v1/files/{id}/content``,
+  ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches`` (cursor pages),
+  ``POST /v1/batches/{id}/cancel``.
+* Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``,
+  ``GET /v1/messages/batches`` (pages), ``GET /v1/messages/batches/{id}/results`` (JSONL).
+
+Every request line of a batch is answered with the server's own script (the reply queue, then
+the ``handler``), exactly as a live request would be, when the batch ends: a ``str`` or ``Reply``
+is a succeeded line, a ``Fault.status(code)`` an error line, any other fault an error line with
+status 500. The lines are recorded in ``FakeProviderServer.batch_requests`` (``FakeRequest``
+objects with the line's body), not in ``requests`` (which holds the HTTP requests).
+
+Knobs on the server (plain attributes, settable at any time):
+
+* ``batch_polls``: how many retrieves of a batch answer "in progress" before it ends (0: it
+  ends at the first retrieve);
+* ``batch_expire``: a function of the batch's number (1, 2, ... in creation order) returning
+  True when that batch expires instead of completing: OpenAI reports ``expired`` with every line
+  in the error file (code ``batch_expired``); Anthropic ends it with every result ``expired``;
+* ``batch_faults``: ``{"upload" | "create" | "retrieve" | "results": [Fault, ...]}``, faults
+  consumed one per call of that operation. A ``create`` fault is sent AFTER the batch was
+  created (the client never learns its id): the case a resumable job must not submit twice.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import email.parser
+import email.policy
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_payload.testing import FakeRequest, Fault, FakeProviderServer
+
+__all__ = ["BatchFakes", "Route"]
+
+_ENDPOINT_API = {
+    "/v1/chat/completions": "chat.completions",
+    "/v1/responses": "responses",
+}
+
+
+@dataclass(slots=True)
+class Route:
+    """What the HTTP side must send: a status, a body and its content type, or a fault."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    fault: Fault | None = None
+    after: Route | None = None
+    """With ``fault``: the answer the fault replaces (``delay(then=...)`` sends it late)."""
+
+
+@dataclass(slots=True)
+class _OpenAIBatch:
+    number: int
+    data: dict[str, Any]
+    lines: list[dict[str, Any]]
+    polls: int = 0
+
+
+@dataclass(slots=True)
+class _AnthropicBatch:
+    number: int
+    data: dict[str, Any]
+    requests: list[dict[str, Any]]
+    results: list[dict[str, Any]] = field(default_factory=list)
+    polls: int = 0
+
+
+def _json(status: int, value: Any) -> Route:
+    return Route(status, json.dumps(value).encode())
+
+
+def _not_found(what: str) -> Route:
+    return _json(404, {"error": {"message": f"FakeProviderServer: no {what}", "type": "not_found"}})
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class BatchFakes:
+    """The state of the fake batch APIs of one server (thread-safe)."""
+
+    def __init__(self, server: FakeProviderServer) -> None:
+        self._server = server
+        self._lock = threading.Lock()
+        self._files: dict[str, bytes] = {}
+        self._openai: dict[str, _OpenAIBatch] = {}
+        self._anthropic: dict[str, _AnthropicBatch] = {}
+        self._numbers = itertools.count(1)
+        self._ids = itertools.count(1)
+
+    # -- routing --
+
+    def route(self, method: str, path: str, query: str, headers: dict[str, str], raw: bytes) -> Route | None:
+        """The answer for a batch-API request, or None when the path is not a batch API."""
+        parts = [p for p in path.split("/") if p]
+        params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+        if parts[:2] == ["v1", "files"]:
+            if method == "POST" and len(parts) == 2:
+                return self._faulted("upload", lambda: self._upload(headers, raw))
+            if method == "GET" and len(parts) == 4 and parts[3] == "content":
+                return self._faulted("results", lambda: self._file_content(parts[2]))
+            return None
+        if parts[:2] == ["v1", "batches"]:
+            if method == "POST" and len(parts) == 2:
+                return self._faulted("create", lambda: self._openai_create(raw), after=True)
+            if method == "GET" and len(parts) == 2:
+                return self._openai_list(params)
+            if method == "GET" and len(parts) == 3:
+                return self._faulted("retrieve", lambda: self._openai_retrieve(parts[2]))
+            if method == "POST" and len(parts) == 4 and parts[3] == "cancel":
+                return self._openai_cancel(parts[2])
+            return None
+        if parts[:3] == ["v1", "messages", "batches"]:
+            if method == "POST" and len(parts) == 3:
+                return self._faulted("create", lambda: self._anthropic_create(raw), after=True)
+            if method == "GET" and len(parts) == 3:
+                return self._anthropic_list(params)
+            if method == "GET" and len(parts) == 4:
+                return self._faulted("retrieve", lambda: self._anthropic_retrieve(parts[3]))
+            if method == "GET" and len(parts) == 5 and parts[4] == "results":
+                return self._faulted("results", lambda: self._anthropic_results(parts[3]))
+            return None
+        return None
+
+    def _faulted(self, operation: str, action: Callable[[], Route], *, after: bool = False) -> Route:
+        fault = self._next_fault(operation)
+        if fault is None:
+            return action()
+        if after:  # the operation takes effect; the client does not hear of it
+            return Route(fault=fault, after=action())
+        return Route(fault=fault)
+
+    def _next_fault(self, operation: str) -> Fault | None:
+        with self._lock:
+            queue = self._server.batch_faults.get(operation)
+            if queue:
+                return queue.pop(0)
+        return None
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids):06d}fake"
+
+    # -- OpenAI: files --
+
+    def _upload(self, headers: dict[str, str], raw: bytes) -> Route:
+        content_type = headers.get("content-type", "")
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+        )
+        data: bytes | None = None
+        filename = "upload.jsonl"
+        purpose = None
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True)
+            if name == "file":
+                data = payload if isinstance(payload, bytes) else b""
+                filename = str(part.get_filename() or filename)
+            elif name == "purpose" and isinstance(payload, bytes):
+                purpose = payload.decode()
+        if data is None:
+            return _json(400, {"error": {"message": "FakeProviderServer: no file part"}})
+        file_id = self._new_id("file-")
+        with self._lock:
+            self._files[file_id] = data
+        return _json(
+            200,
+            {
+                "id": file_id,
+                "object": "file",
+                "bytes": len(data),
+                "created_at": int(time.time()),
+                "filename": filename,
+                "purpose": purpose or "batch",
+                "status": "processed",
+            },
+        )
+
+    def _file_content(self, file_id: str) -> Route:
+        with self._lock:
+            data = self._files.get(file_id)
+        if data is None:
+            return _not_found(f"file {file_id}")
+        return Route(200, data, "application/octet-stream")
+
+    # -- OpenAI: batches --
+
+    def _openai_create(self, raw: bytes) -> Route:
+        body = json.loads(raw or b"{}")
+        file_id = body.get("input_file_id")
+        with self._lock:
+            data = self._files.get(file_id)
+        if data is None:
+            return _not_found(f"file {file_id}")
+        lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        batch_id = self._new_id("batch_")
+        now = int(time.time())
+        batch = _OpenAIBatch(
+            number=next(self._numbers),
+            data={
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": body.get("endpoint"),
+                "input_file_id": file_id,
+                "completion_window": body.get("completion_window", "24h"),
+                "status": "in_progress",
+                "created_at": now,
+                "in_progress_at": now,
+                "expires_at": now + 86400,
+                "metadata": body.get("metadata"),
+                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+                "output_file_id": None,
+                "error_file_id": None,
+            },
+            lines=lines,
+        )
+        with self._lock:
+            self._openai[batch_id] = batch
+        return _json(200, batch.data)
+
+    def _openai_retrieve(self, batch_id: str) -> Route:
+        with self._lock:
+            batch = self._openai.get(batch_id)
+        if batch is None:
+            return _not_found(f"batch {batch_id}")
+        self._maybe_finish_openai(batch)
+        return _json(200, batch.data)
+
+    def _openai_cancel(self, batch_id: str) -> Route:
+        with self._lock:
+            batch = self._openai.get(batch_id)
+        if batch is None:
+            return _not_found(f"batch {batch_id}")
+        if batch.data["status"] == "in_progress":
+            self._finish_openai(batch, cancelled=True)
+        return _json(200, batch.data)
+
+    def _openai_list(self, params: dict[str, str]) -> Route:
+        with self._lock:
+            batches = sorted(self._openai.values(), key=lambda b: -b.number)
+        start = 0
+        after = params.get("after")
+        if after:
+            ids = [b.data["id"] for b in batches]
+            start = ids.index(after) + 1 if after in ids else len(ids)
+        limit = int(params.get("limit", "20"))
+        page = batches[start : start + limit]
+        return _json(
+            200,
+            {
+                "object": "list",
+                "data": [b.data for b in page],
+                "first_id": page[0].data["id"] if page else None,
+                "last_id": page[-1].data["id"] if page else None,
+                "has_more": start + limit < len(batches),
+            },
+        )
+
+    def _maybe_finish_openai(self, batch: _OpenAIBatch) -> None:
+        with self._lock:
+            if batch.data["status"] != "in_progress":
+                return
+            batch.polls += 1
+            if batch.polls <= self._server.batch_polls:
+                return
+        self._finish_openai(batch)
+
+    def _finish_openai(self, batch: _OpenAIBatch, *, cancelled: bool = False) -> None:
+        expired = not cancelled and bool(self._server.batch_expire(batch.number))
+        endpoint = str(batch.data["endpoint"])
+        api = _ENDPOINT_API.get(endpoint, "chat.completions")
+        out: list[str] = []
+        err: list[str] = []
+        for line in batch.lines:
+            custom_id = line.get("custom_id")
+            if expired or cancelled:
+                code = "batch_expired" if expired else "batch_cancelled"
+                err.append(
+                    json.dumps(
+                        {
+                            "id": self._new_id("batch_req_"),
+                            "custom_id": custom_id,
+                            "response": None,
+                            "error": {"code": code, "message": f"This request was not run: {code}"},
+                        }
+                    )
+                )
+                continue
+            status, body = self._answer_line(api, line.get("body"))
+            record = {
+                "id": self._new_id("batch_req_"),
+                "custom_id": custom_id,
+                "response": {"status_code": status, "request_id": self._new_id("req_"), "body": body},
+                "error": None,
+            }
+            (out if status == 200 else err).append(json.dumps(record))
+        now = int(time.time())
+        with self._lock:
+            output_id = self._store("\n".join(out)) if out else None
+            error_id = self._store("\n".join(err)) if err else None
+            batch.data.update(
+                status="cancelled" if cancelled else ("expired" if expired else "completed"),
+                output_file_id=output_id,
+                error_file_id=error_id,
+                request_counts={"total": len(batch.lines), "completed": len(out), "failed": len(err)},
+            )
+            batch.data["cancelled_at" if cancelled else ("expired_at" if expired else "completed_at")] = now
+
+    def _store(self, text: str) -> str:
+        file_id = self._new_id("file-")
+        self._files[file_id] = (text + "\n").encode()
+        return file_id
+
+    # -- Anthropic: message batches --
+
+    def _anthropic_create(self, raw: bytes) -> Route:
+        body = json.loads(raw or b"{}")
+        requests = list(body.get("requests") or [])
+        batch_id = self._new_id("msgbatch_")
+        now = time.time()
+        batch = _AnthropicBatch(
+            number=next(self._numbers),
+            data={
+                "id": batch_id,
+                "type": "message_batch",
+                "processing_status": "in_progress",
+                "request_counts": {
+                    "processing": len(requests),
+                    "succeeded": 0,
+                    "errored": 0,
+                    "canceled": 0,
+                    "expired": 0,
+                },
+                "created_at": _iso(now),
+                "expires_at": _iso(now + 86400),
+                "ended_at": None,
+                "archived_at": None,
+                "cancel_initiated_at": None,
+                "results_url": None,
+            },
+            requests=requests,
+        )
+        with self._lock:
+            self._anthropic[batch_id] = batch
+        return _json(200, batch.data)
+
+    def _anthropic_retrieve(self, batch_id: str) -> Route:
+        with self._lock:
+            batch = self._anthropic.get(batch_id)
+        if batch is None:
+            return _not_found(f"message batch {batch_id}")
+        self._maybe_finish_anthropic(batch)
+        return _json(200, batch.data)
+
+    def _anthropic_list(self, params: dict[str, str]) -> Route:
+        with self._lock:
+            batches = sorted(self._anthropic.values(), key=lambda b: -b.number)
+        start = 0
+        after = params.get("after_id")
+        if after:
+            ids = [b.data["id"] for b in batches]
+            start = ids.index(after) + 1 if after in ids else len(ids)
+        limit = int(params.get("limit", "20"))
+        page = batches[start : start + limit]
+        return _json(
+            200,
+            {
+                "data": [b.data for b in page],
+                "first_id": page[0].data["id"] if page else None,
+                "last_id": page[-1].data["id"] if page else None,
+                "has_more": start + limit < len(batches),
+            },
+        )
+
+    def _anthropic_results(self, batch_id: str) -> Route:
+        with self._lock:
+            batch = self._anthropic.get(batch_id)
+        if batch is None or batch.data["processing_status"] != "ended":
+            return _not_found(f"results of message batch {batch_id}")
+        text = "".join(json.dumps(r) + "\n" for r in batch.results)
+        return Route(200, text.encode(), "application/binary")
+
+    def _maybe_finish_anthropic(self, batch: _AnthropicBatch) -> None:
+        with self._lock:
+            if batch.data["processing_status"] != "in_progress":
+                return
+            batch.polls += 1
+            if batch.polls <= self._server.batch_polls:
+                return
+        expired = bool(self._server.batch_expire(batch.number))
+        results: list[dict[str, Any]] = []
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        for entry in batch.requests:
+            custom_id = entry.get("custom_id")
+            if expired:
+                results.append({"custom_id": custom_id, "result": {"type": "expired"}})
+                counts["expired"] += 1
+                continue
+            status, body = self._answer_line("messages", entry.get("params"))
+            if status == 200:
+                results.append({"custom_id": custom_id, "result": {"type": "succeeded", "message": body}})
+                counts["succeeded"] += 1
+            else:
+                results.append({"custom_id": custom_id, "result": {"type": "errored", "error": body}})
+                counts["errored"] += 1
+        with self._lock:
+            batch.results = results
+            batch.data.update(
+                processing_status="ended",
+                request_counts=counts,
+                ended_at=_iso(time.time()),
+                results_url=f"{self._server.url}/v1/messages/batches/{batch.data['id']}/results",
+            )
+
+    # -- one line through the script --
+
+    def _answer_line(self, api: str, body: Any) -> tuple[int, Any]:
+        from agent_payload import testing as _t
+
+        server = self._server
+        request: FakeRequest = server._record_batch(api=api, body=body)
+        try:
+            item = server._next_item(request)
+        except Exception as exc:
+            server.errors.append(exc)
+            return 500, _t._error_body(api, 500, f"FakeProviderServer script error: {exc}")  # type: ignore[arg-type]
+        if isinstance(item, _t.Fault):
+            code = item.status_code if item.kind == "status" else 500
+            message = item.body or f"FakeProviderServer injected HTTP {code}"
+            return code, _t._error_body(api, code, message)  # type: ignore[arg-type]
+        return 200, _t._BUILDERS[api](_t._resolve(item, request), request)  # type: ignore[index]

@@ -1,0 +1,100 @@
+"""The small protocol between ``agent_payload.batch`` and a provider's batch API (no SDK here).
+
+One backend per SDK (``providers/openai_batch.py``: Files + Batch API for Chat Completions and
+Responses; ``providers/anthropic_batch.py``: Message Batches). ``backend_for(model)`` picks the
+one that matches an adapter. Each backend turns the adapter's own request parameters into batch
+lines (so a batch line is exactly the request the agent would send), submits them tagged, finds
+a batch by its tag after a crash, polls, and reads results back through the adapter's own
+``parse_reply`` (so a batch reply is judged exactly as a live one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent_payload.errors import ConfigurationError
+from agent_payload.providers.base import Model, ModelReply, ModelRequest
+
+__all__ = ["BatchBackend", "BatchStatus", "LineError", "backend_for", "request_body"]
+
+_SDK_ONLY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+
+
+def request_body(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body an SDK ``create(**params)`` call sends: SDK-only keyword arguments
+    dropped, ``extra_body`` merged in (as the SDK does)."""
+    body = {k: v for k, v in params.items() if k not in _SDK_ONLY}
+    extra = params.get("extra_body")
+    if isinstance(extra, Mapping):
+        body.update(extra)
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class LineError:
+    """A request of a batch that produced no reply (an error line, expired, cancelled)."""
+
+    message: str
+    code: str | None = None
+    status_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStatus:
+    """Where a provider batch stands: ``ended`` once its results can be read."""
+
+    batch_id: str
+    status: str
+    ended: bool
+    failed_whole: bool = False
+    """True when the provider refused the batch as a whole (every line is an error)."""
+    message: str | None = None
+
+
+class BatchBackend(Protocol):
+    provider: str
+    max_requests: int
+    max_bytes: int
+
+    def entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
+        """One batch line for ``request`` (JSON data)."""
+        ...
+
+    def submit(self, entries: Sequence[Mapping[str, Any]], *, tag: str) -> str:
+        """Create a batch of ``entries`` tagged ``tag``; return its id."""
+        ...
+
+    def find(self, tag: str, *, count: int, since: float) -> list[str]:
+        """Ids of batches that may be the one submitted under ``tag`` (``count`` lines, created
+        at or after ``since``, a Unix time): empty when none was created."""
+        ...
+
+    def poll(self, batch_id: str) -> BatchStatus: ...
+
+    def results(
+        self, batch_id: str, request: ModelRequest
+    ) -> Iterator[tuple[str, ModelReply | LineError]]:
+        """``(custom_id, reply or error)`` for every line of an ended batch."""
+        ...
+
+
+def backend_for(model: Model) -> BatchBackend:
+    """The batch backend for a provider adapter with a sync client (``ConfigurationError``
+    for anything else: a scripted model, an async client, your own ``Model``)."""
+    kind = type(model).__name__
+    if kind in ("OpenAIChatModel", "OpenAIResponsesModel"):
+        from agent_payload.providers.openai_batch import OpenAIBatchBackend
+
+        return OpenAIBatchBackend(model)
+    if kind == "AnthropicModel":
+        from agent_payload.providers.anthropic_batch import AnthropicBatchBackend
+
+        return AnthropicBatchBackend(model)
+    raise ConfigurationError(
+        f"BatchJob(mode='batch'): the agent's model is a {kind}; the providers' batch APIs "
+        "need an OpenAI or Anthropic adapter on a sync client (openai.OpenAI / "
+        "anthropic.Anthropic). Use mode='concurrent' with an AsyncPayloadAgent for other "
+        "models or servers without a batch API."
+    )
