@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent_payload.testing import FakeRequest, Fault, FakeProviderServer
+    from agent_payload.testing import FakeProviderServer, FakeRequest, Fault
 
 __all__ = ["BatchFakes", "Route"]
 
@@ -105,7 +105,9 @@ class BatchFakes:
 
     # -- routing --
 
-    def route(self, method: str, path: str, query: str, headers: dict[str, str], raw: bytes) -> Route | None:
+    def route(
+        self, method: str, path: str, query: str, headers: dict[str, str], raw: bytes
+    ) -> Route | None:
         """The answer for a batch-API request, or None when the path is not a batch API."""
         parts = [p for p in path.split("/") if p]
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
@@ -137,7 +139,9 @@ class BatchFakes:
             return None
         return None
 
-    def _faulted(self, operation: str, action: Callable[[], Route], *, after: bool = False) -> Route:
+    def _faulted(
+        self, operation: str, action: Callable[[], Route], *, after: bool = False
+    ) -> Route:
         fault = self._next_fault(operation)
         if fault is None:
             return action()
@@ -305,7 +309,11 @@ class BatchFakes:
             record = {
                 "id": self._new_id("batch_req_"),
                 "custom_id": custom_id,
-                "response": {"status_code": status, "request_id": self._new_id("req_"), "body": body},
+                "response": {
+                    "status_code": status,
+                    "request_id": self._new_id("req_"),
+                    "body": body,
+                },
                 "error": None,
             }
             (out if status == 200 else err).append(json.dumps(record))
@@ -317,9 +325,15 @@ class BatchFakes:
                 status="cancelled" if cancelled else ("expired" if expired else "completed"),
                 output_file_id=output_id,
                 error_file_id=error_id,
-                request_counts={"total": len(batch.lines), "completed": len(out), "failed": len(err)},
+                request_counts={
+                    "total": len(batch.lines),
+                    "completed": len(out),
+                    "failed": len(err),
+                },
             )
-            batch.data["cancelled_at" if cancelled else ("expired_at" if expired else "completed_at")] = now
+            batch.data[
+                "cancelled_at" if cancelled else ("expired_at" if expired else "completed_at")
+            ] = now
 
     def _store(self, text: str) -> str:
         file_id = self._new_id("file-")
@@ -413,10 +427,14 @@ class BatchFakes:
                 continue
             status, body = self._answer_line("messages", entry.get("params"))
             if status == 200:
-                results.append({"custom_id": custom_id, "result": {"type": "succeeded", "message": body}})
+                results.append(
+                    {"custom_id": custom_id, "result": {"type": "succeeded", "message": body}}
+                )
                 counts["succeeded"] += 1
             else:
-                results.append({"custom_id": custom_id, "result": {"type": "errored", "error": body}})
+                results.append(
+                    {"custom_id": custom_id, "result": {"type": "errored", "error": body}}
+                )
                 counts["errored"] += 1
         with self._lock:
             batch.results = results
@@ -433,7 +451,7 @@ class BatchFakes:
         from agent_payload import testing as _t
 
         server = self._server
-        request: FakeRequest = server._record_batch(api=api, body=body)
+        request: FakeRequest = server._record_batch(api=api, body=body)  # type: ignore[arg-type]
         try:
             item = server._next_item(request)
         except Exception as exc:

@@ -230,7 +230,9 @@ def _report_json(result: AgentResult[Any]) -> str:
                 {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new}
                 for c in report.changes
             ],
-            "warnings": [{"code": w.code, "path": w.path, "message": w.message} for w in report.warnings],
+            "warnings": [
+                {"code": w.code, "path": w.path, "message": w.message} for w in report.warnings
+            ],
             "reasoning": result.reasoning,
         }
     )
@@ -304,7 +306,9 @@ class BatchJob:
                 )
             self._max_requests = min(max_batch_requests or 10**9, self._backend.max_requests)
             self._max_bytes = min(max_batch_bytes or 10**12, self._backend.max_bytes)
-        elif not callable(getattr(model, "arequest", None)) or not getattr(agent, "_async_client", False):
+        elif not callable(getattr(model, "arequest", None)) or not getattr(
+            agent, "_async_client", False
+        ):
             raise ConfigurationError(
                 "BatchJob(mode='concurrent'): expected an AsyncPayloadAgent (its model's "
                 f"arequest() sends the requests), found {type(agent).__name__}"
@@ -327,7 +331,11 @@ class BatchJob:
             with self._tx():
                 self._db.executemany(
                     "INSERT INTO meta VALUES (?, ?)",
-                    [("format_version", str(FORMAT_VERSION)), ("model", model), ("mode", self.mode)],
+                    [
+                        ("format_version", str(FORMAT_VERSION)),
+                        ("model", model),
+                        ("mode", self.mode),
+                    ],
                 )
             return
         if meta.get("format_version") != str(FORMAT_VERSION):
@@ -421,8 +429,20 @@ class BatchJob:
             "input_tokens, output_tokens, error, problems FROM items ORDER BY seq"
         )
         for row in cursor:
-            (item_id, status, payload, model_type, result, request, report, attempts,
-             tokens_in, tokens_out, error, problems) = row
+            (
+                item_id,
+                status,
+                payload,
+                model_type,
+                result,
+                request,
+                report,
+                attempts,
+                tokens_in,
+                tokens_out,
+                error,
+                problems,
+            ) = row
             data = json.loads(result if result is not None else payload)
             if model_type is not None:
                 data = _resolve_type(model_type, self._types).model_validate(data)  # type: ignore[attr-defined]
@@ -440,20 +460,24 @@ class BatchJob:
 
     def progress(self, phase: Phase = "finished") -> BatchProgress:
         """The counts now."""
-        counts = dict(self._db.execute("SELECT status, COUNT(*) FROM items GROUP BY status").fetchall())
+        counts = dict(
+            self._db.execute("SELECT status, COUNT(*) FROM items GROUP BY status").fetchall()
+        )
         tokens_in, tokens_out, attempts = self._db.execute(
             "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
             "COALESCE(SUM(attempts), 0) FROM items"
         ).fetchone()
         (submitted,) = self._db.execute(
-            "SELECT COUNT(*) FROM requests r JOIN chunks c ON c.round = r.round AND c.chunk = r.chunk "
+            "SELECT COUNT(*) FROM requests r "
+            "JOIN chunks c ON c.round = r.round AND c.chunk = r.chunk "
             "WHERE c.state != 'prepared'"
         ).fetchone()
         (rnd,) = self._db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
         cost = None
         if self.prices is not None:
             cost = (
-                tokens_in * self.prices.get("input", 0.0) + tokens_out * self.prices.get("output", 0.0)
+                tokens_in * self.prices.get("input", 0.0)
+                + tokens_out * self.prices.get("output", 0.0)
             ) / 1_000_000
         return BatchProgress(
             phase=phase,
@@ -478,7 +502,7 @@ class BatchJob:
         if model_type is not None:
             payload = _resolve_type(model_type, self._types).model_validate(payload)  # type: ignore[attr-defined]
         payload_type = _resolve_type(type_name, self._types) if type_name else None
-        state = self.agent._start(payload, task, payload_type, (), None)
+        state: RunState = self.agent._start(payload, task, payload_type, (), None)
         for (reply_text,) in self._db.execute(
             "SELECT reply FROM replies WHERE item_seq = ? ORDER BY attempt", (seq,)
         ).fetchall():
@@ -505,7 +529,9 @@ class BatchJob:
                 self._set(seq, state, status="pending", error=None, problems=_problems_json(exc))
             else:
                 final = exc if not state.should_retry(exc) else state.exhausted()
-                self._set(seq, state, status="failed", error=str(final), problems=_problems_json(final))
+                self._set(
+                    seq, state, status="failed", error=str(final), problems=_problems_json(final)
+                )
             return
         except AgentPayloadError as exc:
             self._set(seq, state, status="failed", error=str(exc), problems=_problems_json(exc))
@@ -521,12 +547,21 @@ class BatchJob:
         )
         self._set(seq, state, status="done", error=None, problems=None)
 
-    def _set(self, seq: int, state: RunState, *, status: Status, error: str | None, problems: str | None) -> None:
+    def _set(
+        self, seq: int, state: RunState, *, status: Status, error: str | None, problems: str | None
+    ) -> None:
         self._db.execute(
             "UPDATE items SET status = ?, in_round = NULL, attempts = ?, input_tokens = ?, "
             "output_tokens = ?, error = ?, problems = ? WHERE seq = ?",
-            (status, state.attempt, state.usage.input_tokens, state.usage.output_tokens, error,
-             problems, seq),
+            (
+                status,
+                state.attempt,
+                state.usage.input_tokens,
+                state.usage.output_tokens,
+                error,
+                problems,
+                seq,
+            ),
         )
 
     def _transport_failure(self, seq: int, message: str) -> None:
@@ -585,13 +620,18 @@ class BatchJob:
                     (error, problems, seq),
                 )
             for number, chunk in enumerate(chunks):
-                db.execute("INSERT INTO chunks (round, chunk, state) VALUES (?, ?, 'prepared')", (rnd, number))
+                db.execute(
+                    "INSERT INTO chunks (round, chunk, state) VALUES (?, ?, 'prepared')",
+                    (rnd, number),
+                )
                 db.executemany(
-                    "INSERT INTO requests (custom_id, round, chunk, item_seq, entry) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO requests (custom_id, round, chunk, item_seq, entry) "
+                    "VALUES (?, ?, ?, ?, ?)",
                     [(cid, rnd, number, seq, entry) for seq, cid, entry in chunk],
                 )
                 db.executemany(
-                    "UPDATE items SET in_round = ? WHERE seq = ?", [(rnd, seq) for seq, _, _ in chunk]
+                    "UPDATE items SET in_round = ? WHERE seq = ?",
+                    [(rnd, seq) for seq, _, _ in chunk],
                 )
         return rnd if chunks else self._prepare_round()
 
@@ -627,7 +667,11 @@ class BatchJob:
         progress: Callable[[BatchProgress], Any] | None = None,
     ) -> BatchProgress:
         """Run rounds until no item is pending (or ``max_rounds`` more rounds were run);
-        resumes whatever a previous ``run()`` left. Returns the final counts."""
+        resumes whatever a previous ``run()`` left. Returns the final counts.
+
+        In ``mode="concurrent"`` this runs an event loop of its own (``asyncio.run``) for
+        synchronous scripts; the async client's connections belong to that loop, so give the
+        job a client of its own. From async code, ``await job.arun()`` instead."""
         if self.mode == "concurrent":
             return asyncio.run(self.arun(max_rounds=max_rounds, progress=progress))
         rounds = 0
@@ -674,37 +718,46 @@ class BatchJob:
                 ).fetchall()
             ]
             if state == "submitting" and since is not None:
-                found = backend.find(tag, count=len(entries), since=since)
-                claimed = {
-                    b for (b,) in self._db.execute("SELECT batch_id FROM chunks WHERE batch_id IS NOT NULL")
-                }
-                found = [b for b in found if b not in claimed]
-                if len(found) > 1:
-                    raise BatchStateError(
-                        f"{self.path}: round {rnd}, chunk {chunk} was being submitted when the job "
-                        f"stopped, and {len(found)} provider batches ({', '.join(found)}) could be "
-                        "it. Cancel the ones that are not, or record the right one with "
-                        "adopt_batch(), then run again; nothing was submitted twice"
-                    )
-                if found:
-                    self._record_batch(rnd, chunk, found[0])
+                # The job stopped between asking for this batch and hearing of it.
+                found = self._find(backend, rnd, chunk, tag, len(entries), since)
+                if found is not None:
+                    self._record_batch(rnd, chunk, found)
                     continue
+            now = time.time()
             with self._tx() as db:
                 db.execute(
-                    "UPDATE chunks SET state = 'submitting', submitting_at = ? WHERE round = ? AND chunk = ?",
-                    (time.time(), rnd, chunk),
+                    "UPDATE chunks SET state = 'submitting', submitting_at = ? "
+                    "WHERE round = ? AND chunk = ?",
+                    (now, rnd, chunk),
                 )
             try:
                 batch_id = backend.submit(entries, tag=tag)
             except ProviderError:
-                # The answer was lost: the batch may exist. The next attempt (this one's retry
-                # below, or the next run()) looks for it by its tag before submitting again.
-                found = backend.find(tag, count=len(entries), since=time.time() - 60)
-                if len(found) != 1:
-                    raise
-                batch_id = found[0]
+                # The answer was lost, or the create failed: the batch may exist or not.
+                found = self._find(backend, rnd, chunk, tag, len(entries), now)
+                if found is None:
+                    raise  # not created: the next run() submits it (state 'submitting')
+                batch_id = found
             self._record_batch(rnd, chunk, batch_id)
             self._report(progress, "submitted")
+
+    def _find(
+        self, backend: BatchBackend, rnd: int, chunk: int, tag: str, count: int, since: float
+    ) -> str | None:
+        """The provider batch a chunk left ``submitting`` became, None if none was created;
+        ``BatchStateError`` when more than one could be it (never guess)."""
+        claimed = {
+            b for (b,) in self._db.execute("SELECT batch_id FROM chunks WHERE batch_id IS NOT NULL")
+        }
+        found = [b for b in backend.find(tag, count=count, since=since) if b not in claimed]
+        if len(found) > 1:
+            raise BatchStateError(
+                f"{self.path}: round {rnd}, chunk {chunk} was being submitted when the job "
+                f"stopped, and {len(found)} provider batches ({', '.join(found)}) could be it. "
+                "Cancel the ones that are not, or record the right one with adopt_batch(), then "
+                "run again; nothing was submitted twice"
+            )
+        return found[0] if found else None
 
     def adopt_batch(self, round: int, chunk: int, batch_id: str) -> None:
         """Record by hand which provider batch a chunk left ``submitting`` is (see run())."""
@@ -760,14 +813,18 @@ class BatchJob:
                 self._collect_line(custom_id, outcome, rnd)
             with self._tx() as db:
                 for seq, custom_id in db.execute(
-                    "SELECT item_seq, custom_id FROM requests WHERE round = ? AND chunk = ? AND state = 'open'",
+                    "SELECT item_seq, custom_id FROM requests "
+                    "WHERE round = ? AND chunk = ? AND state = 'open'",
                     (rnd, chunk),
                 ).fetchall():
                     reason = "the batch ended without a result for this request"
                     self._transport_failure(seq, f"{reason} (batch {batch_id})")
-                    db.execute("UPDATE requests SET state = 'lost' WHERE custom_id = ?", (custom_id,))
+                    db.execute(
+                        "UPDATE requests SET state = 'lost' WHERE custom_id = ?", (custom_id,)
+                    )
                 db.execute(
-                    "UPDATE chunks SET state = 'collected' WHERE round = ? AND chunk = ?", (rnd, chunk)
+                    "UPDATE chunks SET state = 'collected' WHERE round = ? AND chunk = ?",
+                    (rnd, chunk),
                 )
             self._report(progress, "collected")
 
@@ -820,23 +877,35 @@ class BatchJob:
 
     async def _send_round(self, rnd: int, progress: Callable[[BatchProgress], Any] | None) -> None:
         with self._tx() as db:
-            db.execute("UPDATE chunks SET state = 'submitted' WHERE round = ? AND state = 'prepared'", (rnd,))
+            db.execute(
+                "UPDATE chunks SET state = 'submitted' WHERE round = ? AND state = 'prepared'",
+                (rnd,),
+            )
         open_lines = self._db.execute(
-            "SELECT custom_id, item_seq FROM requests WHERE round = ? AND state = 'open' ORDER BY custom_id",
+            "SELECT custom_id, item_seq FROM requests "
+            "WHERE round = ? AND state = 'open' ORDER BY custom_id",
             (rnd,),
         ).fetchall()
         gate = asyncio.Semaphore(self.concurrency)
         model = self.agent.model
+        stopping = False  # set when a step raised: no new request starts after that
 
         async def send(custom_id: str, seq: int) -> None:
+            nonlocal stopping
             async with gate:
+                if stopping:
+                    return
                 request = self._state(seq).next_request()
                 try:
                     reply: ModelReply | LineError = await model.arequest(request)
                 except ProviderError as exc:
                     reply = LineError(str(exc), status_code=exc.status_code)
-                self._collect_line(custom_id, reply, rnd)
-                self._report(progress, "collected")
+                try:
+                    self._collect_line(custom_id, reply, rnd)
+                    self._report(progress, "collected")
+                except BaseException:
+                    stopping = True
+                    raise
 
         tasks = [asyncio.ensure_future(send(cid, seq)) for cid, seq in open_lines]
         try:

@@ -991,7 +991,7 @@ class FakeProviderServer:
         """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
         self.batch_faults: dict[str, list[Fault]] = {}
         """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``);
-        a ``create`` fault is sent after the batch was created (see ``agent_payload._fakebatch``)."""
+        a ``create`` fault is sent after the batch was created (``agent_payload._fakebatch``)."""
         self._batch_requests: list[FakeRequest] = []
         self._batches = BatchFakes(self)
         self._server = _Server(self)

@@ -87,11 +87,11 @@ def backend_for(model: Model) -> BatchBackend:
     if kind in ("OpenAIChatModel", "OpenAIResponsesModel"):
         from agent_payload.providers.openai_batch import OpenAIBatchBackend
 
-        return OpenAIBatchBackend(model)
+        return OpenAIBatchBackend(model)  # type: ignore[arg-type]
     if kind == "AnthropicModel":
         from agent_payload.providers.anthropic_batch import AnthropicBatchBackend
 
-        return AnthropicBatchBackend(model)
+        return AnthropicBatchBackend(model)  # type: ignore[arg-type]
     raise ConfigurationError(
         f"BatchJob(mode='batch'): the agent's model is a {kind}; the providers' batch APIs "
         "need an OpenAI or Anthropic adapter on a sync client (openai.OpenAI / "

@@ -1,0 +1,421 @@
+"""BatchJob with the real SDKs against the fake batch APIs: verdicts, rounds, resumption.
+
+Each item's payload names how the scripted model treats it (``kind``):
+
+* ``good``: a right change request at once (done, 1 attempt);
+* ``fix``: a misspelt bucket, then after the correction a right one (done, 2 attempts);
+* ``never``: misspelt every time (failed after max_retries + 1 attempts);
+* ``flaky``: its first batch line is an HTTP 500 error line, then a right reply (done, 1 attempt);
+* ``down``: every batch line an error line (failed with the provider's error, no attempt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agent_payload import AsyncPayloadAgent, PayloadAgent
+from agent_payload.batch import BatchJob, BatchProgress, BatchStateError
+from agent_payload.errors import ConfigurationError
+from agent_payload.providers.anthropic import AnthropicModel
+from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+from agent_payload.testing import FakeProviderServer, FakeRequest, Fault, ScriptedModel
+
+KINDS = ("good", "fix", "never", "flaky", "down")
+GOOD = '{"updateElements":{"price":20}}'
+BROKEN = '{"updateElementz":{"price":20}}'  # a misspelt bucket: sent back, never applied
+
+
+class Price(BaseModel):
+    sku: str
+    price: int
+    kind: str
+
+
+class Script:
+    """The scripted model, keyed by the item's sku (seen in the prompt); thread-safe."""
+
+    def __init__(self) -> None:
+        self.lines: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, request: FakeRequest) -> str | Fault:
+        user = next(text for role, text in request.messages if role == "user")
+        sku = user.split('"sku":"', 1)[1].split('"', 1)[0]
+        kind = sku.split("-")[0]
+        with self.lock:
+            self.lines[sku] += 1
+            seen = self.lines[sku]
+        corrected = any(role == "assistant" for role, _ in request.messages)
+        if kind == "down" or (kind == "flaky" and seen == 1):
+            return Fault.status(500)
+        if kind == "never" or (kind == "fix" and not corrected):
+            return BROKEN
+        return GOOD
+
+
+def items(n: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        kind = KINDS[i % len(KINDS)]
+        sku = f"{kind}-{i:04d}"
+        out.append(
+            {
+                "id": sku,
+                "payload": {"sku": sku, "price": 10, "kind": kind},
+                "task": "set the price to 20",
+            }
+        )
+    return out
+
+
+def expected(kind: str) -> tuple[str, int, int]:
+    """(status, attempts, final price) per kind, with max_retries=1, max_transport_retries=1."""
+    return {
+        "good": ("done", 1, 20),
+        "fix": ("done", 2, 20),
+        "never": ("failed", 2, 10),
+        "flaky": ("done", 1, 20),
+        "down": ("failed", 0, 10),
+    }[kind]
+
+
+_clients: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
+def make_model(server: FakeProviderServer, api: str) -> Any:
+    """A sync adapter on a fresh SDK client (closed after the test)."""
+    if api == "anthropic":
+        client = server.anthropic_client(max_retries=0)
+        _clients.append(client)
+        return AnthropicModel(client, "claude-fake")
+    client = server.openai_client(max_retries=0)
+    _clients.append(client)
+    return (OpenAIResponsesModel if api == "responses" else OpenAIChatModel)(client, "gpt-fake")
+
+
+async def arun_concurrent(
+    server: FakeProviderServer,
+    state: Path,
+    n: int,
+    *,
+    concurrency: int = 8,
+    progress: Callable[[BatchProgress], None] | None = None,
+) -> BatchJob:
+    """A concurrent-mode job run inside a loop that closes its async client at the end."""
+    client = server.openai_client(async_client=True, max_retries=0)
+    try:
+        agent = AsyncPayloadAgent(OpenAIChatModel(client, "local-model"), max_retries=1)
+        job = BatchJob(
+            agent, state, mode="concurrent", concurrency=concurrency, max_transport_retries=1
+        )
+        job.add_many(items(n))
+        try:
+            await job.arun(progress=progress)
+        except BaseException:
+            job.close()
+            raise
+        return job
+    finally:
+        await client.close()
+
+
+def snapshot(job: BatchJob) -> list[tuple[Any, ...]]:
+    return [
+        (r.id, r.status, json.dumps(r.payload, sort_keys=True), r.attempts, r.error is not None)
+        for r in job.results()
+    ]
+
+
+def check(job: BatchJob) -> None:
+    for r in job.results():
+        status, attempts, price = expected(r.id.split("-")[0])
+        assert (r.id, r.status, r.attempts, r.payload["price"]) == (r.id, status, attempts, price)
+        if status == "done":
+            assert r.change_request == {"updateElements": {"price": 20}}
+            assert r.report is not None
+            assert r.report["changes"] == [
+                {"op": "update", "path": ["price"], "old": 10, "new": 20}
+            ]
+            assert r.error is None
+        elif r.id.startswith("down"):
+            assert r.error is not None and "provider error after 2 tries" in r.error
+        else:
+            assert r.error is not None and r.problems and r.problems[0]["kind"] == "unknown_field"
+
+
+def run_job(
+    tmp: Path,
+    api: str,
+    *,
+    output_mode: str = "text",
+    kill: Callable[[BatchProgress], None] | None = None,
+    setup: Callable[[FakeProviderServer], None] | None = None,
+    n: int = 200,
+    chunk: int = 60,
+) -> tuple[list[tuple[Any, ...]], int, int]:
+    """Run a job to the end (resuming after each kill, as a new process would); return its
+    results, the number of batches created and of request lines answered."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    state = tmp / f"{api}-{output_mode}.sqlite"
+    with FakeProviderServer(handler=Script()) as server:
+        server.batch_polls = 1
+        if setup is not None:
+            setup(server)
+        for _ in range(20):
+            agent = PayloadAgent(make_model(server, api), max_retries=1, output_mode=output_mode)  # type: ignore[arg-type]
+            with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=chunk) as job:
+                job.add_many(items(n))
+                try:
+                    job.run(poll_interval=0, progress=kill)
+                except Killed:
+                    continue
+                return snapshot(job), server.batches_created, len(server.batch_requests)
+    raise AssertionError("the job never finished")
+
+
+class Killed(Exception):
+    """Stands for the process dying at that point."""
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_two_hundred_items_exact_verdicts(tmp_path: Path, api: str) -> None:
+    """200 items: good, corrected once, never right, a flaky error line, always an error line:
+    exact statuses, attempts and payloads, each reply judged as the agent would."""
+    state = tmp_path / "job.sqlite"
+    with FakeProviderServer(handler=Script()) as server:
+        agent = PayloadAgent(make_model(server, api), max_retries=1)
+        seen: list[BatchProgress] = []
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
+            assert job.add_many(items(200)) == 200
+            assert job.add_many(items(200)) == 0  # idempotent by id
+            final = job.run(poll_interval=0, progress=seen.append)
+            check(job)
+            assert final.total == 200 and final.pending == 0
+            assert final.done == 120 and final.failed == 80
+        # round 1: 200 lines in 4 batches of at most 60; round 2: fix (40) + never (40) + flaky
+        # (40) + down (40) = 160 lines in 3 batches; then nothing is pending (down failed twice).
+        assert server.batches_created == 7
+        assert len(server.batch_requests) == 360
+        assert {p.phase for p in seen} >= {"prepared", "submitted", "collected", "finished"}
+        # the correction the agent would send reached the model in round 2
+        fix = [r for r in server.batch_requests if "fix-0001" in r.text]
+        assert len(fix) == 2 and any(role == "assistant" for role, _ in fix[1].messages)
+        assert "fix-0001" not in "".join(t for _, t in fix[0].messages if _ == "assistant")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_tool_mode(tmp_path: Path, api: str) -> None:
+    """The batch lines force the change-request tool; the tool arguments are judged."""
+    with FakeProviderServer(handler=Script()) as server:
+        agent = PayloadAgent(make_model(server, api), max_retries=1, output_mode="tool")
+        with BatchJob(agent, tmp_path / "t.sqlite", max_transport_retries=1) as job:
+            job.add_many(items(25))
+            job.run(poll_interval=0)
+            check(job)
+        assert all(r.forced_tool == "apply_change_request" for r in server.batch_requests)
+
+
+def kill_at(phase: str, nth: int) -> Callable[[BatchProgress], None]:
+    calls = Counter[str]()
+    fired = [False]
+
+    def progress(p: BatchProgress) -> None:
+        calls[p.phase] += 1
+        if not fired[0] and p.phase == phase and calls[p.phase] == nth:
+            fired[0] = True
+            raise Killed(phase)
+
+    return progress
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+@pytest.mark.parametrize(
+    ("phase", "nth"),
+    [("prepared", 1), ("submitted", 2), ("polling", 1), ("collected", 2), ("collected", 5)],
+)
+def test_kill_at_each_phase_resumes_to_same_results(
+    tmp_path: Path, api: str, phase: str, nth: int
+) -> None:
+    """Killed after a round is prepared, between submissions, while polling, between chunks'
+    collection: run() again gives the same results, with no batch submitted twice."""
+    baseline = run_job(tmp_path / "base", api)
+    resumed = run_job(tmp_path / "kill", api, kill=kill_at(phase, nth))
+    assert resumed == baseline
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+def test_lost_create_answer_is_not_submitted_twice(tmp_path: Path, api: str) -> None:
+    """The provider creates the batch but the answer is lost (connection reset): the job finds
+    the batch by its tag instead of submitting it again."""
+    baseline = run_job(tmp_path / "base", api)
+
+    def setup(server: FakeProviderServer) -> None:
+        server.batch_faults["create"] = [Fault.reset(), Fault.reset()]
+
+    assert run_job(tmp_path / "lost", api, setup=setup) == baseline
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+def test_failed_result_download_resumes(tmp_path: Path, api: str) -> None:
+    """Reading results fails (HTTP 500 past the SDK's retries): the job stops; run() again reads
+    them and applies each line once."""
+    baseline = run_job(tmp_path / "base", api)
+
+    def setup(server: FakeProviderServer) -> None:
+        server.batch_faults["results"] = [Fault.status(500)]
+
+    state = tmp_path / "dl" / "job.sqlite"
+    state.parent.mkdir()
+    with FakeProviderServer(handler=Script()) as server:
+        setup(server)
+        agent = PayloadAgent(make_model(server, api), max_retries=1)
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
+            job.add_many(items(200))
+            with pytest.raises(Exception, match=r"500|Internal|injected"):
+                job.run(poll_interval=0)
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
+            job.run(poll_interval=0)
+            assert snapshot(job) == baseline[0]
+        assert server.batches_created == baseline[1]
+
+
+class _Crash(BaseException):
+    pass
+
+
+def test_kill_while_reading_results_applies_each_line_once(tmp_path: Path) -> None:
+    """A crash in the middle of a batch's results (a validator that dies once, as a killed
+    process would): the lines judged before it stay, the rest are judged on resume, none twice."""
+    baseline = run_job(tmp_path / "base", "chat")
+    calls = [0]
+
+    def dies_once(payload: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 30:
+            raise _Crash
+
+    state = tmp_path / "crash.sqlite"
+    with FakeProviderServer(handler=Script()) as server:
+        agent = PayloadAgent(make_model(server, "chat"), max_retries=1, validators=[dies_once])
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
+            job.add_many(items(200))
+            with pytest.raises(_Crash):
+                job.run(poll_interval=0)
+            done_before = job.progress().done
+            assert 0 < done_before < 120
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
+            job.run(poll_interval=0)
+            assert snapshot(job) == baseline[0]
+        assert server.batches_created == baseline[1]
+        assert len(server.batch_requests) == baseline[2]
+
+
+def test_expired_batch_is_retried(tmp_path: Path) -> None:
+    """An expired batch's requests are transport failures, retried in the next round."""
+    with FakeProviderServer(handler=lambda r: GOOD) as server:
+        server.batch_expire = lambda number: number == 1
+        agent = PayloadAgent(make_model(server, "chat"), max_retries=1)
+        with BatchJob(agent, tmp_path / "j.sqlite", max_transport_retries=1) as job:
+            job.add_many(items(10))
+            final = job.run(poll_interval=0)
+            assert final.done == 10
+        assert server.batches_created == 2
+
+
+def test_typed_payloads_round_trip_and_resume(tmp_path: Path) -> None:
+    """A pydantic payload comes back as the same class; a type error is judged and corrected."""
+    replies = iter(['{"updateElements":{"price":"lots"}}', GOOD])
+    with FakeProviderServer(handler=lambda r: next(replies)) as server:
+        agent = PayloadAgent(make_model(server, "chat"), max_retries=1)
+        with BatchJob(agent, tmp_path / "t.sqlite") as job:
+            job.add("a", Price(sku="good-1", price=10, kind="good"), "set price to 20")
+            job.run(poll_interval=0)
+            (result,) = job.results()
+            assert result.payload == Price(sku="good-1", price=20, kind="good")
+            assert result.attempts == 2
+        correction = server.batch_requests[1].messages[-1][1]
+        assert "price" in correction
+
+
+def test_concurrent_mode(tmp_path: Path) -> None:
+    """mode='concurrent' runs the same rounds through an async client, same verdicts."""
+    with FakeProviderServer(handler=Script()) as server:
+        job = asyncio.run(arun_concurrent(server, tmp_path / "c.sqlite", 50))
+        with job:
+            check(job)
+            final = job.progress()
+            assert (final.done, final.failed) == (30, 20)
+        posts = [r for r in server.requests if r.path == "/v1/chat/completions"]
+        assert len(posts) == 90  # 50, then 40 (fix, never, flaky, down)
+
+
+def test_concurrent_mode_resumes(tmp_path: Path) -> None:
+    """Killed between requests in concurrent mode: run again, it finishes with the same results
+    and no request sent twice (one at a time, so nothing was in flight at the kill)."""
+
+    def run(kill: Callable[[BatchProgress], None] | None, state: Path) -> tuple[Any, int]:
+        with FakeProviderServer(handler=Script()) as server:
+            for _ in range(5):
+                try:
+                    job = asyncio.run(
+                        arun_concurrent(server, state, 30, concurrency=1, progress=kill)
+                    )
+                except Killed:
+                    continue
+                with job:
+                    posts = [r for r in server.requests if r.path == "/v1/chat/completions"]
+                    return snapshot(job), len(posts)
+        raise AssertionError("never finished")
+
+    assert run(kill_at("collected", 17), tmp_path / "k.sqlite") == run(None, tmp_path / "b.sqlite")
+
+
+def test_misuse(tmp_path: Path) -> None:
+    """Wrong agents and options are ConfigurationErrors before anything is written or sent."""
+    with pytest.raises(ConfigurationError, match="batch APIs need an OpenAI or Anthropic"):
+        BatchJob(PayloadAgent(ScriptedModel([GOOD])), tmp_path / "a.sqlite")
+    with pytest.raises(ConfigurationError, match="AsyncPayloadAgent"):
+        BatchJob(PayloadAgent(ScriptedModel([GOOD])), tmp_path / "b.sqlite", mode="concurrent")
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        BatchJob(
+            AsyncPayloadAgent(ScriptedModel([GOOD])),
+            tmp_path / "c.sqlite",
+            mode="concurrent",
+            concurrency=0,
+        )
+
+
+def test_reopened_with_another_model_is_refused(tmp_path: Path) -> None:
+    """The state file remembers its model: resuming with another one is a BatchStateError."""
+    state = tmp_path / "j.sqlite"
+    with FakeProviderServer(handler=lambda r: GOOD) as server:
+        BatchJob(PayloadAgent(make_model(server, "chat")), state).close()
+        with pytest.raises(BatchStateError, match="reopened with anthropic"):
+            BatchJob(PayloadAgent(make_model(server, "anthropic")), state)
+
+
+def test_not_a_state_file(tmp_path: Path) -> None:
+    """A file that is not SQLite is a BatchStateError naming it."""
+    state = tmp_path / "j.sqlite"
+    state.write_text("hello, this is not sqlite" * 100)
+    with (
+        FakeProviderServer(handler=lambda r: GOOD) as server,
+        pytest.raises(BatchStateError, match=r"j\.sqlite"),
+    ):
+        BatchJob(PayloadAgent(make_model(server, "chat")), state)
