@@ -889,6 +889,8 @@ class BatchJob:
         gate = asyncio.Semaphore(self.concurrency)
         model = self.agent.model
         stopping = False  # set when a step raised: no new request starts after that
+        every = max(1, len(open_lines) // 100)  # progress at most ~100 times a round
+        answered = 0
 
         async def send(custom_id: str, seq: int) -> None:
             nonlocal stopping
@@ -902,7 +904,10 @@ class BatchJob:
                     reply = LineError(str(exc), status_code=exc.status_code)
                 try:
                     self._collect_line(custom_id, reply, rnd)
-                    self._report(progress, "collected")
+                    nonlocal answered
+                    answered += 1
+                    if answered % every == 0 or answered == len(open_lines):
+                        self._report(progress, "collected")
                 except BaseException:
                     stopping = True
                     raise

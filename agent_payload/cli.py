@@ -1,4 +1,4 @@
-"""The command line: ``agent-payload apply | run | demo | mcp``.
+"""The command line: ``agent-payload apply | run | demo | mcp | batch``.
 
 ``apply PAYLOAD CHANGE``
     Merge a change request into a payload and print the merged JSON (indent 2, UTF-8) on
@@ -13,6 +13,11 @@
     Ask a model (``openai:gpt-5.4-mini``, ``anthropic:claude-haiku-5-5``; the SDK reads its API
     key and base URL from the environment) to carry out TASK on the payload. The updated payload
     goes to stdout (or ``-o FILE``); the diff, the attempts and the token usage go to stderr.
+
+``batch --model PROVIDER:MODEL --input ITEMS.jsonl --state JOB.sqlite -o RESULTS.jsonl``
+    Many payloads through the provider's batch API (``--concurrent N`` for servers without
+    one), resumable: run the same command again after an interruption
+    (``agent_payload._cli_batch``, ``agent_payload.batch``).
 
 ``demo``
     The main job end to end on a realistic invoice: against the real provider when
@@ -468,6 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
         "schema is derived from it, and a change whose result does not match is refused",
     )
     mcp.set_defaults(func=_cmd_mcp)
+    from agent_payload import _cli_batch
+
+    _cli_batch.add_parser(sub, CliError)
     return parser
 
 

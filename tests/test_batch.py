@@ -12,6 +12,8 @@ Each item's payload names how the scripted model treats it (``kind``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import threading
 from collections import Counter
@@ -419,3 +421,63 @@ def test_not_a_state_file(tmp_path: Path) -> None:
         pytest.raises(BatchStateError, match=r"j\.sqlite"),
     ):
         BatchJob(PayloadAgent(make_model(server, "chat")), state)
+
+
+def test_cli_batch_runs_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agent-payload batch` reads JSONL items, writes JSONL results, and re-running the same
+    command resumes the job (the second run submits nothing)."""
+    from agent_payload.cli import main
+
+    items_file = tmp_path / "items.jsonl"
+    items_file.write_text("".join(json.dumps(i) + "\n" for i in items(10)), encoding="utf-8")
+    out = tmp_path / "results.jsonl"
+    with FakeProviderServer(handler=Script()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        argv = [
+            "batch", "--model", "openai:gpt-fake", "--input", str(items_file),
+            "--state", str(tmp_path / "job.sqlite"), "-o", str(out), "--poll-interval", "0",
+            "--max-retries", "1",
+        ]  # fmt: skip
+        err = io.StringIO()
+        assert main(argv, stderr=err) == 1  # never-* and down-* items fail
+        assert "6 done, 4 failed, 0 pending" in err.getvalue()
+        lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        assert [(r["id"], r["status"]) for r in lines] == [
+            (i["id"], expected(i["id"].split("-")[0])[0]) for i in items(10)
+        ]
+        assert lines[0]["payload"]["price"] == 20 and lines[0]["attempts"] == 1
+        created = server.batches_created
+        err = io.StringIO()
+        assert main(argv, stderr=err) == 1
+        assert "already in the job" in err.getvalue()
+        assert server.batches_created == created
+        assert json.loads(out.read_text(encoding="utf-8").splitlines()[0]) == lines[0]
+
+
+def test_cli_batch_bad_input(tmp_path: Path) -> None:
+    """A malformed items file is a usage error naming the file and line; nothing is created."""
+    from agent_payload.cli import main
+
+    items_file = tmp_path / "items.jsonl"
+    items_file.write_text(
+        '{"id": "a", "payload": {}, "task": "x"}\n{"id": "b"}\n', encoding="utf-8"
+    )
+    err = io.StringIO()
+    argv = ["batch", "--model", "openai:m", "--input", str(items_file), "--state",
+            str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "o.jsonl")]  # fmt: skip
+    assert main(argv, stderr=err) == 2
+    assert "items.jsonl, line 2: expected an object with id, payload and task" in err.getvalue()
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_cli_batch_help_lists_every_option() -> None:
+    """`agent-payload batch --help` documents each option."""
+    from agent_payload.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["batch", "--help"]) == 0
+    for option in ("--model", "--input", "--state", "--output", "--concurrent", "--poll-interval",
+                   "--max-rounds", "--max-retries", "--output-mode", "--no-progress"):  # fmt: skip
+        assert option in out.getvalue()

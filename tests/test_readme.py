@@ -51,3 +51,17 @@ def test_merge_example_shows_the_real_report() -> None:
     ]
     text = README.read_text(encoding="utf-8")
     assert "Issue(code='placeholder_out_of_range', path='updateElements.items[2]'" in text
+
+
+def test_batch_example_runs_as_printed() -> None:
+    """The README's batch-job example runs offline and prints what its comments say."""
+    code = _block("readme-batch")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README batch example", "exec"), {"__name__": "readme"})
+    expected = [
+        line.split("# ", 1)[1].strip()
+        for line in code.splitlines()
+        if line.startswith("    print(") and "# " in line
+    ]
+    assert out.getvalue().splitlines() == expected

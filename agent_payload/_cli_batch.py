@@ -1,0 +1,225 @@
+"""``agent-payload batch``: a resumable batch job from a JSONL file (see ``agent_payload.batch``).
+
+Kept apart from ``cli.py`` (which only registers it): reading the items, choosing the agent
+and drawing progress are this command's alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+from agent_payload._files import atomic_write_text
+
+if TYPE_CHECKING:
+    from agent_payload.batch import BatchJob, BatchProgress
+
+__all__ = ["add_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _InputError(Exception):
+    pass
+
+
+def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
+    """Register ``batch`` on the ``sub`` parsers; ``error`` builds the CLI's usage error."""
+    batch = sub.add_parser(
+        "batch",
+        help="edit many payloads through the provider's batch API (resumable)",
+        description="Carry out each item's task on its payload through the provider's batch "
+        "API (half price, results within a day), with the correction loop carried across "
+        'rounds. Each line of --input is {"id": ..., "payload": ..., "task": ...}. The '
+        "job's state lives in --state: run the same command again to resume after an "
+        "interruption; nothing is submitted or applied twice.",
+        epilog="examples:\n"
+        "  agent-payload batch --model openai:gpt-5.4-mini --input items.jsonl \\\n"
+        "      --state job.sqlite -o results.jsonl\n"
+        "  agent-payload batch --model openai:local --concurrent 32 --input items.jsonl \\\n"
+        "      --state job.sqlite -o results.jsonl   # vLLM, Ollama, LiteLLM: no batch API\n\n"
+        'each line of the output: {"id", "status" (done | failed | pending), "payload", '
+        '"change_request",\n"attempts", "usage", "error"}.\n\n'
+        "exit status: 0 every item done; 1 some item failed or is still pending; 2 usage or "
+        "input error.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    batch.add_argument(
+        "--model",
+        required=True,
+        metavar="PROVIDER:MODEL",
+        help="openai:MODEL, openai-responses:MODEL or anthropic:MODEL (key and base URL from "
+        "the environment)",
+    )
+    batch.add_argument("--input", required=True, metavar="FILE", help="items, one JSON per line")
+    batch.add_argument("--state", required=True, metavar="FILE", help="the job's SQLite file")
+    batch.add_argument("-o", "--output", required=True, metavar="FILE", help="results (JSONL)")
+    batch.add_argument(
+        "--concurrent",
+        type=int,
+        metavar="N",
+        help="no batch API: send N requests at a time through the async client instead",
+    )
+    batch.add_argument(
+        "--poll-interval",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between polls of a running batch (default: 30)",
+    )
+    batch.add_argument("--max-rounds", type=int, metavar="N", help="stop after N more rounds")
+    batch.add_argument(
+        "--max-retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="corrections per item before it fails (default: 2)",
+    )
+    batch.add_argument(
+        "--output-mode",
+        choices=("text", "tool"),
+        default="text",
+        help="how the model returns the change request (default: text)",
+    )
+    batch.add_argument("--no-progress", action="store_true", help="no progress display")
+    batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr, error))
+
+
+def _items(path: str) -> Iterator[dict[str, Any]]:
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with handle:
+        try:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                except ValueError as exc:
+                    raise _InputError(f"{path}, line {number}: not JSON ({exc})") from exc
+                if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
+                    raise _InputError(
+                        f"{path}, line {number}: expected an object with id, payload and task"
+                    )
+                if not isinstance(item["id"], str):
+                    item["id"] = str(item["id"])
+                yield item
+        except UnicodeDecodeError as exc:
+            raise _InputError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+
+
+def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Exception]) -> int:
+    from agent_payload.agent import AsyncPayloadAgent, PayloadAgent
+    from agent_payload.batch import BatchJob
+    from agent_payload.providers import infer_model
+
+    if args.concurrent is not None and args.concurrent < 1:
+        raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
+    concurrent = args.concurrent is not None
+    try:
+        items = list(_items(args.input))
+    except _InputError as exc:
+        raise error(str(exc)) from exc
+    model = infer_model(args.model, async_client=concurrent)
+    options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
+    agent = AsyncPayloadAgent(model, **options) if concurrent else PayloadAgent(model, **options)
+    show = _Progress(stderr, len(items), enabled=not args.no_progress)
+    with BatchJob(
+        agent,
+        args.state,
+        mode="concurrent" if concurrent else "batch",
+        concurrency=args.concurrent or 32,
+    ) as job:
+        added = job.add_many(items)
+        if added < len(items):
+            stderr.write(
+                f"resuming {args.state}: {len(items) - added} item(s) already in the job\n"
+            )
+        try:
+            if concurrent:
+                final = asyncio.run(_arun(job, model, args.max_rounds, show))
+            else:
+                final = job.run(
+                    poll_interval=args.poll_interval, max_rounds=args.max_rounds, progress=show
+                )
+        finally:
+            show.close()
+        lines = [
+            json.dumps(
+                {
+                    "id": r.id,
+                    "status": r.status,
+                    "payload": _jsonable(r.payload),
+                    "change_request": r.change_request,
+                    "attempts": r.attempts,
+                    "usage": {"input": r.usage.input_tokens, "output": r.usage.output_tokens},
+                    "error": r.error,
+                },
+                ensure_ascii=False,
+            )
+            for r in job.results()
+        ]
+    atomic_write_text(args.output, "".join(line + "\n" for line in lines))
+    stderr.write(
+        f"{final.done} done, {final.failed} failed, {final.pending} pending; "
+        f"{final.usage.input_tokens} input + {final.usage.output_tokens} output tokens; "
+        f"results in {args.output}\n"
+    )
+    return EXIT_OK if final.failed == 0 and final.pending == 0 else EXIT_FAILED
+
+
+async def _arun(
+    job: BatchJob, model: Any, max_rounds: int | None, show: Callable[[BatchProgress], None]
+) -> BatchProgress:
+    try:
+        return await job.arun(max_rounds=max_rounds, progress=show)
+    finally:
+        close = getattr(getattr(model, "client", None), "close", None)
+        if close is not None:
+            await close()
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json", by_alias=True) if callable(dump) else value
+
+
+class _Progress:
+    """A tqdm bar when tqdm is installed (the ``progress`` extra) and stderr is a terminal,
+    else a line per step."""
+
+    def __init__(self, stream: TextIO, total: int, *, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.bar: Any = None
+        if enabled and stream.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, file=stream, unit="item", dynamic_ncols=True)
+
+    def __call__(self, p: BatchProgress) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.n = p.done + p.failed
+            self.bar.set_postfix(
+                round=p.round, failed=p.failed, pending=p.pending, tokens=p.usage.total_tokens
+            )
+            return
+        if p.phase != "collected" or p.pending == 0:
+            self.stream.write(
+                f"round {p.round} {p.phase}: {p.submitted} submitted, {p.done} done, "
+                f"{p.failed} failed, {p.pending} pending\n"
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
