@@ -481,3 +481,43 @@ def test_cli_batch_help_lists_every_option() -> None:
     for option in ("--model", "--input", "--state", "--output", "--concurrent", "--poll-interval",
                    "--max-rounds", "--max-retries", "--output-mode", "--no-progress"):  # fmt: skip
         assert option in out.getvalue()
+
+
+def test_progress_counts_tokens_and_cost(tmp_path: Path) -> None:
+    """The progress callback gets the counts, the tokens summed over items, and the cost from
+    the user's prices (per million tokens)."""
+    seen: list[BatchProgress] = []
+    with FakeProviderServer(handler=lambda r: GOOD) as server:
+        agent = PayloadAgent(make_model(server, "chat"))
+        prices = {"input": 1.25, "output": 10.0}
+        with BatchJob(agent, tmp_path / "p.sqlite", prices=prices) as job:
+            job.add_many(items(4))
+            final = job.run(poll_interval=0, progress=seen.append)
+    assert seen[0].phase == "prepared" and seen[0].pending == 4 and seen[0].submitted == 0
+    assert seen[-1] == final and final.done == 4 and final.submitted == 4
+    assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+    expected_cost = (final.usage.input_tokens * 1.25 + final.usage.output_tokens * 10.0) / 1e6
+    assert final.cost == pytest.approx(expected_cost)
+
+
+def test_concurrent_mode_rides_out_429_with_retry_after(tmp_path: Path) -> None:
+    """A 429 with Retry-After is retried by the SDK's own retry loop (which honours the header);
+    the item is done at its first attempt."""
+
+    async def main() -> BatchJob:
+        with FakeProviderServer(
+            [Fault.status(429, retry_after_ms=5)], handler=lambda r: GOOD
+        ) as server:
+            client = server.openai_client(async_client=True, max_retries=2)
+            try:
+                agent = AsyncPayloadAgent(OpenAIChatModel(client, "local"))
+                job = BatchJob(agent, tmp_path / "r.sqlite", mode="concurrent", concurrency=1)
+                job.add_many(items(3))
+                await job.arun()
+                assert len(server.requests) == 4  # the 429, then three answers
+                return job
+            finally:
+                await client.close()
+
+    with asyncio.run(main()) as job:
+        assert [(r.status, r.attempts) for r in job.results()] == [("done", 1)] * 3
