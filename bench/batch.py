@@ -2,7 +2,8 @@
 
 For each provider and job size, in a fresh subprocess (so peak memory is the job's own):
 wall time, rounds, the local work per item (everything but the provider calls: rendering,
-parsing, judging, merging, the SQLite state), items per second of local work, and peak RSS.
+parsing, judging, merging, the SQLite state), items per second of local work, and the job
+process's peak RSS (the fake server runs in a process of its own).
 A third of the items need one correction, so every job has two rounds. The goal: local work
 per item stays flat as the job grows (the state is in SQLite, not in memory).
 
@@ -25,17 +26,47 @@ GOOD = '{"updateElements":{"price":20}}'
 BROKEN = '{"updateElementz":{"price":20}}'
 
 
+def handler(request: Any) -> str:
+    user = next(t for r, t in request.messages if r == "user")
+    fixed = any(r == "assistant" for r, _ in request.messages)
+    return GOOD if fixed or '"kind":"fix"' not in user else BROKEN
+
+
+def serve() -> None:
+    """The fake server in a process of its own (its memory is not the job's): prints its URL,
+    serves until stdin closes."""
+    from agent_payload.testing import FakeProviderServer
+
+    with FakeProviderServer(handler=handler) as server:
+        print(server.url, flush=True)
+        sys.stdin.read()
+
+
+class _Remote:
+    """The URLs of a fake server running in another process."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.openai_base_url = f"{url}/v1"
+
+
 def one(provider: str, n: int) -> dict[str, Any]:
+    import anthropic
+    import openai
+
     from agent_payload import PayloadAgent
     from agent_payload.batch import BatchJob
     from agent_payload.providers.anthropic import AnthropicModel
     from agent_payload.providers.openai import OpenAIChatModel
-    from agent_payload.testing import FakeProviderServer
 
-    def handler(request: Any) -> str:
-        user = next(t for r, t in request.messages if r == "user")
-        fixed = any(r == "assistant" for r, _ in request.messages)
-        return GOOD if fixed or '"kind":"fix"' not in user else BROKEN
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    server = _Remote(child.stdout.readline().strip())
 
     provider_time = 0.0
 
@@ -59,11 +90,13 @@ def one(provider: str, n: int) -> dict[str, Any]:
 
             return timed
 
-    with FakeProviderServer(handler=handler) as server, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         if provider == "openai":
-            model: Any = OpenAIChatModel(server.openai_client(timeout=600), "gpt-fake")
+            client: Any = openai.OpenAI(base_url=server.openai_base_url, api_key="x", timeout=600)
+            model: Any = OpenAIChatModel(client, "gpt-fake")
         else:
-            model = AnthropicModel(server.anthropic_client(timeout=600), "claude-fake")
+            client = anthropic.Anthropic(base_url=server.url, api_key="x", timeout=600)
+            model = AnthropicModel(client, "claude-fake")
         agent = PayloadAgent(model, max_retries=1)
         job = BatchJob(agent, Path(tmp) / "job.sqlite")
         job._backend = Timed(job._backend)  # bench only: time the provider calls apart
@@ -84,6 +117,9 @@ def one(provider: str, n: int) -> dict[str, Any]:
         local = wall - provider_time
         job.close()
         model.client.close()
+    assert child.stdin is not None
+    child.stdin.close()
+    child.wait()
     return {
         "provider": provider,
         "items": n,
@@ -96,6 +132,9 @@ def one(provider: str, n: int) -> dict[str, Any]:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+        return
     if len(sys.argv) == 4 and sys.argv[1] == "--one":
         print(json.dumps(one(sys.argv[2], int(sys.argv[3]))))
         return

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import io
 import json
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -168,8 +169,8 @@ def run_job(
     output_mode: str = "text",
     kill: Callable[[BatchProgress], None] | None = None,
     setup: Callable[[FakeProviderServer], None] | None = None,
-    n: int = 200,
-    chunk: int = 60,
+    n: int = 60,
+    chunk: int = 20,
 ) -> tuple[list[tuple[Any, ...]], int, int]:
     """Run a job to the end (resuming after each kill, as a new process would); return its
     results, the number of batches created and of request lines answered."""
@@ -189,6 +190,17 @@ def run_job(
                     continue
                 return snapshot(job), server.batches_created, len(server.batch_requests)
     raise AssertionError("the job never finished")
+
+
+_baselines: dict[str, tuple[list[tuple[Any, ...]], int, int]] = {}
+
+
+def baseline_of(api: str) -> tuple[list[tuple[Any, ...]], int, int]:
+    """The uninterrupted run's results (computed once per API for the resume tests)."""
+    if api not in _baselines:
+        with tempfile.TemporaryDirectory() as tmp:
+            _baselines[api] = run_job(Path(tmp), api)
+    return _baselines[api]
 
 
 class Killed(Exception):
@@ -256,7 +268,7 @@ def test_kill_at_each_phase_resumes_to_same_results(
 ) -> None:
     """Killed after a round is prepared, between submissions, while polling, between chunks'
     collection: run() again gives the same results, with no batch submitted twice."""
-    baseline = run_job(tmp_path / "base", api)
+    baseline = baseline_of(api)
     resumed = run_job(tmp_path / "kill", api, kill=kill_at(phase, nth))
     assert resumed == baseline
 
@@ -265,7 +277,7 @@ def test_kill_at_each_phase_resumes_to_same_results(
 def test_lost_create_answer_is_not_submitted_twice(tmp_path: Path, api: str) -> None:
     """The provider creates the batch but the answer is lost (connection reset): the job finds
     the batch by its tag instead of submitting it again."""
-    baseline = run_job(tmp_path / "base", api)
+    baseline = baseline_of(api)
 
     def setup(server: FakeProviderServer) -> None:
         server.batch_faults["create"] = [Fault.reset(), Fault.reset()]
@@ -277,7 +289,7 @@ def test_lost_create_answer_is_not_submitted_twice(tmp_path: Path, api: str) -> 
 def test_failed_result_download_resumes(tmp_path: Path, api: str) -> None:
     """Reading results fails (HTTP 500 past the SDK's retries): the job stops; run() again reads
     them and applies each line once."""
-    baseline = run_job(tmp_path / "base", api)
+    baseline = baseline_of(api)
 
     def setup(server: FakeProviderServer) -> None:
         server.batch_faults["results"] = [Fault.status(500)]
@@ -287,11 +299,11 @@ def test_failed_result_download_resumes(tmp_path: Path, api: str) -> None:
     with FakeProviderServer(handler=Script()) as server:
         setup(server)
         agent = PayloadAgent(make_model(server, api), max_retries=1)
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
-            job.add_many(items(200))
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
+            job.add_many(items(60))
             with pytest.raises(Exception, match=r"500|Internal|injected"):
                 job.run(poll_interval=0)
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
             job.run(poll_interval=0)
             assert snapshot(job) == baseline[0]
         assert server.batches_created == baseline[1]
@@ -304,24 +316,24 @@ class _Crash(BaseException):
 def test_kill_while_reading_results_applies_each_line_once(tmp_path: Path) -> None:
     """A crash in the middle of a batch's results (a validator that dies once, as a killed
     process would): the lines judged before it stay, the rest are judged on resume, none twice."""
-    baseline = run_job(tmp_path / "base", "chat")
+    baseline = baseline_of("chat")
     calls = [0]
 
     def dies_once(payload: Any) -> None:
         calls[0] += 1
-        if calls[0] == 30:
+        if calls[0] == 15:
             raise _Crash
 
     state = tmp_path / "crash.sqlite"
     with FakeProviderServer(handler=Script()) as server:
         agent = PayloadAgent(make_model(server, "chat"), max_retries=1, validators=[dies_once])
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
-            job.add_many(items(200))
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
+            job.add_many(items(60))
             with pytest.raises(_Crash):
                 job.run(poll_interval=0)
             done_before = job.progress().done
-            assert 0 < done_before < 120
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=60) as job:
+            assert 0 < done_before < 36
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
             job.run(poll_interval=0)
             assert snapshot(job) == baseline[0]
         assert server.batches_created == baseline[1]
