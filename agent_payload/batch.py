@@ -306,8 +306,11 @@ class BatchJob:
                 )
             self._max_requests = min(max_batch_requests or 10**9, self._backend.max_requests)
             self._max_bytes = min(max_batch_bytes or 10**12, self._backend.max_bytes)
-        elif not callable(getattr(model, "arequest", None)) or not getattr(
-            agent, "_async_client", False
+        else:
+            self._max_requests, self._max_bytes = 10**12, 10**15  # one chunk a round
+        if mode == "concurrent" and (
+            not callable(getattr(model, "arequest", None))
+            or not getattr(agent, "_async_client", False)
         ):
             raise ConfigurationError(
                 "BatchJob(mode='concurrent'): expected an AsyncPayloadAgent (its model's "
@@ -590,7 +593,8 @@ class BatchJob:
         return row[0] if row and row[0] is not None else None
 
     def _prepare_round(self) -> int | None:
-        """Write the next round's request lines (one transaction); None when nothing is pending."""
+        """Write the next round's request lines, in one transaction but one item at a time
+        (memory does not grow with the job); None when nothing is pending."""
         pending = [
             seq
             for (seq,) in self._db.execute(
@@ -601,61 +605,39 @@ class BatchJob:
             return None
         (last,) = self._db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
         rnd = last + 1
-        lines: list[tuple[int, str, str]] = []
-        failed: list[tuple[int, str, str]] = []
-        for seq in pending:
-            try:
-                state = self._state(seq)
-            except AgentPayloadError as exc:  # refused before any request (payload, limits)
-                failed.append((seq, str(exc), _problems_json(exc)))
-                continue
-            request = state.next_request()
-            custom_id = f"i{seq}-r{rnd}"
-            lines.append((seq, custom_id, _dumps(self._entry(custom_id, request))))
-        chunks = self._chunk(lines)
+        chunk, count, size = -1, 0, 0
         with self._tx() as db:
-            for seq, error, problems in failed:
+            for seq in pending:
+                try:
+                    state = self._state(seq)
+                except AgentPayloadError as exc:  # refused before any request (payload, limits)
+                    db.execute(
+                        "UPDATE items SET status = 'failed', error = ?, problems = ? WHERE seq = ?",
+                        (str(exc), _problems_json(exc), seq),
+                    )
+                    continue
+                custom_id = f"i{seq}-r{rnd}"
+                entry = _dumps(self._entry(custom_id, state.next_request()))
+                cost = len(entry.encode()) + 1
+                if chunk < 0 or count >= self._max_requests or size + cost > self._max_bytes:
+                    chunk, count, size = chunk + 1, 0, 0
+                    db.execute(
+                        "INSERT INTO chunks (round, chunk, state) VALUES (?, ?, 'prepared')",
+                        (rnd, chunk),
+                    )
+                count, size = count + 1, size + cost
                 db.execute(
-                    "UPDATE items SET status = 'failed', error = ?, problems = ? WHERE seq = ?",
-                    (error, problems, seq),
-                )
-            for number, chunk in enumerate(chunks):
-                db.execute(
-                    "INSERT INTO chunks (round, chunk, state) VALUES (?, ?, 'prepared')",
-                    (rnd, number),
-                )
-                db.executemany(
                     "INSERT INTO requests (custom_id, round, chunk, item_seq, entry) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    [(cid, rnd, number, seq, entry) for seq, cid, entry in chunk],
+                    (custom_id, rnd, chunk, seq, entry),
                 )
-                db.executemany(
-                    "UPDATE items SET in_round = ? WHERE seq = ?",
-                    [(rnd, seq) for seq, _, _ in chunk],
-                )
-        return rnd if chunks else self._prepare_round()
+                db.execute("UPDATE items SET in_round = ? WHERE seq = ?", (rnd, seq))
+        return rnd if chunk >= 0 else self._prepare_round()
 
     def _entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
         if self._backend is not None:
             return self._backend.entry(custom_id, request)
         return {"custom_id": custom_id}
-
-    def _chunk(self, lines: list[tuple[int, str, str]]) -> list[list[tuple[int, str, str]]]:
-        if self._backend is None:
-            return [lines] if lines else []
-        chunks: list[list[tuple[int, str, str]]] = []
-        current: list[tuple[int, str, str]] = []
-        size = 0
-        for line in lines:
-            cost = len(line[2].encode()) + 1
-            if current and (len(current) >= self._max_requests or size + cost > self._max_bytes):
-                chunks.append(current)
-                current, size = [], 0
-            current.append(line)
-            size += cost
-        if current:
-            chunks.append(current)
-        return chunks
 
     # -- running --
 
@@ -711,7 +693,7 @@ class BatchJob:
         for chunk, state, _, since in self._chunks(rnd, "prepared", "submitting"):
             tag = f"{self.path.stem}-{self._job_tag()}-r{rnd}c{chunk}"
             entries = [
-                json.loads(entry)
+                entry
                 for (entry,) in self._db.execute(
                     "SELECT entry FROM requests WHERE round = ? AND chunk = ? ORDER BY custom_id",
                     (rnd, chunk),

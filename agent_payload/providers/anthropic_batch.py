@@ -8,7 +8,8 @@ reported (``agent_payload.batch`` refuses to guess and asks the user).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agent_payload.errors import ProviderError
@@ -31,11 +32,11 @@ class AnthropicBatchBackend:
     def entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
         return {"custom_id": custom_id, "params": request_body(self.model.build_params(request))}
 
-    def submit(self, entries: Sequence[Mapping[str, Any]], *, tag: str) -> str:
+    def submit(self, entries: Sequence[str], *, tag: str) -> str:
         with map_anthropic_errors(self.model.model, self.client):
             # No SDK retry of the create (a retry after a lost answer would submit twice).
             client = self.client.with_options(max_retries=0)
-            batch = client.messages.batches.create(requests=list(entries))
+            batch = client.messages.batches.create(requests=[json.loads(e) for e in entries])
         return str(batch.id)
 
     def find(self, tag: str, *, count: int, since: float) -> list[str]:

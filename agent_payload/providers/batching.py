@@ -62,8 +62,9 @@ class BatchBackend(Protocol):
         """One batch line for ``request`` (JSON data)."""
         ...
 
-    def submit(self, entries: Sequence[Mapping[str, Any]], *, tag: str) -> str:
-        """Create a batch of ``entries`` tagged ``tag``; return its id."""
+    def submit(self, entries: Sequence[str], *, tag: str) -> str:
+        """Create a batch of ``entries`` (each the JSON text of an ``entry()``) tagged
+        ``tag``; return its id."""
         ...
 
     def find(self, tag: str, *, count: int, since: float) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from openai.types.chat import ChatCompletion
@@ -44,8 +44,8 @@ class OpenAIBatchBackend:
         body = request_body(self.model.build_params(request))
         return {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
 
-    def submit(self, entries: Sequence[Mapping[str, Any]], *, tag: str) -> str:
-        data = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode()
+    def submit(self, entries: Sequence[str], *, tag: str) -> str:
+        data = "".join(entry + "\n" for entry in entries).encode()
         with map_openai_errors(self.model.model, self.client):
             uploaded = self.client.files.create(
                 file=(f"agent-payload-{tag}.jsonl", io.BytesIO(data)), purpose="batch"
