@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload._files import atomic_write_text
+from agent_payload._jsondata import json_data
 
 if TYPE_CHECKING:
     from agent_payload.batch import BatchJob, BatchProgress
@@ -154,7 +155,7 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
                 {
                     "id": r.id,
                     "status": r.status,
-                    "payload": _jsonable(r.payload),
+                    "payload": json_data(r.payload),
                     "change_request": r.change_request,
                     "attempts": r.attempts,
                     "usage": {"input": r.usage.input_tokens, "output": r.usage.output_tokens},
@@ -182,11 +183,6 @@ async def _arun(
         close = getattr(getattr(model, "client", None), "close", None)
         if close is not None:
             await close()
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json", by_alias=True) if callable(dump) else value
 
 
 class _Progress:
