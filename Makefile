@@ -23,3 +23,4 @@ wheel-smoke:
 bench:
 	$(PYTHON) bench/merge.py
 	$(PYTHON) bench/tokens.py
+	$(PYTHON) bench/schema.py

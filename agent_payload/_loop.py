@@ -38,6 +38,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
+from agent_payload import typed as _typed
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
     InvalidPayloadError,
@@ -169,7 +170,7 @@ def _check_type(payload_json: Any, payload_type: Any) -> None:
     try:
         TypeAdapter(payload_type).validate_python(payload_json)
     except ValidationError as exc:
-        errors = validation_errors(exc)
+        errors = validation_errors(exc, payload_json)
         name = getattr(payload_type, "__name__", str(payload_type))
         raise PayloadValidationError(
             f"The payload given to run() does not validate as {name} before any change: "
@@ -299,7 +300,13 @@ class RunState:
             payload_type = type(payload)
         elif payload_type is not None and not isinstance(payload, BaseModel):
             _check_type(payload_json, payload_type)
-        marker = _merge.choose_marker(payload_json, avoid=(task,))
+        # issue 17: exact round trip up front; the marker is never a value the type admits.
+        _typed.check_round_trip(payload, payload_type)
+        if payload_type is not None and not isinstance(payload, BaseModel):
+            payload = payload_json = _typed.normalize(payload_json, payload_type)
+        marker = _merge.choose_marker(
+            payload_json, avoid=(task, *_typed.type_strings(payload_type))
+        )
         scope = settings.read_scope
         shown_json = payload_json if scope is None else scope.project(payload_json)
         parts = _prompts.render_prompt(

@@ -46,11 +46,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
+from agent_payload import typed as _typed
 from agent_payload._jsondata import format_payload_path, json_data, json_equal
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
@@ -223,7 +224,14 @@ class Judge:
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
         self.payload_type = payload_type
-        self.marker = marker if marker is not None else _merge.choose_marker(self.payload_json)
+        self.marker = (
+            marker
+            if marker is not None
+            else _merge.choose_marker(
+                self.payload_json,
+                avoid=_typed.type_strings(payload_type),  # issue 17
+            )
+        )
         self.validators = tuple(validators)
         all_guards = list(guards)
         for extra in (permissions, read_scope):
@@ -344,19 +352,33 @@ class Judge:
             )
         result = merged.payload
         result_json = json_data(result)
-        # Step 5: the payload type (a pydantic payload was validated by the merge).
+        # Step 5: the payload type (a pydantic payload was validated by the merge). Issue 17:
+        # JSON data with a type comes out as its validated form; what validation changes is
+        # the report, each change judged by the guards; a change it drops or undoes goes back.
         if self.payload_type is not None and not isinstance(result, BaseModel):
-            adapter = self._type_adapter()
             try:
-                value = adapter.validate_python(result_json)
-            except ValidationError as exc:
-                return self._invalid(_merge.validation_errors(exc), result_json, exc, request)
-            validated = adapter.dump_python(value, mode="json", by_alias=True)
-            name = getattr(self.payload_type, "__name__", str(self.payload_type))
-            try:
-                _merge.reconcile_validated(validated, result_json, report, name, rewrite=False)
+                _, result_json = _typed.validate_merged(
+                    self.payload_type,
+                    original=None,
+                    before_json=self.payload_json,
+                    merged_json=result_json,
+                    report=report,
+                    guard=recorder,
+                )
             except PayloadValidationError as exc:
                 return self._invalid(exc.errors, result_json, exc, request)
+            result = result_json
+            if report.conflicts:
+                report.conflicts[:] = self._redact(report.conflicts)
+                problems = _conflict_problems(report.conflicts, self.shown_json)
+                return self._no(
+                    "merge",
+                    problems,
+                    ModelReplyError,
+                    f"the validated payload was refused: {summary(problems)}",
+                    request=request,
+                    report=report,
+                )
         # Step 6: the user's validators.
         for validator in self.validators:
             try:

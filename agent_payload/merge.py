@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
+from agent_payload import typed as _typed
 from agent_payload._jsondata import (
     Link,
     Problem,
@@ -1616,7 +1617,13 @@ def apply_change_request(
     ``payload``: a dict or a list (JSON data), ``None`` (treated as ``{}``), or a pydantic model
     instance (dumped in JSON mode by alias, merged, and validated back into the same class; a
     failure raises :class:`~agent_payload.errors.PayloadValidationError` whose ``errors`` are
-    ``(payload_path, message)`` pairs). Anything else at the root, or data that is not JSON
+    ``(payload_path, message)`` pairs). A model's type must round-trip exactly (checked first:
+    :func:`agent_payload.typed.check_round_trip` raises ``ConfigurationError``); its secret
+    and excluded fields are carried through; what validation changes (validators, union
+    switches, defaults) is part of the report and judged by ``guard``; a change validation
+    would drop or undo raises ``PayloadValidationError`` (see :mod:`agent_payload.typed`). A
+    refused consequence of validation refuses the whole typed result: the input comes back
+    with the conflict and no changes. Anything else at the root, or data that is not JSON
     anywhere inside (a tuple, a set, a datetime, a non-string key, NaN or an infinity, a
     cycle), raises :class:`~agent_payload.errors.InvalidPayloadError` naming its path.
 
@@ -1684,6 +1691,7 @@ def apply_change_request(
     model_class: type[BaseModel] | None = None
     if isinstance(payload, BaseModel):
         model_class = type(payload)
+        _typed.check_round_trip(payload)  # issue 17: an exact round trip, or refused up front
         before: Any = json_data(payload)
         share_mode = False
     elif payload is None:
@@ -1729,18 +1737,20 @@ def apply_change_request(
     if strict and report.conflicts:
         raise MergeConflictError(_strict_message(report), report=report)
     if model_class is not None:
-        try:
-            model = model_class.model_validate(result)
-        except ValidationError as exc:
-            errors = validation_errors(exc)
-            raise PayloadValidationError(
-                f"The merged payload does not validate as {model_class.__name__}: "
-                f"{list_validation_errors(errors)}. "
-                "Change the request so the result fits the model's fields and types.",
-                errors=errors,
-                payload=result,
-            ) from exc
-        _reconcile(model, result, report)
+        # issue 17: validation is part of the change (reported, judged by the guard).
+        model, _ = _typed.validate_merged(
+            model_class,
+            original=payload,
+            before_json=before,
+            merged_json=result,
+            report=report,
+            guard=guard,
+        )
+        if report.conflicts:
+            if strict:
+                raise MergeConflictError(_strict_message(report), report=report)
+            report.changes.clear()  # a refused consequence of validation: nothing applied
+            return MergeResult(payload, report)
         return MergeResult(model, report)
     return MergeResult(result, report)
 
@@ -1790,21 +1800,20 @@ class _RefuseBelow:
         return self.guard(change)
 
 
-def validation_errors(exc: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
-    """``(payload path, message)`` for each error of a pydantic ``ValidationError``."""
+def validation_errors(
+    exc: ValidationError, data: Any = None
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """``(payload path, message)`` for each error of a pydantic ``ValidationError``. With
+    ``data`` (the value validated), union branch tags are removed from the paths
+    (:func:`agent_payload.typed.clean_loc`) and duplicates dropped."""
+    if data is not None:
+        return _typed.validation_errors(exc, data)
     return [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
 
 
 def list_validation_errors(errors: Sequence[tuple[Sequence[str | int], str]]) -> str:
     """The first ten ``(payload path, message)`` pairs as one line for an error message."""
     return "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in errors[:10])
-
-
-def _reconcile(model: BaseModel, merged: Any, report: MergeReport) -> None:
-    """Make the report describe the validated model, not the merged dict (see
-    :func:`reconcile_validated`)."""
-    validated = json_data(model)
-    reconcile_validated(validated, merged, report, type(model).__name__)
 
 
 def reconcile_validated(

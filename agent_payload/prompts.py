@@ -449,7 +449,8 @@ def render_prompt(
     ``permissions``/``read_only``: what may be changed and which paths may not (a text, or a
     sequence of rules shown as a list); ``extra_instructions``: added to the system prompt.
     ``index_threshold``/``indent``: see ``render_payload``. ``output_mode``/``tool_name``: how
-    the model is told to reply.
+    the model is told to reply; the payload's JSON Schema is shown in ``"text"`` mode only (in
+    the other modes the change-request schema sent beside the messages carries it).
     """
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
@@ -462,7 +463,9 @@ def render_prompt(
     if payload_type is None and isinstance(payload, BaseModel):
         payload_type = type(payload)
     schema = ""
-    if payload_type is not None:
+    # The schema goes out once: in tool and json_schema modes the change-request schema (sent
+    # as the tool's parameters or the response format) already carries the payload's types.
+    if payload_type is not None and output_mode == "text":
         schema_json = json.dumps(
             payload_schema(payload_type), ensure_ascii=False, separators=(",", ":")
         )

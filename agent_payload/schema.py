@@ -28,9 +28,25 @@ Objects of the payload type that do not declare ``additionalProperties`` (pydant
 ``extra="ignore"``) get ``additionalProperties: false`` in the partials, so the model does not
 invent keys; ``extra="allow"`` and ``dict[str, V]`` keep their free keys. ``Optional[X]``,
 unions, enums, literals, nested and recursive models, lists, tuples and dicts are handled;
-``title``, ``default``, ``examples`` and ``discriminator`` are dropped from the partials (a
-partial need not carry the discriminator field). ``payload_type=None`` means any JSON: each
-bucket is an object or an array.
+``discriminator`` is dropped from the partials (a partial need not carry the discriminator
+field). ``payload_type=None`` means any JSON: each bucket is an object or an array.
+
+Compact by construction (a schema is sent with every tool-mode attempt; ``bench/schema.py``
+measures it at 1.3-1.8x the payload's own schema for a 200-field and a 20x10 nested model):
+
+* ``title``, ``default`` and ``examples`` are stripped everywhere (full copies included);
+* the marker (``$defs/DEL``) and the ``{}`` placeholder (``$defs/KEEP``) are defined once and
+  referenced, and so is every other sub-schema that repeats (``$defs/T0``, ``T1``, ...: a
+  200-field model repeats a handful of field types hundreds of times);
+* the marker is admitted only where a deletion can validate: an optional property (not in
+  ``required``), an array element, a free (dict) key. ``removeElements`` does not name a
+  required property except to remove something inside it;
+* for pydantic types, whose JSON form always holds every field, ``newElements`` leaves out the
+  fields that cannot hold anything new (a new value for a string field is an update); a JSON
+  Schema given as a dict promises no such thing and keeps them.
+
+The payload's own JSON Schema is shown in the user message in ``"text"`` mode only: in tool
+and ``json_schema`` modes this schema, sent beside the messages, already carries the types.
 
 Where strict modes cannot express the format
 ---------------------------------------------
@@ -63,6 +79,8 @@ through. Anthropic's ``tool_use`` takes the schema as it is (``strict`` is not s
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from agent_payload.changes import MARKER
@@ -125,7 +143,9 @@ def change_request_schema(
             marker,
         )
     else:
-        schema = _Builder(_payload_json_schema(payload_type), marker).build()
+        schema = _Builder(
+            _payload_json_schema(payload_type), marker, fields_always_present=True
+        ).build()
     if strict:
         tightened = _strict_envelope(schema)
         if strict_compatible(tightened):
@@ -223,15 +243,19 @@ def _envelope(buckets: dict[str, Schema], defs: dict[str, Schema], marker: str) 
 class _Builder:
     """Derives the buckets from the payload's JSON Schema (one pass per mode, memoised defs)."""
 
-    def __init__(self, payload_schema: Schema, marker: str) -> None:
+    def __init__(
+        self, payload_schema: Schema, marker: str, *, fields_always_present: bool = False
+    ) -> None:
+        payload_schema = _strip_annotations(payload_schema)
+        self.fields_always_present = fields_always_present
+        self.marker = marker
         self.source_defs: dict[str, Schema] = dict(payload_schema.get("$defs", {}))
         self.root: Schema = {k: v for k, v in payload_schema.items() if k != "$defs"}
-        self.marker_schema: Schema = {"type": "string", "enum": [marker]}
-        self.placeholder: Schema = {
-            "type": "object",
-            "properties": {},
-            "additionalProperties": False,
-        }
+        # The marker and the placeholder are defined once in $defs and referenced.
+        self.marker_name = _free_name("DEL", self.source_defs)
+        self.placeholder_name = _free_name("KEEP", self.source_defs)
+        self.marker_schema: Schema = {"$ref": f"#/$defs/{self.marker_name}"}
+        self.placeholder: Schema = {"$ref": f"#/$defs/{self.placeholder_name}"}
         self.defs: dict[str, Schema] = {}
         self._done: set[str] = set()
         self._removable: dict[str, bool] = {}
@@ -250,7 +274,14 @@ class _Builder:
         used = dict(self.defs)
         for name in self._full_refs_needed():
             used.setdefault(name, self.source_defs[name])
-        return _envelope(buckets, dict(sorted(used.items())), self.marker_schema["enum"][0])
+        used[self.marker_name] = {"type": "string", "enum": [self.marker]}
+        used[self.placeholder_name] = {
+            "type": "object",
+            "properties": {},
+            "additionalProperties": False,
+        }
+        buckets, used = _hoist_repeats(buckets, used)
+        return _envelope(buckets, dict(sorted(used.items())), self.marker)
 
     def _replace_schema(self, root: Schema) -> Schema:
         if _is_object(root):
@@ -350,8 +381,13 @@ class _Builder:
         if combined is not None:
             return combined
         if _is_object(schema):
+            required = set(schema.get("required", ()))
             return self._partial_object(
-                schema, lambda v: self._slot(self.update(v)), self.update_extra
+                schema,
+                lambda v, key=None: (
+                    self.update(v) if key in required else self._slot(self.update(v))
+                ),
+                self.update_extra,
             )
         if _is_array(schema):
             element = _any_of([self.update(_items(schema)), self.placeholder, self.marker_schema])
@@ -387,7 +423,14 @@ class _Builder:
                 return None
             return _any_of(parts)
         if _is_object(schema):
-            return self._partial_object(schema, self._remove_slot, self._remove_slot)
+            required = set(schema.get("required", ()))
+
+            def prop(v: Schema, key: str | None = None) -> Schema | None:
+                if key in required:  # cannot be deleted: only what is inside it may be
+                    return self.remove(v)
+                return self._remove_slot(v)
+
+            return self._partial_object(schema, prop, self._remove_slot)
         if _is_array(schema):
             options = [self.marker_schema, self.placeholder]
             inner = self.remove(_items(schema))
@@ -434,7 +477,7 @@ class _Builder:
         if combined is not None:
             return combined
         if _is_object(schema):
-            return self._partial_object(schema, self.new, self.new)
+            return self._partial_object(schema, self._new_property, self.new)
         if _is_array(schema):
             return self._new_array(schema)
         return _leaf(schema)
@@ -452,8 +495,16 @@ class _Builder:
         index_map = self._index_map(_any_of(values))
         if not append:
             return index_map
-        appended = {"type": "array", "items": {"anyOf": [whole, self.placeholder]}}
+        appended = {"type": "array", "items": _any_of([whole, self.placeholder])}
         return {"anyOf": [appended, index_map]}
+
+    def _new_property(self, schema: Schema, key: str | None = None) -> Schema | None:
+        """A declared property in newElements. A pydantic model's fields are always present in
+        its JSON form, so a field that cannot hold an object or array has nothing to add (a
+        new value for it is an update): it is left out."""
+        if self.fields_always_present and not self._holds(schema, set()):
+            return None
+        return self.new(schema)
 
     # -- shared shapes --
 
@@ -474,12 +525,15 @@ class _Builder:
         return result
 
     def _partial_object(self, schema: Schema, value: Any, extra: Any) -> Schema:
+        """``value(sub)`` or ``value(sub, key)`` per property (None: the property is left
+        out), ``extra(sub)`` for free keys."""
         result: Schema = {"type": "object"}
         if "description" in schema:
             result["description"] = schema["description"]
         properties = schema.get("properties", {})
         if properties:
-            result["properties"] = {k: value(v) for k, v in properties.items()}
+            built = {k: _call(value, v, k) for k, v in properties.items()}
+            result["properties"] = {k: v for k, v in built.items() if v is not None}
         patterns = schema.get("patternProperties")
         if isinstance(patterns, dict):
             result["patternProperties"] = {k: extra(v) for k, v in patterns.items()}
@@ -555,3 +609,117 @@ def _leaf(schema: Schema) -> Schema:
 def _strip_title(schema: Schema) -> Schema:
     schema.pop("title", None)
     return schema
+
+
+def _call(function: Any, sub: Schema, key: str) -> Any:
+    try:
+        return function(sub, key)
+    except TypeError:
+        return function(sub)
+
+
+def _free_name(base: str, taken: Mapping[str, Any] | set[str]) -> str:
+    name = base
+    while name in taken:
+        name = "_" + name
+    return name
+
+
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
+_SCHEMA_ONE = frozenset(
+    {"items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else"}
+)
+_ANNOTATION_KEYS = frozenset({"title", "default", "examples"})
+
+
+def _strip_annotations(schema: Any) -> Any:
+    """A copy of a JSON Schema without ``title``, ``default`` and ``examples`` keywords (they
+    repeat the property names or the data and cost tokens); properties so named are kept."""
+    if not isinstance(schema, dict):
+        return copy.deepcopy(schema)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _ANNOTATION_KEYS:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _strip_annotations(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_strip_annotations(sub) for sub in value]
+        elif key in _SCHEMA_ONE:
+            out[key] = _strip_annotations(value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+_HOIST_MIN = 40
+"""Shortest repeated sub-schema (minified characters) worth a ``$defs`` entry."""
+
+
+def _hoist_repeats(
+    buckets: dict[str, Schema], defs: dict[str, Schema]
+) -> tuple[dict[str, Schema], dict[str, Schema]]:
+    """Define every sub-schema that occurs more than once (and is long enough to gain) once in
+    ``$defs`` and refer to it: a 200-field model repeats a handful of field types hundreds of
+    times across the buckets. Largest first, so nested repeats collapse with their parent."""
+
+    def text(node: Any) -> str:
+        return json.dumps(node, sort_keys=True, separators=(",", ":"))
+
+    counts: dict[str, int] = {}
+
+    def count(node: Any, top: bool) -> None:
+        if not isinstance(node, dict):
+            return
+        if not top and "$ref" not in node:
+            key = text(node)
+            if len(key) >= _HOIST_MIN:
+                counts[key] = counts.get(key, 0) + 1
+        for k, v in node.items():
+            if k in _SCHEMA_MAPS and isinstance(v, dict):
+                for sub in v.values():
+                    count(sub, False)
+            elif k in _SCHEMA_LISTS and isinstance(v, list):
+                for sub in v:
+                    count(sub, False)
+            elif k in _SCHEMA_ONE and isinstance(v, dict):
+                count(v, False)
+
+    for bucket in buckets.values():
+        count(bucket, True)
+    for sub in defs.values():
+        count(sub, True)
+    repeated = sorted((k for k, n in counts.items() if n > 1), key=len, reverse=True)
+    if not repeated:
+        return buckets, defs
+    names: dict[str, str] = {}
+    taken = set(defs)
+    for index, key in enumerate(repeated):
+        name = _free_name(f"T{index}", taken)
+        taken.add(name)
+        names[key] = name
+
+    def rewrite(node: Any, top: bool) -> Any:
+        if not isinstance(node, dict):
+            return node
+        if not top:
+            name = names.get(text(node)) if "$ref" not in node else None
+            if name is not None:
+                return {"$ref": f"#/$defs/{name}"}
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            if k in _SCHEMA_MAPS and isinstance(v, dict):
+                out[k] = {n: rewrite(sub, False) for n, sub in v.items()}
+            elif k in _SCHEMA_LISTS and isinstance(v, list):
+                out[k] = [rewrite(sub, False) for sub in v]
+            elif k in _SCHEMA_ONE and isinstance(v, dict):
+                out[k] = rewrite(v, False)
+            else:
+                out[k] = v
+        return out
+
+    new_defs = {name: rewrite(sub, True) for name, sub in defs.items()}
+    for key, name in names.items():
+        new_defs[name] = rewrite(json.loads(key), True)
+    return {k: rewrite(v, True) for k, v in buckets.items()}, new_defs

@@ -42,6 +42,7 @@ from typing import Any, Protocol, Self
 from pydantic import BaseModel
 
 from agent_payload import merge as _merge
+from agent_payload import typed as _typed
 from agent_payload._jsondata import json_data
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
@@ -221,6 +222,7 @@ class SessionState:
         _merge.apply_change_request(payload, None)  # a payload the merge accepts, or raise now
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
+        _typed.check_round_trip(payload, payload_type)  # issue 17: exact round trip up front
         self.payload: Any = payload
         self.payload_type = payload_type
         self.summary_turns = summary_turns

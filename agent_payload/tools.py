@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
+from agent_payload import typed as _typed
 from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import UsageError
@@ -230,7 +231,18 @@ class ChangeRequestToolHandler:
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
         self.payload_type = payload_type
-        self.marker = marker if marker is not None else _merge.choose_marker(json_data(payload))
+        # issue 17: exact round trip up front; the marker is never a value the type admits.
+        if payload_type is not None and not isinstance(payload, BaseModel):
+            from agent_payload._loop import _check_type
+
+            _check_type(json_data(payload) or {}, payload_type)  # PayloadValidationError now
+        _typed.check_round_trip(payload, payload_type)
+        self.payload = _typed.normalize(payload, payload_type)
+        self.marker = (
+            marker
+            if marker is not None
+            else _merge.choose_marker(json_data(payload), avoid=_typed.type_strings(payload_type))
+        )
         self.guards = tuple(guards)
         self.permissions = permissions
         self.read_scope = read_scope

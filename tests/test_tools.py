@@ -74,13 +74,22 @@ def test_tool_description_and_schema_teach_insertion() -> None:
     one whose values are lists of whole items (MERGE.md section 8)."""
     tool = anthropic_tool(Invoice)
     assert '{"2": [items]} inserts the items before original element 2' in tool["description"]
-    new_elements = tool["input_schema"]["properties"]["newElements"]
+    schema = tool["input_schema"]
+
+    def deref(node: Any) -> Any:
+        """Repeated sub-schemas are defined once in $defs (T0, T1, ...): look through them."""
+        while isinstance(node, dict) and set(node) == {"$ref"} and "/T" in node["$ref"]:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        return node
+
+    new_elements = schema["properties"]["newElements"]
     assert "index map inserts" in new_elements["description"]
-    lines = new_elements["properties"]["lines"]
-    index_map = lines["anyOf"][1]
+    lines = deref(new_elements["properties"]["lines"])
+    index_map = deref(lines["anyOf"][1])
     assert set(index_map) == {"type", "patternProperties", "additionalProperties"}
     [values] = index_map["patternProperties"].values()
-    assert values["anyOf"] == [
+    values = deref(values)
+    assert [deref(v) for v in values["anyOf"]] == [
         {"type": "array", "items": {"$ref": "#/$defs/Line"}},
         {"$ref": "#/$defs/Line__new"},
     ]
