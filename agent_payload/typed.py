@@ -87,7 +87,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from agent_payload._jsondata import describe, format_payload_path, json_equal
+from agent_payload._jsondata import describe, format_payload_path, json_data, json_equal
 from agent_payload.errors import ConfigurationError, PayloadValidationError
 from agent_payload.report import Change, Guard, Issue, MergeReport, PayloadPath
 
@@ -126,7 +126,7 @@ def adapter(payload_type: Any) -> TypeAdapter[Any]:
 def dump_json(value: Any, payload_type: Any = None) -> Any:
     """The JSON form of a typed value: JSON mode, by alias (what the merge and the model see)."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True)
+        return json_data(value)
     if payload_type is None:
         return value
     return adapter(payload_type).dump_python(value, mode="json", by_alias=True)
@@ -633,7 +633,7 @@ def check_round_trip(payload: Any, payload_type: Any = None) -> None:
     ta = adapter(payload_type)
     if isinstance(payload, BaseModel):
         original = payload
-        dumped = payload.model_dump(mode="json", by_alias=True)
+        dumped = json_data(payload)
     else:
         dumped = {} if payload is None else payload
         try:

@@ -411,7 +411,7 @@ STEPS = {
     "merge a reply with the guards": (
         r"apply_change_request\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*guard="
     ),
-    "validate against the payload type": r"reconcile_validated\(",
+    "validate against the payload type": r"(reconcile_validated|validate_merged)\(",
     "run the user's validators": r"for validator in ",
     "whole-merge data-loss review": r"_review_merge\(",
     "confirmation decision": r"render_confirm\(",
@@ -419,7 +419,11 @@ STEPS = {
 ALLOWED = {
     "parse a reply": {"agent_payload/judge.py", "agent_payload/parse.py", "agent_payload/cli.py"},
     "merge a reply with the guards": {"agent_payload/judge.py"},
-    "validate against the payload type": {"agent_payload/judge.py", "agent_payload/merge.py"},
+    "validate against the payload type": {
+        "agent_payload/judge.py",
+        "agent_payload/merge.py",
+        "agent_payload/typed.py",  # issue 17: validate_merged, called by judge and merge
+    },
     "run the user's validators": {"agent_payload/judge.py"},
     "whole-merge data-loss review": {"agent_payload/merge.py"},
     "confirmation decision": {"agent_payload/judge.py", "agent_payload/prompts.py"},
