@@ -16,6 +16,7 @@ branches, so a caller can catch exactly what it can act on::
     ├── StalePayloadError             the payload changed since the version the run started from
     ├── ModelReplyError               the model's reply cannot be used: ``.feedback`` for the model
     │   ├── ReplySyntaxError          no JSON could be read from the reply
+    │   │   └── AmbiguousReplyError   the reply holds several different change requests
     │   ├── TruncatedReplyError       the reply was cut off (length / max_tokens); never applied
     │   ├── NoChangeRequestError      the reply holds no change request (prose)
     │   │   └── RefusalError          the model refused
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentPayloadError",
+    "AmbiguousReplyError",
     "ConfigurationError",
     "FileWriteError",
     "InvalidChangeRequestError",
@@ -204,6 +206,10 @@ class ModelReplyError(AgentPayloadError):
 
 class ReplySyntaxError(ModelReplyError):
     """No JSON object could be read from the reply, even leniently."""
+
+
+class AmbiguousReplyError(ReplySyntaxError):
+    """The reply holds two or more different change requests: none of them is applied."""
 
 
 class TruncatedReplyError(ModelReplyError):

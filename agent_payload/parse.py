@@ -72,18 +72,20 @@ fix.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import difflib
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
-import json5
 from pydantic import ValidationError
 
 from agent_payload.changes import BUCKETS, WIRE_NAMES, AgentPayloadChangeRequest
 from agent_payload.errors import (
+    AmbiguousReplyError,
     ModelReplyError,
     NoChangeRequestError,
     RefusalError,
@@ -95,6 +97,7 @@ from agent_payload.errors import (
 from agent_payload.report import Problem
 
 __all__ = [
+    "MAX_REPLY_DEPTH",
     "REFUSAL_FINISH_REASONS",
     "TRUNCATION_FINISH_REASONS",
     "WRAPPERS",
@@ -125,9 +128,8 @@ _FIELDS: Final[tuple[str, ...]] = (*BUCKETS, "reasoning")
 _SNAKE: Final[dict[str, str]] = {wire: py for py, wire in WIRE_NAMES.items() if wire in BUCKETS}
 _BUCKET_SPELLINGS: Final[frozenset[str]] = frozenset((*BUCKETS, *_SNAKE.values()))
 _KNOWN: Final[frozenset[str]] = frozenset((*_BUCKET_SPELLINGS, "reasoning"))
+_SNAKE_TO_CAMEL: Final[dict[str, str]] = {snake: camel for camel, snake in _SNAKE.items()}
 _MAX_STRING_DECODES = 4
-_MAX_TOLERANT_SCANS = 256
-_JSON5_MAX_CHARS = 100_000
 _CONTROL_CHARS = "accepted raw control characters inside strings"
 
 
@@ -290,12 +292,6 @@ def _syntax(
     )
 
 
-def _where(text: str, pos: int) -> str:
-    line = text.count("\n", 0, pos) + 1
-    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
-    return f"line {line}, column {column}"
-
-
 def _field_path(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"[{json.dumps(name)}]"
 
@@ -314,37 +310,483 @@ def _wire(snake: str) -> str:
     return WIRE_NAMES.get(snake, snake)
 
 
-# --- lexing ----------------------------------------------------------------------------------
+# --- the grammar: JSON, JSON5 and Python literals, with positions ----------------------------
+
+MAX_REPLY_DEPTH: Final = 250
+"""Deepest nesting of objects and arrays read from a reply (the change request itself is level
+1). Deeper replies are a syntax error about depth; the change-request model cannot hold more."""
+
+_MAX_DIGITS: Final = 4300  # Python's int/str conversion limit: JSON data cannot carry more
+
+_SPACE: Final = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029\ufeff]*")
+_DSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SSTR: Final = re.compile(r"'[^'\\]*(?:\\.[^'\\]*)*'", re.DOTALL)
+_JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?(?![\w$.])")
+_NUMBER5: Final = re.compile(
+    r"[+-]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?![\w$.])"
+)
+_WORD: Final = re.compile(r"(?:[^\W\d]|\$)[\w$]*")
+_RAW_CONTROL: Final = re.compile(r"[\x00-\x1f]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_ESCAPE5: Final = re.compile(
+    r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(\r\n|[\n\r\u2028\u2029])|([^1-9xu]))|\\(.?)",
+    re.DOTALL,
+)
+_SIMPLE_ESCAPES: Final[dict[str, str]] = {
+    "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "0": "\0",
+}  # fmt: skip
+_LITERALS: Final[dict[str, Any]] = {"true": True, "false": False, "null": None}
+_PY_LITERALS: Final[dict[str, Any]] = {"True": True, "False": False, "None": None}
+_COMMENT_REPAIR: Final[dict[str, str]] = {
+    "//": "stripped // comments (json5)",
+    "/*": "stripped /* */ comments (json5)",
+    "#": "stripped # comments",
+}
+_JSON5_SYNTAX = "read JSON5 syntax (json5)"
+_POSITIONAL: Final[frozenset[str]] = frozenset(
+    {"updateElements", "removeElements", "update_elements", "remove_elements"}
+)
+
+
+class _Damage(Exception):
+    """The text cannot be read at ``pos``: ``what`` went wrong, ``hint`` says what to write."""
+
+    def __init__(
+        self, pos: int, what: str, hint: str = "", *, eof: bool = False, depth: bool = False
+    ) -> None:
+        super().__init__(what)
+        self.pos = pos
+        self.what = what
+        self.hint = hint
+        self.eof = eof
+        self.depth = depth
+
+
+def _found(text: str, pos: int) -> str:
+    """What stands at ``pos``, for an error message."""
+    if pos >= len(text):
+        return "the end of the reply"
+    word = _WORD.match(text, pos)
+    if word is not None:
+        return f"the bare word {word.group()[:40]}"
+    char = text[pos]
+    if char.isspace():
+        return "a line break" if char in "\r\n" else "a space"
+    return json.dumps(char, ensure_ascii=False)
+
+
+class _Grammar:
+    """A reader for one JSON value in ``text`` that accepts exactly strict JSON, JSON5 (comments,
+    trailing commas, single quotes, unquoted keys, hex and signed numbers, JSON5 escapes) and
+    Python's ``True``/``False``/``None`` and ``#`` comments, plus raw control characters in
+    strings (as ``json.loads(strict=False)``). Anything else raises ``_Damage`` at its position;
+    nothing is inferred."""
+
+    __slots__ = ("array_comments", "context", "repairs", "text")
+
+    def __init__(self, text: str, context: str | None = None) -> None:
+        self.text = text
+        self.repairs: dict[str, None] = {}
+        # comments written inside arrays, with the top-level key(s) they sit under
+        self.array_comments: list[tuple[int, tuple[str, ...]]] = []
+        self.context: list[str] = [context] if context else []
+
+    def read_object(self, pos: int) -> tuple[Any, int]:
+        """The object opening at ``pos``, and the position just past it."""
+        value, end = self._object(pos, 1)
+        for at, keys in self.array_comments:
+            if _POSITIONAL.intersection(keys):
+                raise _Damage(
+                    at,
+                    "a comment inside an array of updateElements/removeElements",
+                    "an array there is positional: a comment cannot stand for elements, so "
+                    "the elements after it would land on the wrong positions. Write one {} per "
+                    "element kept unchanged, or use an index map such as "
+                    '{"3": {"qty": 99}} to change elements by position.',
+                )
+        return value, end
+
+    def read_whole(self) -> Any:
+        """The text as exactly one object (blank space around it only)."""
+        start = self.gap(0, False)
+        if self.text[start : start + 1] != "{":
+            raise _Damage(start, f"expected an object, found {_found(self.text, start)}")
+        value, end = self.read_object(start)
+        end = self.gap(end, False)
+        if end < len(self.text):
+            raise _Damage(
+                end,
+                f"unexpected {_found(self.text, end)} after the object",
+                "send exactly one JSON object.",
+            )
+        return value
+
+    # -- blanks and comments --
+
+    def gap(self, pos: int, in_array: bool) -> int:
+        text = self.text
+        while True:
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            char = text[pos : pos + 1]
+            if char == "/" and text[pos + 1 : pos + 2] == "*":
+                close = text.find("*/", pos + 2)
+                if close == -1:
+                    raise _Damage(pos, "a /* comment that never closes", eof=True)
+                end, kind = close + 2, "/*"
+            elif char == "#" or (char == "/" and text[pos + 1 : pos + 2] == "/"):
+                newline = _LINE_END.search(text, pos)
+                end = len(text) if newline is None else newline.start()
+                kind = "#" if char == "#" else "//"
+            else:
+                return pos
+            if in_array:
+                self.array_comments.append((pos, tuple(self.context[:2])))
+            self.repairs[_COMMENT_REPAIR[kind]] = None
+            pos = end
+
+    # -- values --
+
+    def _value(self, pos: int, depth: int) -> tuple[Any, int]:
+        text = self.text
+        char = text[pos : pos + 1]
+        if char == '"':
+            return self._string(pos, _DSTR)
+        if char == "{":
+            return self._object(pos, depth + 1)
+        if char == "[":
+            return self._array(pos, depth + 1)
+        if char and char in "-0123456789+.":
+            return self._number(pos)
+        if char == "'":
+            self.repairs["read single-quoted strings (json5)"] = None
+            return self._string(pos, _SSTR)
+        if not char:
+            raise _Damage(pos, "the reply ends where a value should be", eof=True)
+        word = _WORD.match(text, pos)
+        if word is not None:
+            return self._word(word.group(), pos), word.end()
+        raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
+
+    def _word(self, word: str, pos: int) -> Any:
+        if word in _LITERALS:
+            return _LITERALS[word]
+        if word in _PY_LITERALS:
+            self.repairs["converted Python literals True/False/None to JSON"] = None
+            return _PY_LITERALS[word]
+        if word in ("NaN", "Infinity"):
+            raise _Damage(
+                pos, f"{word}, which is not a JSON number", "use a number or null instead."
+            )
+        near = difflib.get_close_matches(word, ("true", "false", "null"), n=1, cutoff=0.6)
+        if word == "undefined":
+            hint = "write null for no value."
+        elif near:
+            hint = f"did you mean {near[0]}? If it is text, quote it: {json.dumps(word)}."
+        else:
+            hint = f"text must be quoted: {json.dumps(word)}."
+        raise _Damage(pos, f"the bare word {word[:40]} where a value should be", hint)
+
+    def _string(self, pos: int, pattern: re.Pattern[str]) -> tuple[str, int]:
+        match = pattern.match(self.text, pos)
+        if match is None:
+            raise _Damage(pos, "a string that never closes", eof=True)
+        raw = match.group()
+        value: str | None = None
+        if raw[0] == '"':
+            try:
+                value = json.decoder.scanstring(raw, 1, False)[0]  # type: ignore[attr-defined]
+            except ValueError:
+                value = None
+        if value is None:
+            value = self._escapes(raw, pos)
+        if _RAW_CONTROL.search(raw) is not None:
+            self.repairs[_CONTROL_CHARS] = None
+        if _SURROGATE.search(value) is not None:
+            value = _join_pairs(value)
+            if _SURROGATE.search(value) is not None:
+                raise _Damage(
+                    pos,
+                    "a string holding a lone UTF-16 surrogate (such as \\ud800)",
+                    "a surrogate is only valid in a pair (\\ud83d\\ude80); write the character "
+                    "itself or its full pair.",
+                )
+        return value, match.end()
+
+    def _escapes(self, raw: str, pos: int) -> str:
+        """A string with escapes beyond JSON's: JSON5's (``\\x41``, ``\\'``, ``\\v``, ``\\0``,
+        a line continuation, any other character standing for itself)."""
+
+        def one(match: re.Match[str]) -> str:
+            code, byte, newline, char, bad = match.groups()
+            if code is not None:
+                return chr(int(code, 16))
+            self.repairs[_JSON5_SYNTAX] = None
+            if byte is not None:
+                return chr(int(byte, 16))
+            if newline is not None:
+                return ""
+            if char is not None:
+                if char == "0" and match.end() < len(body) and body[match.end()].isdigit():
+                    raise _Damage(pos, "an octal escape in a string", "use \\u0000 escapes.")
+                return _SIMPLE_ESCAPES.get(char, char)
+            raise _Damage(
+                pos + 1 + match.start(),
+                f"the escape \\{bad} in a string",
+                'JSON escapes are \\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX.',
+            )
+
+        body = raw[1:-1]
+        if raw[0] == '"' and '\\"' not in body and "\\" not in body.replace("\\\\", ""):
+            return body  # pragma: no cover - scanstring reads these
+        return _ESCAPE5.sub(one, body)
+
+    def _number(self, pos: int) -> tuple[Any, int]:
+        text = self.text
+        match = _JSON_NUMBER.match(text, pos)
+        json5 = match is None
+        if json5:
+            match = _NUMBER5.match(text, pos)
+            if match is None:
+                raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
+        token = match.group()  # type: ignore[union-attr]
+        digits = sum(c.isdigit() for c in token)
+        if digits > _MAX_DIGITS:
+            raise _Damage(
+                pos,
+                f"a number with {digits} digits (JSON data carries at most {_MAX_DIGITS})",
+                "write it as a string if it must be kept exactly.",
+            )
+        body = token.lstrip("+-")
+        sign = -1 if token.startswith("-") else 1
+        if body[:2] in ("0x", "0X"):
+            value: Any = sign * int(body, 16)
+        elif len(body) > 1 and body[0] == "0" and body[1].isdigit():
+            raise _Damage(pos, f"the number {token[:40]} with a leading zero", "write it plainly.")
+        elif json5 is False and match.group(1) is None and match.group(2) is None:  # type: ignore[union-attr]
+            return int(token), match.end()  # type: ignore[union-attr]
+        elif "." in body or "e" in body or "E" in body:
+            value = sign * float(body)
+            if value - value != 0.0:
+                raise _Damage(
+                    pos,
+                    f"the number {token[:40]}, which overflows to infinity",
+                    "JSON data cannot hold it; use a smaller number or a string.",
+                )
+        else:
+            value = sign * int(body)
+        if json5:
+            self.repairs[_JSON5_SYNTAX] = None
+        return value, match.end()  # type: ignore[union-attr]
+
+    # -- containers --
+
+    def _object(self, pos: int, depth: int) -> tuple[dict[str, Any], int]:
+        if depth > MAX_REPLY_DEPTH:
+            raise _Damage(pos, "", depth=True)
+        text = self.text
+        pairs: dict[str, Any] = {}
+        pos = self.gap(pos + 1, False)
+        if text[pos : pos + 1] == "}":
+            return pairs, pos + 1
+        track = depth <= 2
+        while True:
+            key, pos = self._key(pos)
+            if key in pairs:
+                raise _Damage(
+                    pos,
+                    f"the key {json.dumps(key, ensure_ascii=False)} given twice in one object",
+                    "a JSON reader keeps only the last, so the first would be lost: put "
+                    "everything for that key under one occurrence.",
+                )
+            pos = self.gap(pos, False)
+            if text[pos : pos + 1] != ":":
+                raise self._no_colon(key, pos)
+            pos = self.gap(pos + 1, False)
+            if text[pos : pos + 1] in (",", "}"):
+                raise _Damage(
+                    pos,
+                    f"the key {json.dumps(key, ensure_ascii=False)} has no value",
+                    'write the value (null, "" or {} if that is what you mean).',
+                )
+            if track:
+                self.context.append(key)
+            pairs[key], pos = self._value(pos, depth)
+            if track:
+                self.context.pop()
+            pos = self.gap(pos, False)
+            char = text[pos : pos + 1]
+            if char == "}":
+                return pairs, pos + 1
+            if char != ",":
+                raise self._no_separator(pos, "}", f"the value of {json.dumps(key)}")
+            pos = self.gap(pos + 1, False)
+            char = text[pos : pos + 1]
+            if char == "}":
+                self.repairs["removed trailing commas (json5)"] = None
+                return pairs, pos + 1
+            if char == ",":
+                raise _Damage(pos, "two commas in a row in an object", "remove one.")
+            if char and (char.isdigit() or char in "-+."):
+                raise _Damage(
+                    pos,
+                    f"a number where a key should be, after the value of {json.dumps(key)}",
+                    "a decimal comma? Numbers use a decimal point (12.5); keys are quoted.",
+                )
+
+    def _key(self, pos: int) -> tuple[str, int]:
+        text = self.text
+        char = text[pos : pos + 1]
+        if char == '"':
+            return self._string(pos, _DSTR)
+        if char == "'":
+            self.repairs["read single-quoted strings (json5)"] = None
+            return self._string(pos, _SSTR)
+        word = _WORD.match(text, pos)
+        if word is not None:
+            self.repairs["read unquoted keys (json5)"] = None
+            return word.group(), word.end()
+        if not char:
+            raise _Damage(pos, "the reply ends where a key should be", eof=True)
+        raise _Damage(
+            pos,
+            f"expected a key (a quoted string), found {_found(text, pos)}",
+            'keys are strings: write "2", not 2.' if char.isdigit() else "",
+        )
+
+    def _no_colon(self, key: str, pos: int) -> _Damage:
+        if pos >= len(self.text):
+            return _Damage(pos, "the reply ends after a key", eof=True)
+        name = json.dumps(key, ensure_ascii=False)
+        if self.text[pos] in ",}":
+            return _Damage(
+                pos,
+                f"the key {name} has no ':' and no value (a set such as {{{name}}} is not JSON)",
+                'write "key": value; for a list of values use an array [...].',
+            )
+        return _Damage(pos, f"expected ':' after the key {name}, found {_found(self.text, pos)}")
+
+    def _no_separator(self, pos: int, close: str, after: str) -> _Damage:
+        if pos >= len(self.text):
+            return _Damage(pos, "the reply ends inside an object or array", eof=True)
+        return _Damage(
+            pos,
+            f"expected ',' or '{close}' after {after}, found {_found(self.text, pos)}",
+            "a comma is missing between two items, or a string is not closed or quoted.",
+        )
+
+    def _array(self, pos: int, depth: int) -> tuple[list[Any], int]:
+        if depth > MAX_REPLY_DEPTH:
+            raise _Damage(pos, "", depth=True)
+        text = self.text
+        items: list[Any] = []
+        pos = self.gap(pos + 1, True)
+        if text[pos : pos + 1] == "]":
+            return items, pos + 1
+        while True:
+            if text[pos : pos + 1] == ",":
+                raise _Damage(
+                    pos,
+                    f"an empty position in an array (a hole before element {len(items)})",
+                    "every position needs a value: write {} for an element kept unchanged "
+                    "(null for a null), or use an index map to change elements by position.",
+                )
+            item, pos = self._value(pos, depth)
+            items.append(item)
+            pos = self.gap(pos, True)
+            char = text[pos : pos + 1]
+            if char == "]":
+                return items, pos + 1
+            if char != ",":
+                raise self._no_separator(pos, "]", f"element {len(items) - 1}")
+            pos = self.gap(pos + 1, True)
+            if text[pos : pos + 1] == "]":
+                self.repairs["removed trailing commas (json5)"] = None
+                return items, pos + 1
+
+
+_LINE_END: Final = re.compile(r"[\n\r\u2028\u2029]")
+
+
+def _join_pairs(value: str) -> str:
+    """Join escaped surrogate pairs (``\\ud83d\\ude80``) read one by one into the character;
+    a lone surrogate stays (and is refused by the caller)."""
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+
+
+def _finite_float(text: str) -> float:
+    """A float literal; one too large for a float (``1e400``) or too long is not JSON data."""
+    if len(text) > _MAX_DIGITS:
+        raise _NotData(text)
+    value = float(text)
+    if value - value != 0.0:
+        raise _NotData(text)
+    return value
+
+
+class _NotData(ValueError):
+    """Strict JSON that Python reads but that is not JSON data (NaN, 1e400, a duplicate key):
+    the grammar reader tells where and why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotData(name)
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise _NotData("duplicate key")
+    return value
+
+
+_STRICT: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs
+)
+_SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
+
+def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, int, list[str]]:
+    """The object at ``pos`` of ``text``: strict JSON at C speed, else the grammar reader.
+    Returns the value, the end and the repairs; raises ``_Damage``."""
+    try:
+        value, end = _STRICT.raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        if _SUSPECT.search(text, pos, end) is None:
+            return value, end, []
+    grammar = _Grammar(text, context)
+    value, end = grammar.read_object(pos)
+    return value, end, list(grammar.repairs)
+
+
+def _read_whole(text: str, context: str | None = None) -> tuple[Any, list[str]]:
+    """``text`` as exactly one object; raises ``_Damage``."""
+    try:
+        value = _STRICT.decode(text)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        if isinstance(value, dict) and _SUSPECT.search(text) is None:
+            return value, []
+    grammar = _Grammar(text, context)
+    return grammar.read_whole(), list(grammar.repairs)
+
+
+# --- finding the change request ----------------------------------------------------------------
 
 _BLANK: Final = re.compile(r"[^\r\n]")
 
-# One token of JSON, JSON5 or a Python literal (to check json_repair's result against the
-# literals of its input): strings in either quote, comments, punctuation, words.
-_TOKEN: Final = re.compile(
-    r"""
-    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
-  | (?P<sstr>'[^'\\]*(?:\\.[^'\\]*)*(?P<send>')?)
-  | (?P<lcomment>//[^\r\n]*|\#[^\r\n]*)
-  | (?P<bcomment>/\*(?:.*?\*/|.*\Z))
-  | (?P<open>\{)
-  | (?P<close>\})
-  | (?P<bracket>[\[\]])
-  | (?P<colon>:)
-  | (?P<comma>,)
-  | (?P<ws>\s+)
-  | (?P<word>[^\s"'/{}\[\]:,]+|/)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
 # After an opening brace: does what follows look like a JSON object (rather than prose)?
 _JSON_START: Final = re.compile(
-    r"""\{\s*(?:\Z|["'{}\[]|//|/\*|[A-Za-z_$][\w$]*\s*(?::|\Z))""",
+    r"""\{[ \t\r\n]*(?:\Z|["'{}\[]|//|/\*|[A-Za-z_$][\w$]*[ \t]*(?::|\Z))""",
 )
+# Where an object (or a JSON string holding one) may start.
+_OPENER: Final = re.compile(r'\{|(?<!\\)"(?=[ \t]*\{)')
 
-_THINKING_OPEN: Final = re.compile(
-    r"^[ \t]*<(thinking|think|scratchpad|reflection|analysis)>", re.IGNORECASE | re.MULTILINE
-)
+_THINKING_TAGS = "thinking|think|scratchpad|reflection|analysis"
+_THINKING_OPEN: Final = re.compile(rf"^[ \t]*<({_THINKING_TAGS})>", re.IGNORECASE | re.MULTILINE)
+_THINKING_CLOSE: Final = re.compile(rf"</({_THINKING_TAGS})\s*>", re.IGNORECASE)
 _FENCE_BEFORE: Final = re.compile(r"(?:```|~~~)[^\n`~]*\n\s*\Z")
 _TAG_BEFORE: Final = re.compile(
     r"<([A-Za-z_][\w\-]*)(?:\s[^<>]*)?>\s*(?:(?:```|~~~)[^\n`~]*\n\s*)?\Z"
@@ -352,7 +794,7 @@ _TAG_BEFORE: Final = re.compile(
 _DECORATION: Final = re.compile(r"</?[A-Za-z_][\w\-]*(?:\s[^<>]*)?>|(?:```|~~~)[\w+\-]*")
 _UNCLOSED_FENCE: Final = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 _REQUEST_KEY: Final = re.compile(
-    r"""["']?\b(?:(?:new|update|remove|replace)[_\-]?elements?|reasoning|"""
+    r"""["']?\b(?:(?:new|update|remove|replace)[_\-]?elements?|"""
     r"""(?:payload[_\-]?)?change[_\-]?request)\b["']?\s*:""",
     re.IGNORECASE,
 )
@@ -370,429 +812,128 @@ _REFUSAL: Final = re.compile(
     )""",
     re.IGNORECASE | re.VERBOSE,
 )
-
-
-class _NonJsonConstant(ValueError):
-    """NaN or Infinity: accepted by Python's and json5's readers, but not JSON."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NonJsonConstant(name)
-
-
-def _finite_float(text: str) -> float:
-    """A float literal; one too large for a float (``1e400``) is not JSON data either."""
-    value = float(text)
-    if value - value != 0.0:
-        raise _NonJsonConstant(f"the number {text[:40]} (it overflows to {value})")
-    return value
-
-
-class _DuplicateKey(_NonJsonConstant):
-    """A key given twice in one object: JSON readers keep the last, so the first value (a whole
-    bucket, say) would be lost without a trace."""
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return value
-
-
-_STRICT: Final = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs
-)
-_LAX: Final = json.JSONDecoder(
-    parse_constant=_reject_constant,
-    parse_float=_finite_float,
-    object_pairs_hook=_unique_pairs,
-    strict=False,
-)
-
-
-def _tokens(text: str, start: int = 0) -> Iterator[re.Match[str]]:
-    return _TOKEN.finditer(text, start)
-
-
-@dataclass(slots=True)
-class _Scan:
-    """One brace-balanced span, or where the text ended inside one."""
-
-    end: int | None  # one past the closing brace; None: the text ended inside
-    json_like: bool
-
-
-# The brace matcher's tokens: strings, comments and braces; everything else in long runs.
-_SCAN_TOKEN: Final = re.compile(
-    r"""
-    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
-  | (?P<sstr>'[^'\\]*(?:\\.[^'\\]*)*(?P<send>')?)
-  | //[^\r\n]* | \#[^\r\n]* | /\*(?:.*?\*/|.*\Z)
-  | (?P<open>\{)
-  | (?P<close>\})
-  | [^"'/\#{}]+ | /
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-
-def _match_braces(text: str, start: int) -> _Scan:
-    depth = 0
-    for match in _SCAN_TOKEN.finditer(text, start):
-        kind = match.lastgroup
-        if kind == "open":
-            depth += 1
-        elif kind == "close":
-            depth -= 1
-            if depth == 0:
-                return _Scan(match.end(), True)
-        elif (kind == "dstr" and match.group("dend") is None) or (
-            kind == "sstr" and match.group("send") is None
-        ):
-            break  # a string that never closes: the text ends inside it
-    return _Scan(None, _JSON_START.match(text, start) is not None)
-
-
-# --- reading ---------------------------------------------------------------------------------
+_DAMAGED_LOOKAHEAD = 1000  # a damaged object is a change request if a bucket name follows soon
 
 
 @dataclass(slots=True)
 class _Candidate:
     start: int
     end: int
-    value: dict[str, Any] | None  # None: not readable by the strict/JSON5 readers
+    value: Any = None  # the object read (None when damaged)
     repairs: list[str] = field(default_factory=list)
-    error: Exception | None = None
+    damage: _Damage | None = None
+    inside: str | None = None  # the object came from a JSON string: the decoded text
+    canonical: str = ""
 
 
-def _mask(text: str, start: int, end: int) -> str:
-    blank = _BLANK.sub(" ", text[start:end])
-    return text[:start] + blank + text[end:]
+def _where(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return f"line {line}, column {column}"
 
 
-def _lenient_load(span: str, *, json5_too: bool = True) -> tuple[Any, list[str]]:
-    """Read one JSON value strictly, then leniently; raise ``ValueError`` when nothing can.
-
-    The JSON5 features models copy from documentation (comments, single quotes, unquoted
-    keys, trailing commas) and Python's literals are first translated token by token into
-    strict JSON and read by ``json.loads``: ``json5`` reads about 20 KB a second, far too slow
-    for long replies. ``json5`` then reads whatever the translation does not cover (hex
-    numbers, ``+1``, ``.5``, ``\\x41`` escapes, line continuations), up to
-    ``_JSON5_MAX_CHARS``.
-    """
-    try:
-        return _STRICT.decode(span), []
-    except _NonJsonConstant:
-        raise
-    except (ValueError, RecursionError):
-        pass
-    try:
-        return _LAX.decode(span), [_CONTROL_CHARS]
-    except _NonJsonConstant:
-        raise
-    except (ValueError, RecursionError):
-        pass
-    translated = _translate(span)
-    if translated is None:
-        raise ValueError("a string in it is not closed")
-    text, repairs = translated
-    for decoder, extra in ((_STRICT, []), (_LAX, [_CONTROL_CHARS])):
-        try:
-            return decoder.decode(text), repairs + extra
-        except _NonJsonConstant:
-            raise
-        except (ValueError, RecursionError):
-            pass
-    if not json5_too:
-        raise ValueError("not JSON, even after translating JSON5 and Python syntax")
-    if len(text) > _JSON5_MAX_CHARS:
-        raise ValueError(
-            f"the object ({len(span)} characters) is not strict JSON, and too long to read "
-            f"as JSON5 (at most {_JSON5_MAX_CHARS} characters)"
-        )
-    # What the translation left (hex, +1, .5, \x41, line continuations) is json5's to read.
-    return _json5_loads(text), [*repairs, "read JSON5 syntax (json5)"]
+def _excerpt(text: str, pos: int, before: int = 30, after: int = 20) -> str:
+    """A short look at ``text`` around ``pos``: ``…"qty": 3, ⟶}}`` (⟶ marks the spot)."""
+    start = max(0, pos - before)
+    head = ("…" if start else "") + text[start:pos]
+    tail = text[pos : pos + after] + ("…" if pos + after < len(text) else "")
+    shown = head + "⟶" + tail
+    return shown.replace("\r", "").replace("\n", "⏎").replace("\t", " ")
 
 
-_PY_LITERALS: Final[dict[str, str]] = {"True": "true", "False": "false", "None": "null"}
-_STRING: Final = r"""
-    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*(?P<dend>")?)
-  | (?P<sstr>'[^'\\]*(?:\\.[^'\\]*)*(?P<send>')?)
-"""
-# Pass 1: comments out, single-quoted strings made double-quoted (double ones kept as they are).
-_PASS1: Final = re.compile(
-    _STRING
-    + r"""
-  | (?P<line>//[^\r\n]*|\#[^\r\n]*)
-  | (?P<block>/\*(?:.*?\*/|.*\Z))
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-# Pass 2 (no comments left): unquoted keys, trailing commas, Python literals.
-_PASS2: Final = re.compile(
-    r"""
-    (?P<dstr>"[^"\\]*(?:\\.[^"\\]*)*")
-  | (?<=[{,])(?P<space>\s*)(?P<key>(?:[^\W\d]|\$)[\w$]*)(?=\s*:)
-  | (?P<trailing>,)(?=\s*[}\]])
-  | (?P<literal>\b(?:True|False|None)\b)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-_SINGLE_QUOTED_ESCAPE: Final = re.compile(r'\\(.)|"', re.DOTALL)
-
-
-def _requote(match: re.Match[str]) -> str:
-    escaped = match.group(1)
-    if escaped is None:
-        return '\\"'  # a bare " inside a single-quoted string
-    return "'" if escaped == "'" else match.group(0)
-
-
-def _translate(span: str) -> tuple[str, list[str]] | None:
-    """Translate the common JSON5 features and Python literals in ``span`` into strict JSON
-    (never inside strings), in two passes of C-driven ``re.sub``. None when a string is not
-    closed."""
-    found: dict[str, None] = {}
-    unclosed = False
-
-    def pass1(match: re.Match[str]) -> str:
-        nonlocal unclosed
-        kind = match.lastgroup
-        text = match.group()
-        if kind == "dstr":
-            unclosed = unclosed or match.group("dend") is None
-            return text
-        if kind == "sstr":
-            if match.group("send") is None:
-                unclosed = True
-                return text
-            found["read single-quoted strings (json5)"] = None
-            return '"' + _SINGLE_QUOTED_ESCAPE.sub(_requote, text[1:-1]) + '"'
-        if kind == "line":
-            found["stripped // comments (json5)" if text[0] == "/" else "stripped # comments"] = (
-                None
-            )
-        else:
-            found["stripped /* */ comments (json5)"] = None
-        return _BLANK.sub(" ", text)  # same length, same lines: error positions still hold
-
-    def pass2(match: re.Match[str]) -> str:
-        key = match.group("key")
-        if key is not None:
-            found["read unquoted keys (json5)"] = None
-            return match.group("space") + json.dumps(key)
-        if match.group("trailing") is not None:
-            found["removed trailing commas (json5)"] = None
-            return ""
-        literal = match.group("literal")
-        if literal is not None:
-            found["converted Python literals True/False/None to JSON"] = None
-            return _PY_LITERALS[literal]
-        return match.group()
-
-    text = _PASS1.sub(pass1, span)
-    if unclosed:
-        return None
-    return _PASS2.sub(pass2, text), list(found)
-
-
-def _json5_loads(span: str) -> Any:
-    constants: list[str] = []
-    duplicates: list[str] = []
-
-    def note_constant(name: str) -> None:
-        constants.append(name)  # json5 re-raises errors from here as plain ValueError
-
-    # json5 re-raises what its hooks raise as plain ValueErrors: the strict hooks' verdicts
-    # are noted here instead, and raised after it returns.
-    def note_pairs(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-        pairs = list(items)
-        try:
-            return _unique_pairs(pairs)
-        except _DuplicateKey as exc:
-            duplicates.append(str(exc))
-            return dict(pairs)
-
-    def note_float(text: str) -> float:
-        try:
-            return _finite_float(text)
-        except _NonJsonConstant as exc:
-            constants.append(str(exc))
-            return float(text)
-
-    try:
-        value = json5.loads(
-            span,
-            parse_constant=note_constant,
-            parse_float=note_float,
-            object_pairs_hook=note_pairs,
-        )
-    except RecursionError as exc:
-        raise ValueError("the JSON is nested too deeply to read") from exc
-    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
-        # json5 reports syntax errors as ValueError; the others guard its corner cases.
-        raise ValueError(str(exc) or type(exc).__name__) from exc
-    if constants:
-        raise _NonJsonConstant(constants[0])
-    if duplicates:
-        raise _DuplicateKey(duplicates[0])
-    return _join_surrogates(value)
-
-
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def _join_surrogates(value: Any) -> Any:
-    """json5 reads an escaped pair such as ``\\ud83d\\ude80`` as two lone surrogates: join
-    them into the character they encode (json.loads does)."""
-    if isinstance(value, str):
-        if _SURROGATE.search(value) is None:
-            return value
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_join_surrogates(item) for item in value]
-    if isinstance(value, dict):
-        return {_join_surrogates(k): _join_surrogates(v) for k, v in value.items()}
-    return value
-
-
-def _repair_load(span: str) -> tuple[Any, list[str]]:
-    """json_repair, the last resort, on a span whose braces and strings are all closed."""
-    import json_repair
-
-    if len(span) > _JSON5_MAX_CHARS:
-        raise ValueError(f"too long for json_repair (at most {_JSON5_MAX_CHARS} characters)")
-
-    try:
-        value, log = json_repair.repair_json(span, return_objects=True, logging=True)
-        # json_repair's contract is "always return something", not "raise ValueError": it
-        # is only ever given a closed span, and anything it throws means "not repairable".
-    except Exception as exc:
-        raise ValueError(f"json_repair could not repair it ({type(exc).__name__})") from exc
-    texts = [
-        str(entry.get("text", entry)) if isinstance(entry, dict) else str(entry) for entry in log
-    ]
-    detail = "; ".join(dict.fromkeys(texts)) or "fixed the syntax"
-    lost = _lost_content(span, value)
-    if lost is not None:
-        raise ValueError(
-            f"json_repair could only read it by dropping or rewriting {lost!r}, and that is "
-            "not applied"
-        )
-    written = _top_level_keys(span)
-    if not isinstance(value, dict) or set(value) != written:
-        raise ValueError(
-            "json_repair could only read it by moving top-level fields "
-            f"({', '.join(sorted(written)) or 'none'} written at the top level), and that is "
-            "not applied"
-        )
-    return value, [f"json_repair: {detail}"]
-
-
-def _top_level_keys(span: str) -> set[str]:
-    """The keys written directly inside the outermost braces of ``span``."""
-    keys: set[str] = set()
-    depth = 0
-    pending: str | None = None
-    for match in _tokens(span):
-        kind = match.lastgroup
-        if kind in ("ws", "lcomment", "bcomment"):
-            continue
-        if kind == "colon" and pending is not None:
-            keys.add(pending)
-        pending = None
-        if kind == "open":
-            depth += 1
-        elif kind == "close":
-            depth -= 1
-        elif depth == 1 and kind in ("dstr", "sstr", "word"):
-            token = match.group()
-            if kind == "word":
-                pending = token
-            else:
-                body = token[1:-1]
-                if kind == "sstr":
-                    body = _SINGLE_QUOTED_ESCAPE.sub(_requote, body)
-                try:
-                    pending = _STRICT.decode(f'"{body}"')
-                except (ValueError, RecursionError):
-                    pending = body
-    return keys
-
-
-def _lost_content(span: str, value: Any) -> str | None:
-    """The first literal of ``span`` (a string, number or word, comments aside) that is
-    missing from json_repair's result: a repair that guessed rather than fixed syntax."""
-    texts: list[str] = []
-    numbers: set[float] = set()
-
-    def collect(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, item in node.items():
-                texts.append(str(key))
-                collect(item)
-        elif isinstance(node, list):
-            for item in node:
-                collect(item)
-        else:
-            texts.append(json.dumps(node, ensure_ascii=False).strip('"'))
-            if isinstance(node, str):
-                texts.append(node)
-            elif isinstance(node, (int, float)) and not isinstance(node, bool):
-                numbers.add(float(node))
-
-    collect(value)
-    exact = set(texts)
-    haystack = "\x00".join(texts)
-    literals = {"True": "true", "False": "false", "None": "null"}
-    for match in _tokens(span):
-        kind = match.lastgroup
-        token = match.group()
-        if kind in ("dstr", "sstr"):
-            body = token[1:-1] if len(token) > 1 and token[-1] == token[0] else token[1:]
-            if kind == "sstr":
-                body = _SINGLE_QUOTED_ESCAPE.sub(_requote, body)
-            try:
-                needle = _STRICT.decode(f'"{body}"')
-            except (ValueError, RecursionError):
-                needle = body
-        elif kind == "word":
-            try:
-                if float(token) in numbers:
-                    continue
-            except ValueError:
-                pass
-            needle = literals.get(token, token)
-        else:
-            continue
-        if needle not in exact and needle not in haystack:
-            return token
-    return None
-
-
-def _request_like(value: Any) -> bool:
+def _has_bucket(value: Any) -> bool:
+    """A change request for the ambiguity rule: an object with a bucket field (also in any
+    spelling, near miss, or under a wrapper) at its top level."""
     if not isinstance(value, dict):
         return False
-    for key in value:
-        if not isinstance(key, str):
+    for key, inner in value.items():
+        if not isinstance(key, str):  # pragma: no cover - JSON keys are strings
             continue
-        norm = _norm(key)
-        if norm in _SHAPE_NAMES or difflib.get_close_matches(norm, _SHAPE_NAMES, 1, 0.8):
+        if key in _BUCKET_SPELLINGS:
+            return True
+        if key in WRAPPERS:
+            if isinstance(inner, str):
+                try:
+                    inner, _ = _read_whole(inner.strip())
+                except _Damage:
+                    return True  # a wrapper holding broken JSON: judged when normalised
+            if isinstance(inner, dict) and (_has_bucket(inner) or not inner):
+                return True
+            continue
+        if len(value) <= 20 and _near_bucket(key):
             return True
     return False
 
 
-def _standalone(text: str, start: int, end: int) -> bool:
-    """The span is alone on its lines (fences and tags aside)."""
-    before = text[text.rfind("\n", 0, start) + 1 : start]
-    after_end = text.find("\n", end)
-    after = text[end : len(text) if after_end == -1 else after_end]
-    return not _DECORATION.sub("", before + after).strip()
+def _near_bucket(key: str) -> bool:
+    norm = _norm(key)
+    if norm in _SHAPE_NAMES and norm != "reasoning":
+        return True
+    if len(norm) > 40:
+        return False
+    close = difflib.get_close_matches(norm, _SHAPE_NAMES, 1, 0.8)
+    return bool(close) and close[0] != "reasoning"
+
+
+def _canonical(value: dict[str, Any]) -> str:
+    """What a change request does, for telling identical repeats from different requests:
+    buckets after unwrapping and renaming, empty ones and reasoning left out."""
+    obj: Any = value
+    for _ in range(len(WRAPPERS)):
+        wrapper = next((k for k in WRAPPERS if k in obj), None)
+        if wrapper is None or any(k in _BUCKET_SPELLINGS for k in obj):
+            break
+        inner = obj[wrapper]
+        if isinstance(inner, str):
+            try:
+                inner, _ = _read_whole(inner.strip())
+            except _Damage:
+                break
+        if not isinstance(inner, dict):
+            break
+        obj = {**{k: v for k, v in obj.items() if k != wrapper}, **inner}
+    shown: dict[str, Any] = {}
+    for key, item in obj.items():
+        if key == "reasoning" or _absent(item):
+            continue
+        name = _SNAKE_TO_CAMEL.get(key, key)
+        if isinstance(item, str) and name in BUCKETS:
+            with contextlib.suppress(_Damage):
+                item, _ = _read_whole(item.strip())
+        shown[name] = item
+    try:
+        return json.dumps(shown, sort_keys=True, ensure_ascii=False)
+    except (ValueError, RecursionError):  # pragma: no cover - deeper than the reader allows
+        return repr(shown)
+
+
+class _Lines:
+    """Line starts and ends of ``text`` for positions met in increasing order (amortised linear:
+    hostile text with millions of ``{}`` on one line must not cost a search each)."""
+
+    __slots__ = ("last_nl", "next_nl", "scanned", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.last_nl = -1
+        self.scanned = 0
+        self.next_nl = -2  # -2: not yet searched
+
+    def alone(self, start: int, end: int) -> bool:
+        """The span is alone on its line(s), fences and tags aside."""
+        text = self.text
+        found = text.rfind("\n", self.scanned, start)
+        if found != -1:
+            self.last_nl = found
+        self.scanned = max(self.scanned, start)
+        if self.next_nl == -2 or (self.next_nl != -1 and self.next_nl < end):
+            self.next_nl = text.find("\n", end)
+        line_end = len(text) if self.next_nl == -1 else self.next_nl
+        before = start - self.last_nl - 1
+        if before > 200 or line_end - end > 200:
+            return False
+        rest = text[self.last_nl + 1 : start] + text[end:line_end]
+        return not _DECORATION.sub("", rest).strip()
 
 
 @dataclass(slots=True)
@@ -800,7 +941,7 @@ class _Reader:
     reply: str
     repairs: list[str] = field(default_factory=list)
 
-    # -- finding the object --
+    # -- the whole reply --
 
     def read(self, text: str, *, depth: int) -> tuple[dict[str, Any], str]:
         if depth > _MAX_STRING_DECODES:
@@ -817,196 +958,267 @@ class _Reader:
         stripped = text.strip()
         if not stripped:
             _no_request(self.reply, "the reply is empty")
-        if stripped[0] in '{"':
+        if stripped[0] == '"':
             try:
                 whole = _STRICT.decode(stripped)
-            except _NonJsonConstant as exc:
-                self._non_json(exc)
-            except (ValueError, RecursionError) as exc:
-                if stripped[0] == '"' and stripped[1:2] in ("{", "[", "\\", '"'):
-                    self._string_reply_failed(stripped, exc)
+            except (ValueError, RecursionError):
+                match = _DSTR.match(stripped)
+                if match is None and stripped[1:2] in ("{", "[", "\\", '"'):
+                    _truncated(self.reply, "the reply is a JSON string that never closes")
             else:
-                if isinstance(whole, dict):
-                    return whole, stripped
                 if isinstance(whole, str):
                     self.repairs.append("decoded the change request from a JSON string")
                     return self.read(whole, depth=depth + 1)
         return self._scan(text)
 
-    def _string_reply_failed(self, stripped: str, exc: BaseException) -> None:
-        """A reply that opens like a JSON string of JSON but does not decode: truncated when
-        the string never closes."""
-        match = _SCAN_TOKEN.match(stripped)
-        if match is not None and match.lastgroup == "dstr" and match.group("dend") is None:
-            _truncated(self.reply, "the reply is a JSON string that never closes", cause=exc)
-
-    def _non_json(self, exc: BaseException) -> NoReturn:
-        if isinstance(exc, _DuplicateKey):
-            key = json.dumps(str(exc), ensure_ascii=False)
-            _syntax(
-                self.reply,
-                f"The reply's JSON gives the key {key} twice in one object; a JSON reader keeps "
-                "only the last, so the first would be lost. Ask again with the feedback.",
-                f"your reply gives the key {key} twice in one object, so one of them would be "
-                "lost. Put everything for that key under one occurrence.",
-                cause=exc,
-            )
-        _syntax(
-            self.reply,
-            f"The reply's JSON holds {exc}; NaN and Infinity cannot be merged into JSON "
-            "data. Ask again with the feedback.",
-            f"your reply's JSON holds {exc}. Use a number or null instead.",
-            cause=exc,
-        )
+    # -- the objects in it --
 
     def _scan(self, original: str) -> tuple[dict[str, Any], str]:
         text, thinking_open = self._set_aside_thinking(original)
-        candidates, truncated_at = self._candidates(text)
+        requests: list[_Candidate] = []  # readable, with a bucket field
+        empties: list[_Candidate] = []  # readable, no bucket: {"reasoning": ...}, a lone {}
+        others: list[_Candidate] = []  # readable objects that are no change request, damage
+        keys = [m.start() for m in _REQUEST_KEY.finditer(text)]
+        lines = _Lines(text)
+        count = 0
+        truncated_at: int | None = None
+        pos = 0
+        while True:
+            match = _OPENER.search(text, pos)
+            if match is None:
+                break
+            start = match.start()
+            if text[start] == '"':
+                candidate = self._string_candidate(text, start)
+                if candidate is None:
+                    pos = start + 1
+                    continue
+            else:
+                if _JSON_START.match(text, start) is None:
+                    pos = start + 1
+                    continue
+                try:
+                    value, end, repairs = _read_object(text, start)
+                except _Damage as damage:
+                    if damage.eof:
+                        truncated_at = start
+                        break
+                    candidate = _Candidate(start, max(damage.pos, start + 1), damage=damage)
+                else:
+                    candidate = _Candidate(start, end, value, repairs)
+            count += 1
+            pos = candidate.end
+            if candidate.damage is not None:
+                at = bisect.bisect_left(keys, start)
+                limit = candidate.damage.pos + _DAMAGED_LOOKAHEAD
+                if candidate.damage.depth or (at < len(keys) and keys[at] < limit):
+                    requests.append(candidate)
+                else:
+                    others.append(candidate)
+            elif _has_bucket(candidate.value):
+                requests.append(candidate)
+            elif candidate.value == {}:
+                if candidate.inside is not None or lines.alone(candidate.start, candidate.end):
+                    empties.append(candidate)
+            elif (
+                isinstance(candidate.value, dict)
+                and "reasoning" in candidate.value
+                and all(k == "reasoning" or k in WRAPPERS for k in candidate.value)
+            ):
+                empties.append(candidate)
+            else:
+                others.append(candidate)
         if truncated_at is not None:
             _truncated(
                 self.reply,
                 f"the reply ends inside the JSON object opened at {_where(text, truncated_at)}",
             )
-        chosen = [c for c in candidates if self._is_request(text, c)]
-        if thinking_open is not None and not chosen:
+        if requests:
+            return self._choose(text, requests, count)
+        if thinking_open is not None:
             _truncated(
                 self.reply,
                 f"the reply ends inside the <thinking> block opened at "
                 f"{_where(text, thinking_open)}, before any change request",
             )
-        if chosen:
-            return self._take(text, chosen[-1], len(candidates))
+        if empties:
+            return self._take(text, empties[-1], count)
         if _REFUSAL.search(text.replace("\u2019", "'")):
             _refuse(self.reply, "the reply declines the task")
-        rest = [
-            c
-            for c in candidates
-            if c.value or (c.value is None and _JSON_START.match(text, c.start))
-        ]
-        if rest:
-            return self._take(text, rest[-1], len(candidates))
-        if len(_UNCLOSED_FENCE.findall(text)) % 2 == 1 and not candidates:
+        if others:
+            return self._take(text, others[-1], count)
+        if len(_UNCLOSED_FENCE.findall(text)) % 2 == 1:
             _truncated(self.reply, "the reply ends inside a code fence, before any JSON object")
-        if candidates:
+        if "{" in text:
             _no_request(self.reply, "the reply holds only prose; its braces hold no JSON object")
         _no_request(self.reply, "the reply holds no JSON object")
 
-    def _set_aside_thinking(self, text: str) -> tuple[str, int | None]:
-        pos = 0
-        while True:
-            match = _THINKING_OPEN.search(text, pos)
-            if match is None:
-                return text, None
-            close = re.compile(rf"</{re.escape(match.group(1))}\s*>", re.IGNORECASE)
-            end = close.search(text, match.end())
-            if end is None:
-                return _mask(text, match.start(), len(text)), match.start()
-            text = _mask(text, match.start(), end.end())
-            self.repairs.append(f"removed <{match.group(1)}> block")
-            pos = end.end()
+    def _string_candidate(self, text: str, start: int) -> _Candidate | None:
+        """A JSON string at ``start`` whose content is a change request (tool arguments written
+        as text); None when it is not one."""
+        match = _DSTR.match(text, start)
+        if match is None:
+            return None
+        inner: Any = match.group()
+        decodes = 0
+        try:
+            while isinstance(inner, str) and inner.lstrip()[:1] == '"' and decodes < 4:
+                inner = _STRICT.decode(inner.strip())
+                decodes += 1
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(inner, str) or inner.lstrip()[:1] != "{":
+            return None
+        try:
+            value, repairs = _read_whole(inner)
+        except _Damage as damage:
+            if not _REQUEST_KEY.search(inner):
+                return None
+            return _Candidate(start, match.end(), damage=damage, inside=inner)
+        repairs.insert(0, "decoded the change request from a JSON string")
+        return _Candidate(start, match.end(), value, repairs, inside=inner)
 
-    def _candidates(self, text: str) -> tuple[list[_Candidate], int | None]:
-        found: list[_Candidate] = []
-        scans = 0
-        i = text.find("{")
-        while i != -1:
-            constant: _NonJsonConstant | None = None
-            try:
-                value, end = _STRICT.raw_decode(text, i)
-            except _NonJsonConstant as exc:
-                constant = exc
-            except (ValueError, RecursionError):
-                pass
-            else:
-                found.append(_Candidate(i, end, value))
-                i = text.find("{", end)
-                continue
-            if scans >= _MAX_TOLERANT_SCANS:
-                i = text.find("{", i + 1)
-                continue
-            scans += 1
-            scan = _match_braces(text, i)
-            if scan.end is None:
-                if scan.json_like:
-                    return found, i
-                i = text.find("{", i + 1)
-                continue
-            span = text[i : scan.end]
-            if constant is not None:
-                found.append(_Candidate(i, scan.end, None, error=constant))
-                i = text.find("{", scan.end)
-                continue
-            try:  # json5 (slow) only for the object chosen, in _take
-                value, repairs = _lenient_load(span, json5_too=False)
-            except (ValueError, RecursionError) as exc:
-                found.append(_Candidate(i, scan.end, None, error=exc))
-            else:
-                found.append(_Candidate(i, scan.end, value, repairs))
-            i = text.find("{", scan.end)
-        return found, None
-
-    def _is_request(self, text: str, candidate: _Candidate) -> bool:
-        if candidate.value is None:
-            head = text[candidate.start : candidate.start + 4000]
-            return _REQUEST_KEY.search(head) is not None
-        if candidate.value == {}:
-            return _standalone(text, candidate.start, candidate.end)
-        return _request_like(candidate.value)
+    def _choose(
+        self, text: str, requests: list[_Candidate], count: int
+    ) -> tuple[dict[str, Any], str]:
+        damaged = [c for c in requests if c.damage is not None]
+        distinct: dict[str, _Candidate] = {}
+        for candidate in requests:
+            if candidate.damage is None:
+                candidate.canonical = _canonical(candidate.value)
+                distinct.setdefault(candidate.canonical, candidate)
+        others = len(distinct) + len(damaged) - 1
+        if damaged:
+            self._damaged(text, damaged[0], others)
+        if len(distinct) > 1:
+            self._ambiguous(text, list(distinct.values()))
+        if len(requests) > 1:
+            self.repairs.append(
+                f"read {len(requests)} identical change requests as one (the last is used)"
+            )
+        return self._take(text, requests[-1], count)
 
     def _take(self, text: str, candidate: _Candidate, count: int) -> tuple[dict[str, Any], str]:
+        if candidate.damage is not None:
+            self._damaged(text, candidate, 0)
         span = text[candidate.start : candidate.end]
-        if isinstance(candidate.error, _NonJsonConstant):
-            self._non_json(candidate.error)
-        value = candidate.value
-        if value is None:
-            value, candidate.repairs = self._read_hard(text, candidate, span)
         before = text[: candidate.start]
-        if _FENCE_BEFORE.search(before):
+        if _FENCE_BEFORE.search(before[-300:]):
             self.repairs.append("removed code fence")
-        tag = _TAG_BEFORE.search(before)
+        tag = _TAG_BEFORE.search(before[-300:])
         if tag is not None:
             self.repairs.append(f"removed <{tag.group(1)}> tags")
         outside = _DECORATION.sub("", before + text[candidate.end :])
         if outside.strip():
             self.repairs.append("ignored text around the JSON object")
         if count > 1:
-            self.repairs.append(f"took the last change request of {count} JSON objects")
+            self.repairs.append(f"ignored {count - 1} other JSON object(s) in the reply")
         self.repairs.extend(candidate.repairs)
-        return value, span
+        if not isinstance(candidate.value, dict):  # pragma: no cover - objects only
+            _no_request(self.reply, "the reply holds no JSON object")
+        return candidate.value, span if candidate.inside is None else candidate.inside
 
-    def _read_hard(
-        self, text: str, candidate: _Candidate, span: str
-    ) -> tuple[dict[str, Any], list[str]]:
-        """The chosen object, which strict JSON and the translation could not read: json5,
-        then json_repair (whose result must be shaped like a change request)."""
-        error = candidate.error
-        try:
-            value, repairs = _lenient_load(span)
-        except _NonJsonConstant as exc:
-            self._non_json(exc)
-        except (ValueError, RecursionError) as exc:
-            error = exc
+    def _damaged(self, text: str, candidate: _Candidate, others: int) -> NoReturn:
+        damage = candidate.damage
+        assert damage is not None
+        if candidate.inside is not None:
+            where = (
+                f"in the JSON string at {_where(text, candidate.start)} of your reply, at "
+                f"{_where(candidate.inside, damage.pos)} of its text"
+            )
+            near = _excerpt(candidate.inside, damage.pos)
         else:
-            if isinstance(value, dict):
-                return value, repairs
-        detail = str(error) if error is not None else "unreadable"
-        repair_detail = "json_repair's result is not a change request"
-        try:
-            value, repairs = _repair_load(span)
-        except ValueError as exc:
-            value, repairs = None, []
-            repair_detail = str(exc)
-        if isinstance(value, dict) and _request_like(value):
-            return value, repairs
+            where = f"at {_where(text, damage.pos)}"
+            near = _excerpt(text, damage.pos)
+        also = (
+            f" Your reply also holds {others} other change request(s): send exactly one."
+            if others
+            else ""
+        )
+        if damage.depth:
+            _syntax(
+                self.reply,
+                f"The change request {where} of the reply is nested more than "
+                f"{MAX_REPLY_DEPTH} levels deep; at most {MAX_REPLY_DEPTH} levels are read. "
+                "Ask again with the feedback.",
+                f"your change request is nested more than {MAX_REPLY_DEPTH} levels deep "
+                f"({where}); at most {MAX_REPLY_DEPTH} levels can be read. Change deep values "
+                "with fewer levels: replace a whole subtree higher up with replaceElements, or "
+                f"split the edit.{also}",
+                cause=damage,
+            )
+        hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
         _syntax(
             self.reply,
-            f"The JSON object at {_where(text, candidate.start)} of the reply cannot be read, "
-            f"even as JSON5 ({detail}) or after json_repair ({repair_detail}). Ask again with "
-            "the feedback.",
-            f"the JSON object in your reply cannot be read ({detail}). Use strict JSON: "
-            "double-quoted keys and strings, no comments, no trailing commas.",
-            cause=error,
+            f"The change request {where} of the reply cannot be read: {damage.what} (near "
+            f"{near!r}). Nothing was guessed or applied; ask again with the feedback.",
+            f"your change request cannot be read {where}: {damage.what}. Near: {near}.{hint} "
+            f"Nothing was applied; send the whole change request again.{also}",
+            cause=damage,
         )
+
+    def _ambiguous(self, text: str, distinct: list[_Candidate]) -> NoReturn:
+        starts = []
+        for candidate in distinct:
+            shown = text[candidate.start : candidate.end]
+            if len(shown) > 80:
+                shown = shown[:80] + "…"
+            starts.append(f"{_where(text, candidate.start)}: {' '.join(shown.split())}")
+        listing = "; ".join(starts)
+        _raise(
+            AmbiguousReplyError,
+            f"The reply holds {len(distinct)} different change requests ({listing}); none was "
+            "applied, since which one was meant cannot be known. Ask again with the feedback.",
+            [
+                Problem(
+                    kind="parse",
+                    code="ambiguous_reply",
+                    message=f"your reply held {len(distinct)} different change requests, "
+                    f"starting at {listing}. None was applied. Reply with exactly one change "
+                    "request (put everything to change in it), and do not quote other change "
+                    "requests or examples in the same reply.",
+                )
+            ],
+            reply=self.reply,
+        )
+
+    def _set_aside_thinking(self, text: str) -> tuple[str, int | None]:
+        """Blank out thinking blocks (keeping lines and columns); a lone closing tag, at the
+        start or end of a line with no opening tag before it, ends thinking that began with the
+        reply."""
+        pieces: list[str] = []
+        pos = 0
+        first_open = _THINKING_OPEN.search(text)
+        for close in _THINKING_CLOSE.finditer(text):
+            if first_open is not None and first_open.start() < close.start():
+                break
+            line_start = text.rfind("\n", 0, close.start()) + 1
+            line_end = _LINE_END.search(text, close.end())
+            after = text[close.end() : len(text) if line_end is None else line_end.start()]
+            if text[line_start : close.start()].strip() and after.strip():
+                continue
+            pieces.append(_BLANK.sub(" ", text[: close.end()]))
+            pos = close.end()
+            self.repairs.append(f"removed thinking before a lone </{close.group(1)}>")
+            break
+        opened: int | None = None
+        while True:
+            match = _THINKING_OPEN.search(text, pos)
+            if match is None:
+                break
+            close_tag = re.compile(rf"</{re.escape(match.group(1))}\s*>", re.IGNORECASE)
+            end = close_tag.search(text, match.end())
+            pieces.append(text[pos : match.start()])
+            if end is None:
+                pieces.append(_BLANK.sub(" ", text[match.start() :]))
+                opened = match.start()
+                pos = len(text)
+                break
+            pieces.append(_BLANK.sub(" ", text[match.start() : end.end()]))
+            self.repairs.append(f"removed <{match.group(1)}> block")
+            pos = end.end()
+        pieces.append(text[pos:])
+        return "".join(pieces), opened
 
     # -- normalising the object --
 
@@ -1021,14 +1233,28 @@ class _Reader:
             has_camel = camel in obj and not _absent(obj[camel])
             has_snake = snake in obj and not _absent(obj[snake])
             if has_camel and has_snake:
-                self.repairs.append(f"ignored {snake}: {camel} is given too (camelCase wins)")
-            if has_snake and not has_camel:
+                value = self._bucket(camel, obj[camel])
+                other = self._bucket(snake, obj[snake])
+                if not _same(value, other):
+                    self._both_spellings(camel, snake)
+                self.repairs.append(f"read {snake} and {camel}, which hold the same, as one")
+            elif has_snake:
                 self.repairs.append(f"renamed {snake} to {camel}")
-                value = obj[snake]
+                value = self._bucket(camel, obj[snake])
             else:
-                value = obj.get(camel)
-            data[camel] = self._bucket(camel, value)
+                value = self._bucket(camel, obj.get(camel))
+            data[camel] = value
         data["reasoning"] = self._reasoning(obj.get("reasoning"))
+        depth = _depth(data)
+        if depth > MAX_REPLY_DEPTH:
+            _syntax(
+                self.reply,
+                f"The change request is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} "
+                "levels are read. Ask again with the feedback.",
+                f"your change request is nested {depth} levels deep; at most "
+                f"{MAX_REPLY_DEPTH} levels can be read. Change deep values with fewer levels: "
+                "replace a whole subtree higher up with replaceElements, or split the edit.",
+            )
         try:
             return AgentPayloadChangeRequest.model_validate(data)
         except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
@@ -1038,6 +1264,16 @@ class _Reader:
                 "your change request could not be read as JSON data.",
                 cause=exc,
             )
+
+    def _both_spellings(self, camel: str, snake: str) -> NoReturn:
+        _syntax(
+            self.reply,
+            f"The change request gives both {camel} and {snake}, with different content; which "
+            "one was meant cannot be known, so neither is applied. Ask again with the feedback.",
+            f"your change request gives both {camel} and {snake}, with different content. "
+            f"Use only {camel}, and put everything for that bucket in it.",
+            path=camel,
+        )
 
     def _unwrap(self, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         outer_unknown: list[str] = []
@@ -1114,20 +1350,31 @@ class _Reader:
         stripped = value.strip()
         if stripped[:1] not in ("{", "["):
             return value
-        try:
-            decoded, _ = _lenient_load(stripped)
-        except (ValueError, RecursionError) as exc:
-            scan = _match_braces(stripped, 0) if stripped[0] == "{" else None
-            if scan is not None and scan.end is None:
-                _truncated(self.reply, f"{name} holds a JSON string that is cut off", cause=exc)
-            _syntax(
-                self.reply,
-                f"{name}: holds a string that looks like JSON but cannot be read: {exc}. "
-                "Ask again with the feedback.",
-                f"{name} must be a JSON object, not a string holding broken JSON ({exc}).",
-                path=name,
-                cause=exc,
-            )
+        if stripped[0] == "[":
+            try:
+                decoded = _STRICT.decode(stripped)
+            except (ValueError, RecursionError):
+                decoded = value  # an array in a string is read strictly or left as text
+        else:
+            try:
+                decoded, repairs = _read_whole(stripped, context=name)
+            except _Damage as damage:
+                if damage.eof:
+                    _truncated(self.reply, f"{name} holds a JSON string that is cut off")
+                where = f"{_where(stripped, damage.pos)} of the string in {name}"
+                near = _excerpt(stripped, damage.pos)
+                hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
+                what = damage.what or f"nested more than {MAX_REPLY_DEPTH} levels deep"
+                _syntax(
+                    self.reply,
+                    f"{name}: holds a string that looks like JSON but cannot be read at "
+                    f"{where}: {what} (near {near!r}). Ask again with the feedback.",
+                    f"{name} must be a JSON object, not a string holding broken JSON ({what} "
+                    f"at {where}; near: {near}).{hint}",
+                    path=name,
+                    cause=damage,
+                )
+            self.repairs.extend(repairs)
         if isinstance(decoded, (dict, list)):
             self.repairs.append(f"decoded {name} from a JSON string")
             return decoded
@@ -1158,6 +1405,30 @@ class _Reader:
             return "\n".join(value)
         self.repairs.append(f"converted reasoning from {_kind(value)} to text")
         return json.dumps(value, ensure_ascii=False)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    except (ValueError, RecursionError):  # pragma: no cover - depth is checked before
+        return False
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests containers (the change request's own object is level 1)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            deepest = max(deepest, level)
+            stack.extend(
+                (item, level + 1) for item in node.values() if isinstance(item, (dict, list))
+            )
+        elif isinstance(node, list):
+            deepest = max(deepest, level)
+            stack.extend((item, level + 1) for item in node if isinstance(item, (dict, list)))
+    return deepest
 
 
 def _absent(value: Any) -> bool:
