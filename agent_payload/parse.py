@@ -326,6 +326,7 @@ _NUMBER5: Final = re.compile(
     r"[+-]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(?![\w$.])"
 )
 _WORD: Final = re.compile(r"(?:[^\W\d]|\$)[\w$]*")
+_BAD_NUMBER: Final = re.compile(r"[\w$.+\-]+")
 _RAW_CONTROL: Final = re.compile(r"[\x00-\x1f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _ESCAPE5: Final = re.compile(
@@ -547,7 +548,9 @@ class _Grammar:
         if json5:
             match = _NUMBER5.match(text, pos)
             if match is None:
-                raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
+                bad = _BAD_NUMBER.match(text, pos)
+                shown = bad.group()[:40] if bad else text[pos : pos + 1]
+                raise _Damage(pos, f"the malformed number {shown}", "write a JSON number.")
         token = match.group()  # type: ignore[union-attr]
         digits = sum(c.isdigit() for c in token)
         if digits > _MAX_DIGITS:
@@ -865,6 +868,19 @@ def _has_bucket(value: Any) -> bool:
     return False
 
 
+def _empty_request(value: Any) -> bool:
+    """``{}`` or ``{"reasoning": ...}`` (wrapped or not): the answer "nothing to change"."""
+    if not isinstance(value, dict):
+        return False
+    for key, inner in value.items():
+        if key in WRAPPERS:
+            if not (inner is None or _empty_request(inner)):
+                return False
+        elif key != "reasoning":
+            return False
+    return True
+
+
 def _near_bucket(key: str) -> bool:
     norm = _norm(key)
     if norm in _SHAPE_NAMES and norm != "reasoning":
@@ -975,8 +991,7 @@ class _Reader:
 
     def _scan(self, original: str) -> tuple[dict[str, Any], str]:
         text, thinking_open = self._set_aside_thinking(original)
-        requests: list[_Candidate] = []  # readable, with a bucket field
-        empties: list[_Candidate] = []  # readable, no bucket: {"reasoning": ...}, a lone {}
+        requests: list[_Candidate] = []  # with a bucket field, or an explicit empty answer
         others: list[_Candidate] = []  # readable objects that are no change request, damage
         keys = [m.start() for m in _REQUEST_KEY.finditer(text)]
         lines = _Lines(text)
@@ -1015,17 +1030,16 @@ class _Reader:
                     requests.append(candidate)
                 else:
                     others.append(candidate)
-            elif _has_bucket(candidate.value):
-                requests.append(candidate)
-            elif candidate.value == {}:
-                if candidate.inside is not None or lines.alone(candidate.start, candidate.end):
-                    empties.append(candidate)
-            elif (
-                isinstance(candidate.value, dict)
-                and "reasoning" in candidate.value
-                and all(k == "reasoning" or k in WRAPPERS for k in candidate.value)
-            ):
-                empties.append(candidate)
+            elif _has_bucket(candidate.value) or _empty_request(candidate.value):
+                # An explicit empty answer ({"reasoning": ...}, a {} alone on its line) is a
+                # change request too: beside an example with buckets, which one is meant
+                # cannot be known either.
+                if (
+                    candidate.value
+                    or candidate.inside is not None
+                    or lines.alone(candidate.start, candidate.end)
+                ):
+                    requests.append(candidate)
             else:
                 others.append(candidate)
         if truncated_at is not None:
@@ -1041,8 +1055,6 @@ class _Reader:
                 f"the reply ends inside the <thinking> block opened at "
                 f"{_where(text, thinking_open)}, before any change request",
             )
-        if empties:
-            return self._take(text, empties[-1], count)
         if _REFUSAL.search(text.replace("\u2019", "'")):
             _refuse(self.reply, "the reply declines the task")
         if others:
