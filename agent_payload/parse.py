@@ -361,6 +361,7 @@ class _Damage(Exception):
         self.hint = hint
         self.eof = eof
         self.depth = depth
+        self.resume = pos + 1
 
 
 def _found(text: str, pos: int) -> str:
@@ -748,19 +749,45 @@ _STRICT: Final = json.JSONDecoder(
 _SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
+def _strict_at(text: str, pos: int) -> tuple[Any, int]:
+    """Strict JSON at ``pos`` (C speed): the value and its end, or None and where strict
+    reading stopped. Read in growing windows: a failed ``raw_decode`` counts the lines of
+    everything before the failure, so decoding in place would cost the length of the text for
+    every brace of hostile prose."""
+    size = 512
+    length = len(text)
+    while True:
+        end = min(length, pos + size)
+        chunk = text[pos:end]
+        try:
+            value, stop = _STRICT.raw_decode(chunk)
+        except json.JSONDecodeError as exc:
+            cut = end < length and (
+                exc.pos >= len(chunk) - 8 or exc.msg.startswith("Unterminated string")
+            )
+            if not cut:
+                return None, pos + (exc.pos if exc.pos < len(chunk) - 8 else len(chunk))
+            size *= 4
+        except (ValueError, RecursionError):
+            return None, pos + 1
+        else:
+            return value, pos + stop
+
+
 def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, int, list[str]]:
     """The object at ``pos`` of ``text``: strict JSON at C speed, else the grammar reader.
-    Returns the value, the end and the repairs; raises ``_Damage``."""
-    try:
-        value, end = _STRICT.raw_decode(text, pos)
-    except (ValueError, RecursionError):
-        pass
-    else:
-        if _SUSPECT.search(text, pos, end) is None:
-            return value, end, []
+    Returns the value, the end and the repairs; raises ``_Damage`` (whose ``resume`` is where
+    scanning for other objects may go on: past everything strict JSON read as one object)."""
+    value, end = _strict_at(text, pos)
+    if value is not None and _SUSPECT.search(text, pos, end) is None:
+        return value, end, []
     grammar = _Grammar(text, context)
-    value, end = grammar.read_object(pos)
-    return value, end, list(grammar.repairs)
+    try:
+        value, stop = grammar.read_object(pos)
+    except _Damage as damage:
+        damage.resume = max(damage.pos, end, pos + 1)
+        raise
+    return value, stop, list(grammar.repairs)
 
 
 def _read_whole(text: str, context: str | None = None) -> tuple[Any, list[str]]:
@@ -782,14 +809,34 @@ _BLANK: Final = re.compile(r"[^\r\n]")
 
 # After an opening brace: does what follows look like a JSON object (rather than prose)?
 _JSON_START: Final = re.compile(
-    r"""\{[ \t\r\n]*(?:\Z|["'{}\[]|//|/\*|[A-Za-z_$][\w$]*[ \t]*(?::|\Z))""",
+    r"""\{[ \t\r\n]*(?:
+        \Z | \} | // | /\*
+      | (?: "[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)
+          | '[^'\\\n]*(?:\\.[^'\\\n]*)*(?:'|\Z)
+          | [A-Za-z_$][\w$]*
+        ) [ \t\r\n]* (?: : | \Z )
+    )""",
+    re.VERBOSE,
 )
-# Where an object (or a JSON string holding one) may start.
-_OPENER: Final = re.compile(r'\{|(?<!\\)"(?=[ \t]*\{)')
+# Where an object (or a JSON string holding one) may start: searched in C, so that prose
+# braces cost no Python step each.
+_OPENER: Final = re.compile(_JSON_START.pattern + r'|(?<!\\)"(?=[ \t]*\{)', re.VERBOSE)
 
 _THINKING_TAGS = "thinking|think|scratchpad|reflection|analysis"
 _THINKING_OPEN: Final = re.compile(rf"^[ \t]*<({_THINKING_TAGS})>", re.IGNORECASE | re.MULTILINE)
 _THINKING_CLOSE: Final = re.compile(rf"</({_THINKING_TAGS})\s*>", re.IGNORECASE)
+_CLOSE_TAGS: dict[str, re.Pattern[str]] = {}
+
+
+def _close_tag(name: str) -> re.Pattern[str]:
+    pattern = _CLOSE_TAGS.get(name)
+    if pattern is None:
+        pattern = re.compile(rf"</{re.escape(name)}\s*>", re.IGNORECASE)
+        if len(_CLOSE_TAGS) < 64:
+            _CLOSE_TAGS[name] = pattern
+    return pattern
+
+
 _FENCE_BEFORE: Final = re.compile(r"(?:```|~~~)[^\n`~]*\n\s*\Z")
 _TAG_BEFORE: Final = re.compile(
     r"<([A-Za-z_][\w\-]*)(?:\s[^<>]*)?>\s*(?:(?:```|~~~)[^\n`~]*\n\s*)?\Z"
@@ -993,7 +1040,7 @@ class _Reader:
         text, thinking_open = self._set_aside_thinking(original)
         requests: list[_Candidate] = []  # with a bucket field, or an explicit empty answer
         others: list[_Candidate] = []  # readable objects that are no change request, damage
-        keys = [m.start() for m in _REQUEST_KEY.finditer(text)]
+        keys: list[int] | None = None  # where bucket names stand, found at the first damage
         lines = _Lines(text)
         count = 0
         truncated_at: int | None = None
@@ -1008,22 +1055,29 @@ class _Reader:
                 if candidate is None:
                     pos = start + 1
                     continue
-            else:
-                if _JSON_START.match(text, start) is None:
-                    pos = start + 1
+            elif text.startswith("{}", start):  # the commonest prose brace: no reader call
+                if not lines.alone(start, start + 2):
+                    pos = start + 2
                     continue
+                candidate = _Candidate(start, start + 2, {})
+            else:
                 try:
                     value, end, repairs = _read_object(text, start)
                 except _Damage as damage:
                     if damage.eof:
                         truncated_at = start
                         break
-                    candidate = _Candidate(start, max(damage.pos, start + 1), damage=damage)
+                    if damage.depth:
+                        requests.append(_Candidate(start, len(text), damage=damage))
+                        break  # everything after it is inside it
+                    candidate = _Candidate(start, damage.resume, damage=damage)
                 else:
                     candidate = _Candidate(start, end, value, repairs)
             count += 1
             pos = candidate.end
             if candidate.damage is not None:
+                if keys is None:
+                    keys = [m.start() for m in _REQUEST_KEY.finditer(text)]
                 at = bisect.bisect_left(keys, start)
                 limit = candidate.damage.pos + _DAMAGED_LOOKAHEAD
                 if candidate.damage.depth or (at < len(keys) and keys[at] < limit):
@@ -1079,7 +1133,12 @@ class _Reader:
                 decodes += 1
         except (ValueError, RecursionError):
             return None
-        if not isinstance(inner, str) or inner.lstrip()[:1] != "{":
+        if not isinstance(inner, str):
+            return None
+        begin = len(inner) - len(inner.lstrip())
+        if _JSON_START.match(inner, begin) is None or not (
+            _REQUEST_KEY.search(inner) or "reasoning" in inner or inner.strip() == "{}"
+        ):
             return None
         try:
             value, repairs = _read_whole(inner)
@@ -1201,13 +1260,14 @@ class _Reader:
         pieces: list[str] = []
         pos = 0
         first_open = _THINKING_OPEN.search(text)
-        for close in _THINKING_CLOSE.finditer(text):
-            if first_open is not None and first_open.start() < close.start():
+        for seen, close in enumerate(_THINKING_CLOSE.finditer(text)):
+            if seen >= 20 or (first_open is not None and first_open.start() < close.start()):
                 break
-            line_start = text.rfind("\n", 0, close.start()) + 1
-            line_end = _LINE_END.search(text, close.end())
-            after = text[close.end() : len(text) if line_end is None else line_end.start()]
-            if text[line_start : close.start()].strip() and after.strip():
+            head = text[max(0, close.start() - 400) : close.start()]
+            tail = text[close.end() : close.end() + 400]
+            before = head[head.rfind("\n") + 1 :] if "\n" in head or len(head) < 400 else "x"
+            after = tail[: tail.find("\n")] if "\n" in tail else tail
+            if before.strip() and after.strip():
                 continue
             pieces.append(_BLANK.sub(" ", text[: close.end()]))
             pos = close.end()
@@ -1218,8 +1278,7 @@ class _Reader:
             match = _THINKING_OPEN.search(text, pos)
             if match is None:
                 break
-            close_tag = re.compile(rf"</{re.escape(match.group(1))}\s*>", re.IGNORECASE)
-            end = close_tag.search(text, match.end())
+            end = _close_tag(match.group(1)).search(text, match.end())
             pieces.append(text[pos : match.start()])
             if end is None:
                 pieces.append(_BLANK.sub(" ", text[match.start() :]))
@@ -1227,7 +1286,9 @@ class _Reader:
                 pos = len(text)
                 break
             pieces.append(_BLANK.sub(" ", text[match.start() : end.end()]))
-            self.repairs.append(f"removed <{match.group(1)}> block")
+            repair = f"removed <{match.group(1)}> block"
+            if repair not in self.repairs:
+                self.repairs.append(repair)
             pos = end.end()
         pieces.append(text[pos:])
         return "".join(pieces), opened
