@@ -350,6 +350,18 @@ class Judge:
                 request=request,
                 report=report,
             )
+        # issue 9: parts meant to act that did nothing go back (merge.ineffective_parts)
+        ineffective = _merge.ineffective_parts(report, request.reasoning)
+        if ineffective:
+            problems = _conflict_problems(ineffective, self.shown_json)
+            return self._no(
+                "merge",
+                problems,
+                ModelReplyError,
+                f"parts of the change request change nothing: {summary(problems)}",
+                request=request,
+                report=report,
+            )
         result = merged.payload
         result_json = json_data(result)
         # Step 5: the payload type (a pydantic payload was validated by the merge). Issue 17:

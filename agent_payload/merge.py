@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, overload
@@ -71,6 +72,7 @@ __all__ = [
     "dump_payload",
     "format_payload_path",
     "format_request_path",
+    "ineffective_parts",
     "payload_holds_string",
     "reconcile_validated",
 ]
@@ -925,6 +927,16 @@ class _Merger:
                         self.shadow_new(kn, ko)
                     if not (type(uv) is dict and not uv):
                         self.set_key(c, k, uv, kr, ku, ko)
+                    else:
+                        self.no_effect(
+                            ku,
+                            ko,
+                            f"{{}} in updateElements over {self.pp(ko)} (which holds "
+                            f"{describe(cur)}) changes nothing: {{}} means keep as it is. To "
+                            "set a new value, give the value itself; to make it an empty object, "
+                            "use replaceElements (top-level key) or delete it in removeElements "
+                            "and add {} with newElements.",
+                        )
                 elif nv is not _MISSING:
                     self.new_exists(nv, cur, kn, ko)
                     self.set_key(c, k, nv, kr, kn, ko)
@@ -947,6 +959,16 @@ class _Merger:
                 elif kuv == _ARR:
                     u_acts = True
                     u_desc = uv or None
+                    if not uv and cur:
+                        self.no_effect(
+                            ku,
+                            ko,
+                            f"[] in updateElements over {self.pp(ko)} (which holds "
+                            f"{describe(cur)}) changes nothing: an array in updateElements is "
+                            "positional, and an empty one names no element. To empty the list, "
+                            "use replaceElements with [] (top-level key) or delete its elements "
+                            f"with {self.marker_text()} in removeElements.",
+                        )
                 elif not uv:
                     u_acts = True
                 elif _is_index_map(uv):
@@ -1004,6 +1026,11 @@ class _Merger:
                 yield self.walk_object(child, u_desc, n_desc, x_desc, ko, kr, ku, kn, kx)
             else:
                 yield self.walk_array(child, u_desc, n_desc, x_desc, ko, kr, ku, kn, kx)
+
+    def no_effect(self, rlink: Link, plink: Link, message: str) -> None:
+        """Warning ``no_effect``: a part of the request that was clearly meant to act changes
+        nothing (the agent sends it back as a correction; see ``correction_for_no_effect``)."""
+        self.warn("no_effect", rlink, message, plink)
 
     def pp(self, plink: Link) -> str:
         """A payload path for a message; a very deep one is shortened in the middle (the
@@ -1469,6 +1496,8 @@ class _Merger:
                                 "only.",
                                 (None, k),
                             )
+                    if self.replace_index_map(root, k, value):
+                        continue
                     self.set_key(
                         root, k, value, (None, k), ((None, "replaceElements"), k), (None, k)
                     )
@@ -1479,6 +1508,26 @@ class _Merger:
         return self.walk_root(
             root, buckets["updateElements"], buckets["newElements"], buckets["removeElements"]
         )
+
+    def replace_index_map(self, root: dict[str, Any], k: str, value: Any) -> bool:
+        """replaceElements gives an index map (``{"1": {...}}``) for an array: a conflict
+        ``shape_mismatch`` (positions are updateElements' job), never an array silently turned
+        into an object. True when reported (the key is then left as it is)."""
+        cur = root.get(k, _MISSING)
+        if type(cur) is not list or type(value) is not dict or not _is_index_map(value):
+            return False
+        where = self.pp((None, k))
+        self.conflict(
+            "shape_mismatch",
+            ((None, "replaceElements"), k),
+            f"replaceElements gives an index map ({describe(value)}) for {where}, which holds "
+            f"{describe(cur)}; replacing would turn the array into an object. Not applied. To "
+            "change elements by position use updateElements (an index map such as "
+            '{"1": {"qty": 5}} or a positional array with {} placeholders); to replace the '
+            "whole array, give the new array in replaceElements.",
+            (None, k),
+        )
+        return True
 
     def merge_array_root(self, root: list[Any], u: Any, n: Any, x: Any, r: Any) -> Any:
         if u is not None and not (type(u) is list or _is_index_map(u)):
@@ -1798,6 +1847,36 @@ class _RefuseBelow:
                 self.told.add(n)
                 return [finding]
         return self.guard(change)
+
+
+_CLAIMS_NO_CHANGE: Final = re.compile(
+    r"\b(?:no\s+(?:change|edit|update)s?\b|nothing\s+(?:to|needs|should|changes)|already|"
+    r"unchanged|as\s+it\s+is|leave\s+(?:it|them|everything)|keep\s+(?:it|them|everything))",
+    re.IGNORECASE,
+)
+
+
+def ineffective_parts(report: MergeReport, reasoning: str | None) -> list[Issue]:
+    """The warnings to send back to the model as a correction, because parts of the request
+    that were clearly meant to act did nothing (the agent's rule; empty when none):
+
+    * every warning, when the request made **no** effective change at all (a DELETE at a key
+      that does not exist, ``[]`` over a list, ... and nothing else);
+    * the ``no_effect`` warnings, when the request changed something else but its
+      ``reasoning`` claims a change (a non-empty reasoning that does not say "no change",
+      "already", "unchanged", "nothing to ...", "keep it/them", "leave it/them").
+
+    A request with conflicts is judged by them first (nothing here). A request that says
+    nothing should change (``{}``, reasoning alone) has no warnings and passes.
+    """
+    if report.conflicts or not report.warnings:
+        return []
+    if not report.changes:
+        return list(report.warnings)
+    no_effect = [w for w in report.warnings if w.code == "no_effect"]
+    if no_effect and reasoning and reasoning.strip() and not _CLAIMS_NO_CHANGE.search(reasoning):
+        return no_effect
+    return []
 
 
 def validation_errors(

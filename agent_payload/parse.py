@@ -427,6 +427,8 @@ class _Grammar:
 
     def gap(self, pos: int, in_array: bool) -> int:
         text = self.text
+        if text[pos : pos + 1] not in _GAP_CHARS:
+            return pos  # the common case: nothing to skip
         while True:
             pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
             char = text[pos : pos + 1]
@@ -538,8 +540,8 @@ class _Grammar:
             )
 
         body = raw[1:-1]
-        if raw[0] == '"' and '\\"' not in body and "\\" not in body.replace("\\\\", ""):
-            return body  # pragma: no cover - scanstring reads these
+        if "\\" not in body:
+            return body
         return _ESCAPE5.sub(one, body)
 
     def _number(self, pos: int) -> tuple[Any, int]:
@@ -708,6 +710,7 @@ class _Grammar:
                 return items, pos + 1
 
 
+_GAP_CHARS: Final = frozenset(" \t\n\r\f\v\u00a0\u2028\u2029\ufeff/#")
 _LINE_END: Final = re.compile(r"[\n\r\u2028\u2029]")
 
 

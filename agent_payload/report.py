@@ -30,7 +30,15 @@ PayloadPath = tuple[str | int, ...]
 ChangeOp = Literal["add", "update", "delete"]
 
 WARNING_CODES = frozenset(
-    {"new_exists", "update_missing", "update_append", "remove_missing", "shadowed", "data_loss"}
+    {
+        "new_exists",
+        "update_missing",
+        "update_append",
+        "remove_missing",
+        "shadowed",
+        "data_loss",
+        "no_effect",
+    }
 )
 CONFLICT_CODES = frozenset(
     {

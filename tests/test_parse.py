@@ -148,9 +148,7 @@ def test_objects_without_buckets_are_not_candidates() -> None:
     """An echo of the payload or metadata beside the change request is not a change request:
     the one object with buckets is taken."""
     text = (
-        'Answer: {"updateElements": {"a": 1}}\n'
-        'Result: {"a": 1, "b": 2}\n'
-        'Meta: {"confidence": 0.8}'
+        'Answer: {"updateElements": {"a": 1}}\nResult: {"a": 1, "b": 2}\nMeta: {"confidence": 0.8}'
     )
     assert parse_change_request(text).to_wire() == {"updateElements": {"a": 1}}
 
