@@ -959,7 +959,8 @@ class _Merger:
                 elif kuv == _ARR:
                     u_acts = True
                     u_desc = uv or None
-                    if not uv and cur:
+                    if not uv and cur and xv is _MISSING and nv is _MISSING:
+                        # (beside a removal or an append for the same list, [] is a filler)
                         self.no_effect(
                             ku,
                             ko,

@@ -468,6 +468,8 @@ class _Grammar:
             raise _Damage(pos, "the reply ends where a value should be", eof=True)
         word = _WORD.match(text, pos)
         if word is not None:
+            if word.end() == len(text) and word.group() not in _LITERALS:
+                raise _Damage(pos, "the reply ends inside a word", eof=True)
             return self._word(word.group(), pos), word.end()
         raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
 
@@ -481,7 +483,11 @@ class _Grammar:
             raise _Damage(
                 pos, f"{word}, which is not a JSON number", "use a number or null instead."
             )
-        near = difflib.get_close_matches(word, ("true", "false", "null"), n=1, cutoff=0.6)
+        near = (
+            difflib.get_close_matches(word.lower(), ("true", "false", "null"), n=1, cutoff=0.6)
+            if len(word) <= 6 and word[0] in "tfnTFN"
+            else []
+        )
         if word == "undefined":
             hint = "write null for no value."
         elif near:
@@ -752,6 +758,14 @@ _STRICT: Final = json.JSONDecoder(
 _SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
+# Can strict JSON start here? (A failed strict read raises an exception that costs more than
+# the read: hostile prose of broken objects is sent to the grammar reader directly.)
+_STRICT_START: Final = re.compile(
+    r"""\{[ \t\n\r]*(?:\}|"[^"\\]*(?:\\.[^"\\]*)*"[ \t\n\r]*:[ \t\n\r]*"""
+    r"""(?:["{\[\-0-9]|true|false|null))"""
+)
+
+
 def _strict_at(text: str, pos: int) -> tuple[Any, int]:
     """Strict JSON at ``pos`` (C speed): the value and its end, or None and where strict
     reading stopped. Read in growing windows: a failed ``raw_decode`` counts the lines of
@@ -781,7 +795,10 @@ def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, 
     """The object at ``pos`` of ``text``: strict JSON at C speed, else the grammar reader.
     Returns the value, the end and the repairs; raises ``_Damage`` (whose ``resume`` is where
     scanning for other objects may go on: past everything strict JSON read as one object)."""
-    value, end = _strict_at(text, pos)
+    if _STRICT_START.match(text, pos) is None:
+        value, end = None, pos + 1  # not strict JSON from its first member on: no C attempt
+    else:
+        value, end = _strict_at(text, pos)
     if value is not None and _SUSPECT.search(text, pos, end) is None:
         return value, end, []
     grammar = _Grammar(text, context)
@@ -1073,7 +1090,8 @@ class _Reader:
                     if damage.depth:
                         requests.append(_Candidate(start, len(text), damage=damage))
                         break  # everything after it is inside it
-                    candidate = _Candidate(start, damage.resume, damage=damage)
+                    # (no traceback kept: its frames would pile up for hostile prose)
+                    candidate = _Candidate(start, damage.resume, damage=damage.with_traceback(None))
                 else:
                     candidate = _Candidate(start, end, value, repairs)
             count += 1
@@ -1086,7 +1104,7 @@ class _Reader:
                 if candidate.damage.depth or (at < len(keys) and keys[at] < limit):
                     requests.append(candidate)
                 else:
-                    others.append(candidate)
+                    others[-1:] = [candidate]  # only the last is ever used
             elif _has_bucket(candidate.value) or _empty_request(candidate.value):
                 # An explicit empty answer ({"reasoning": ...}, a {} alone on its line) is a
                 # change request too: beside an example with buckets, which one is meant
@@ -1098,7 +1116,7 @@ class _Reader:
                 ):
                     requests.append(candidate)
             else:
-                others.append(candidate)
+                others[-1:] = [candidate]  # only the last is ever used
         if truncated_at is not None:
             _truncated(
                 self.reply,
