@@ -22,5 +22,6 @@ wheel-smoke:
 
 bench:
 	$(PYTHON) bench/merge.py
+	$(PYTHON) bench/parse.py
 	$(PYTHON) bench/tokens.py
 	$(PYTHON) bench/schema.py

@@ -1,73 +1,69 @@
-"""Model text -> change request (pure: no I/O, no SDK).
+"""Model text -> change request (pure: no I/O, no SDK). It never guesses.
 
 ``parse_change_request(text, finish_reason=...)`` finds the change request in whatever a model
 sent back and returns an ``AgentPayloadChangeRequest``; ``parse_change_request_with_repairs``
-also says what had to be repaired or normalised on the way (``ParsedReply.repairs``).
+also says what was normalised on the way (``ParsedReply.repairs``). What is returned is exactly
+what the model wrote; anything damaged or ambiguous raises a ``ModelReplyError`` whose
+``feedback`` (rendered by ``agent_payload.prompts.render_correction``) tells the model where
+and what to fix.
 
-How a reply is read, in order:
+Accepted (read without a round trip):
 
-1. ``finish_reason``: a token-limit stop (``length``, ``max_tokens``, ``MAX_TOKENS``,
-   ``max_output_tokens``, ...) is ``TruncatedReplyError`` even when the text looks complete; a
-   refusal or filter stop (``refusal``, ``content_filter``, ``SAFETY``, ...) is
-   ``RefusalError``.
-2. Fast path: the whole reply (without a byte-order mark) is strict JSON: ``json.loads``. A
-   reply that is a JSON *string* (tool arguments encoded twice) is decoded and read again.
-3. Otherwise ``<thinking>``/``<think>``/``<scratchpad>`` blocks are set aside (their text is
-   never the answer) and the reply is scanned for JSON objects: code fences, XML-like tags and
-   prose around them are ignored. The scanner knows strings (both quotes), escapes and
-   comments, so braces inside them do not confuse it. Each object is read strictly first
-   (``json.JSONDecoder.raw_decode``, C speed), then leniently: raw control characters in
-   strings; then the JSON5 features models copy from documentation (``//``, ``/* */`` and
-   ``#`` comments, single quotes, unquoted keys, trailing commas) and Python's
-   ``True``/``False``/``None`` (outside strings only) translated token by token into JSON for
-   ``json.loads``; then, for the object chosen (step 4) only, ``json5`` itself for the rest
-   of JSON5 (hex, ``+1``, ``.5``, ``\\x41``, line continuations), up to 100,000 characters.
-   (``json5`` reads about 20 KB a second: a 1 MB chatty reply would take a minute; the
-   translation takes well under one. A property test checks it against ``json5``.)
-4. Of the objects found, the **last** one shaped like a change request is taken: one with a
-   bucket, ``reasoning`` or a wrapper at its top level (or a near miss such as
-   ``updateElement``, so that it is reported rather than skipped), or an ``{}`` standing alone
-   on its line (the empty change request). Only if that object cannot be read even as JSON5 is
-   ``json_repair`` tried, as a last resort for syntax damage; its repairs are recorded, and its
-   result is refused when a string, number or word of the object is missing from it (a guess,
-   not a syntax fix: ``{"a": @@}`` is not read as ``{"a": ""}``) or when its top-level fields
-   differ from those written at the top level (a missing ``]`` "fixed" by moving
-   ``reasoning`` into an array).
-5. A reply that ends inside an object or a string (one whose opening looks like JSON), or
-   inside an unclosed ``<thinking>`` block with no change request before it, is truncated:
-   ``TruncatedReplyError``. A truncated reply is never repaired into a partial change;
-   ``json_repair`` only ever sees an object whose braces and strings are all closed.
-6. The chosen object is normalised: a known wrapper (``payloadChangeRequest``,
-   ``changeRequest``, ``change_request``, ``payload_change_request``) is unwrapped when the top
-   level has no bucket of its own (``reasoning`` beside it is kept, the inner one wins);
-   snake_case bucket names are renamed (camelCase wins when both hold something); a change
-   request, a wrapper's value or a bucket that arrives as a JSON string is decoded; any other
-   top-level field is ``UnknownFieldError``, whose message suggests the nearest valid name.
+* strict JSON (read by the C reader, in growing windows so a failure costs only what was read);
+* JSON5: ``//`` and ``/* */`` comments, trailing commas, single-quoted strings, unquoted keys
+  (identifiers), hex and signed numbers, ``.5``/``5.``, JSON5 escapes (``\\x41``, ``\\'``,
+  ``\\v``, ``\\0``, line continuations); Python's ``True``/``False``/``None`` and ``#``
+  comments; raw control characters (tab, newline) inside strings, as ``json.loads`` with
+  ``strict=False``. These are read by one grammar reader that knows every position;
+* around the object: code fences, prose, XML-like tags, a byte-order mark, thinking blocks
+  (``<thinking>``, ``<think>``, ``<scratchpad>``, ``<reflection>``, ``<analysis>`` opening a
+  line; and a lone closing tag such as ``</think>`` at the start or end of a line with no
+  opening tag before it: everything before it is thinking);
+* a wrapper (``payloadChangeRequest``, ``changeRequest``, ``change_request``,
+  ``payload_change_request``) when the top level has no bucket of its own (``reasoning`` beside
+  it is kept, the inner one wins); snake_case bucket names; both spellings of a bucket holding
+  the same content (read as one);
+* a whole reply, a wrapper's value or a bucket JSON-encoded as a string (tool arguments encoded
+  twice), also inside a fence, after prose or inside a tag;
+* the same change request repeated identically (read as one); objects without a bucket field
+  beside the change request (an echo of the payload, a merged result, ``{"confidence": 0.8}``):
+  ignored;
+* ``{}``, ``{"reasoning": "..."}`` and all-empty buckets: the valid, empty change request. An
+  ``{}`` inside a sentence of prose is not an answer; one alone on its line is.
 
-Decisions (see also the tests in ``tests/test_parse.py`` and the corpus):
+Sent back (each with line, column and a short excerpt, ``⟶`` marking the spot, and what to
+write instead):
 
-* ``{}``, ``{"reasoning": "..."}`` and all-empty buckets are a valid, empty change request
-  ("nothing to change"), not an error. An ``{}`` inside a sentence of prose is not an answer.
-* Lists are valid buckets (payloads with an array root); the parser never judges a bucket
-  against a payload. A bucket that is an empty string is absent, like ``null`` (recorded). A
-  bucket that is another string, a number or a boolean (and not a JSON string of an object or
-  array) is ``ReplySyntaxError`` at the bucket's path.
-* ``reasoning`` that is not a string is turned into text (a list of strings joined by
-  newlines, anything else as JSON), and that is recorded: it is never merged.
-* ``NaN``/``Infinity`` are not JSON: ``ReplySyntaxError``.
-* Refusal wording counts only when the reply holds no change request: "I can't remove the
-  audit log, but here is the rest: {...}" is a change request.
-* A truncated object anywhere after the last complete one wins over it: an example followed
-  by a cut-off answer is ``TruncatedReplyError``, not the example.
-* Fields beside a wrapper other than ``reasoning`` (``taskComplete``, ...) and a wrapper
-  beside a bucket are unknown fields, as in the merge (MERGE.md section 6). Tool-call
-  envelopes written as text (``{"name": ..., "arguments": {...}}``) are not unwrapped.
-* A reply that is cut inside an unclosed ``<thinking>`` block is truncated; ``<thinking>``
-  counts only at the start of a line (so the word inside a JSON string is left alone).
+* ``ReplySyntaxError``: a missing value (``"note": }``); a hole in an array (``[{}, , {...}]``,
+  ``[, , "DELETE"]``); a missing comma (``[{}, {} {"qty":3}]``); a key without a value (the
+  set-like ``{"2"}``); a decimal comma (``12,5`` in an object); a bare word as a value
+  (``paid``, ``tru``, ``undefined``); ``NaN``/``Infinity``; a number of more than 4,300 digits
+  or one that overflows to infinity; a lone UTF-16 surrogate (``"\\ud800"``); a key given
+  twice in one object; a comment inside an array of updateElements/removeElements (positional:
+  the feedback asks for one ``{}`` per kept element or an index map; in newElements and
+  replaceElements an array is a literal value and a comment there is ordinary JSON5); both
+  spellings of a bucket with different content; nesting deeper than ``MAX_REPLY_DEPTH`` (250)
+  levels (a message about depth); a bucket that is a string, number or boolean (at the
+  bucket's path). ``json_repair`` is not used: no damaged text is ever turned into data.
+* ``AmbiguousReplyError`` (a ``ReplySyntaxError``): two or more *different* change requests
+  (objects with a bucket field, or an explicit empty answer, compared after unwrapping and
+  renaming, reasoning aside), e.g. an answer followed by prose quoting another request: none
+  is applied; the feedback says how many and where each starts, and asks for exactly one. A
+  damaged change request beside others is a ``ReplySyntaxError`` that also says so.
+* ``TruncatedReplyError``: a token-limit ``finish_reason`` (``length``, ``max_tokens``, ...)
+  even when the text looks complete; a reply that ends inside an object, a string, a word, a
+  comment, an unclosed ``<thinking>`` block (with no change request before it) or a code
+  fence. A truncated object is never applied, nor is anything before it.
+* ``RefusalError``: a refusal ``finish_reason`` (``refusal``, ``content_filter``, ...), or
+  refusal wording in a reply that holds no change request.
+* ``NoChangeRequestError``: prose only, an empty reply.
+* ``UnknownFieldError``: top-level fields that are not part of the format (the message
+  suggests the nearest valid name); a wrapper beside a bucket; an object holding no change
+  request when nothing else was found.
 
-Every error is a ``ModelReplyError`` with ``problems`` and a ``feedback`` text rendered from the
-correction template (``agent_payload.prompts.render_correction``) that tells the model what to
-fix.
+``reasoning`` that is not a string is turned into text (recorded). Time is linear in the
+length of the reply, whatever it holds (``bench/parse.py``): the scan looks for JSON-like
+openings in C, skips whatever an object it read spans, and never rescans.
 """
 
 from __future__ import annotations
