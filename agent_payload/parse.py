@@ -827,6 +827,8 @@ _BLANK: Final = re.compile(r"[^\r\n]")
 _JSON_START: Final = re.compile(
     r"""\{[ \t\r\n]*(?:
         \Z | \} | // | /\*
+      | ["']?(?i:(?:new|update|remove|replace)[_\-]?elements?|reasoning
+                |(?:payload[_\-]?)?change[_\-]?request)\b  # a damaged request still counts
       | (?: "[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)
           | '[^'\\\n]*(?:\\.[^'\\\n]*)*(?:'|\Z)
           | [A-Za-z_$][\w$]*

@@ -531,8 +531,10 @@ def test_guard_conflict_goes_back_to_the_model(run: Runner) -> None:
 
 def test_permissions_object_described_in_prompt(run: Runner) -> None:
     """A permissions object is used as a guard and its describe() goes into the prompt."""
+    # (the second reply says nothing should change: since issue 9 a `[]` that changes nothing
+    # would itself be sent back)
     model = ScriptedModel(
-        [wire({"updateElements": {"name": "Eve"}}), wire({"updateElements": {"tags": []}})]
+        [wire({"updateElements": {"name": "Eve"}}), wire({"reasoning": "The name stays."})]
     )
     result = run(model, customer(), "rename", agent={"permissions": ReadOnlyName()})
     assert "You may not change name." in model.requests[0].messages[0].content
