@@ -305,6 +305,10 @@ def _deep_safe_key(key: Any, value: Any) -> Any:
         return "\x00" + _iterative_key(value)  # a str: never equal to marshal bytes
 
 
+_C_DEPTH = 400
+"""Payloads at most this deep are compared with Python's ``!=`` and ``marshal`` (both
+recursive, in C); deeper ones with ``json_equal`` (iterative)."""
+
 _SMALL_LCS = 4096
 """Regions with at most this many (old x new) element pairs get an exact LCS by dynamic
 programming; larger ones patience anchors (elements unique on both sides)."""
@@ -483,6 +487,10 @@ class _Shared:
 
     plain: bool
     depth: int  # the depth of the deeper payload: no value in either is deeper
+    shallow: bool = False  # plain and shallow enough for recursive C comparisons
+
+    def __post_init__(self) -> None:
+        self.shallow = self.plain and self.depth <= _C_DEPTH
     keys: dict[int, list[Any]] = field(default_factory=dict)
     alignments: dict[tuple[int, int], tuple[list[tuple[int, int]], int]] = field(
         default_factory=dict
@@ -500,7 +508,7 @@ class _Shared:
         if a is b:
             return True
         ta = type(a)
-        if self.plain and ta is type(b):
+        if self.shallow and ta is type(b):
             if ta in _SAME_IF_EQUAL:
                 return bool(a == b)
             if a != b:

@@ -30,6 +30,7 @@ decision in ``SessionState`` (pure, no I/O).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -199,6 +200,11 @@ def _as_json(payload: Any) -> Any:
     return {} if payload is None else json_data(payload)
 
 
+def _undo_wire(before: Any, after: Any) -> dict[str, Any]:
+    """The wire form of the request that turns payload ``after`` back into ``before``."""
+    return undo_change_request(_as_json(before), _as_json(after)).to_wire()
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -267,12 +273,14 @@ class SessionState:
         duration: float,
         timestamp: str,
         base: Any = _UNSET,
+        undo_request: dict[str, Any] | None = None,
     ) -> TurnRecord:
         """Record a finished turn: the payload becomes ``result.payload``; redo is cleared.
 
         ``base`` is the payload the turn started from: if the session's payload is no longer
         that object (an ``undo`` or another turn finished meanwhile, in async code), the turn
-        is not recorded and ``StalePayloadError`` is raised.
+        is not recorded and ``StalePayloadError`` is raised. ``undo_request``: the request
+        that undoes the turn, when already computed (``_undo_wire(base, result.payload)``).
         """
         if base is not _UNSET and base is not self.payload:
             raise StalePayloadError(
@@ -294,7 +302,11 @@ class SessionState:
             attempts=result.attempts,
             duration=duration,
             timestamp=timestamp,
-            undo_request=undo_change_request(before, after).to_wire(),
+            undo_request=(
+                undo_request
+                if undo_request is not None
+                else undo_change_request(before, after).to_wire()
+            ),
         )
         self._next_index += 1
         self.turns.append(turn)
@@ -504,4 +516,8 @@ class AsyncPayloadSession(_SessionBase):
         started = self._clock()
         result = await self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
-        return self.state.record(task, result, duration=duration, timestamp=self._now(), base=base)
+        # diff (issue 11): the undo request diffs the whole payload; off the event loop.
+        undo = await asyncio.to_thread(_undo_wire, base, result.payload)
+        return self.state.record(
+            task, result, duration=duration, timestamp=self._now(), base=base, undo_request=undo
+        )

@@ -305,6 +305,42 @@ def test_async_session() -> None:
     assert second.count("Earlier turns of this session") == 1
 
 
+def test_async_session_diffs_off_the_event_loop() -> None:
+    """The undo request of a turn diffs the whole payload: AsyncPayloadSession computes it in a
+    worker thread, so its event loop keeps serving other tasks meanwhile (issue 11)."""
+    import sys
+    import threading
+
+    threads: set[int] = set()
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == "diff_payloads":
+            threads.add(threading.get_ident())
+
+    payload = {"status": "draft", "items": [{"n": i} for i in range(2_000)]}
+    reply = '{"updateElements": {"items": {"1000": {"n": -1}}}, "reasoning": "set"}'
+
+    async def main() -> tuple[AsyncPayloadSession, int]:
+        session = AsyncPayloadSession(
+            AsyncPayloadAgent(ScriptedModel([reply]), max_retries=0), payload
+        )
+        loop_thread = threading.get_ident()
+        sys.setprofile(watch)
+        threading.setprofile(watch)
+        try:
+            await session.send("change item 1000")
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)
+        return session, loop_thread
+
+    session, loop_thread = asyncio.run(main())
+    assert threads and loop_thread not in threads
+    assert session.payload["items"][1000] == {"n": -1}
+    session.undo()
+    assert session.payload == payload
+
+
 def test_a_turn_that_finished_after_an_undo_is_not_recorded() -> None:
     """If the payload changed while a turn ran, recording it raises StalePayloadError."""
     state = SessionState(json.loads(json.dumps(ORDER)))
