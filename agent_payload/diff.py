@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import Any, Literal
 
-from agent_payload._jsondata import format_payload_path, json_data, locate_problem
+from agent_payload._jsondata import format_payload_path, json_data, locate_problem, materialize
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
@@ -491,6 +491,7 @@ class _Shared:
 
     def __post_init__(self) -> None:
         self.shallow = self.plain and self.depth <= _C_DEPTH
+
     keys: dict[int, list[Any]] = field(default_factory=dict)
     alignments: dict[tuple[int, int], tuple[list[tuple[int, int]], int]] = field(
         default_factory=dict
@@ -500,6 +501,7 @@ class _Shared:
     )
     depths: dict[int, int] = field(default_factory=dict)
     lengths: dict[int, int] = field(default_factory=dict)
+    equal: dict[tuple[int, int], bool] = field(default_factory=dict)
 
     def same(self, a: Any, b: Any) -> bool:
         """``json_equal``, faster on plain data: there Python's ``!=`` (as coarse as JSON
@@ -519,7 +521,59 @@ class _Shared:
                         return True
                 except ValueError:  # nested deeper than marshal goes
                     pass
+        if not self.shallow and isinstance(a, dict | list):
+            return self.deep_equal(a, b)
         return json_equal(a, b)
+
+    def deep_equal(self, a: Any, b: Any) -> bool:
+        """``json_equal`` for deep payloads, remembering the answer for every pair of
+        containers compared on the way: the diff asks again one level down at each level of
+        a deep change, which would otherwise cost the depth squared."""
+        memo = self.equal
+        found = memo.get((id(a), id(b)))
+        if found is not None:
+            return found
+        stack: list[tuple[Any, Any, bool]] = [(a, b, False)]
+        while stack:
+            x, y, done = stack.pop()
+            key = (id(x), id(y))
+            if key in memo:
+                continue
+            if isinstance(x, dict) and isinstance(y, dict) and x.keys() == y.keys():
+                pairs = [(x[k], y[k]) for k in x]
+            elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+                pairs = list(zip(x, y, strict=True))
+            else:
+                memo[key] = json_equal(x, y)  # a primitive, or containers that differ
+                continue
+            if done:
+                memo[key] = all(memo.get((id(u), id(v)), False) for u, v in pairs)
+                continue
+            stack.append((x, y, True))
+            stack.extend((u, v, False) for u, v in pairs if (id(u), id(v)) not in memo)
+        return memo[(id(a), id(b))]
+
+    def depth_of(self, value: Any) -> int:
+        """``_depth(value)``, remembering the depth of every container below it (the diff
+        asks again one level down at each level of a deep change)."""
+        depths = self.depths
+        found = depths.get(id(value))
+        if found is not None:
+            return found
+        stack: list[tuple[Any, bool]] = [(value, False)]
+        while stack:
+            node, done = stack.pop()
+            children = [
+                c
+                for c in (node.values() if isinstance(node, dict) else node)
+                if isinstance(c, dict | list)
+            ]
+            if done:
+                depths[id(node)] = 1 + max((depths[id(c)] for c in children), default=0)
+            elif id(node) not in depths:
+                stack.append((node, True))
+                stack.extend((c, False) for c in children if id(c) not in depths)
+        return depths[id(value)]
 
     def element_keys(self, values: list[Any]) -> list[Any]:
         found = self.keys.get(id(values))
@@ -594,12 +648,11 @@ class _Ctx:
         if isinstance(value, dict | list):
             key = id(value)
             shared = self.shared
-            if depth + shared.depth > MAX_DIFF_DEPTH:
-                levels = shared.depths.get(key)
-                if levels is None:
-                    levels = shared.depths[key] = _depth(value)
-                if depth + levels > MAX_DIFF_DEPTH:
-                    return _INF
+            if (
+                depth + shared.depth > MAX_DIFF_DEPTH
+                and depth + shared.depth_of(value) > MAX_DIFF_DEPTH
+            ):
+                return _INF
             cached = shared.lengths.get(key)
             if cached is None:
                 if len(value) > 64 and limit < _INF:
@@ -978,25 +1031,9 @@ def _cheaper_form(entries: Mapping[int, tuple[Any, int]], length: int) -> tuple[
 
 
 def _too_deep(before: Any, after: Any) -> LimitExceededError:
-    """The refusal of a change that no change request can hold: find where it is (the
-    deepest path where old and new still differ inside containers of the same kind)."""
-    path: list[str | int] = []
-    c, t = before, after
-    while True:
-        nxt: str | int | None = None
-        if isinstance(c, dict) and isinstance(t, dict):
-            nxt = next((k for k in t if k in c and not json_equal(c[k], t[k])), None)
-            if nxt is None:
-                added = next((k for k in t if k not in c), None)
-                if added is not None:
-                    path.append(added)
-                break
-        elif isinstance(c, list) and isinstance(t, list) and len(c) == len(t):
-            nxt = next((i for i in range(len(c)) if not json_equal(c[i], t[i])), None)
-        if nxt is None:
-            break
-        path.append(nxt)
-        c, t = c[nxt], t[nxt]
+    """The refusal of a change that no change request can hold, naming where it is: the
+    deepest first difference (depth first, one pass: any depth, linear time)."""
+    path = _first_difference(before, after)
     where = _show(path)
     shown = where if len(where) <= 120 else f"{where[:50]}...{where[-50:]}"
     return LimitExceededError(
@@ -1009,6 +1046,24 @@ def _too_deep(before: Any, after: Any) -> LimitExceededError:
         maximum=MAX_DIFF_DEPTH,
         path=where,
     )
+
+
+def _first_difference(a: Any, b: Any) -> list[str | int]:
+    """The path of the first place (depth first) where ``a`` and ``b`` differ: a key or
+    element present on one side only, or values that differ and are not both containers of
+    the same kind; ``[]`` if they are equal."""
+    stack: list[tuple[Any, Any, Any]] = [(a, b, None)]  # (old, new, linked path)
+    while stack:
+        x, y, link = stack.pop()
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in reversed([k for k in y if k not in x] + [k for k in x if k not in y]):
+                return [*materialize(link), k]
+            stack.extend((x[k], y[k], (link, k)) for k in reversed(list(y)))
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            stack.extend((x[i], y[i], (link, i)) for i in range(len(x) - 1, -1, -1))
+        elif not json_equal(x, y):
+            return list(materialize(link))
+    return []
 
 
 def _assemble(enc: _Enc, reasoning: str | None) -> AgentPayloadChangeRequest[Any]:

@@ -426,3 +426,234 @@ def test_json_patch_test_ops_refuse_a_different_payload() -> None:
     assert jsonpatch.apply_patch(before, patch) == {"a": 5}
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
         jsonpatch.apply_patch({"a": 1, "b": 3}, patch)
+
+
+# --- insertions, moves and reorders (MERGE.md section 8) ---------------------------------------
+
+
+def _rearrange(draw: st.DrawFn, items: list[Any]) -> list[Any]:
+    """``items`` with random insertions, moves, deletions and edits, a few of each."""
+    out = list(items)
+    for _ in range(draw(st.integers(0, 4))):
+        op = draw(st.integers(0, 4))
+        if op == 0 or not out:
+            out.insert(draw(st.integers(0, len(out))), draw(JSON))
+        elif op == 1:
+            moved = out.pop(draw(st.integers(0, len(out) - 1)))
+            out.insert(draw(st.integers(0, len(out))), moved)
+        elif op == 2:
+            out.pop(draw(st.integers(0, len(out) - 1)))
+        elif op == 3:
+            at = draw(st.integers(0, len(out) - 1))
+            out[at] = _mutate(draw, out[at])
+        else:
+            out.insert(draw(st.integers(0, len(out))), draw(st.sampled_from(["DELETE", {}, []])))
+    return out
+
+
+@st.composite
+def rearranged_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
+    """Arrays at the root, under keys and inside array elements, rearranged."""
+    items = draw(st.lists(JSON, max_size=7))
+    inner = draw(st.lists(JSON, max_size=4))
+    count = draw(st.integers(0, 4))
+    rows: list[Any] = [{"id": i, "tags": draw(st.lists(JSON, max_size=3))} for i in range(count)]
+    if draw(st.booleans()):
+        return items, _rearrange(draw, items)
+    old = {"items": items, "grid": [inner, list(inner)], "rows": rows}
+    new_rows = [{**row, "tags": _rearrange(draw, row["tags"])} for row in rows]
+    new = {
+        "items": _rearrange(draw, items),
+        "grid": _rearrange(draw, [_rearrange(draw, inner), list(inner)]),
+        "rows": _rearrange(draw, new_rows),
+    }
+    return old, new
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rearranged_pairs())
+def test_diff_of_insertions_and_moves_turns_old_into_new(pair: tuple[Any, Any]) -> None:
+    """Random insertions, moves, deletions and edits at several depths: merging the diff gives
+    the new payload with no conflict, with the default markers and with one custom marker."""
+    old, new = pair
+    assert json_equal(_apply(old, diff_payloads(old, new)), new)
+    custom = diff_payloads(old, new, marker="__DELETE__", markers={"__DELETE__"})
+    result = apply_change_request(old, custom, markers=frozenset({"__DELETE__"}))
+    assert result.report.conflicts == []
+    assert json_equal(result.payload, new), _wire(custom)
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rearranged_pairs())
+def test_json_patch_of_insertions_reproduces_the_merge(pair: tuple[Any, Any]) -> None:
+    """The RFC 6902 export of a merge with insertions (each inserted item an ``add`` at its
+    result position) gives the new payload through the jsonpatch library, with and without
+    test operations."""
+    old, new = pair
+    merged = apply_change_request(old, diff_payloads(old, new))
+    for test in (False, True):
+        patch = to_json_patch(old, merged, test=test)
+        assert json_equal(jsonpatch.apply_patch(old, patch), new), patch
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rearranged_pairs())
+def test_undo_of_insertions_restores_the_original(pair: tuple[Any, Any]) -> None:
+    """Undo after a merge with insertions and moves restores the original payload."""
+    old, new = pair
+    merged = apply_change_request(old, diff_payloads(old, new))
+    undo = undo_change_request(old, merged)
+    assert json_equal(_apply(merged.payload, undo), old), _wire(undo)
+
+
+def test_insert_in_the_middle_is_one_index_map_entry() -> None:
+    """An item inserted in the middle of a long array is one newElements index-map entry
+    before the original element that follows it; nothing after it is rewritten."""
+    old = {"items": [{"id": i} for i in range(50)]}
+    new = {"items": [*old["items"][:25], {"id": 99}, *old["items"][25:]]}
+    request = diff_payloads(old, new)
+    assert request.to_wire() == {"newElements": {"items": {"25": [{"id": 99}]}}}
+    merged = apply_change_request(old, request)
+    assert merged.payload == new
+    assert to_json_patch(old, merged) == [{"op": "add", "path": "/items/25", "value": {"id": 99}}]
+
+
+def test_a_move_is_a_deletion_and_an_insertion() -> None:
+    """A moved element is deleted at its original position and inserted whole where it goes."""
+    old = {"items": [{"id": i} for i in range(50)]}
+    new = {"items": [old["items"][49], *old["items"][:49]]}
+    request = diff_payloads(old, new)
+    assert request.to_wire() == {
+        "newElements": {"items": {"0": [{"id": 49}]}},
+        "updateElements": {"items": {"49": "DELETE"}},
+    }
+    assert _apply(old, request) == new
+
+
+def test_a_reorder_of_a_few_elements_moves_them_one_by_one() -> None:
+    """Three elements moved in an array of 100: three deletions and three insertions, far
+    smaller than the array."""
+    old = {"items": [{"id": i, "name": f"item {i}"} for i in range(100)]}
+    items = list(old["items"])
+    for src, dst in ((10, 80), (50, 3), (90, 40)):
+        items.insert(dst, items.pop(src))
+    new = {"items": items}
+    request = diff_payloads(old, new)
+    assert _apply(old, request) == new
+    assert len(_wire(request)) < len(json.dumps(new, separators=(",", ":"))) // 10
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        (["a", "x", "b", "c"], {"newElements": {"xs": {"1": ["x"]}}}),
+        (["x", "a", "b", "c", "z"], {"newElements": {"xs": {"0": ["x"], "3": ["z"]}}}),
+    ],
+)
+def test_the_examples_of_section_8(new: list[str], expected: dict[str, Any]) -> None:
+    """The insertion examples of MERGE.md section 8, found by the diff. (Its move example,
+    three one-letter strings, is cheaper rewritten position by position: see the test of a
+    move on a longer array.)"""
+    old = {"xs": ["a", "b", "c"]}
+    request = diff_payloads(old, {"xs": new})
+    assert request.to_wire() == expected
+    assert _apply(old, request) == {"xs": new}
+
+
+def test_inserted_content_is_literal() -> None:
+    """``{}``, ``[]`` and marker strings are inserted as data (inserted content is literal)."""
+    old = {"xs": ["a", "b", "c", "d"]}
+    new = {"xs": ["a", {}, "DELETE", [], "b", "c", "d", {}]}
+    request = diff_payloads(old, new)
+    assert _apply(old, request) == new
+
+
+def test_insert_inside_nested_arrays_of_array_elements() -> None:
+    """newElements reaches inside array elements through index maps: an item inserted into
+    an element's nested array is an index map inside an index map (MERGE.md section 8)."""
+    old = {"rows": [{"id": 1, "tags": ["a", "b", "c"]}, {"id": 2, "tags": []}]}
+    new = {"rows": [{"id": 1, "tags": ["a", "first", "b", "c"]}, {"id": 2, "tags": []}]}
+    request = diff_payloads(old, new)
+    assert request.to_wire() == {"newElements": {"rows": {"0": {"tags": {"1": ["first"]}}}}}
+    assert _apply(old, request) == new
+
+
+def test_insert_before_an_element_that_newelements_also_changes() -> None:
+    """One key cannot both insert before element k and descend into it: the element's own
+    change is written another way (here: deleted and inserted again with its marker-string
+    data), and the result is still exact."""
+    old = {"routes": [{"m": "GET"}, {"m": "POST", "p": "/a"}]}
+    new = {"routes": [{"m": "GET"}, {"m": "PUT"}, {"m": "DELETE", "p": "/a"}]}
+    assert _apply(old, diff_payloads(old, new)) == new
+
+
+def test_dropping_every_third_of_8000_ints_deletes_by_original_position() -> None:
+    """The case that was quadratic in version 0.1 (9.6 s): every removed value is one marker
+    at its original position, and the merge gives the new list."""
+    old = {"values": list(range(8_000))}
+    new = {"values": [v for v in old["values"] if v % 3]}
+    request = diff_payloads(old, new)
+    assert request.new_elements is None
+    assert _apply(old, request) == new
+
+
+def test_long_array_with_ten_percent_edits() -> None:
+    """20,000 records with changed fields, deletions and insertions at random places."""
+    import random
+
+    rng = random.Random(7)
+    items = [{"id": i, "qty": rng.randint(1, 9)} for i in range(20_000)]
+    edited = [dict(item) for item in items]
+    for k in rng.sample(range(20_000), 1_600):
+        edited[k]["qty"] += 10
+    dropped = set(rng.sample(range(20_000), 200))
+    edited = [item for i, item in enumerate(edited) if i not in dropped]
+    for k in sorted(rng.sample(range(len(edited)), 200), reverse=True):
+        edited.insert(k, {"id": -k, "qty": 0})
+    old, new = {"items": items}, {"items": edited}
+    request = diff_payloads(old, new)
+    assert _apply(old, request) == new
+    wire = request.to_wire()
+    inserted = wire["newElements"]["items"]
+    # Nothing but the edits is written: at most 200 inserted items (an inserted record that
+    # lands where a deleted one stood may be written as an update of it instead), and at most
+    # one update entry per changed, deleted or replaced record.
+    assert sum(len(run) for run in inserted.values()) <= 200
+    assert len(wire["updateElements"]["items"]) <= 1_600 + 200 + 200
+
+
+# --- depth -------------------------------------------------------------------------------------
+
+
+def _chain(depth: int, leaf: Any, kind: str = "dict") -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value} if kind == "dict" else [value]
+    return value
+
+
+def test_deep_payload_with_a_shallow_change() -> None:
+    """Payloads as deep as the merge accepts (10,000 levels) are diffed: only what changes
+    must fit in a change request."""
+    old = {"deep": _chain(10_000, 1), "x": 1, "list": [_chain(3_000, 1, "list"), 1]}
+    new = {"deep": _chain(10_000, 1), "x": 2, "list": [0, _chain(3_000, 1, "list"), 1]}
+    request = diff_payloads(old, new)
+    assert request.to_wire() == {
+        "newElements": {"list": {"0": [0]}},
+        "updateElements": {"x": 2},
+    }
+    assert json_equal(_apply(old, request), new)
+
+
+def test_a_change_too_deep_for_a_change_request_is_refused_naming_where() -> None:
+    """A change 10,000 levels down cannot be written in an AgentPayloadChangeRequest (about
+    250 levels): LimitExceededError naming the limit and the path, never a RecursionError."""
+    with pytest.raises(LimitExceededError) as info:
+        diff_payloads(_chain(10_000, 1), _chain(10_000, 2))
+    assert info.value.limit == "max_depth"
+    assert info.value.maximum == MAX_DIFF_DEPTH
+    assert info.value.value == 10_000
+    assert info.value.path.startswith("a.a.a")
+    nested = _chain(MAX_DIFF_DEPTH - 10, 1)
+    request = diff_payloads(nested, _chain(MAX_DIFF_DEPTH - 10, 2))
+    assert json_equal(_apply(nested, request), _chain(MAX_DIFF_DEPTH - 10, 2))
