@@ -4,8 +4,9 @@
   ``new`` under MERGE.md, choosing the cheaper encoding wherever there is a choice (fewest
   characters of minified JSON, a close proxy for tokens): a positional update with ``{}``
   placeholders or an index map, a descent into a subtree or setting it whole, appending
-  through ``newElements`` or past the end of ``updateElements``, ``replaceElements`` for
-  top-level keys (or the whole array at an array root).
+  through ``newElements`` or past the end of ``updateElements``, inserting through a
+  ``newElements`` index map (MERGE.md section 8), ``replaceElements`` for top-level keys (or
+  the whole array at an array root).
 * ``to_json_patch(before, result)`` turns a merge's effective changes into an RFC 6902 JSON
   Patch that gives exactly the merged payload when applied to ``before``.
 * ``undo_change_request(before, after)`` is the change request that restores ``before``.
@@ -23,14 +24,35 @@ cheaper when the data holds marker strings.
 ``{}`` as data: an update value ``{}`` changes nothing on an existing key, so a value that
 must become ``{}`` is set whole (the key is removed in ``removeElements`` and given again in
 ``updateElements``, which the merge takes literally), or its keys are deleted one by one,
-whichever is cheaper. Array elements that cannot be changed in place (a container of the
-other kind, ``{}`` over a primitive, a marker string as a value) end the in-place part of the
-array: the rest is deleted and appended again, or the array is set whole at its nearest
-object key (``replaceElements`` for an array root).
+whichever is cheaper.
+
+Arrays. The old and new elements are aligned by a longest common subsequence of element keys
+(``marshal`` bytes of each element, or canonical JSON for data holding subclasses of the JSON
+types): common prefix and suffix first, then patience anchors (elements unique on both sides,
+their longest increasing run found by patience sorting, O(n log n)) splitting the rest into
+regions, each small region solved exactly by dynamic programming; a work budget proportional
+to the input bounds the whole. Between two matched elements the leftovers are paired in order.
+Each pair that differs is changed in place, or deleted and inserted again when that is cheaper
+(or the only way: a container of the other kind, ``{}`` over a primitive, a marker string as
+the new element); unpaired originals are deleted by their original position; unpaired new
+elements are inserted before the next kept original through a ``newElements`` index map
+(MERGE.md section 8), or appended (a ``newElements`` list, or past the end of a positional
+``updateElements``). So an insertion in the middle costs the inserted items, a move one
+deletion plus the moved value, and a reorder the same per moved element. The element-by-element
+(positional) alignment is tried too when few positions differ, and the cheaper wins. One key
+of an index map either inserts before element k or descends into it: when both are wanted,
+the insertion takes the key of a deleted original in between, or element k is written without
+``newElements`` (or deleted and inserted again).
 
 Not every pair has a change request: the root cannot change kind (an object payload stays an
-object), and ``None`` stands for ``{}`` as it does in the merge. Payloads deeper than
-``MAX_DIFF_DEPTH`` levels are refused with ``LimitExceededError``.
+object), and ``None`` stands for ``{}`` as it does in the merge. Payloads may be as deep as
+the merge accepts (``merge.Limits``; every walk over a whole payload is iterative); what is
+limited is the request: a change that needs a request nested deeper than ``MAX_DIFF_DEPTH``
+levels (the path to it, plus the depth of the value written there) is refused with
+``LimitExceededError`` naming where, because ``AgentPayloadChangeRequest`` holds about 250
+levels (pydantic ``JsonValue``) and a deeper request could not be returned, validated or
+serialised. The recursion of the diff follows only what changed and stops at that depth, so it
+never meets Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -62,8 +84,9 @@ __all__ = [
 ]
 
 MAX_DIFF_DEPTH = 200
-"""Deepest payload ``diff_payloads`` accepts: it recurses once per level, and
-``AgentPayloadChangeRequest`` (pydantic ``JsonValue``) holds values about 250 levels deep."""
+"""Deepest change request ``diff_payloads`` writes (containers nested in one bucket):
+``AgentPayloadChangeRequest`` (pydantic ``JsonValue``) holds values about 250 levels deep and
+no deeper. Payloads may be deeper (as deep as the merge accepts) where nothing changes."""
 
 
 class _Missing:
@@ -1194,7 +1217,9 @@ def to_json_patch(
     ``changes`` is the merge's result, its report, or the report's ``changes``. Deletes refer
     to the original payload and adds/updates to the result (MERGE.md section 6), so the patch
     removes first, deepest and highest index first (later indices are gone before earlier ones
-    move), then replaces and adds in ascending path order (appended items arrive in order).
+    move), then replaces and adds in ascending path order: appended and inserted items (each
+    an ``add`` at its result position, MERGE.md section 8) arrive in order, each after every
+    result position before it is in place.
     ``jsonpatch.apply_patch(before, patch)`` equals the merged payload. With ``test=True``
     each remove and replace is preceded by a ``test`` of the old value, so the patch refuses
     to apply to a payload that is not ``before``.
