@@ -65,7 +65,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, pairwise, repeat
 from typing import Any, Literal
 
 from agent_payload._jsondata import format_payload_path, json_data, locate_problem, materialize
@@ -366,14 +366,16 @@ def _lcs_pairs(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
         if budget < 0:
             continue
         anchors = _patience_anchors(a, a0, a1, b, b0, b1)
-        pa, pb = a0, b0
-        for i, j in anchors:
-            if pa < i and pb < j:
-                stack.append((pa, i, pb, j))
-            out.append((i, j))
-            pa, pb = i + 1, j + 1
-        if anchors and pa < a1 and pb < b1:
-            stack.append((pa, a1, pb, b1))
+        if not anchors:
+            continue
+        out += anchors
+        # The regions between anchors (and before the first, after the last) still to align.
+        bounds = [(a0 - 1, b0 - 1), *anchors, (a1, b1)]
+        stack += [
+            (p[0] + 1, q[0], p[1] + 1, q[1])
+            for p, q in pairwise(bounds)
+            if q[0] - p[0] > 1 and q[1] - p[1] > 1
+        ]
     out.sort()
     return out
 
@@ -388,24 +390,30 @@ def _patience_anchors(
     where_a = {x: i for i, x in enumerate(a[a0:a1], a0) if count_a[x] == 1 and count_b[x] == 1}
     if not where_a:
         return []
-    seq = [(where_a[x], j) for j, x in enumerate(b[b0:b1], b0) if x in where_a]
+    seq_b = [j for j, x in enumerate(b[b0:b1], b0) if x in where_a]
+    seq_a = [where_a[b[j]] for j in seq_b]
     # Longest increasing subsequence of the a positions, in b order (patience sorting).
     tails: list[int] = []  # tails[k]: smallest a position ending a run of length k + 1
     tail_at: list[int] = []  # index into seq of that tail
-    back: list[int] = [-1] * len(seq)
-    for n, (i, _) in enumerate(seq):
-        k = len(tails) if not tails or i > tails[-1] else bisect_left(tails, i)
-        if k == len(tails):
+    back: list[int] = []
+    last = -1
+    for n, i in enumerate(seq_a):
+        if i > last:  # the common case: extends the longest run
+            back.append(tail_at[-1] if tail_at else -1)
             tails.append(i)
             tail_at.append(n)
-        else:
-            tails[k] = i
-            tail_at[k] = n
-        back[n] = tail_at[k - 1] if k else -1
+            last = i
+            continue
+        k = bisect_left(tails, i)
+        tails[k] = i
+        tail_at[k] = n
+        back.append(tail_at[k - 1] if k else -1)
+        if k == len(tails) - 1:
+            last = i
     run: list[tuple[int, int]] = []
     n = tail_at[-1]
     while n >= 0:
-        run.append(seq[n])
+        run.append((seq_a[n], seq_b[n]))
         n = back[n]
     run.reverse()
     return run

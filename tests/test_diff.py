@@ -459,7 +459,7 @@ def rearranged_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
     count = draw(st.integers(0, 4))
     rows: list[Any] = [{"id": i, "tags": draw(st.lists(JSON, max_size=3))} for i in range(count)]
     if draw(st.booleans()):
-        return items, _rearrange(draw, items)
+        return _unshared(items), _unshared(_rearrange(draw, items))
     old = {"items": items, "grid": [inner, list(inner)], "rows": rows}
     new_rows = [{**row, "tags": _rearrange(draw, row["tags"])} for row in rows]
     new = {
@@ -467,7 +467,13 @@ def rearranged_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
         "grid": _rearrange(draw, [_rearrange(draw, inner), list(inner)]),
         "rows": _rearrange(draw, new_rows),
     }
-    return old, new
+    return _unshared(old), _unshared(new)
+
+
+def _unshared(value: Any) -> Any:
+    """A copy sharing no container (``jsonpatch`` deep-copies, keeping aliases: an edit of a
+    list reachable twice would show twice)."""
+    return json.loads(json.dumps(value))
 
 
 @settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
