@@ -28,8 +28,9 @@
     Serve the file to MCP hosts over stdio (``agent_payload.mcp``).
 
 Exit status: 0 success; 1 the job was refused or failed (conflicts under ``--strict``, the
-correction loop gave up, the provider failed); 2 usage or input errors (bad arguments,
-unreadable files, invalid JSON, a payload or change request the merge cannot take).
+correction loop gave up, the provider failed, the ``-o`` file could not be written: writes are
+atomic, so it is then exactly as it was); 2 usage or input errors (bad arguments, unreadable
+files, invalid JSON, a payload or change request the merge cannot take).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from agent_payload._files import atomic_write_text
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
 from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.errors import (
@@ -145,10 +147,9 @@ def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
         stdout.write(text)
         stdout.flush()
         return
-    try:
-        Path(output).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    # Atomic: on any failure (disk full, a file-size limit) the file at ``output``, which may
+    # be the input itself, is exactly as it was; FileWriteError names it (exit status 1).
+    atomic_write_text(output, text)
 
 
 def _to_jsonable(payload: Any) -> Any:

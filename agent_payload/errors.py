@@ -7,6 +7,7 @@ branches, so a caller can catch exactly what it can act on::
     AgentPayloadError
     ├── UsageError                    the calling program passed something wrong
     │   ├── InvalidPayloadError       payload is not JSON data / its root is not object or array
+    │   │   └── SessionFileError      a saved session file is damaged: names the file and where
     │   ├── InvalidChangeRequestError change request is not an object / holds non-JSON data
     │   ├── ConfigurationError        bad markers, permission rule, missing SDK extra, ...
     │   └── ModelRequestsBlockedError a real model request while testing forbids them
@@ -61,6 +62,7 @@ __all__ = [
     "ReplySyntaxError",
     "RetriesExhaustedError",
     "RetryWithFeedback",
+    "SessionFileError",
     "StalePayloadError",
     "TruncatedReplyError",
     "UnknownFieldError",
@@ -95,6 +97,20 @@ class InvalidPayloadError(UsageError, ValueError):
     def __init__(self, message: str, *, path: Sequence[str | int] = ()) -> None:
         super().__init__(message)
         self.path: tuple[str | int, ...] = tuple(path)
+
+
+class SessionFileError(InvalidPayloadError):
+    """A saved session file cannot be loaded: not UTF-8, not JSON, cut short, nested too deeply,
+    a field missing or of the wrong type, no payload, a newer format version.
+
+    ``file`` is the file's path, ``where`` the place in it (``turns[2].usage``; ``""`` for the
+    whole file). Always chained to the underlying error where there is one.
+    """
+
+    def __init__(self, message: str, *, file: str, where: str = "") -> None:
+        super().__init__(message)
+        self.file = file
+        self.where = where
 
 
 class InvalidChangeRequestError(UsageError, ValueError):

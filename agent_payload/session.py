@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -40,14 +41,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, Self
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from agent_payload import _sessionfile
 from agent_payload import merge as _merge
+from agent_payload._files import atomic_write_text
 from agent_payload import typed as _typed
 from agent_payload._jsondata import json_data
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
-from agent_payload.errors import InvalidPayloadError, StalePayloadError, UsageError
+from agent_payload.errors import (
+    InvalidPayloadError,
+    LimitExceededError,
+    SessionFileError,
+    StalePayloadError,
+    UsageError,
+)
 from agent_payload.report import Change, PayloadPath
 from agent_payload.usage import Usage
 
@@ -59,7 +68,8 @@ __all__ = [
     "parse_payload_path",
 ]
 
-HISTORY_FORMAT = "agent_payload.session/1"
+HISTORY_FORMAT = _sessionfile.FORMAT
+"""The ``format`` of a saved session; ``format_version`` is ``_sessionfile.FORMAT_VERSION``."""
 
 _UNSET: Any = object()
 
@@ -108,26 +118,28 @@ class TurnRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TurnRecord:
-        """The record ``to_json`` wrote."""
-        usage = data.get("usage") or {}
+        """The record ``to_json`` wrote (``SessionFileError`` naming the field when a field is
+        missing or of the wrong type)."""
+        try:
+            checked = _sessionfile.TurnData.model_validate(data)
+        except ValidationError as exc:
+            raise _sessionfile.session_error("turn record", *_sessionfile.first_error(exc)) from exc
+        return cls._from_data(checked)
+
+    @classmethod
+    def _from_data(cls, data: _sessionfile.TurnData) -> TurnRecord:
+        usage = data.usage
         return cls(
-            index=int(data["index"]),
-            task=str(data["task"]),
-            change_request=dict(data.get("change_request") or {}),
-            reasoning=data.get("reasoning"),
-            changes=tuple(
-                Change(c["op"], tuple(c["path"]), c.get("old"), c.get("new"))
-                for c in data.get("changes") or []
-            ),
-            usage=Usage(
-                int(usage.get("input_tokens", 0)),
-                int(usage.get("output_tokens", 0)),
-                int(usage.get("requests", 0)),
-            ),
-            attempts=int(data.get("attempts", 1)),
-            duration=float(data.get("duration", 0.0)),
-            timestamp=str(data.get("timestamp", "")),
-            undo_request=dict(data.get("undo_request") or {}),
+            index=data.index,
+            task=data.task,
+            change_request=data.change_request,
+            reasoning=data.reasoning,
+            changes=tuple(Change(c.op, tuple(c.path), c.old, c.new) for c in data.changes),
+            usage=Usage(usage.input_tokens, usage.output_tokens, usage.requests),
+            attempts=data.attempts,
+            duration=data.duration,
+            timestamp=data.timestamp,
+            undo_request=data.undo_request,
         )
 
 
@@ -357,6 +369,7 @@ class SessionState:
         """The session as JSON data: the current payload, the turns in effect, the redo stack."""
         return {
             "format": HISTORY_FORMAT,
+            "format_version": _sessionfile.FORMAT_VERSION,
             "payload": _as_json(self.payload),
             "turns": [turn.to_json() for turn in self.turns],
             "redo": [
@@ -366,30 +379,54 @@ class SessionState:
 
     @classmethod
     def from_json(
-        cls, data: dict[str, Any], *, payload_type: Any = None, summary_turns: int = 5
+        cls,
+        data: Any,
+        *,
+        payload_type: Any = None,
+        summary_turns: int = 5,
+        source: str = "session data",
     ) -> SessionState:
         """Read what ``to_json`` wrote; ``payload_type`` (a pydantic model class) validates
-        the payload back into that class."""
-        if not isinstance(data, dict) or data.get("format") != HISTORY_FORMAT:
-            found = data.get("format") if isinstance(data, dict) else type(data).__name__
-            raise InvalidPayloadError(
-                f"session history: expected an object with format {HISTORY_FORMAT!r}, found "
-                f"{found!r}; load a file written by PayloadSession.save.",
-                path=("format",),
-            )
-        payload = data.get("payload")
-        if isinstance(payload_type, type) and issubclass(payload_type, BaseModel):
-            payload = payload_type.model_validate(payload)
-        return cls(
-            payload,
-            payload_type=payload_type,
-            summary_turns=summary_turns,
-            turns=[TurnRecord.from_json(t) for t in data.get("turns") or []],
-            redo=[
-                _Undone(TurnRecord.from_json(u["turn"]), dict(u["redo_request"]))
-                for u in data.get("redo") or []
-            ],
+        the payload back into that class. Anything wrong (a field missing or of the wrong type,
+        no payload, a payload the merge refuses or that does not fit ``payload_type``) raises
+        ``SessionFileError`` naming ``source`` and the place."""
+        checked = _sessionfile.validate_session_data(data, source)
+        return cls._from_data(
+            checked, payload_type=payload_type, summary_turns=summary_turns, source=source
         )
+
+    @classmethod
+    def _from_data(
+        cls,
+        data: _sessionfile.SessionData,
+        *,
+        payload_type: Any,
+        summary_turns: int,
+        source: str,
+    ) -> SessionState:
+        payload = data.payload
+        try:
+            if isinstance(payload_type, type) and issubclass(payload_type, BaseModel):
+                payload = payload_type.model_validate(payload)
+            return cls(
+                payload,
+                payload_type=payload_type,
+                summary_turns=summary_turns,
+                turns=[TurnRecord._from_data(t) for t in data.turns],
+                redo=[_Undone(TurnRecord._from_data(u.turn), u.redo_request) for u in data.redo],
+            )
+        except ValidationError as exc:
+            where, what = _sessionfile.first_error(exc)
+            name = getattr(payload_type, "__name__", repr(payload_type))
+            raise _sessionfile.session_error(
+                source,
+                "payload" + ("." + where if where and not where.startswith("[") else where),
+                f"does not fit payload_type {name}: {what}",
+            ) from exc
+        except (InvalidPayloadError, LimitExceededError) as exc:
+            if isinstance(exc, SessionFileError):
+                raise
+            raise _sessionfile.session_error(source, "payload", str(exc)) from exc
 
 
 def _cut(text: str, limit: int = 200) -> str:
@@ -453,10 +490,10 @@ class _SessionBase:
         return self.state.to_json()
 
     def save(self, path: str | Path) -> None:
-        """Write ``to_json()`` to ``path`` (UTF-8, indented)."""
-        Path(path).write_text(
-            json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
-        )
+        """Write ``to_json()`` to ``path`` (UTF-8, indented), atomically: if the write fails
+        (disk full, a file-size limit) ``FileWriteError`` names the path and an earlier save
+        there is exactly as it was."""
+        atomic_write_text(path, _sessionfile.dumps(self.to_json()))
 
     def _run_args(self, task: str) -> dict[str, Any]:
         args: dict[str, Any] = {}
@@ -476,16 +513,13 @@ class _SessionBase:
         payload_type: Any = None,
         summary_turns: int = 5,
     ) -> Self:
-        """A session continued from a file written by ``save`` (``UsageError`` naming the file
-        and position if it is not JSON)."""
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"{path}: not a saved session: invalid JSON at line {exc.lineno}, column "
-                f"{exc.colno}: {exc.msg}. Load a file written by PayloadSession.save()."
-            ) from exc
-        state = SessionState.from_json(data, payload_type=payload_type, summary_turns=summary_turns)
+        """A session continued from a file written by ``save``. A damaged file (not UTF-8, not
+        JSON, cut short, nested too deeply, a field missing or of the wrong type, no payload, a
+        newer format) raises ``SessionFileError`` naming the file, the place and the fault."""
+        data = _sessionfile.read_session_file(path)
+        state = SessionState._from_data(
+            data, payload_type=payload_type, summary_turns=summary_turns, source=os.fspath(path)
+        )
         return cls(agent, state=state)
 
 

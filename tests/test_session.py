@@ -222,7 +222,8 @@ def test_save_and_load(tmp_path: Path) -> None:
     file = tmp_path / "session.json"
     session.save(file)
     data = json.loads(file.read_text(encoding="utf-8"))
-    assert data["format"] == "agent_payload.session/1"
+    assert data["format"] == "agent_payload.session"
+    assert data["format_version"] == 1
     assert [t["task"] for t in data["turns"]] == ["confirm", "five of B"]
     assert data["turns"][1]["changes"] == [
         {"op": "update", "path": ["items", 1, "qty"], "old": 2, "new": 5}
@@ -248,7 +249,7 @@ def test_loading_something_else_is_a_clear_error(tmp_path: Path) -> None:
     """A file that is not a saved session is refused, naming the format expected."""
     file = tmp_path / "other.json"
     file.write_text('{"a": 1}', encoding="utf-8")
-    with pytest.raises(InvalidPayloadError, match=r"agent_payload\.session/1"):
+    with pytest.raises(InvalidPayloadError, match=r"expected 'agent_payload\.session'"):
         PayloadSession.load(file, PayloadAgent(ScriptedModel([])))
 
 

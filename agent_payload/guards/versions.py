@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 import threading
 from typing import Any, Generic, TypeVar
 
 from agent_payload._jsondata import Link, json_data, materialize
-from agent_payload.errors import InvalidPayloadError, StalePayloadError
+from agent_payload.errors import ConfigurationError, InvalidPayloadError, StalePayloadError
 from agent_payload.guards._common import format_path
 from agent_payload.report import MergeResult
 
@@ -30,14 +31,17 @@ __all__ = ["VersionedStore", "apply_if_version", "check_version", "payload_versi
 P = TypeVar("P")
 
 _CHUNK = 1 << 16
+_VALUE, _TEXT, _CLOSE = 0, 1, 2
 
 
 def payload_version(payload: Any) -> str:
     """The SHA-256 hex digest of ``payload``'s canonical JSON (see the module docstring).
 
-    Any depth works. Raises ``InvalidPayloadError`` (with the path) for data that is not JSON
-    (a set, a datetime, NaN, a key that is not a string, number, bool or null). Keys that are
-    numbers, bools or null are written as ``json.dumps`` writes them."""
+    Any depth works. Raises ``InvalidPayloadError`` (with the path) for data it cannot hash: not
+    JSON (a set, a datetime, NaN, a key that is not a string, number, bool or null), a cycle, an
+    integer longer than Python writes as text (``sys.get_int_max_str_digits()``, 4,300 digits by
+    default), a pydantic model that cannot be dumped. Keys that are numbers, bools or null are
+    written as ``json.dumps`` writes them."""
     data = _dump(payload)
     try:
         text = json.dumps(
@@ -75,14 +79,28 @@ def _iterative_version(data: Any) -> str:
     digest = hashlib.sha256()
     buffer: list[str] = []
     size = 0
-    # The stack holds either a value to write (with its linked path) or a text to emit.
-    stack: list[tuple[bool, Any, Link]] = [(False, data, None)]
+    # The stack holds a value to write (with its linked path), a text to emit, or the end of a
+    # container (its closing text; the container leaves ``open`` then: a value met again while
+    # it is open is a cycle).
+    stack: list[tuple[int, Any, Link]] = [(_VALUE, data, None)]
+    open_ids: set[int] = set()
     while stack:
-        is_text, item, linked = stack.pop()
-        if is_text:
+        what, item, linked = stack.pop()
+        if what == _TEXT:
             text: str = item
+        elif what == _CLOSE:
+            container, text = item
+            open_ids.discard(container)
+        elif isinstance(item, dict | list) and id(item) in open_ids:
+            path = materialize(linked)
+            raise InvalidPayloadError(
+                f"the payload contains itself at {format_path(path)} (a cycle); JSON data is a "
+                "tree: copy the shared part instead of linking it",
+                path=path,
+            )
         elif isinstance(item, dict):
-            stack.append((True, "}", linked))
+            open_ids.add(id(item))
+            stack.append((_CLOSE, (id(item), "}"), linked))
             try:
                 keys = sorted(item)
             except TypeError as exc:
@@ -94,18 +112,19 @@ def _iterative_version(data: Any) -> str:
                 ) from exc
             last = len(keys) - 1
             for n, key in enumerate(reversed(keys)):
-                stack.append((False, item[key], (linked, key)))
+                stack.append((_VALUE, item[key], (linked, key)))
                 prefix = json.dumps(_key_text(key, linked), ensure_ascii=False) + ":"
                 if n != last:
                     prefix = "," + prefix
-                stack.append((True, prefix, linked))
+                stack.append((_TEXT, prefix, linked))
             text = "{"
         elif isinstance(item, list):
-            stack.append((True, "]", linked))
+            open_ids.add(id(item))
+            stack.append((_CLOSE, (id(item), "]"), linked))
             for n in range(len(item) - 1, -1, -1):
-                stack.append((False, item[n], (linked, n)))
+                stack.append((_VALUE, item[n], (linked, n)))
                 if n:
-                    stack.append((True, ",", linked))
+                    stack.append((_TEXT, ",", linked))
             text = "["
         else:
             text = _scalar(item, linked)
@@ -120,7 +139,19 @@ def _iterative_version(data: Any) -> str:
 
 
 def _scalar(value: Any, linked: Link) -> str:
-    if value is None or isinstance(value, bool | str | int):
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return json.dumps(value)
+        except ValueError as exc:  # more digits than int -> str converts
+            path = materialize(linked)
+            raise InvalidPayloadError(
+                f"payload value at {format_path(path)} is an integer of about "
+                f"{int(value.bit_length() * 0.30103) + 1:,} digits, more than Python writes as "
+                f"text (sys.get_int_max_str_digits() is {sys.get_int_max_str_digits()}), so it "
+                "cannot be hashed or sent as JSON; store it as a string",
+                path=path,
+            ) from exc
+    if value is None or isinstance(value, bool | str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, float) and math.isfinite(value):
         return json.dumps(value)
@@ -138,12 +169,22 @@ def _scalar(value: Any, linked: Link) -> str:
     )
 
 
-_dump = json_data
+def _dump(payload: Any) -> Any:
+    """``json_data`` (by alias, the one dump helper), with a model that cannot be dumped
+    reported as ``InvalidPayloadError`` rather than pydantic's own error."""
+    try:
+        return json_data(payload)
+    except Exception as exc:  # pydantic's serialisation errors, a failing serializer
+        raise InvalidPayloadError(
+            f"the payload ({type(payload).__name__}) cannot be dumped to JSON for its "
+            f"version: {exc}"
+        ) from exc
 
 
 def check_version(payload: Any, expected: str) -> str:
     """Raise ``StalePayloadError`` unless ``payload`` is at version ``expected``; return the
     version otherwise."""
+    _check_expected(expected, "check_version(expected=...)")
     actual = payload_version(payload)
     if actual != expected:
         raise StalePayloadError(
@@ -166,6 +207,7 @@ def apply_if_version(
     applied), then ``merge.apply_change_request(payload, change_request, **merge_kwargs)``."""
     from agent_payload.merge import apply_change_request
 
+    _check_expected(expected_version, "apply_if_version(expected_version=...)")
     check_version(payload, expected_version)
     result: MergeResult[P] = apply_change_request(payload, change_request, **merge_kwargs)
     return result
@@ -204,29 +246,36 @@ class VersionedStore(Generic[P]):
 
         The merge is strict unless ``strict=False`` is passed: an atomic store writes all of a
         request or none of it, so any conflict raises ``MergeConflictError`` (with the report)
-        and, like any other error, leaves the store unchanged."""
+        and, like any other error, leaves the store unchanged.
+
+        All or nothing: the new payload and its version are computed completely (a value the
+        version cannot hash raises ``InvalidPayloadError`` here) before both are swapped in, so
+        any exception leaves the stored payload and its version exactly as they were."""
         from agent_payload.merge import apply_change_request
 
+        _check_expected(expected_version, "VersionedStore.apply(expected_version=...)")
         merge_kwargs.setdefault("strict", True)
         with self._lock:
             self._check(expected_version)
             result: MergeResult[P] = apply_change_request(
                 self._payload, change_request, **merge_kwargs
             )
-            self._payload = result.payload
-            self._version = payload_version(result.payload)
+            version = payload_version(result.payload)
+            self._payload, self._version = result.payload, version
             return result
 
     def replace(self, payload: P, *, expected_version: str) -> str:
         """Store ``payload`` (for example an agent's result) if the store is still at
         ``expected_version``; return the new version."""
+        _check_expected(expected_version, "VersionedStore.replace(expected_version=...)")
+        version = payload_version(payload)  # before the lock: a failure changes nothing
         with self._lock:
             self._check(expected_version)
-            self._payload = payload
-            self._version = payload_version(payload)
-            return self._version
+            self._payload, self._version = payload, version
+            return version
 
     def _check(self, expected: str) -> None:
+        """Raise ``StalePayloadError`` unless the store is at ``expected`` (lock held)."""
         if expected != self._version:
             raise StalePayloadError(
                 f"the stored payload changed since version {expected[:12]}... was read (it is "
@@ -235,3 +284,12 @@ class VersionedStore(Generic[P]):
                 expected=expected,
                 actual=self._version,
             )
+
+
+def _check_expected(expected: object, where: str) -> None:
+    """A version is the hex string ``payload_version`` returned; anything else is misuse."""
+    if not isinstance(expected, str):
+        raise ConfigurationError(
+            f"{where}: expected the version string that payload_version() or "
+            f"VersionedStore.get() returned, found {expected!r}"
+        )

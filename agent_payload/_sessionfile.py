@@ -1,0 +1,226 @@
+"""The saved-session file: its versioned schema (pydantic) and the one reader that checks it.
+
+A file written by ``PayloadSession.save`` is a JSON object::
+
+    {"format": "agent_payload.session", "format_version": 1,
+     "payload": {...}, "turns": [TURN, ...], "redo": [{"turn": TURN, "redo_request": {...}}]}
+
+where each TURN is what ``TurnRecord.to_json`` writes. Files written by agent_payload 0.1
+(``"format": "agent_payload.session/1"``, no ``format_version``) have the same layout and load
+as version 1. A ``format_version`` above ``FORMAT_VERSION`` was written by a newer release.
+
+``read_session_file(path)`` is the only way in: whatever is wrong with the file (not UTF-8,
+not JSON, cut short, nested beyond what can be read, a field missing or of the wrong type, no
+payload, a newer version) raises ``SessionFileError`` naming the file, where in it (``turns[2]
+.usage.input_tokens``) and what is wrong, chained to the underlying error. Nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_payload._jsondata import format_payload_path
+from agent_payload.errors import SessionFileError
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "LEGACY_FORMAT",
+    "ChangeData",
+    "RedoData",
+    "SessionData",
+    "TurnData",
+    "UsageData",
+    "dumps",
+    "first_error",
+    "read_session_file",
+    "session_error",
+    "validate_session_data",
+]
+
+FORMAT = "agent_payload.session"
+FORMAT_VERSION = 1
+LEGACY_FORMAT = "agent_payload.session/1"
+"""The ``format`` of files written by agent_payload 0.1 (version 1 without ``format_version``)."""
+
+
+class _Record(BaseModel):
+    """Strict: no coercion (``"3"`` is not an int, ``true`` is not a number), no unknown keys."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class UsageData(_Record):
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    requests: int = Field(ge=0)
+
+
+class ChangeData(_Record):
+    op: Literal["add", "update", "delete"]
+    path: list[str | int]
+    old: Any = None
+    new: Any = None
+
+
+class TurnData(_Record):
+    index: int = Field(ge=1)
+    task: str
+    change_request: dict[str, Any]
+    reasoning: str | None
+    changes: list[ChangeData]
+    usage: UsageData
+    attempts: int = Field(ge=0)
+    duration: float = Field(ge=0)
+    timestamp: str
+    undo_request: dict[str, Any]
+
+
+class RedoData(_Record):
+    turn: TurnData
+    redo_request: dict[str, Any]
+
+
+class SessionData(_Record):
+    """Version 1 of the saved session (the payload is checked by the session itself: it must
+    be JSON data the merge accepts, and validate against ``payload_type`` when one is given)."""
+
+    format: Literal["agent_payload.session", "agent_payload.session/1"]
+    format_version: Literal[1] = 1
+    payload: Any
+    turns: list[TurnData]
+    redo: list[RedoData]
+
+
+def session_error(file: str, where: str, what: str) -> SessionFileError:
+    """The error for a damaged session file (to be raised ``from`` the cause)."""
+    place = f" at {where}" if where else ""
+    return SessionFileError(
+        f"{file}: not a saved session{place}: {what}. Load a file written by "
+        "PayloadSession.save() (the file was not changed; restore it from a copy if it was "
+        "damaged).",
+        file=file,
+        where=where,
+    )
+
+
+def read_session_file(path: str | os.PathLike[str]) -> SessionData:
+    """The validated content of a saved session (``SessionFileError`` for anything wrong)."""
+    file = os.fspath(path)
+    try:
+        raw = Path(file).read_bytes()
+    except OSError as exc:
+        raise session_error(file, "", f"cannot read it ({exc.strerror or exc})") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise session_error(file, "", f"not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    return validate_session_data(_loads(file, text), file)
+
+
+def validate_session_data(data: Any, file: str) -> SessionData:
+    """``data`` (what ``SessionState.to_json`` wrote, read back) checked against the schema;
+    ``SessionFileError`` naming ``file`` otherwise."""
+    if not isinstance(data, dict):
+        raise session_error(file, "", f"expected a JSON object, found {_kind(data)}")
+    version = data.get("format_version", 1)
+    fmt = data.get("format")
+    if fmt not in (FORMAT, LEGACY_FORMAT):
+        raise session_error(
+            file, "format", f"expected {FORMAT!r}, found {fmt!r}: this is not a saved session"
+        )
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        raise session_error(
+            file,
+            "format_version",
+            f"version {version} was written by a newer agent_payload (this one reads up to "
+            f"{FORMAT_VERSION}); upgrade agent_payload",
+        )
+    try:
+        return SessionData.model_validate(data)
+    except ValidationError as exc:
+        raise session_error(file, *first_error(exc)) from exc
+
+
+def dumps(data: Any) -> str:
+    """The file's text: indented JSON, non-ASCII characters as they are (UTF-8) unless the data
+    holds a lone surrogate, which only a JSON escape can carry."""
+    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True, indent=2) + "\n"
+    return text
+
+
+def _loads(file: str, text: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        cut = exc.pos >= len(text.rstrip())
+        what = "the file is cut short (truncated)" if cut else "invalid JSON"
+        raise session_error(
+            file, "", f"{what}: line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    except ValueError as exc:
+        raise session_error(file, "", str(exc)) from exc
+    except RecursionError as exc:
+        raise session_error(
+            file,
+            "",
+            "the JSON is nested too deeply to be read (about 1,000 levels, Python's JSON reader)",
+        ) from exc
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = format_payload_path(tuple(first["loc"]))
+    found = first.get("input")
+    if first["type"] == "missing":
+        what = "this field is missing"
+    else:
+        what = f"{first['msg']}, found {_kind(found)} {_preview(found)}"
+    more = len(errors) - 1
+    if more:
+        what += f" ({more} more problem{'s' if more > 1 else ''} after it)"
+    return where, what
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return type(value).__name__
+
+
+def _preview(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return ""
+    try:
+        text = json.dumps(value, ensure_ascii=False) if _is_scalar(value) else repr(value)
+    except ValueError:  # an int too long to write
+        text = f"{type(value).__name__} too long to show"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float | str)
