@@ -47,6 +47,12 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
+from agent_payload._config import (
+    check_guard,
+    check_guards,
+    check_payload_type,
+    check_validators,
+)
 from agent_payload._loop import (
     AgentResult,
     RunSettings,
@@ -109,15 +115,6 @@ def _resolve_model(model: Any, model_name: str | None, *, async_client: bool) ->
     if isinstance(model, str):
         return infer_model(model, model_name, async_client=async_client)
     return infer_model(model, model_name)
-
-
-def _check_guard(guard: Any, where: str) -> Guard:
-    if not callable(guard):
-        raise ConfigurationError(
-            f"{where}: expected a guard, a callable (change) -> findings, found "
-            f"{type(guard).__name__}; build one with agent_payload.guards"
-        )
-    return guard  # type: ignore[no-any-return]
 
 
 class _BaseAgent:
@@ -185,16 +182,16 @@ class _BaseAgent:
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens
-        all_guards = [_check_guard(g, "guards") for g in guards]
+        all_guards = list(check_guards(guards, "guards"))
         if permissions is not None:
-            all_guards.append(_check_guard(permissions, "permissions"))
+            all_guards.append(check_guard(permissions, "permissions"))
         if read_scope is not None:
             if not callable(getattr(read_scope, "project", None)):
                 raise ConfigurationError(
                     f"read_scope: expected an object with project(payload) (such as "
                     f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
                 )
-            all_guards.append(_check_guard(read_scope, "read_scope"))
+            all_guards.append(check_guard(read_scope, "read_scope"))
         described = [_describe(g) for g in all_guards]
         rules = "\n".join(text for text in (_text(permissions_text), *described) if text)
         permissions_text = rules or None
@@ -202,7 +199,7 @@ class _BaseAgent:
         self.read_scope = read_scope
         self.permissions_text = permissions_text
         self.read_only = read_only
-        self.validators: tuple[Validator, ...] = tuple(validators)
+        self.validators: tuple[Validator, ...] = check_validators(validators, "validators")
         self.extra_instructions = extra_instructions
         self.token_budget = token_budget
         self.request_options: Mapping[str, Any] = dict(request_options or {})
@@ -230,8 +227,10 @@ class _BaseAgent:
         extra_instructions: str | None,
         expected_version: str | None = None,
     ) -> RunState:
+        # Misuse and a stale payload are refused before any token is spent.
+        check_payload_type(payload_type, "run(payload_type=...)")
+        validators = check_validators(validators, "run(validators=...)")
         if expected_version is not None:
-            # Optimistic concurrency: refuse a stale payload before any token is spent.
             check_version(payload, expected_version)
         extra = self.extra_instructions
         if extra_instructions:

@@ -1207,7 +1207,14 @@ def _changes_of(source: MergeResult[Any] | MergeReport | Sequence[Change]) -> li
         return list(source.report.changes)
     if isinstance(source, MergeReport):
         return list(source.changes)
-    return list(source)
+    if isinstance(source, Sequence) and not isinstance(source, str | bytes):
+        changes = list(source)
+        if all(isinstance(ch, Change) for ch in changes):
+            return changes
+    raise ConfigurationError(
+        "to_json_patch(changes=...): expected a MergeResult, a MergeReport or a list of "
+        f"Change (the report's changes), found {type(source).__name__}"
+    )
 
 
 def _path_key(path: Sequence[str | int]) -> tuple[tuple[int, int | str], ...]:

@@ -63,7 +63,16 @@ from agent_payload.errors import (
     TruncatedReplyError,
     UnknownFieldError,
 )
-from agent_payload.report import Change, Finding, Guard, Issue, MergeReport, PayloadPath, Problem
+from agent_payload.report import (
+    Change,
+    Finding,
+    Guard,
+    Issue,
+    MergeReport,
+    PayloadPath,
+    Problem,
+    ask_guard,
+)
 
 __all__ = [
     "SURFACES",
@@ -571,9 +580,9 @@ class _Recorder:
                 return refused
         findings: list[Finding] = []
         for guard in self.guards:
-            for finding in guard(change):
+            for finding in ask_guard(guard, change):  # a guard returning None: a clear error
                 findings.append(finding)
-                if isinstance(finding, Finding) and finding.severity == "confirm":
+                if finding.severity == "confirm":
                     self.flagged.append((change, finding))
         return findings
 

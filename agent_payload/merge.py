@@ -61,7 +61,16 @@ from agent_payload.errors import (
     MergeConflictError,
     PayloadValidationError,
 )
-from agent_payload.report import Change, ChangeOp, Finding, Guard, Issue, MergeReport, MergeResult
+from agent_payload.report import (
+    Change,
+    ChangeOp,
+    Finding,
+    Guard,
+    Issue,
+    MergeReport,
+    MergeResult,
+    ask_guard,
+)
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -668,7 +677,7 @@ class _Merger:
         if self.guard is not None:
             gpath = path if glink is plink else materialize(glink)
             judged = change if gpath == path else Change(op, gpath, change.old, change.new)
-            findings = self.guard(judged)
+            findings = ask_guard(self.guard, judged)  # a guard returning None: a clear error
             refused = False
             for finding in findings:
                 if not isinstance(finding, Finding):

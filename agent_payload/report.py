@@ -13,6 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from agent_payload._jsondata import format_payload_path
+from agent_payload.errors import ConfigurationError
+
 __all__ = [
     "CONFLICT_CODES",
     "WARNING_CODES",
@@ -24,6 +27,7 @@ __all__ = [
     "MergeResult",
     "PayloadPath",
     "Problem",
+    "ask_guard",
 ]
 
 PayloadPath = tuple[str | int, ...]
@@ -129,6 +133,33 @@ class Finding:
 # change touches: an update, replacement or deletion of an element (or of anything inside it) at
 # the element's position in the payload as given; an appended element at its new position.
 Guard = Callable[[Change], Sequence[Finding]]
+
+
+def ask_guard(guard: Guard, change: Change) -> list[Finding]:
+    """The findings of ``guard`` for ``change``, checked: anything but a list (or other
+    iterable) of ``Finding`` (``None``, a string, a bare ``Finding``) is a ``ConfigurationError``
+    naming the guard and the change, instead of a raw ``TypeError`` in the middle of a merge."""
+    findings: Any = guard(change)
+    if isinstance(findings, Finding):
+        bad: Any = findings
+    elif findings is None or isinstance(findings, str | bytes | dict):
+        bad = findings
+    else:
+        try:
+            items = list(findings)
+        except TypeError:
+            bad = findings
+        else:
+            wrong = [f for f in items if not isinstance(f, Finding)]
+            if not wrong:
+                return items
+            bad = wrong[0]
+    name = getattr(guard, "__qualname__", None) or type(guard).__name__
+    where = format_payload_path(change.path) or "the root"
+    raise ConfigurationError(
+        f"guard {name} returned {bad!r} for the {change.op} at {where}; a guard must return a "
+        "list of agent_payload.Finding, [] when it has nothing to say"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent_payload import _sessionfile
 from agent_payload import merge as _merge
+from agent_payload._config import check_payload_type
 from agent_payload._files import atomic_write_text
 from agent_payload import typed as _typed
 from agent_payload._jsondata import json_data
@@ -238,6 +239,7 @@ class SessionState:
         redo: Sequence[_Undone] = (),
     ) -> None:
         _merge.apply_change_request(payload, None)  # a payload the merge accepts, or raise now
+        check_payload_type(payload_type, "payload_type")
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
         _typed.check_round_trip(payload, payload_type)  # issue 17: exact round trip up front

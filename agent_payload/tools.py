@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
+from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
 from agent_payload import typed as _typed
 from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
@@ -227,6 +228,13 @@ class ChangeRequestToolHandler:
         read_scope: Any = None,
     ) -> None:
         _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
+        check_payload_type(payload_type, "ChangeRequestToolHandler(payload_type=...)")
+        guards = check_guards(guards, "ChangeRequestToolHandler(guards=...)")
+        validators = check_validators(validators, "ChangeRequestToolHandler(validators=...)")
+        if permissions is not None:
+            check_guard(permissions, "ChangeRequestToolHandler(permissions=...)")
+        if read_scope is not None:
+            check_guard(read_scope, "ChangeRequestToolHandler(read_scope=...)")
         self.payload: Any = payload
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent_payload.report import Change, Finding
+from agent_payload._config import check_guard
+from agent_payload.report import Change, Finding, ask_guard
 
 __all__ = ["GuardChain", "combine_guards"]
 
@@ -18,17 +19,17 @@ class GuardChain:
 
     def __init__(self, guards: Sequence[_GuardLike]) -> None:
         flat: list[_GuardLike] = []
-        for guard in guards:
+        for n, guard in enumerate(guards):
             if isinstance(guard, GuardChain):
                 flat.extend(guard.guards)
             elif guard is not None:
-                flat.append(guard)
+                flat.append(check_guard(guard, f"combine_guards: guard {n + 1}"))
         self.guards: tuple[_GuardLike, ...] = tuple(flat)
 
     def __call__(self, change: Change) -> Sequence[Finding]:
         findings: list[Finding] = []
         for guard in self.guards:
-            findings.extend(guard(change))
+            findings.extend(ask_guard(guard, change))
         return findings
 
     def review(

@@ -52,6 +52,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_payload._config import check_number
 from agent_payload._jsondata import Link, json_data
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
@@ -192,8 +193,14 @@ class DataLossGuard:
             ("max_array_shrink", max_array_shrink),
             ("max_key_loss", max_key_loss),
         ):
-            if not 0.0 <= ratio < 1.0:
-                raise ConfigurationError(f"{name} must be in [0, 1), got {ratio!r}")
+            check_number(ratio, f"DataLossGuard({name}=...)", minimum=0.0, below=1.0)
+        for name, count in (
+            ("min_string_length", min_string_length),
+            ("min_items", min_items),
+            ("min_keys", min_keys),
+            ("large_removal_chars", large_removal_chars),
+        ):
+            check_number(count, f"DataLossGuard({name}=...)", integer=True, minimum=0)
         self.policy: Policy = policy
         self.min_string_length = min_string_length
         self.max_string_cut = max_string_cut

@@ -1,0 +1,115 @@
+"""Checks of what the calling program passes, made when it is passed (construction, the start
+of a run), so misuse is a ``ConfigurationError`` naming the argument before any model call,
+never a raw ``TypeError`` from deep inside a run.
+
+* ``check_payload_type``: ``None`` or a type pydantic can validate (a model class, ``list[X]``,
+  a ``TypedDict`` ...).
+* ``check_validators``: a sequence of callables.
+* ``check_guards`` / ``check_guard``: a sequence of callables ``(change) -> findings``.
+* ``check_number``: a numeric setting of the right type and range (guards' thresholds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent_payload.errors import ConfigurationError
+
+__all__ = [
+    "check_guard",
+    "check_guards",
+    "check_number",
+    "check_payload_type",
+    "check_validators",
+]
+
+
+def _found(value: object) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def check_payload_type(payload_type: Any, where: str = "payload_type") -> None:
+    """Raise ``ConfigurationError`` unless ``payload_type`` is None or a type pydantic can
+    validate (checked by building its ``TypeAdapter``)."""
+    if payload_type is None:
+        return
+    from pydantic import TypeAdapter
+
+    try:
+        TypeAdapter(payload_type)
+    except Exception as exc:  # pydantic's schema errors, TypeError for a non-type
+        raise ConfigurationError(
+            f"{where}: expected a type pydantic can validate (a BaseModel subclass, list[Item], "
+            f"a TypedDict, ...), found {_found(payload_type)}: {str(exc).splitlines()[0]}"
+        ) from exc
+
+
+def _as_sequence(value: Any, where: str, what: str) -> Sequence[Any]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        hint = "; for a single one pass a list of it: [...]" if callable(value) else ""
+        raise ConfigurationError(f"{where}: expected a list of {what}, found {_found(value)}{hint}")
+    return value
+
+
+def check_validators(validators: Any, where: str = "validators") -> tuple[Callable[..., Any], ...]:
+    """``validators`` as a tuple, or ``ConfigurationError`` naming the first that is not
+    callable (``validators[1]``)."""
+    items = _as_sequence(validators, where, "validators, callables (payload) -> None")
+    for n, validator in enumerate(items):
+        if not callable(validator):
+            raise ConfigurationError(
+                f"{where}[{n}]: expected a callable (payload) -> None that raises "
+                f"RetryWithFeedback to ask the model again, found {_found(validator)}"
+            )
+    return tuple(items)
+
+
+def check_guard(guard: Any, where: str) -> Any:
+    """``guard`` itself, or ``ConfigurationError`` unless it is a callable (change) -> findings."""
+    if not callable(guard):
+        raise ConfigurationError(
+            f"{where}: expected a guard, a callable (change) -> findings, found "
+            f"{_found(guard)}; build one with agent_payload.guards"
+        )
+    return guard
+
+
+def check_guards(guards: Any, where: str = "guards") -> tuple[Any, ...]:
+    """``guards`` as a tuple, or ``ConfigurationError`` naming the first that is not a guard."""
+    items = _as_sequence(guards, where, "guards, callables (change) -> findings")
+    return tuple(check_guard(g, f"{where}[{n}]") for n, g in enumerate(items))
+
+
+def check_number(
+    value: Any,
+    where: str,
+    *,
+    integer: bool = False,
+    minimum: float | None = None,
+    below: float | None = None,
+) -> None:
+    """Raise ``ConfigurationError`` unless ``value`` is an int (a finite int or float when not
+    ``integer``; never a bool) with ``minimum <= value < below``."""
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    ok = isinstance(value, kinds) and not isinstance(value, bool)
+    if ok and isinstance(value, float) and not math.isfinite(value):
+        ok = False
+    if ok and minimum is not None and value < minimum:
+        ok = False
+    if ok and below is not None and value >= below:
+        ok = False
+    if ok:
+        return
+    kind = "an int" if integer else "a number"
+    bounds = []
+    if minimum is not None:
+        bounds.append(f">= {minimum:g}")
+    if below is not None:
+        bounds.append(f"< {below:g}")
+    expected = f"{kind}{' ' + ' and '.join(bounds) if bounds else ''}"
+    raise ConfigurationError(f"{where}: expected {expected}, found {_found(value)}")
