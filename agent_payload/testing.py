@@ -33,8 +33,9 @@ Three tools, all offline:
   (or never: the connection is closed), to trip the client's timeout; ``reset()`` the
   connection is reset (TCP RST) in the middle of the body; ``not_json()`` a 200 whose body is not
   JSON (an HTML error page by default); ``cut_short()`` a 200 whose body stops before its
-  ``Content-Length``. Refusals and truncation are replies, not faults: ``Reply.refusal()``,
-  ``Reply.truncated(text)``.
+  ``Content-Length``; ``malformed(transform)`` a 200 whose JSON body is a good answer changed
+  by ``transform`` (``"message": null``, no ``content``, ``"output": null`` ...). Refusals and
+  truncation are replies, not faults: ``Reply.refusal()``, ``Reply.truncated(text)``.
 
 * ``block_model_requests()`` — while active (or while ``ALLOW_MODEL_REQUESTS`` is False, or the
   environment has ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0``), the provider adapters raise
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import itertools
 import json
@@ -314,7 +316,7 @@ class Reply:
         )
 
 
-FaultKind = Literal["status", "delay", "reset", "not_json", "cut_short"]
+FaultKind = Literal["status", "delay", "reset", "not_json", "cut_short", "malformed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +330,7 @@ class Fault:
     body: str | None = None
     content_type: str = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
+    transform: Callable[[dict[str, Any]], Any] | None = None
 
     @classmethod
     def status(
@@ -369,6 +372,16 @@ class Fault:
         decoding fails; with a non-JSON type (the default, like a proxy's error page) the SDK
         hands back the raw text."""
         return cls(kind="not_json", body=body, content_type=content_type)
+
+    @classmethod
+    def malformed(
+        cls, transform: Callable[[dict[str, Any]], Any], *, then: Reply | str = "{}"
+    ) -> Fault:
+        """A 200 whose JSON body is a well-formed answer (to ``then``, in the request's API)
+        passed through ``transform``: a shape the adapters do not understand, such as
+        ``lambda body: {**body, "output": None}``. ``transform`` gets a copy it may change in
+        place (return it) or replace."""
+        return cls(kind="malformed", then=then, transform=transform)
 
     @classmethod
     def cut_short(cls) -> Fault:
@@ -889,6 +902,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 return
             with contextlib.suppress(OSError):
                 self._answer(fault.then, request)
+        elif fault.kind == "malformed" and fault.transform is not None:
+            body = _BUILDERS[request.api](_resolve(fault.then or "{}", request), request)
+            self._send_json(200, fault.transform(copy.deepcopy(body)))
         elif fault.kind == "not_json":
             data = (fault.body or "").encode()
             self._send_raw(200, data, fault.content_type, {})

@@ -8,6 +8,11 @@
 * ``missing_sdk``: the ``ConfigurationError`` raised when an SDK extra is not installed.
 * ``split_system``: the leading system message(s) apart from the conversation.
 * ``retryable_status``: whether an HTTP status is worth retrying later (429, 408, 409, 5xx).
+* ``ResponseShape``: reads the fields an adapter needs from a parsed 200 response, checking
+  each; a field missing, null where a value is needed or of the wrong type (``"message":
+  null``, no ``content``, ``"output": null``) is a ``ProviderError`` naming it
+  (``choices[0].message``), chained; ``ResponseShape.guarded()`` turns anything else the
+  adapter trips over while reading into the same error.
 * ``SdkErrors``: how one SDK's exceptions become ``ProviderError`` / ``ConfigurationError``
   (the SDK's classes and the wording that names it are parameters; the SDK module passes them,
   so this module imports no SDK). Each provider module keeps its one context manager
@@ -24,10 +29,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_payload.errors import ConfigurationError, ModelRequestsBlockedError, ProviderError
+from agent_payload.errors import (
+    AgentPayloadError,
+    ConfigurationError,
+    ModelRequestsBlockedError,
+    ProviderError,
+)
 from agent_payload.providers.base import Message
 
 __all__ = [
+    "ResponseShape",
     "SdkErrors",
     "check_client_kind",
     "ensure_requests_allowed",
@@ -180,16 +191,18 @@ def _strict_ok(node: object, *, in_properties: bool) -> bool:
 def not_an_api_response(
     *, provider: str, api: str, model: str, kind: str, result: object
 ) -> ProviderError:
-    """The error for a 200 response whose body is not JSON (the SDK hands back raw text
-    instead of raising, so the ``ProviderError`` is chained to a ``ValueError`` describing the
-    body: every ``ProviderError`` has a cause)."""
-    shown = result if isinstance(result, str) else type(result).__name__
-    if isinstance(shown, str) and len(shown) > 200:
-        shown = shown[:200] + "..."
+    """The error for a 200 response whose body is not a JSON object (the SDK hands back raw
+    text, or the bare JSON value, instead of raising, so the ``ProviderError`` is chained to a
+    ``ValueError`` describing the body: every ``ProviderError`` has a cause)."""
+    if isinstance(result, str):
+        shown = result if len(result) <= 200 else result[:200] + "..."
+        got = f"a body that is not JSON: {shown!r}"
+    else:
+        got = f"a JSON {_json_kind(result)} instead of an object"
     error = ProviderError(
-        f"{api} model {model!r}: expected a {kind} JSON response, got a body that is not JSON: "
-        f"{shown!r}. A proxy or gateway may have answered instead of the API; try again later "
-        "or check the client's base_url.",
+        f"{api} model {model!r}: expected a {kind} JSON response, got {got}. A proxy or "
+        "gateway may have answered instead of the API; try again later or check the client's "
+        "base_url.",
         provider=provider,
         status_code=200,
         retryable=True,
@@ -198,6 +211,128 @@ def not_an_api_response(
         f"the {api} SDK returned {type(result).__name__} instead of a parsed {kind}"
     )
     return error
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "nothing (missing or null)"
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{_json_kind(value)} {text}"
+
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class ResponseShape:
+    """Reads the fields an adapter needs from one parsed 200 response, checking each.
+
+    The SDKs build their response objects without validation, so ``"message": null`` or a
+    missing ``content`` arrive as ``None`` (and a string where an object belongs stays a
+    string). Each ``field``/``items`` call names the field as it is in the JSON body
+    (``choices[0].message.content``); whatever does not fit raises ``ProviderError``
+    (``status_code=200``, not retryable) naming it, what was expected and what was found,
+    chained to a ``ValueError`` describing it.
+    """
+
+    provider: str
+    api: str
+    """Names the API in messages: ``"OpenAI"``."""
+    model: str
+    kind: str
+    """What the body should be: ``"chat completion"``, ``"response"``, ``"message"``."""
+    expected_server: str
+
+    def error(self, where: str, expected: str, found: object) -> ProviderError:
+        """The error for a field that does not fit (to be raised; its cause is set)."""
+        error = ProviderError(
+            f"{self.api} model {self.model!r}: the {self.kind} returned (HTTP 200) has no usable "
+            f"{where}: expected {expected}, found {_shown(found)}. The server answered with a "
+            f"shape this adapter does not understand; check that the client's base_url is "
+            f"{self.expected_server}, or try again.",
+            provider=self.provider,
+            status_code=200,
+            retryable=False,
+        )
+        error.__cause__ = ValueError(f"{where}: expected {expected}, found {_shown(found)}")
+        return error
+
+    def field(
+        self,
+        obj: object,
+        name: str,
+        where: str,
+        kinds: type | tuple[type, ...],
+        expected: str,
+        *,
+        optional: bool = False,
+    ) -> Any:
+        """``obj.name`` if it is of ``kinds`` (``None`` too when ``optional``), else the error.
+        A bool is never taken for an int."""
+        value = getattr(obj, name, None) if obj is not None else None
+        if value is None:
+            if optional:
+                return None
+            raise self.error(where, expected, None)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and not _allows_bool(kinds)):
+            raise self.error(where, expected, value)
+        return value
+
+    def items(self, obj: object, name: str, where: str, expected: str) -> list[Any]:
+        """``obj.name`` as a list whose elements are all present (no ``null``), else the error."""
+        value: list[Any] = self.field(obj, name, where, list, f"an array of {expected}")
+        for n, item in enumerate(value):
+            if item is None or isinstance(item, str | int | float | list):
+                raise self.error(f"{where}[{n}]", expected, item)
+        return value
+
+    def tokens(self, obj: object, name: str, where: str, *, optional: bool = True) -> int:
+        """A token count: an int >= 0 (``0`` when absent and ``optional``)."""
+        value = self.field(obj, name, where, int, "a token count (an integer)", optional=optional)
+        if value is None:
+            return 0
+        if value < 0:
+            raise self.error(where, "a token count (an integer >= 0)", value)
+        return int(value)
+
+    @contextlib.contextmanager
+    def guarded(self) -> Iterator[None]:
+        """Anything the adapter trips over while reading the response (an ``AttributeError``,
+        a ``TypeError`` ... from a shape no ``field`` call foresaw) becomes the same kind of
+        ``ProviderError``, chained to it; our own errors pass through."""
+        try:
+            yield
+        except AgentPayloadError:
+            raise
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            raise ProviderError(
+                f"{self.api} model {self.model!r}: the {self.kind} returned (HTTP 200) has a "
+                f"shape this adapter does not understand ({type(exc).__name__}: {exc}); check "
+                f"that the client's base_url is {self.expected_server}, or try again.",
+                provider=self.provider,
+                status_code=200,
+                retryable=False,
+            ) from exc
+
+
+def _allows_bool(kinds: type | tuple[type, ...]) -> bool:
+    return bool in (kinds if isinstance(kinds, tuple) else (kinds,))
 
 
 def _status_message(exc: Any) -> str:

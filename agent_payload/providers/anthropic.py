@@ -32,6 +32,7 @@ from typing import Any
 
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
+    ResponseShape,
     SdkErrors,
     check_client_kind,
     ensure_requests_allowed,
@@ -46,6 +47,7 @@ from agent_payload.usage import Usage
 try:
     import anthropic
     from anthropic.types import Message as AnthropicMessage
+    from anthropic.types import Usage as AnthropicUsage
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("anthropic", _exc) from _exc
 
@@ -226,37 +228,59 @@ class AnthropicModel:
             raise not_an_api_response(
                 provider=PROVIDER, api="Anthropic", model=self.model, kind="message", result=message
             )
+        shape = ResponseShape(
+            provider=PROVIDER,
+            api="Anthropic",
+            model=self.model,
+            kind="message",
+            expected_server=_ERRORS.expected_server,
+        )
+        with shape.guarded():
+            return self._read_message(message, request, shape)
+
+    def _read_message(
+        self, message: AnthropicMessage, request: ModelRequest, shape: ResponseShape
+    ) -> ModelReply:
         texts: list[str] = []
         tool_input: str | None = None
-        for block in message.content:
-            if block.type == "text":
-                texts.append(block.text)
-            elif (
-                block.type == "tool_use"
-                and request.output_mode in ("tool", "json_schema")
-                and (tool_input is None or block.name == request.tool_name)
-            ):
-                tool_input = json.dumps(block.input, ensure_ascii=False)
+        for n, block in enumerate(shape.items(message, "content", "content", "content blocks")):
+            kind = shape.field(block, "type", f"content[{n}].type", str, "text")
+            if kind == "text":
+                texts.append(shape.field(block, "text", f"content[{n}].text", str, "text"))
+            elif kind == "tool_use" and request.output_mode in ("tool", "json_schema"):
+                name = shape.field(block, "name", f"content[{n}].name", str, "text")
+                if tool_input is None or name == request.tool_name:
+                    arguments = shape.field(
+                        block, "input", f"content[{n}].input", dict, "an object"
+                    )
+                    tool_input = json.dumps(arguments, ensure_ascii=False)
         text = "".join(texts)
-        stop = message.stop_reason
+        stop = shape.field(message, "stop_reason", "stop_reason", str, "text", optional=True)
         refusal: str | None = None
         if stop == "refusal":
             details = message.stop_details
             explanation = details.explanation if details is not None else None
             refusal = text or explanation or "The model refused (stop_reason 'refusal')."
-        usage = message.usage
+        usage = shape.field(message, "usage", "usage", AnthropicUsage, "a usage object")
         input_tokens = (
-            usage.input_tokens
-            + (usage.cache_creation_input_tokens or 0)
-            + (usage.cache_read_input_tokens or 0)
+            shape.tokens(usage, "input_tokens", "usage.input_tokens", optional=False)
+            + shape.tokens(
+                usage, "cache_creation_input_tokens", "usage.cache_creation_input_tokens"
+            )
+            + shape.tokens(usage, "cache_read_input_tokens", "usage.cache_read_input_tokens")
         )
+        model = shape.field(message, "model", "model", str, "text", optional=True)
         return ModelReply(
             text=tool_input if tool_input is not None else text,
             finish_reason=stop,
             truncated=stop in _TRUNCATING_STOPS,
             refusal=refusal,
-            usage=Usage(input_tokens, usage.output_tokens, 1),
-            model=str(message.model),
+            usage=Usage(
+                input_tokens,
+                shape.tokens(usage, "output_tokens", "usage.output_tokens", optional=False),
+                1,
+            ),
+            model=model,
             raw=message,
         )
 

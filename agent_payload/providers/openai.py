@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
+    ResponseShape,
     SdkErrors,
     check_client_kind,
     ensure_requests_allowed,
@@ -40,8 +41,13 @@ from agent_payload.usage import Usage
 
 try:
     import openai
-    from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
-    from openai.types.responses import Response
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionMessage,
+        ChatCompletionMessageFunctionToolCall,
+    )
+    from openai.types.completion_usage import CompletionUsage
+    from openai.types.responses import Response, ResponseUsage
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("openai", _exc) from _exc
 
@@ -141,6 +147,15 @@ class _OpenAIModel(ABC):
             async_client="openai.AsyncOpenAI",
         )
         ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model)
+
+    def _shape(self, kind: str) -> ResponseShape:
+        return ResponseShape(
+            provider=PROVIDER,
+            api=self._api,
+            model=self.model,
+            kind=kind,
+            expected_server=_ERRORS.expected_server,
+        )
 
     def _strict_for(self, schema: Mapping[str, Any]) -> bool:
         if self.strict == "auto":
@@ -255,31 +270,56 @@ class OpenAIChatModel(_OpenAIModel):
                 status_code=200,
                 retryable=True,
             )
-        choice = completion.choices[0]
-        message = choice.message
-        text = message.content or ""
+        shape = self._shape("chat completion")
+        with shape.guarded():
+            return self._read_completion(completion, request, shape)
+
+    def _read_completion(
+        self, completion: ChatCompletion, request: ModelRequest, shape: ResponseShape
+    ) -> ModelReply:
+        choices = shape.items(completion, "choices", "choices", "choice objects")
+        choice = choices[0]
+        message = shape.field(
+            choice, "message", "choices[0].message", ChatCompletionMessage, "a message object"
+        )
+        where = "choices[0].message"
+        text = shape.field(message, "content", f"{where}.content", str, "text", optional=True)
+        text = text or ""
         if request.output_mode == "tool":
-            calls = [
+            calls = shape.field(
+                message, "tool_calls", f"{where}.tool_calls", list, "an array", optional=True
+            )
+            functions = [
                 call.function
-                for call in message.tool_calls or []
+                for call in calls or []
                 if isinstance(call, ChatCompletionMessageFunctionToolCall)
             ]
-            chosen = next((f for f in calls if f.name == request.tool_name), None)
-            if chosen is None and calls:
-                chosen = calls[0]
+            chosen = next((f for f in functions if f.name == request.tool_name), None)
+            if chosen is None and functions:
+                chosen = functions[0]
             if chosen is not None:
-                text = chosen.arguments
-        usage = completion.usage
-        finish = choice.finish_reason
+                text = shape.field(
+                    chosen, "arguments", f"{where}.tool_calls[].function.arguments", str, "text"
+                )
+        refusal = shape.field(message, "refusal", f"{where}.refusal", str, "text", optional=True)
+        finish = shape.field(
+            choice, "finish_reason", "choices[0].finish_reason", str, "text", optional=True
+        )
+        usage = shape.field(
+            completion, "usage", "usage", CompletionUsage, "a usage object", optional=True
+        )
+        model = shape.field(completion, "model", "model", str, "text", optional=True)
         return ModelReply(
             text=text,
             finish_reason=finish,
             truncated=finish == "length",
-            refusal=message.refusal or None,
+            refusal=refusal or None,
             usage=Usage(
-                usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0, 1
+                shape.tokens(usage, "prompt_tokens", "usage.prompt_tokens"),
+                shape.tokens(usage, "completion_tokens", "usage.completion_tokens"),
+                1,
             ),
-            model=completion.model,
+            model=model,
             raw=completion,
         )
 
@@ -338,36 +378,61 @@ class OpenAIResponsesModel(_OpenAIModel):
             raise not_an_api_response(
                 provider=PROVIDER, api="OpenAI", model=self.model, kind="response", result=response
             )
+        shape = self._shape("response")
+        with shape.guarded():
+            return self._read_response(response, request, shape)
+
+    def _read_response(
+        self, response: Response, request: ModelRequest, shape: ResponseShape
+    ) -> ModelReply:
         texts: list[str] = []
         refusals: list[str] = []
         arguments: str | None = None
-        for item in response.output:
-            if item.type == "message":
-                for part in item.content:
-                    if part.type == "output_text":
-                        texts.append(part.text)
-                    elif part.type == "refusal":
-                        refusals.append(part.refusal)
-            elif (
-                item.type == "function_call"
-                and request.output_mode == "tool"
-                and (arguments is None or item.name == request.tool_name)
-            ):
-                arguments = item.arguments
+        for n, item in enumerate(shape.items(response, "output", "output", "output items")):
+            kind = shape.field(item, "type", f"output[{n}].type", str, "text")
+            if kind == "message":
+                parts = shape.items(item, "content", f"output[{n}].content", "content parts")
+                for m, part in enumerate(parts):
+                    where = f"output[{n}].content[{m}]"
+                    part_kind = shape.field(part, "type", f"{where}.type", str, "text")
+                    if part_kind == "output_text":
+                        texts.append(shape.field(part, "text", f"{where}.text", str, "text"))
+                    elif part_kind == "refusal":
+                        refusals.append(
+                            shape.field(part, "refusal", f"{where}.refusal", str, "text")
+                        )
+            elif kind == "function_call" and request.output_mode == "tool":
+                name = shape.field(item, "name", f"output[{n}].name", str, "text")
+                if arguments is None or name == request.tool_name:
+                    arguments = shape.field(
+                        item, "arguments", f"output[{n}].arguments", str, "text"
+                    )
+        status = shape.field(response, "status", "status", str, "text", optional=True)
         details = response.incomplete_details
-        reason = details.reason if details is not None else None
-        if response.status == "incomplete" and reason:
+        reason = (
+            shape.field(details, "reason", "incomplete_details.reason", str, "text", optional=True)
+            if details is not None
+            else None
+        )
+        if status == "incomplete" and reason:
             finish: str | None = reason
         else:
-            finish = response.status
-        usage = response.usage
+            finish = status
+        usage = shape.field(
+            response, "usage", "usage", ResponseUsage, "a usage object", optional=True
+        )
+        model = shape.field(response, "model", "model", str, "text", optional=True)
         return ModelReply(
             text=arguments if arguments is not None else "".join(texts),
             finish_reason=finish,
             truncated=reason == "max_output_tokens",
             refusal="\n".join(refusals) or None,
-            usage=Usage(usage.input_tokens if usage else 0, usage.output_tokens if usage else 0, 1),
-            model=str(response.model),
+            usage=Usage(
+                shape.tokens(usage, "input_tokens", "usage.input_tokens"),
+                shape.tokens(usage, "output_tokens", "usage.output_tokens"),
+                1,
+            ),
+            model=model,
             raw=response,
         )
 
