@@ -225,7 +225,30 @@ def _concurrent_faults() -> list[Callable[[], ScriptItem]]:
         Fault.not_json,
         lambda: Reply.truncated('{"updateElements": {"value": '),
         lambda: '{"updateElements": {"value": ',
+        # 200s of a shape the adapter does not understand: a clean ProviderError each
+        lambda: Fault.malformed(_chat_message_null),
+        lambda: Fault.malformed(_chat_choice_null),
+        lambda: Fault.malformed(_chat_usage_a_string),
     ]
+
+
+_MALFORMED = ("9", "10", "11")
+"""Indices of the malformed bodies in ``_concurrent_faults()``."""
+
+
+def _chat_message_null(body: dict[str, Any]) -> dict[str, Any]:
+    body["choices"][0]["message"] = None
+    return body
+
+
+def _chat_choice_null(body: dict[str, Any]) -> dict[str, Any]:
+    body["choices"][0] = None
+    return body
+
+
+def _chat_usage_a_string(body: dict[str, Any]) -> dict[str, Any]:
+    body["usage"] = "many"
+    return body
 
 
 def test_200_concurrent_async_agents_with_injected_faults(
@@ -233,8 +256,10 @@ def test_200_concurrent_async_agents_with_injected_faults(
 ) -> None:
     """200 AsyncPayloadAgents run at once against one server that answers each request as a
     function of it (each run gets its own right answer) and injects a fault into 20% of the
-    requests (seeded). All 200 are accounted for: every success holds exactly its own right
-    payload, every failure is a documented error, no input is changed."""
+    requests (seeded), malformed 200 bodies (``"message": null`` ...) among them. All 200 are
+    accounted for: every success holds exactly its own right payload, every failure is a
+    documented error (a malformed body: ProviderError naming the field), no input is
+    changed."""
     faults = _concurrent_faults()
     lock = threading.Lock()
     seen: Counter[int] = Counter()
@@ -279,10 +304,15 @@ def test_200_concurrent_async_agents_with_injected_faults(
     assert len(results) == RUNS
     successes = 0
     failures: Counter[str] = Counter()
+    malformed = 0
     for run, result in enumerate(results):
         if isinstance(result, Exception):
             assert isinstance(result, ProviderError | RetriesExhaustedError), result
             failures[type(result).__name__] += 1
+            if "does not understand" in str(result):
+                assert isinstance(result, ProviderError) and result.status_code == 200
+                assert result.__cause__ is not None
+                malformed += 1
         else:
             expected = copy.deepcopy(originals[run])
             expected["value"] = run * 7
@@ -293,6 +323,8 @@ def test_200_concurrent_async_agents_with_injected_faults(
     assert successes + sum(failures.values()) == RUNS
     assert sum(injected.values()) > 0
     assert successes > 0
+    assert sum(injected[i] for i in _MALFORMED) > 0
+    assert malformed == sum(injected[i] for i in _MALFORMED)  # each one ended its run cleanly
     summary = (
         f"{RUNS} runs: {successes} succeeded, {sum(failures.values())} failed cleanly "
         f"({dict(failures)}); {sum(seen.values())} requests, {sum(injected.values())} faults "
