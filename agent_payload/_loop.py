@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any, Generic, NoReturn, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from agent_payload import _jsontext
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
@@ -446,8 +446,8 @@ class RunState:
             usage=self.usage,
             replies=tuple(self.replies),
             marker=self.marker,
-            rewrite_tokens=estimate_tokens(
-                json.dumps(verdict.payload_json, ensure_ascii=False, separators=(",", ":"))
+            rewrite_tokens=estimate_tokens(  # issue 11: _jsontext, any depth the merge accepts
+                _jsontext.dumps(verdict.payload_json, ensure_ascii=False, separators=(",", ":"))
             ),
             change_tokens=estimate_tokens(reply.text),
             repairs=verdict.repairs,

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent_payload import _jsontext
 from agent_payload._jsondata import format_payload_path
 from agent_payload.errors import SessionFileError
 
@@ -148,19 +149,20 @@ def validate_session_data(data: Any, file: str) -> SessionData:
 
 
 def dumps(data: Any) -> str:
-    """The file's text: indented JSON, non-ASCII characters as they are (UTF-8) unless the data
-    holds a lone surrogate, which only a JSON escape can carry."""
-    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    """The file's text: indented JSON (compact for data nested beyond ``json``'s recursion
+    limit, see ``_jsontext``), non-ASCII characters as they are (UTF-8) unless the data holds a
+    lone surrogate, which only a JSON escape can carry."""
+    text = _jsontext.dumps(data, ensure_ascii=False, indent=2) + "\n"
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(data, ensure_ascii=True, indent=2) + "\n"
+        text = _jsontext.dumps(data, ensure_ascii=True, indent=2) + "\n"
     return text
 
 
 def _loads(file: str, text: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _jsontext.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         cut = exc.pos >= len(text.rstrip())
         what = "the file is cut short (truncated)" if cut else "invalid JSON"
@@ -169,12 +171,6 @@ def _loads(file: str, text: str) -> Any:
         ) from exc
     except ValueError as exc:
         raise session_error(file, "", str(exc)) from exc
-    except RecursionError as exc:
-        raise session_error(
-            file,
-            "",
-            "the JSON is nested too deeply to be read (about 1,000 levels, Python's JSON reader)",
-        ) from exc
 
 
 def _reject_constant(name: str) -> Any:

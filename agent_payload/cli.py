@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from agent_payload import _jsontext
 from agent_payload._files import atomic_write_text
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
 from agent_payload.changes import DEFAULT_MARKERS
@@ -109,17 +110,12 @@ def _reject_constant(name: str) -> Any:
 def _loads(text: str, source: str, *, hint: str = "") -> Any:
     """Parse strict JSON; errors name the source, line and column."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _jsontext.loads(text, parse_constant=_reject_constant)  # any depth
     except json.JSONDecodeError as exc:
         message = f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise CliError(message + hint) from exc
     except ValueError as exc:
         raise CliError(f"{source}: {exc}{hint}") from exc
-    except RecursionError as exc:
-        raise CliError(
-            f"{source}: the JSON is nested too deeply for Python's JSON reader (about 1,000 "
-            "levels); the library merges deeper data given as Python objects"
-        ) from exc
 
 
 def _parse_markers(text: str | None) -> frozenset[str]:
@@ -132,13 +128,13 @@ def _parse_markers(text: str | None) -> frozenset[str]:
 
 
 def _dump(value: Any) -> str:
-    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    text = _jsontext.dumps(value, indent=2, ensure_ascii=False) + "\n"  # any depth
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (a "\\ud800" escape in the input) cannot be written as UTF-8: keep
         # it as a JSON escape, which is valid JSON text.
-        text = json.dumps(value, indent=2, ensure_ascii=True) + "\n"
+        text = _jsontext.dumps(value, indent=2, ensure_ascii=True) + "\n"
     return text
 
 

@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from agent_payload import merge as _merge
 from agent_payload._config import check_payload_type
 from agent_payload._files import atomic_write_text
 from agent_payload import typed as _typed
-from agent_payload._jsondata import json_data
+from agent_payload._jsondata import json_data, locate_problem
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
 from agent_payload.errors import (
@@ -73,6 +74,10 @@ HISTORY_FORMAT = _sessionfile.FORMAT
 """The ``format`` of a saved session; ``format_version`` is ``_sessionfile.FORMAT_VERSION``."""
 
 _UNSET: Any = object()
+
+_PROBE_DEPTH = 100
+"""Payloads deeper than this are diffed once before a turn's model call (``check_before_turn``);
+shallower ones cost nothing extra."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +333,16 @@ class SessionState:
         self.payload = result.payload
         return turn
 
+    def check_before_turn(self) -> None:
+        """Raise now, before the model is asked (no tokens spent), what would stop a turn on
+        the current payload from being recorded. Recording diffs the payload (the turn's undo
+        request), and depth is what a diff can refuse: a payload deeper than
+        ``_PROBE_DEPTH`` levels is first diffed with itself, so whatever the diff refuses
+        (``LimitExceededError``) is raised here rather than after the model call."""
+        current = _as_json(self.payload)
+        if locate_problem(current, _PROBE_DEPTH, sys.maxsize) is not None:
+            undo_change_request(current, current)
+
     # -- undo / redo ------------------------------------------------------------------------
 
     def undo(self) -> TurnRecord | None:
@@ -537,6 +552,7 @@ class PayloadSession(_SessionBase):
         """Run the agent on the current payload; record and return the turn. On failure the
         agent's error propagates and the session is unchanged."""
         base = self.state.payload
+        self.state.check_before_turn()  # refusals come before the model call, not after it
         started = self._clock()
         result = self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
@@ -549,6 +565,7 @@ class AsyncPayloadSession(_SessionBase):
     async def send(self, task: str) -> TurnRecord:
         """Run the agent on the current payload; record and return the turn."""
         base = self.state.payload
+        self.state.check_before_turn()  # refusals come before the model call, not after it
         started = self._clock()
         result = await self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started

@@ -559,7 +559,8 @@ def test_demo_live_anthropic_when_only_its_key_is_set(monkeypatch: pytest.Monkey
 
 def test_apply_never_tracebacks_on_valid_but_awkward_json(tmp_path: Path) -> None:
     """A lone surrogate escape is written back as an escape (stdout stays valid JSON), and JSON
-    nested deeper than Python's reader allows is a clean usage error, not a RecursionError."""
+    nested deeper than Python's reader allows is read and written like any other (the merge
+    accepts 20,000 levels), never a RecursionError."""
     surrogate = tmp_path / "u.json"
     surrogate.write_text('{"name": "x", "s": "\\ud800"}', encoding="utf-8")
     change = write(tmp_path, "c.json", {"updateElements": {"name": "y"}})
@@ -567,10 +568,11 @@ def test_apply_never_tracebacks_on_valid_but_awkward_json(tmp_path: Path) -> Non
     assert run.status == EXIT_OK
     assert run.json() == {"name": "y", "s": "\ud800"}
     deep = tmp_path / "d.json"
-    deep.write_text("[" * 5000 + "]" * 5000, encoding="utf-8")
+    deep.write_text('{"name": "x", "d": ' + "[" * 5000 + "]" * 5000 + "}", encoding="utf-8")
     run = cli("apply", str(deep), change)
-    assert run.status == EXIT_USAGE
-    assert "nested too deeply" in run.err
+    assert run.status == EXIT_OK, run.err
+    assert run.out.startswith('{"name":"y","d":[[[')
+    assert run.out.count("[") == 5000
 
 
 def test_apply_says_when_parts_were_not_applied(tmp_path: Path) -> None:
