@@ -18,7 +18,7 @@ from typing import Any
 
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
-__all__ = ["dumps", "loads"]
+__all__ = ["TooDeepError", "dumps", "loads"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
@@ -93,16 +93,33 @@ def _key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
-def loads(text: str, *, parse_constant: Callable[[str], Any] | None = None) -> Any:
+def loads(
+    text: str,
+    *,
+    parse_constant: Callable[[str], Any] | None = None,
+    max_depth: int | None = None,
+) -> Any:
     """``json.loads(text, parse_constant=...)`` at any depth (``JSONDecodeError`` for text
-    that is not JSON, with the same line and column)."""
+    that is not JSON, with the same line and column). With ``max_depth``, text nested deeper
+    than that raises ``TooDeepError`` as soon as the reader gets there."""
     try:
         return json.loads(text, parse_constant=parse_constant)
     except RecursionError:
-        return _loads_iterative(text, parse_constant)
+        return _loads_iterative(text, parse_constant, max_depth)
 
 
-def _loads_iterative(text: str, parse_constant: Callable[[str], Any] | None) -> Any:
+class TooDeepError(ValueError):
+    """JSON text nested deeper than ``loads(max_depth=...)``; ``pos`` is where."""
+
+    def __init__(self, max_depth: int, pos: int) -> None:
+        super().__init__(f"nested more than {max_depth:,} levels deep (at character {pos:,})")
+        self.max_depth = max_depth
+        self.pos = pos
+
+
+def _loads_iterative(
+    text: str, parse_constant: Callable[[str], Any] | None, max_depth: int | None = None
+) -> Any:
     """The explicit-stack reader (only reached for text ``json`` already read up to its
     recursion limit, so syntax errors are reported as ``json`` would report them)."""
     end = len(text)
@@ -136,6 +153,8 @@ def _loads_iterative(text: str, parse_constant: Callable[[str], Any] | None) -> 
             else:
                 key, pos = key_at(pos)
                 stack.append([{}, key])
+                if max_depth is not None and len(stack) > max_depth:
+                    raise TooDeepError(max_depth, pos)
                 continue
         elif char == "[":
             pos = ws(pos + 1)
@@ -143,6 +162,8 @@ def _loads_iterative(text: str, parse_constant: Callable[[str], Any] | None) -> 
                 value, pos = [], pos + 1
             else:
                 stack.append([[], None])
+                if max_depth is not None and len(stack) > max_depth:
+                    raise TooDeepError(max_depth, pos)
                 continue
         elif char == '"':
             value, pos = scanstring(text, pos + 1)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent_payload import _jsontext
 from agent_payload._jsondata import format_payload_path
 from agent_payload.errors import SessionFileError
+from agent_payload.merge import DEFAULT_LIMITS
 
 __all__ = [
     "FORMAT",
@@ -46,6 +47,8 @@ __all__ = [
 
 FORMAT = "agent_payload.session"
 FORMAT_VERSION = 1
+MAX_FILE_DEPTH = DEFAULT_LIMITS.max_depth + 8
+"""The deepest session file read: the deepest payload the merge accepts, in its envelope."""
 LEGACY_FORMAT = "agent_payload.session/1"
 """The ``format`` of files written by agent_payload 0.1 (version 1 without ``format_version``)."""
 
@@ -162,7 +165,14 @@ def dumps(data: Any) -> str:
 
 def _loads(file: str, text: str) -> Any:
     try:
-        return _jsontext.loads(text, parse_constant=_reject_constant)
+        return _jsontext.loads(text, parse_constant=_reject_constant, max_depth=MAX_FILE_DEPTH)
+    except _jsontext.TooDeepError as exc:
+        raise session_error(
+            file,
+            "",
+            f"the JSON is {exc} (the merge accepts payloads {DEFAULT_LIMITS.max_depth:,} "
+            "levels deep)",
+        ) from exc
     except json.JSONDecodeError as exc:
         cut = exc.pos >= len(text.rstrip())
         what = "the file is cut short (truncated)" if cut else "invalid JSON"
