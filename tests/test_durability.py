@@ -442,6 +442,13 @@ def test_misuse_is_a_configuration_error_naming_the_argument_before_any_request(
         "ChangeRequestToolHandler(payload_type=": lambda: ChangeRequestToolHandler(
             {"a": 1}, payload_type=5
         ),
+        "ChangeRequestToolHandler(permissions=": lambda: ChangeRequestToolHandler(
+            {"a": 1},
+            permissions=5,  # type: ignore[arg-type]
+        ),
+        "ChangeRequestToolHandler(read_scope=": lambda: ChangeRequestToolHandler(
+            {"a": 1}, read_scope=5
+        ),
         "payload_type": lambda: PayloadSession(agent, {"a": 1}, payload_type=5),
     }
     for argument, misuse in cases.items():
@@ -463,6 +470,30 @@ def test_a_guard_returning_none_is_a_clear_error() -> None:
     model = ScriptedModel(['{"updateElements": {"a": 2}}'])
     with pytest.raises(ConfigurationError, match="forgetful returned None"):
         PayloadAgent(model, guards=[forgetful]).run({"a": 1}, "x")  # type: ignore[list-item]
+
+
+def test_a_guard_returning_none_is_a_clear_error_through_the_judge() -> None:
+    """The judge (issue 10) asks the guards for the agent, the tool handler and the session:
+    a guard returning None is a ConfigurationError on each of them, never a TypeError and
+    never a correction sent back to the model."""
+    from agent_payload.judge import Judge
+
+    def forgetful(change: Change) -> None:
+        return None
+
+    reply = '{"updateElements": {"a": 2}}'
+    with pytest.raises(ConfigurationError, match="forgetful returned None"):
+        Judge({"a": 1}, guards=[forgetful])(reply)  # type: ignore[list-item]
+    handler = ChangeRequestToolHandler({"a": 1}, guards=[forgetful])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="forgetful returned None"):
+        handler.handle(reply)
+    assert handler.payload == {"a": 1}
+    model = ScriptedModel([reply])
+    session = PayloadSession(PayloadAgent(model, guards=[forgetful]), {"a": 1})  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="forgetful returned None"):
+        session.send("x")
+    assert session.history == ()
+    assert session.payload == {"a": 1}
 
 
 def test_file_write_error_is_public() -> None:
