@@ -46,9 +46,9 @@ from pydantic import BaseModel, ValidationError
 
 from agent_payload import _sessionfile
 from agent_payload import merge as _merge
+from agent_payload import typed as _typed
 from agent_payload._config import check_payload_type
 from agent_payload._files import atomic_write_text
-from agent_payload import typed as _typed
 from agent_payload._jsondata import json_data, locate_problem
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request

@@ -31,8 +31,8 @@ from pydantic import BaseModel
 
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
-from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
 from agent_payload import typed as _typed
+from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
 from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import UsageError
