@@ -19,7 +19,8 @@ The steps, in order (each one lives here, once):
 2. ``refusal`` (the provider's refusal field, or the parser's ``RefusalError``);
 3. ``parse`` (``parse.parse_change_request_with_repairs``): syntax, prose, unknown fields;
 4. ``merge`` (``merge.apply_change_request`` with the active marker alone and every guard, whose
-   whole-merge ``review`` the merge runs itself): any conflict, guard refusals included;
+   whole-merge ``review`` the merge runs itself, and ``refuse_stale_markers``: a DELETE marker
+   written out of habit is a ``stale_marker`` conflict): any conflict, guard refusals included;
 5. ``validation`` against the payload type (a pydantic payload is validated by the merge); a
    change that validation would silently drop (a key the type ignores) is a problem too;
 6. ``validator``: the user's validators (``(payload) -> None``; raise ``RetryWithFeedback``);
@@ -342,7 +343,11 @@ class Judge:
         # Step 4: the merge (guards at the original node, whole-merge review included).
         try:
             merged = _merge.apply_change_request(
-                self.payload, request, markers=frozenset({self.marker}), guard=recorder
+                self.payload,
+                request,
+                markers=frozenset({self.marker}),
+                guard=recorder,
+                refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
             )
         except PayloadValidationError as exc:
             return self._invalid(exc.errors, exc.payload, exc, request)

@@ -82,6 +82,7 @@ __all__ = [
     "format_payload_path",
     "format_request_path",
     "ineffective_parts",
+    "is_library_marker",
     "payload_holds_string",
     "reconcile_validated",
 ]
@@ -211,6 +212,38 @@ _NEW_ARRAY_EXPECTED: Final = (
     "element 2"
 )
 """What newElements may hold where an array stands (sections 3.2.4 and 8), for messages."""
+
+
+_FRESH_MARKER: Final = re.compile(r"__DELETE_[0-9a-f]{8}__")
+
+
+def is_library_marker(value: Any) -> bool:
+    """True for a string equal to one of the library's DELETE markers: ``"DELETE"``,
+    ``"__DELETE__"`` or a fresh ``"__DELETE_<8 hex>__"`` (whichever is active)."""
+    return type(value) is str and (value in DEFAULT_MARKERS or bool(_FRESH_MARKER.fullmatch(value)))
+
+
+def _marker_inside(value: Any, markers: frozenset[str]) -> tuple[tuple[str | int, ...], str] | None:
+    """The first library marker (or active marker) found as a string value inside ``value``,
+    with its path relative to ``value``; None when there is none. Iterative, any depth."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        v, at = stack.pop()
+        t = type(v)
+        if t is str:
+            if v in markers or is_library_marker(v):
+                return at, v
+        elif t is dict:
+            stack.extend((child, (*at, k)) for k, child in reversed(v.items()))
+        elif t is list:
+            stack.extend((child, (*at, i)) for i, child in reversed(list(enumerate(v))))
+    return None
+
+
+def _in_update(rlink: Link) -> bool:
+    """True when a change-request link lies in updateElements (its root part)."""
+    parts = materialize(rlink)
+    return bool(parts) and parts[0] == "updateElements"
 
 
 def _plural(n: int, word: str) -> str:
@@ -564,8 +597,10 @@ class _Merger:
         guard: Guard | None,
         limits: Limits,
         report: MergeReport,
+        refuse_stale: bool = False,
     ) -> None:
         self.markers = markers
+        self.refuse_stale = refuse_stale
         self.share = share
         self.guard = guard
         self.limits = limits
@@ -663,6 +698,8 @@ class _Merger:
         inside an element: below the element's original position), or, for an appended or
         inserted element, its position in the result. Default: ``plink``. Guard findings are
         recorded at ``glink`` (a conflict's current value is looked up in the original)."""
+        if self.refuse_stale and self.stale_marker(op, old, new, plink, rlink):
+            return False
         if glink is _SAME:
             glink = plink
         path = materialize(plink)
@@ -695,6 +732,63 @@ class _Merger:
                 return False
         self.report.changes.append(change)
         return True
+
+    def stale_marker(self, op: ChangeOp, old: Any, new: Any, plink: Link, rlink: Link) -> bool:
+        """A marker out of habit (conflict ``stale_marker``; the entry is not applied), both in
+        updateElements only: a string equal to one of the library's markers that would replace
+        an object or an array, or that sits inside content added at a key or an index that does
+        not exist. Both are almost surely a deletion the model meant; the message names the
+        marker active in this call. newElements and replaceElements stay literal (the way to
+        store the text ``"DELETE"``, MERGE.md section 5)."""
+        if op == "update":
+            if type(old) is not dict and type(old) is not list:
+                return False
+            if type(new) is not str or not (new in self.markers or is_library_marker(new)):
+                return False
+            if not _in_update(rlink):
+                return False
+            what = "object" if type(old) is dict else "array"
+            self.conflict(
+                "stale_marker",
+                rlink,
+                f'The string "{new}" would replace the {what} at {self.pp(plink)}. That looks '
+                f"like a deletion, but {self._marker_sentence(new)} To delete "
+                f"{self.pp(plink)}, write {self.marker_text()}; to keep it, leave it out (or "
+                "write {} in an array); to store that text, use replaceElements. Nothing of "
+                "this entry was applied.",
+                plink,
+            )
+            return True
+        if op != "add" or (
+            type(new) is not dict and type(new) is not list and type(new) is not str
+        ):
+            return False
+        found = _marker_inside(new, self.markers)
+        if found is None or not _in_update(rlink):
+            return False
+        inner, text = found
+        full = (*materialize(plink), *inner)
+        where = format_payload_path(full) or "the payload root"
+        self.conflict(
+            "stale_marker",
+            rlink,
+            f"updateElements would add {self.pp(plink)} (it does not exist in the payload) "
+            f'holding the string "{text}" at {where}. That looks like a deletion, but nothing '
+            f"exists there to delete, and {self._marker_sentence(text)} Check the path against "
+            "the payload (positions and key names); to add new data that holds this text, use "
+            "newElements. Nothing of this entry was applied.",
+            plink,
+        )
+        return True
+
+    def _marker_sentence(self, text: str) -> str:
+        if self.marker_name is None:
+            return f'"{text}" is not a DELETE marker here (none is active in this call).'
+        if text == self.marker_name or text in self.markers:
+            return f'"{text}" only deletes where something exists.'
+        return (
+            f'"{text}" is not the DELETE marker of this call: the marker is "{self.marker_name}".'
+        )
 
     def set_key(
         self, c: dict[str, Any], k: str, value: Any, plink: Link, rlink: Link, glink: Link
@@ -914,7 +1008,8 @@ class _Merger:
                             ku,
                             f"updateElements names {self.pp(ko)}, which does not exist in the "
                             f"payload; treated as an addition, set to {describe(uv)} as given "
-                            "(markers and {} inside it are data). Use newElements for new keys.",
+                            "(markers and {} inside it are data). Use newElements for "
+                            "new keys.",
                             ko,
                         )
                 if x_del:
@@ -1288,7 +1383,8 @@ class _Merger:
                     (ulink, j),
                     f"updateElements gives an item at index {j}, beyond the end of the array at "
                     f"{self.pp(olink)} ({_plural(length, 'element')}); it was appended as given "
-                    "(markers and {} inside it are data). Use newElements to append.",
+                    "(markers and {} inside it are data). Use "
+                    "newElements to append.",
                     (rlink, ri),
                 )
                 if self.commit("add", (rlink, ri), None, item, (ulink, j), (olink, ri)):
@@ -1619,6 +1715,7 @@ def apply_change_request(
     share: bool = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
+    refuse_stale_markers: bool = ...,
 ) -> MergeResult[M]: ...
 
 
@@ -1632,6 +1729,7 @@ def apply_change_request(
     share: bool = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
+    refuse_stale_markers: bool = ...,
 ) -> MergeResult[dict[str, Any]]: ...
 
 
@@ -1645,6 +1743,7 @@ def apply_change_request(
     share: bool = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
+    refuse_stale_markers: bool = ...,
 ) -> MergeResult[list[Any]]: ...
 
 
@@ -1658,6 +1757,7 @@ def apply_change_request(
     share: bool = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
+    refuse_stale_markers: bool = ...,
 ) -> MergeResult[Any]: ...
 
 
@@ -1670,6 +1770,7 @@ def apply_change_request(
     share: bool = False,
     guard: Guard | None = None,
     limits: Limits | None = None,
+    refuse_stale_markers: bool = False,
 ) -> MergeResult[Any]:
     """Merge ``change_request`` into ``payload`` as MERGE.md says; return payload and report.
 
@@ -1739,6 +1840,12 @@ def apply_change_request(
       it.
     * ``limits``: :class:`Limits` (depth and sizes); exceeding one raises
       :class:`~agent_payload.errors.LimitExceededError`.
+    * ``refuse_stale_markers`` (the agent, the tool handler and the CLI turn it on): a DELETE
+      marker written out of habit is a conflict ``stale_marker`` instead of literal data: in
+      updateElements, a string equal to any of the library's markers (``"DELETE"``,
+      ``"__DELETE__"``, ``"__DELETE_<8 hex>__"``) that would replace an object or an array, or
+      any such string inside content added at a key or index that does not exist. Off, the
+      merge follows MERGE.md to the letter (that content is literal).
     """
     limits = DEFAULT_LIMITS if limits is None else limits
     if not isinstance(limits, Limits):
@@ -1776,7 +1883,12 @@ def apply_change_request(
         for issue in request.issues:
             (report.conflicts if issue.code == "unknown_field" else report.warnings).append(issue)
         merger = _Merger(
-            markers=active, share=share_mode, guard=pass_guard, limits=limits, report=report
+            markers=active,
+            share=share_mode,
+            guard=pass_guard,
+            limits=limits,
+            report=report,
+            refuse_stale=refuse_stale_markers,
         )
         return merger.merge_root(work_copy(), request.buckets), report
 
