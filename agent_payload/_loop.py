@@ -190,6 +190,26 @@ def _encoding() -> Any:
         return None
 
 
+ESTIMATE_CHUNK_CHARS = 50_000
+"""``estimate_tokens`` encodes long texts in pieces of about this many characters (the
+tokenizer refuses very long inputs); each piece ends after a comma, space or newline when one
+is near, so almost no token is split."""
+
+
+def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = max(text.rfind(",", start + size // 2, end), text.rfind(" ", start + size // 2, end))
+        cut = max(cut, text.rfind("\n", start + size // 2, end))
+        end = cut + 1 if cut > start else end
+        pieces.append(text[start:end])
+        start = end
+    pieces.append(text[start:])
+    return pieces
+
+
 def estimate_tokens(text: str) -> int:
     """Output tokens of ``text``: counted with OpenAI's o200k_base tokenizer when the optional
     ``bpe-openai`` package is importable, else estimated as ``ceil(len(text) / 4)``.
@@ -197,11 +217,21 @@ def estimate_tokens(text: str) -> int:
     ``AgentResult.rewrite_tokens`` is this count for the result as minified JSON (the cheapest
     full rewrite a model could send), ``change_tokens`` for the applied reply's text as the
     model sent it (reasoning included), so the two are counted the same way. Other tokenizers
-    (Anthropic's) differ by some percent; the ratio is what matters."""
+    (Anthropic's) differ by some percent; the ratio is what matters.
+
+    An estimate never fails a run: long texts are encoded in pieces (``ESTIMATE_CHUNK_CHARS``;
+    a token split at a piece's edge may count one more), and a piece the tokenizer refuses is
+    counted by the length estimate."""
     encoding = _encoding()
-    if encoding is not None:
-        return len(encoding.encode(text))
-    return math.ceil(len(text) / 4)
+    if encoding is None:
+        return math.ceil(len(text) / 4)
+    total = 0
+    for piece in _chunks(text):
+        try:
+            total += len(encoding.encode(piece))
+        except Exception:  # an estimate never fails a run: count this piece by its length
+            total += math.ceil(len(piece) / 4)
+    return total
 
 
 _summary = _judge.summary
