@@ -28,12 +28,13 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from agent_payload import _callables
 from agent_payload import _jsontext
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
@@ -72,9 +73,12 @@ __all__ = [
 
 P = TypeVar("P")
 
-Validator = Callable[[Any], None]
-"""A user validator: called with the merged payload (the kind the caller will get back);
-raise ``RetryWithFeedback`` to have the model try again with that message."""
+Validator = Callable[[Any], object]
+"""A user validator: called with the merged payload (the kind the caller will get back: a
+dict or list for dict/list payloads, the pydantic model instance for model payloads); raise
+``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``, as in pydantic's validators) to
+have the model try again with that message. ``AsyncPayloadAgent`` also takes ``async def``
+validators (awaited); ``PayloadAgent`` refuses them with ``ConfigurationError``."""
 
 _REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
     {ModelReplyError, ReplySyntaxError, NoChangeRequestError, UnknownFieldError}
@@ -97,7 +101,8 @@ class AgentResult(Generic[P]):
     cost in output tokens, ``change_tokens`` what the applied reply cost, counted the same way
     (see ``estimate_tokens``). ``marker`` is the DELETE marker that was active; ``repairs`` what the
     parser had to fix in the applied reply; ``confirmed`` the guard findings the model
-    confirmed.
+    confirmed; ``run_id`` the run's id (``run(..., run_id=)`` or a fresh one; also on the
+    ``agent_payload`` log records as ``run_id`` and on a failed run's error).
     """
 
     payload: P
@@ -112,6 +117,7 @@ class AgentResult(Generic[P]):
     change_tokens: int
     repairs: tuple[str, ...] = ()
     confirmed: tuple[Finding, ...] = ()
+    run_id: str = ""
 
     @property
     def changes(self) -> list[Change]:
@@ -281,6 +287,7 @@ class RunState:
     ) -> None:
         self.payload = payload
         self.payload_json = payload_json
+        self.run_id = ""
         self.shown_json = shown_json
         self.task = task
         self.marker = marker
@@ -439,7 +446,17 @@ class RunState:
 
     def judge(self, reply: ModelReply) -> AgentResult[Any]:
         """Return the result, or raise the ``ModelReplyError`` to correct (state updated).
-        Every decision is ``agent_payload.judge.Judge``'s; this maps its verdict."""
+        Every decision is ``agent_payload.judge.Judge``'s; this maps its verdict. Sync: an
+        async validator is a ``ConfigurationError`` (``judge_steps`` awaits it)."""
+        return _callables.drive(
+            self.judge_steps(reply), "PayloadAgent", "use AsyncPayloadAgent with it"
+        )
+
+    def judge_steps(self, reply: ModelReply) -> Generator[Any, Any, AgentResult[Any]]:
+        """``judge`` as a generator for async drivers: the judge's own steps
+        (``Judge.steps``), which yield the awaitable of each async validator; the driver awaits
+        it and sends back its value (or throws its exception in), and the generator's return
+        value is the result."""
         usage = reply.usage
         if usage.requests == 0:
             usage = Usage(usage.input_tokens, usage.output_tokens, 1)
@@ -449,7 +466,7 @@ class RunState:
         pending: dict[str, Any] = {}
         if self.pending is not None:
             pending["confirming"] = self.pending.payload_json
-        verdict = self.judge_reply(
+        verdict = yield from self.judge_reply.steps(
             reply.text,
             finish_reason=reply.finish_reason,
             truncated=reply.truncated,
@@ -482,6 +499,7 @@ class RunState:
             change_tokens=estimate_tokens(reply.text),
             repairs=verdict.repairs,
             confirmed=tuple(finding for _, finding in verdict.confirmations),
+            run_id=self.run_id,
         )
 
     # -- failures ------------------------------------------------------------------------

@@ -12,8 +12,10 @@ a first refusal, conflicts, validation errors, a user validator's ``RetryWithFee
 asking for confirmation). Transport failures (429, 5xx, timeouts) are the SDK's business: they
 surface at once as ``ProviderError`` and are not retried again here.
 
-Hooks are plain keyword callables (or a ``Hooks`` object); in ``AsyncPayloadAgent`` a hook may
-also be a coroutine function (its result is awaited):
+Hooks are plain keyword callables (or a ``Hooks`` object, per agent or per ``run(hooks=)``); in
+``AsyncPayloadAgent`` a hook or a validator may also be a coroutine function (awaited), while
+``PayloadAgent`` refuses one with ``ConfigurationError`` when it is given (it could not await
+it, and a dropped validator would apply what it should reject):
 
 * ``on_request(attempt, request, is_last)`` before each model request;
 * ``on_response(attempt, reply, is_last)`` after it;
@@ -29,12 +31,17 @@ and when a run fails; the error itself is raised to the caller).
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import functools
 import inspect
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from pydantic import BaseModel
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -47,6 +54,7 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
+from agent_payload import _callables
 from agent_payload._config import (
     check_guard,
     check_guards,
@@ -70,7 +78,14 @@ from agent_payload.guards.versions import check_version
 from agent_payload.providers.base import Model, ModelReply, ModelRequest, OutputMode
 from agent_payload.report import Guard, Problem
 
+if TYPE_CHECKING:
+    from agent_payload.guards import Permissions, ReadScope
+
+    SdkClient = Any
+    """An ``openai`` / ``anthropic`` SDK client (sync or async), given with ``model_name``."""
+
 __all__ = [
+    "OFFLOAD_NODES",
     "AgentResult",
     "AsyncPayloadAgent",
     "Hooks",
@@ -87,6 +102,11 @@ P = TypeVar("P")
 _OUTPUT_MODES: tuple[str, ...] = ("text", "tool", "json_schema")
 
 
+OFFLOAD_NODES = 20_000
+"""``AsyncPayloadAgent``: payloads with more values than this (about 200 KB of JSON) are
+rendered, parsed and merged in a worker thread (``offload_nodes=``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Hooks:
     """Callbacks of a run (all optional). See the module docstring for when each is called."""
@@ -98,11 +118,25 @@ class Hooks:
     on_error: Callable[[BaseException, int], Any] | None = None
 
 
-def _resolve_model(model: Any, model_name: str | None, *, async_client: bool) -> Model:
+def _resolve_model(
+    model: Any,
+    model_name: str | None,
+    *,
+    async_client: bool,
+    api: Literal["chat", "responses"] | None = None,
+) -> Model:
     """A ``Model`` as is; an SDK client (with ``model_name``) or a ``"provider:MODEL"`` string
     (a client built from the environment; async for ``AsyncPayloadAgent``) through
-    ``providers.infer_model``."""
+    ``providers.infer_model`` (``api`` chooses Chat Completions or the Responses API for
+    OpenAI)."""
+    if api is not None and api not in ("chat", "responses"):
+        raise ConfigurationError(f"api: expected 'chat' or 'responses', found {api!r}")
     if isinstance(model, Model) and not isinstance(model, str) and model_name is None:
+        if api is not None:
+            raise ConfigurationError(
+                "api: applies to an OpenAI SDK client or an 'openai:MODEL' string; a Model is "
+                "used as it is (drop api=)"
+            )
         return model
     from agent_payload.providers import infer_model
 
@@ -113,8 +147,8 @@ def _resolve_model(model: Any, model_name: str | None, *, async_client: bool) ->
             f", found {type(model).__module__}.{type(model).__qualname__} without model_name"
         )
     if isinstance(model, str):
-        return infer_model(model, model_name, async_client=async_client)
-    return infer_model(model, model_name)
+        return infer_model(model, model_name, async_client=async_client, api=api)
+    return infer_model(model, model_name, api=api)
 
 
 class _BaseAgent:
@@ -124,16 +158,17 @@ class _BaseAgent:
 
     def __init__(
         self,
-        model: Any,
+        model: Model | str | SdkClient,
         *,
         model_name: str | None = None,
+        api: Literal["chat", "responses"] | None = None,
         output_mode: OutputMode = "text",
         max_retries: int | Retrying | AsyncRetrying = 2,
         temperature: float | None = None,
         max_tokens: int | None = None,
         guards: Sequence[Guard] = (),
-        permissions: Any = None,
-        read_scope: Any = None,
+        permissions: Permissions | Guard | None = None,
+        read_scope: ReadScope | None = None,
         permissions_text: str | Sequence[str] | None = None,
         read_only: str | Sequence[str] | None = None,
         validators: Sequence[Validator] = (),
@@ -146,6 +181,7 @@ class _BaseAgent:
         on_retry: Callable[[int, Sequence[Problem], bool], Any] | None = None,
         on_success: Callable[[AgentResult[Any]], Any] | None = None,
         on_error: Callable[[BaseException, int], Any] | None = None,
+        offload_nodes: int | None = OFFLOAD_NODES,
     ) -> None:
         if output_mode not in _OUTPUT_MODES:
             raise ConfigurationError(
@@ -166,7 +202,18 @@ class _BaseAgent:
             raise ConfigurationError(
                 f"token_budget: expected a positive int or None, found {token_budget!r}"
             )
-        self.model: Model = _resolve_model(model, model_name, async_client=self._async_client)
+        if offload_nodes is not None and (
+            isinstance(offload_nodes, bool)
+            or not isinstance(offload_nodes, int)
+            or offload_nodes < 0
+        ):
+            raise ConfigurationError(
+                f"offload_nodes: expected an int >= 0 or None, found {offload_nodes!r}"
+            )
+        self.offload_nodes = offload_nodes
+        self.model: Model = _resolve_model(
+            model, model_name, async_client=self._async_client, api=api
+        )
         is_async = getattr(self.model, "is_async", None)
         if isinstance(is_async, bool) and is_async != self._async_client:
             kind, fix = (
@@ -211,6 +258,18 @@ class _BaseAgent:
             on_success=on_success or base.on_success,
             on_error=on_error or base.on_error,
         )
+        if not self._async_client:
+            self._require_sync(self.validators, self.hooks)
+
+    def _require_sync(self, validators: Sequence[Validator], hooks: Hooks | None) -> None:
+        """The sync agent cannot await: an async validator or hook is a
+        ``ConfigurationError`` (issue 18), never a coroutine dropped with a warning."""
+        named: list[tuple[str, object]] = [("validator", v) for v in validators]
+        if hooks is not None:
+            named += [(f.name, getattr(hooks, f.name)) for f in dataclasses.fields(hooks)]
+        _callables.require_sync(
+            type(self).__name__, named, "use AsyncPayloadAgent, or make it a plain function"
+        )
 
     def __repr__(self) -> str:
         return (
@@ -226,6 +285,7 @@ class _BaseAgent:
         validators: Sequence[Validator],
         extra_instructions: str | None,
         expected_version: str | None = None,
+        run_id: str | None = None,
     ) -> RunState:
         # Misuse and a stale payload are refused before any token is spent.
         check_payload_type(payload_type, "run(payload_type=...)")
@@ -249,7 +309,9 @@ class _BaseAgent:
             extra_instructions=extra,
             token_budget=self.token_budget,
         )
-        return RunState.start(payload, task, settings)
+        state = RunState.start(payload, task, settings)
+        state.run_id = run_id or uuid.uuid4().hex
+        return state
 
     @overload
     def _retrying(self, state: RunState, kind: type[Retrying]) -> Retrying: ...
@@ -380,7 +442,12 @@ class PayloadAgent(_BaseAgent):
       ``describe()`` text, after ``permissions_text``, goes into the system prompt's rules;
       ``read_only`` lists paths the prompt calls read-only.
     * ``validators``: ``(payload) -> None`` callables run on every merged payload (of the kind
-      returned); raise ``RetryWithFeedback`` to have the model try again.
+      returned: the dict or list for dict/list payloads, the model instance for pydantic
+      payloads); raise ``RetryWithFeedback``, ``ValueError`` or ``AssertionError`` (as in
+      pydantic's own validators) to have the model try again with that message. Any other
+      exception propagates (a bug in the validator is not the model's to fix).
+    * ``api``: ``"chat"`` (default) or ``"responses"`` for an OpenAI client or string.
+    * ``offload_nodes`` (``AsyncPayloadAgent``): see ``AsyncPayloadAgent.run``.
     * ``extra_instructions``: added to the system prompt. Hooks: see the module docstring.
     """
 
@@ -393,6 +460,8 @@ class PayloadAgent(_BaseAgent):
         validators: Sequence[Validator] = (),
         extra_instructions: str | None = None,
         expected_version: str | None = None,
+        run_id: str | None = None,
+        hooks: Hooks | None = None,
     ) -> AgentResult[P]:
         """Apply ``task`` to ``payload`` and return the updated copy (the same kind: dict,
         list, or the same pydantic class). The caller's payload is never modified.
@@ -406,36 +475,42 @@ class PayloadAgent(_BaseAgent):
         payload at; if ``payload`` is no longer that version, ``StalePayloadError`` is raised
         before any request. Commit the result with ``VersionedStore.replace(result.payload,
         expected_version=...)`` so an edit made meanwhile is never overwritten.
+
+        ``run_id`` tags the run (default: a fresh uuid4 hex): ``AgentResult.run_id``, the
+        ``run_id`` attribute of the log records and of a failed run's error. ``hooks``: this
+        run's own hooks, called after the agent's (to tag logs per request, say).
         """
+        self._require_sync(validators, hooks)
         state = self._start(
-            payload, task, payload_type, validators, extra_instructions, expected_version
+            payload, task, payload_type, validators, extra_instructions, expected_version, run_id
         )
         retrying = self._retrying(state, Retrying)
-        hooks = self.hooks
+        hook_sets = (self.hooks, hooks)
+        log = _RunLog(state)
         try:
             for attempt in retrying:
                 with attempt:
                     request = state.next_request()
                     last = _is_last(retrying, attempt.retry_state)
-                    _call(hooks.on_request, state.attempt, request, last)
-                    logger.debug("attempt %d: requesting %s", state.attempt, self.model.name)
+                    _call(hook_sets, "on_request", state.attempt, request, last)
+                    log.debug("attempt %d: requesting %s", state.attempt, self.model.name)
                     reply = self.model.request(request)
-                    _call(hooks.on_response, state.attempt, reply, last)
+                    _call(hook_sets, "on_response", state.attempt, reply, last)
                     try:
                         result: AgentResult[Any] = state.judge(reply)
                     except ModelReplyError as exc:
                         last = _retry_is_last(retrying, attempt.retry_state, state, exc)
-                        _call(hooks.on_retry, state.attempt, exc.problems, last)
+                        _call(hook_sets, "on_retry", state.attempt, exc.problems, last)
                         raise
         except RetryError as exc:
             error = _exhausted(state)
-            _call(hooks.on_error, error, state.attempt)
+            _call(hook_sets, "on_error", error, state.attempt)
             raise error from (state.last_error or exc)
         except AgentPayloadError as exc:
             _log_failure(state, exc)
-            _call(hooks.on_error, exc, state.attempt)
+            _call(hook_sets, "on_error", exc, state.attempt)
             raise
-        _call(hooks.on_success, result)
+        _call(hook_sets, "on_success", result)
         return result
 
 
@@ -447,6 +522,10 @@ class AsyncPayloadAgent(_BaseAgent):
 
     _async_client = True
 
+    def _offload(self, payload: Any) -> bool:
+        limit = self.offload_nodes
+        return limit is not None and _more_nodes_than(payload, limit)
+
     async def run(
         self,
         payload: P,
@@ -456,47 +535,144 @@ class AsyncPayloadAgent(_BaseAgent):
         validators: Sequence[Validator] = (),
         extra_instructions: str | None = None,
         expected_version: str | None = None,
+        run_id: str | None = None,
+        hooks: Hooks | None = None,
     ) -> AgentResult[P]:
-        """The async twin of ``PayloadAgent.run`` (same result, same errors)."""
-        state = self._start(
-            payload, task, payload_type, validators, extra_instructions, expected_version
+        """The async twin of ``PayloadAgent.run`` (same result, same errors; validators and
+        hooks may be ``async def``, and are awaited).
+
+        A payload of more than ``offload_nodes`` values (default ``OFFLOAD_NODES``; ``None``
+        never, ``0`` always) is rendered, and every reply parsed, merged and validated, in a
+        worker thread (``asyncio.to_thread``), so the event loop keeps serving other tasks
+        meanwhile; sync validators then run in that thread too."""
+        offload = self._offload(payload)
+        start = functools.partial(
+            self._start,
+            payload,
+            task,
+            payload_type,
+            validators,
+            extra_instructions,
+            expected_version,
+            run_id,
         )
+        state = await asyncio.to_thread(start) if offload else start()
         retrying = self._retrying(state, AsyncRetrying)
-        hooks = self.hooks
+        hook_sets = (self.hooks, hooks)
+        log = _RunLog(state)
         try:
             async for attempt in retrying:
                 with attempt:
                     request = state.next_request()
                     last = _is_last(retrying, attempt.retry_state)
-                    await _acall(hooks.on_request, state.attempt, request, last)
-                    logger.debug("attempt %d: requesting %s", state.attempt, self.model.name)
+                    await _acall(hook_sets, "on_request", state.attempt, request, last)
+                    log.debug("attempt %d: requesting %s", state.attempt, self.model.name)
                     reply = await self.model.arequest(request)
-                    await _acall(hooks.on_response, state.attempt, reply, last)
+                    await _acall(hook_sets, "on_response", state.attempt, reply, last)
                     try:
-                        result: AgentResult[Any] = state.judge(reply)
+                        result: AgentResult[Any] = await _adrive(state.judge_steps(reply), offload)
                     except ModelReplyError as exc:
                         last = _retry_is_last(retrying, attempt.retry_state, state, exc)
-                        await _acall(hooks.on_retry, state.attempt, exc.problems, last)
+                        await _acall(hook_sets, "on_retry", state.attempt, exc.problems, last)
                         raise
         except RetryError as exc:
             error = _exhausted(state)
-            await _acall(hooks.on_error, error, state.attempt)
+            await _acall(hook_sets, "on_error", error, state.attempt)
             raise error from (state.last_error or exc)
         except AgentPayloadError as exc:
             _log_failure(state, exc)
-            await _acall(hooks.on_error, exc, state.attempt)
+            await _acall(hook_sets, "on_error", exc, state.attempt)
             raise
-        await _acall(hooks.on_success, result)
+        await _acall(hook_sets, "on_success", result)
         return result
 
 
-def _call(hook: Callable[..., Any] | None, *args: Any) -> None:
-    if hook is not None:
-        hook(*args)
+def _more_nodes_than(payload: Any, limit: int) -> bool:
+    """True when ``payload`` holds more than ``limit`` values (a bounded walk: it stops at
+    ``limit``; a pydantic model counts its fields and their values)."""
+    count = 0
+    stack = [payload]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif isinstance(value, BaseModel):
+            stack.extend(value.__dict__.values())
+    return False
 
 
-async def _acall(hook: Callable[..., Any] | None, *args: Any) -> None:
-    if hook is not None:
+def _step(steps: Generator[Any, Any, Any], value: Any, error: BaseException | None) -> Any:
+    """One step of a judging generator: ``(True, result)`` when it returned, else
+    ``(False, awaitable)`` (StopIteration must not cross a thread's future)."""
+    try:
+        if error is not None:
+            return False, steps.throw(error)
+        return False, steps.send(value)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+async def _adrive(steps: Generator[Any, Any, Any], offload: bool) -> Any:
+    """Run a judging generator to its result: its steps (parse, merge, validation) in a worker
+    thread when ``offload``; each awaitable it yields (an async validator) awaited here."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            if offload:
+                done, out = await asyncio.to_thread(_step, steps, value, error)
+            else:
+                done, out = _step(steps, value, error)
+            if done:
+                return out
+            value, error = None, None
+            try:
+                value = await out
+            except Exception as exc:  # the validator's error goes back into the judge
+                error = exc
+    finally:
+        steps.close()
+
+
+class _RunLog:
+    """The ``agent_payload`` logger with the run's id on every record (``record.run_id``)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.extra = {"run_id": state.run_id}
+
+    def debug(self, message: str, *args: Any) -> None:
+        logger.debug("[run %s] " + message, self.extra["run_id"], *args, extra=self.extra)
+
+
+def _hooks_named(hook_sets: Sequence[Hooks | None], name: str) -> list[Callable[..., Any]]:
+    found = []
+    for hooks in hook_sets:
+        hook = getattr(hooks, name, None) if hooks is not None else None
+        if hook is not None:
+            found.append(hook)
+    return found
+
+
+def _call(hook_sets: Sequence[Hooks | None], name: str, *args: Any) -> None:
+    for hook in _hooks_named(hook_sets, name):
+        outcome = hook(*args)
+        if inspect.isawaitable(outcome):  # a sync-looking hook that returned a coroutine
+            close = getattr(outcome, "close", None)
+            if callable(close):
+                close()
+            raise ConfigurationError(
+                f"PayloadAgent: the hook {name} returned an awaitable, which PayloadAgent "
+                "cannot await; use AsyncPayloadAgent, or make it a plain function"
+            )
+
+
+async def _acall(hook_sets: Sequence[Hooks | None], name: str, *args: Any) -> None:
+    for hook in _hooks_named(hook_sets, name):
         outcome = hook(*args)
         if inspect.isawaitable(outcome):
             await outcome

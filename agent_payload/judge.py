@@ -23,7 +23,10 @@ The steps, in order (each one lives here, once):
    written out of habit is a ``stale_marker`` conflict): any conflict, guard refusals included;
 5. ``validation`` against the payload type (a pydantic payload is validated by the merge); a
    change that validation would silently drop (a key the type ignores) is a problem too;
-6. ``validator``: the user's validators (``(payload) -> None``; raise ``RetryWithFeedback``);
+6. ``validator``: the user's validators (``(payload) -> None``; raise ``RetryWithFeedback``, or
+   ``ValueError`` / ``AssertionError`` as in pydantic's validators; an ``async def`` validator
+   is awaited by the async surfaces, which drive ``Judge.steps``, and is a
+   ``ConfigurationError`` for a sync call);
 7. ``confirm``: guard findings of severity ``confirm`` ask the model to confirm, showing before
    and after; given ``confirming=`` the payload shown for confirmation last time, the same result
    is accepted as confirmed;
@@ -42,13 +45,15 @@ reply"): the agent raises the ``ModelReplyError`` of class ``verdict.error`` and
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
+from agent_payload import _callables
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import prompts as _prompts
@@ -209,7 +214,9 @@ class Judge:
     ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
     active (default ``merge.choose_marker``). ``payload_type``: validates the result (default:
     the class of a pydantic payload). ``validators``: ``(payload) -> None`` callables, raise
-    ``RetryWithFeedback``. ``guards``: ``Guard`` callables (their ``review`` too);
+    ``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``); an ``async def`` one is
+    awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
+    ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
     ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
     every text may show.
     """
@@ -301,7 +308,32 @@ class Judge:
         """The verdict on ``reply``. ``finish_reason``/``truncated``/``refusal``: what the
         provider said of it (a cut-off reply is never parsed). ``confirming``: the payload JSON
         of the previous ``confirm`` verdict (``verdict.payload_json``); a reply producing the
-        same payload is accepted as confirmed."""
+        same payload is accepted as confirmed. Sync: an async validator is refused with a
+        configuration error; async callers drive ``steps``, which lets them await it."""
+        steps = self.steps(
+            reply,
+            finish_reason=finish_reason,
+            truncated=truncated,
+            refusal=refusal,
+            confirming=confirming,
+        )
+        return _callables.drive(
+            steps, "Judge", "drive Judge.steps from async code (AsyncPayloadAgent, ahandle)"
+        )
+
+    def steps(
+        self,
+        reply: Reply,
+        *,
+        finish_reason: str | None = None,
+        truncated: bool = False,
+        refusal: str | None = None,
+        confirming: Any = _NOTHING,
+    ) -> Generator[Any, Any, Verdict]:
+        """The judging of ``__call__`` as a generator, for the surfaces that can await: it
+        yields the awaitable of each async validator (the only step that can wait); the driver
+        awaits it and sends back its value, or throws its exception in; the generator returns
+        the verdict. ``agent_payload._callables.drive`` runs it in sync code."""
         text = _text(reply)
         if truncated or finish_reason in ("length", "max_tokens"):
             problem = Problem(
@@ -334,11 +366,11 @@ class Judge:
                 return self._no("parse", problems, kind, str(exc), exc)
             request = parsed.change_request
             repairs = tuple(parsed.repairs)
-        return self._judge_request(request, repairs, confirming)
+        return (yield from self._judge_request(request, repairs, confirming))
 
     def _judge_request(
         self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
-    ) -> Verdict:
+    ) -> Generator[Any, Any, Verdict]:
         recorder = _Recorder(self.guards, self.read_scope) if self.guards else None
         # Step 4: the merge (guards at the original node, whole-merge review included).
         try:
@@ -405,19 +437,26 @@ class Judge:
                     request=request,
                     report=report,
                 )
-        # Step 6: the user's validators.
+        # Step 6: the user's validators (an async one's awaitable is yielded to the driver,
+        # which sends back its value or throws its exception in).
         for validator in self.validators:
             try:
-                validator(result)
-            except ModelReplyError as exc:
-                problem = Problem(
-                    kind="custom", message=exc.feedback, path=getattr(exc, "path", None)
-                )
+                outcome = validator(result)
+                if inspect.isawaitable(outcome):
+                    yield outcome
+            except Exception as exc:
+                problem = _callables.validator_problem(exc)
+                if problem is None and isinstance(exc, ModelReplyError):
+                    problem = Problem(
+                        kind="custom", message=exc.feedback, path=getattr(exc, "path", None)
+                    )
+                if problem is None:
+                    raise
                 return self._no(
                     "validator",
                     (problem,),
                     ModelReplyError,
-                    f"a validator asked for another attempt: {exc.feedback}",
+                    f"a validator asked for another attempt: {problem.message}",
                     exc,
                     request=request,
                     report=report,
