@@ -430,7 +430,7 @@ def render_prompt(
     payload: Any,
     task: str,
     *,
-    marker: str = MARKER,
+    marker: str | None = None,
     payload_type: Any = None,
     permissions: str | Sequence[str] | None = None,
     read_only: str | Sequence[str] | None = None,
@@ -443,7 +443,10 @@ def render_prompt(
     """The system prompt and the user message for one call.
 
     ``payload``: dict, list or pydantic model instance (dumped in JSON mode). ``marker``: the one
-    DELETE marker active for the call (the agent picks one the payload's data does not hold).
+    DELETE marker active for the call; by default the one the agent and
+    ``ChangeRequestToolHandler`` pick (``merge.choose_marker(payload, avoid=(task,))``:
+    ``"DELETE"`` unless the data or the task holds it), so a prompt rendered without ``marker``
+    agrees with the tool and the merge. In a tool loop use ``handler.prompt(task)``.
     ``payload_type``: a pydantic model class (or a type pydantic can describe) whose JSON Schema
     is shown; when omitted and ``payload`` is a model instance, its class is used.
     ``permissions``/``read_only``: what may be changed and which paths may not (a text, or a
@@ -454,6 +457,10 @@ def render_prompt(
     """
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
+    if marker is None:
+        from agent_payload.merge import choose_marker
+
+        marker = choose_marker(payload, avoid=(task,))
     system = render_system(
         marker=marker,
         permissions=permissions,

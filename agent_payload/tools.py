@@ -17,18 +17,19 @@ judged by ``agent_payload.judge.Judge`` (the agent's own pipeline) and returns a
 of what changed; or, marked ``is_error``, the parse errors, conflicts or validation errors to
 fix, or the before/after of a change a guard wants confirmed, and nothing applied). The
 handler keeps the current payload for the next call. It does no I/O, so it serves sync and async
-loops alike.
+loops alike (``await handler.ahandle(arguments)`` also awaits ``async def`` validators).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 
+from agent_payload import _callables
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
 from agent_payload import typed as _typed
@@ -38,6 +39,17 @@ from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import UsageError
 from agent_payload.judge import Judge, Verdict
 from agent_payload.report import Change, Guard, MergeReport, Problem
+
+if TYPE_CHECKING:
+    # The SDKs' own param types (plain dicts at run time; Any to a type checker without the
+    # extra), so ``messages.create(tools=[openai_tool()])`` passes ``mypy --strict``.
+    from agent_payload.providers.anthropic import AnthropicToolParam, AnthropicToolResultParam
+    from agent_payload.providers.openai import (
+        OpenAIToolMessageParam,
+        OpenAIToolParam,
+        ResponsesToolOutputParam,
+        ResponsesToolParam,
+    )
 
 __all__ = [
     "DEFAULT_TOOL_NAME",
@@ -85,9 +97,10 @@ def openai_tool(
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
     strict: bool = False,
-) -> dict[str, Any]:
+) -> OpenAIToolParam:
     """The change request as an OpenAI Chat Completions function tool
-    (``{"type": "function", "function": {...}}``)."""
+    (``{"type": "function", "function": {...}}``; typed as the SDK's
+    ``ChatCompletionFunctionToolParam``)."""
     parameters, use_strict = _schema(payload_type, marker, strict)
     function: dict[str, Any] = {
         "name": name,
@@ -96,7 +109,7 @@ def openai_tool(
     }
     if use_strict:
         function["strict"] = True
-    return {"type": "function", "function": function}
+    return cast("OpenAIToolParam", {"type": "function", "function": function})
 
 
 def responses_tool(
@@ -106,17 +119,19 @@ def responses_tool(
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
     strict: bool = False,
-) -> dict[str, Any]:
+) -> ResponsesToolParam:
     """The change request as an OpenAI Responses API function tool (flat:
-    ``{"type": "function", "name": ..., "parameters": ..., "strict": ...}``)."""
+    ``{"type": "function", "name": ..., "parameters": ..., "strict": ...}``; typed as the
+    SDK's ``FunctionToolParam``)."""
     parameters, use_strict = _schema(payload_type, marker, strict)
-    return {
+    tool = {
         "type": "function",
         "name": name,
         "description": description or tool_description(marker),
         "parameters": parameters,
         "strict": use_strict,
     }
+    return cast("ResponsesToolParam", tool)
 
 
 def anthropic_tool(
@@ -125,13 +140,15 @@ def anthropic_tool(
     marker: str = MARKER,
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
-) -> dict[str, Any]:
-    """The change request as an Anthropic tool (``{"name", "description", "input_schema"}``)."""
-    return {
+) -> AnthropicToolParam:
+    """The change request as an Anthropic tool (``{"name", "description", "input_schema"}``;
+    typed as the SDK's ``ToolParam``)."""
+    tool = {
         "name": name,
         "description": description or tool_description(marker),
         "input_schema": _schema(payload_type, marker, False)[0],
     }
+    return cast("AnthropicToolParam", tool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,22 +173,25 @@ class ToolResult:
         """The effective changes (empty when nothing was applied)."""
         return [] if self.report is None or self.is_error else list(self.report.changes)
 
-    def openai_message(self, tool_call_id: str) -> dict[str, Any]:
+    def openai_message(self, tool_call_id: str) -> OpenAIToolMessageParam:
         """The Chat Completions message answering the tool call (``role: "tool"``)."""
-        return {"role": "tool", "tool_call_id": tool_call_id, "content": self.content}
+        message = {"role": "tool", "tool_call_id": tool_call_id, "content": self.content}
+        return cast("OpenAIToolMessageParam", message)
 
-    def responses_item(self, call_id: str) -> dict[str, Any]:
+    def responses_item(self, call_id: str) -> ResponsesToolOutputParam:
         """The Responses API input item answering the call (``function_call_output``)."""
-        return {"type": "function_call_output", "call_id": call_id, "output": self.content}
+        item = {"type": "function_call_output", "call_id": call_id, "output": self.content}
+        return cast("ResponsesToolOutputParam", item)
 
-    def anthropic_block(self, tool_use_id: str) -> dict[str, Any]:
+    def anthropic_block(self, tool_use_id: str) -> AnthropicToolResultParam:
         """The Anthropic ``tool_result`` content block (goes in the next user message)."""
-        return {
+        block = {
             "type": "tool_result",
             "tool_use_id": tool_use_id,
             "content": self.content,
             "is_error": self.is_error,
         }
+        return cast("AnthropicToolResultParam", block)
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -206,8 +226,11 @@ class ChangeRequestToolHandler:
     (a ``conflict`` finding refuses the call; a ``confirm`` one returns the before/after as an
     error result, and the same call again confirms it). ``permissions``: one more guard.
     ``read_scope``: a ``ReadScope``; a guard too, and no text returned to the model shows what
-    it hides. ``validators``: called with each merged payload; raising ``RetryWithFeedback``
-    refuses the call with its feedback.
+    it hides. ``validators``: called with each merged payload (a dict or list, or the pydantic
+    model instance); raising ``RetryWithFeedback``, ``ValueError`` or ``AssertionError``
+    refuses the call with its message; ``async def`` validators need ``ahandle``.
+    ``prompt(task)`` renders the system prompt and user message that name this handler's
+    marker and tool.
 
     Every call is judged by ``agent_payload.judge.Judge``, like the agent's replies (README:
     "What each surface does with a reply"). A call that cannot be fully applied applies
@@ -263,17 +286,45 @@ class ChangeRequestToolHandler:
 
     # -- tool definitions -----------------------------------------------------------------
 
-    def openai_tool(self, *, strict: bool = False) -> dict[str, Any]:
+    def openai_tool(self, *, strict: bool = False) -> OpenAIToolParam:
         """``openai_tool`` for this handler's payload type, marker and name."""
         return openai_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
 
-    def responses_tool(self, *, strict: bool = False) -> dict[str, Any]:
+    def responses_tool(self, *, strict: bool = False) -> ResponsesToolParam:
         """``responses_tool`` for this handler's payload type, marker and name."""
         return responses_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
 
-    def anthropic_tool(self) -> dict[str, Any]:
+    def anthropic_tool(self) -> AnthropicToolParam:
         """``anthropic_tool`` for this handler's payload type, marker and name."""
         return anthropic_tool(self.payload_type, marker=self.marker, name=self.name)
+
+    def prompt(
+        self,
+        task: str,
+        *,
+        permissions: str | Sequence[str] | None = None,
+        read_only: str | Sequence[str] | None = None,
+        extra_instructions: str | None = None,
+    ) -> _prompts.PromptParts:
+        """The system prompt and the first user message for a tool loop over this handler:
+        the current payload, its schema, the task, and the instruction to call this tool,
+        naming this handler's marker (the tool description, the prompt and the merge agree).
+        With a ``read_scope`` the payload shown is its projection (what the judge lets the
+        model see)."""
+        shown = _as_json(self.payload)
+        if self.read_scope is not None:
+            shown = self.read_scope.project(shown)
+        return _prompts.render_prompt(
+            shown,
+            task,
+            marker=self.marker,
+            payload_type=self.payload_type,
+            permissions=permissions,
+            read_only=read_only,
+            extra_instructions=extra_instructions,
+            output_mode="tool",
+            tool_name=self.name,
+        )
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -292,7 +343,53 @@ class ChangeRequestToolHandler:
     def handle(
         self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
     ) -> ToolResult:
-        """Apply one tool call's arguments (the JSON text, or the already decoded mapping)."""
+        """Apply one tool call's arguments (the JSON text, or the already decoded mapping).
+
+        An async validator cannot be awaited here: ``ConfigurationError`` (use ``ahandle``)."""
+        _callables.require_sync(
+            "ChangeRequestToolHandler.handle",
+            [("validator", v) for v in self.validators],
+            "call await handler.ahandle(arguments) instead",
+        )
+        result = _callables.drive(
+            self._handle(arguments),
+            "ChangeRequestToolHandler.handle",
+            "call await handler.ahandle(arguments) instead",
+        )
+        return self._keep(result)
+
+    async def ahandle(
+        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+    ) -> ToolResult:
+        """``handle`` for async loops: the same judge, with async validators awaited."""
+        steps = self._handle(arguments)
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    step = steps.throw(error) if error is not None else steps.send(value)
+                except StopIteration as stop:
+                    return self._keep(stop.value)
+                value, error = None, None
+                try:
+                    value = await step
+                except Exception as exc:  # the validator's error goes back into the judge
+                    error = exc
+        finally:
+            steps.close()
+
+    def _keep(self, result: ToolResult) -> ToolResult:
+        self.results.append(result)
+        if not result.is_error:
+            self.payload = result.payload
+        return result
+
+    def _handle(
+        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+    ) -> Generator[Any, Any, ToolResult]:
+        """One call: the judge's steps (``Judge.steps``, which yield an async validator's
+        awaitable to the driver), then the verdict as a tool result."""
         if arguments is not None and not isinstance(
             arguments, str | Mapping | AgentPayloadChangeRequest
         ):
@@ -302,12 +399,8 @@ class ChangeRequestToolHandler:
                 "tool_call.function.arguments (OpenAI) or block.input (Anthropic)"
             )
         pending = {} if self._confirming is None else {"confirming": self._confirming}
-        verdict = self.judge()(arguments, **pending)
-        result = self._result(verdict)
-        self.results.append(result)
-        if not result.is_error:
-            self.payload = result.payload
-        return result
+        verdict = yield from self.judge().steps(arguments, **pending)
+        return self._result(verdict)
 
     def _result(self, verdict: Verdict) -> ToolResult:
         """Map the judge's verdict to a tool result (a tool call cannot be asked to confirm
@@ -328,7 +421,10 @@ class ChangeRequestToolHandler:
             content = verdict.feedback(output_mode="tool", tool_name=self.name)
         else:
             content = verdict.feedback(
-                output_mode="tool", tool_name=self.name, earlier_calls_kept=True
+                output_mode="tool",
+                tool_name=self.name,
+                # "changes from earlier calls are kept" only once a call was applied (issue 18)
+                earlier_calls_kept=any(not r.is_error for r in self.results),
             )
         return ToolResult(
             payload=self.payload,
@@ -350,3 +446,7 @@ class ChangeRequestToolHandler:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"
         return text + "\nCall the tool again for further changes, or reply when the task is done."
+
+
+def _as_json(payload: Any) -> Any:
+    return {} if payload is None else json_data(payload)

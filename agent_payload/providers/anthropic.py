@@ -48,8 +48,13 @@ try:
     import anthropic
     from anthropic.types import Message as AnthropicMessage
     from anthropic.types import Usage as AnthropicUsage
+    from anthropic.types import ToolParam, ToolResultBlockParam
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("anthropic", _exc) from _exc
+
+# The SDK's own param types, for ``agent_payload.tools`` (type checking only; see openai.py).
+AnthropicToolParam = ToolParam
+AnthropicToolResultParam = ToolResultBlockParam
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

@@ -43,13 +43,23 @@ try:
     import openai
     from openai.types.chat import (
         ChatCompletion,
+        ChatCompletionFunctionToolParam,
         ChatCompletionMessage,
         ChatCompletionMessageFunctionToolCall,
+        ChatCompletionToolMessageParam,
     )
     from openai.types.completion_usage import CompletionUsage
-    from openai.types.responses import Response, ResponseUsage
+    from openai.types.responses import FunctionToolParam, Response, ResponseUsage
+    from openai.types.responses.response_input_param import FunctionCallOutput
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("openai", _exc) from _exc
+
+# The SDK's own param types, for ``agent_payload.tools`` (which imports them only while type
+# checking: without the extra they are ``Any`` to a type checker, plain dicts at run time).
+OpenAIToolParam = ChatCompletionFunctionToolParam
+OpenAIToolMessageParam = ChatCompletionToolMessageParam
+ResponsesToolParam = FunctionToolParam
+ResponsesToolOutputParam = FunctionCallOutput
 
 __all__ = ["OpenAIChatModel", "OpenAIResponsesModel", "build_openai_client", "map_openai_errors"]
 
