@@ -52,9 +52,10 @@ from agent_payload.prompts import (
     render_prompt,
 )
 from agent_payload.providers import Message, Model, ModelReply, ModelRequest, infer_model
+from agent_payload.render import format_diff, format_payload_path
 from agent_payload.report import Change, Finding, Issue, MergeReport, MergeResult, Problem
 from agent_payload.schema import change_request_schema
-from agent_payload.session import AsyncPayloadSession, PayloadSession, TurnRecord
+from agent_payload.session import AsyncPayloadSession, PayloadSession, TurnRecord, TurnResult
 from agent_payload.tools import (
     ChangeRequestToolHandler,
     ToolResult,
@@ -116,6 +117,7 @@ __all__ = [
     "ToolResult",
     "TruncatedReplyError",
     "TurnRecord",
+    "TurnResult",
     "UnknownFieldError",
     "Usage",
     "UsageError",
@@ -129,6 +131,8 @@ __all__ = [
     "choose_marker",
     "combine_guards",
     "diff_payloads",
+    "format_diff",
+    "format_payload_path",
     "infer_model",
     "openai_tool",
     "parse_change_request",

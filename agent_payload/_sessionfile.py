@@ -96,6 +96,8 @@ class SessionData(_Record):
 
     format: Literal["agent_payload.session", "agent_payload.session/1"]
     format_version: Literal[1] = 1
+    payload_type: str | None = None
+    """``module.QualName`` of the payload type the session was saved with (None: plain data)."""
     payload: Any
     turns: list[TurnData]
     redo: list[RedoData]

@@ -67,6 +67,7 @@ __all__ = [
     "PayloadSession",
     "SessionState",
     "TurnRecord",
+    "TurnResult",
     "parse_payload_path",
 ]
 
@@ -157,21 +158,21 @@ class _Undone:
     redo_request: dict[str, Any]
 
 
-class _Result(Protocol):
-    """What the session needs of an ``AgentResult``."""
+class TurnResult(Protocol):
+    """What a session records of a turn: an ``AgentResult``, a successful ``ToolResult`` of
+    ``ChangeRequestToolHandler`` (your own tool loop), or anything with these attributes.
+    ``reasoning``, ``usage`` and ``attempts`` are read when present (else the change
+    request's reasoning, no usage, 1 attempt)."""
 
     @property
     def payload(self) -> Any: ...
     @property
-    def change_request(self) -> AgentPayloadChangeRequest[Any]: ...
-    @property
-    def reasoning(self) -> str | None: ...
+    def change_request(self) -> AgentPayloadChangeRequest[Any] | None: ...
     @property
     def changes(self) -> list[Change]: ...
-    @property
-    def usage(self) -> Usage: ...
-    @property
-    def attempts(self) -> int: ...
+
+
+_Result = TurnResult  # the former private name
 
 
 _SEGMENT = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
@@ -287,7 +288,7 @@ class SessionState:
     def record(
         self,
         task: str,
-        result: _Result,
+        result: TurnResult,
         *,
         duration: float,
         timestamp: str,
@@ -309,16 +310,25 @@ class SessionState:
                 expected=f"turn {self._next_index} base",
                 actual="a newer payload",
             )
-        before = _as_json(self.payload)
-        after = _as_json(result.payload)
+        if getattr(result, "is_error", False) or result.change_request is None:
+            raise UsageError(
+                f"session: the turn {task!r} has no applied change request (a tool result "
+                "marked is_error, or nothing parsed); record only results that were applied."
+            )
+        if undo_request is None:
+            undo_request = undo_change_request(
+                _as_json(self.payload), _as_json(result.payload)
+            ).to_wire()
+        request = result.change_request
+        reasoning = getattr(result, "reasoning", request.reasoning)
         turn = TurnRecord(
             index=self._next_index,
             task=task,
-            change_request=result.change_request.to_wire(),
-            reasoning=result.reasoning,
+            change_request=request.to_wire(),
+            reasoning=reasoning,
             changes=tuple(result.changes),
-            usage=result.usage,
-            attempts=result.attempts,
+            usage=getattr(result, "usage", None) or Usage(),
+            attempts=int(getattr(result, "attempts", 1)),
             duration=duration,
             timestamp=timestamp,
             undo_request=(
@@ -387,6 +397,7 @@ class SessionState:
         return {
             "format": HISTORY_FORMAT,
             "format_version": _sessionfile.FORMAT_VERSION,
+            "payload_type": _type_name(self.payload_type),
             "payload": _as_json(self.payload),
             "turns": [turn.to_json() for turn in self.turns],
             "redo": [
@@ -404,10 +415,20 @@ class SessionState:
         source: str = "session data",
     ) -> SessionState:
         """Read what ``to_json`` wrote; ``payload_type`` (a pydantic model class) validates
-        the payload back into that class. Anything wrong (a field missing or of the wrong type,
-        no payload, a payload the merge refuses or that does not fit ``payload_type``) raises
-        ``SessionFileError`` naming ``source`` and the place."""
+        the payload back into that class; a session saved with a payload type must be loaded
+        with that type (``UsageError`` otherwise: the payload would come back as a plain dict).
+        Anything wrong in the data (a field missing or of the wrong type, no payload, a payload
+        the merge refuses or that does not fit ``payload_type``) raises ``SessionFileError``
+        naming ``source`` and the place."""
         checked = _sessionfile.validate_session_data(data, source)
+        saved_type = checked.payload_type
+        if saved_type and _type_name(payload_type) != saved_type:
+            given = _type_name(payload_type)
+            raise UsageError(
+                f"{source}: saved with payload_type {saved_type}, loaded with "
+                f"{given or 'none'}; pass payload_type= that class to load() (the payload "
+                "would otherwise come back as a plain dict)."
+            )
         return cls._from_data(
             checked, payload_type=payload_type, summary_turns=summary_turns, source=source
         )
@@ -444,6 +465,15 @@ class SessionState:
             if isinstance(exc, SessionFileError):
                 raise
             raise _sessionfile.session_error(source, "payload", str(exc)) from exc
+
+
+def _type_name(payload_type: Any) -> str | None:
+    """``module.QualName`` of a payload type (what a saved session records), None for none."""
+    if payload_type is None:
+        return None
+    module = getattr(payload_type, "__module__", None)
+    name = getattr(payload_type, "__qualname__", None) or repr(payload_type)
+    return f"{module}.{name}" if module else str(name)
 
 
 def _cut(text: str, limit: int = 200) -> str:
@@ -503,8 +533,16 @@ class _SessionBase:
         return self.state.why(path)
 
     def to_json(self) -> dict[str, Any]:
-        """The session as JSON data (payload, turns, redo stack)."""
+        """The session as JSON data (payload, turns, redo stack, payload type name)."""
         return self.state.to_json()
+
+    def record(self, task: str, result: TurnResult, *, duration: float = 0.0) -> TurnRecord:
+        """Record a turn from your own tool loop: ``result`` is a successful ``ToolResult``
+        of a ``ChangeRequestToolHandler`` that started from this session's current payload
+        (or an ``AgentResult``); the session's payload becomes ``result.payload`` and the turn
+        joins the history (undo, redo, why, save). Raises ``UsageError`` for a result that
+        applied nothing (``is_error``)."""
+        return self.state.record(task, result, duration=duration, timestamp=self._now())
 
     def save(self, path: str | Path) -> None:
         """Write ``to_json()`` to ``path`` (UTF-8, indented), atomically: if the write fails

@@ -1,0 +1,63 @@
+"""The human-readable diff, public: what the CLI prints, for your own logs and UIs.
+
+::
+
+    from agent_payload import format_diff
+    print(format_diff(result))           # an AgentResult, a MergeResult, a ToolResult,
+                                          # a MergeReport or a list of Change
+    + lines[30]: {"sku": "EXP-01", ...}
+    - lines[29]: {"sku": "FRT-STD", ...}
+    ~ billing.contact.email: "old@example.com" -> "new@example.com"
+
+``format_payload_path(("items", 3, "price"))`` gives ``items[3].price``, the spelling of the
+prompts and the report (odd keys quoted: ``meta["a.b"]``; the root is ``(root)``).
+``render_changes`` / ``render_issues`` / ``summarize`` are the line-level pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent_payload._render import Style, render_changes, render_issues, summarize
+from agent_payload.prompts import format_payload_path
+from agent_payload.report import Change, MergeReport
+
+__all__ = [
+    "Style",
+    "format_diff",
+    "format_payload_path",
+    "render_changes",
+    "render_issues",
+    "summarize",
+]
+
+
+def format_diff(
+    changes: Iterable[Change] | MergeReport | Any,
+    *,
+    color: bool = False,
+    width: int = 80,
+    issues: bool = False,
+) -> str:
+    """The diff as text, one line per effective change (``+`` added, ``-`` deleted, ``~``
+    updated), values shortened to ``width`` characters; ANSI colours when ``color``.
+
+    ``changes``: a list of ``Change``, a ``MergeReport``, or anything with a ``report``
+    (``AgentResult``, ``MergeResult``, ``ToolResult``). ``issues``: the report's warnings and
+    conflicts first (when a report is at hand)."""
+    report = changes if isinstance(changes, MergeReport) else getattr(changes, "report", None)
+    if report is None and not isinstance(changes, Iterable):
+        raise TypeError(
+            f"format_diff: expected changes, a MergeReport or a result with .report, found "
+            f"{type(changes).__name__}"
+        )
+    style = Style(color)
+    lines: list[str] = []
+    if isinstance(report, MergeReport):
+        if issues:
+            lines += render_issues(report, style=style)
+        lines += render_changes(report.changes, style=style, width=width)
+    elif isinstance(changes, Iterable):
+        lines += render_changes(list(changes), style=style, width=width)
+    return "\n".join(lines)
