@@ -430,11 +430,23 @@ class RunState:
             why = f"the token budget of {budget} is spent ({self.usage.total_tokens} used)"
         else:
             why = f"no usable change request after {self.attempt} attempt(s)"
+        if any(p.kind == "truncated" for p in problems):
+            # issue 18: more attempts do not help a reply that does not fit; more room does
+            limit = self.settings.max_tokens
+            now = f" (now {limit})" if limit is not None else " (the provider's default now)"
+            advice = (
+                f"The replies were cut off by the output token limit: raise max_tokens{now}, "
+                "or split the task into smaller ones; inspect .last_reply and .last_errors."
+            )
+        else:
+            advice = (
+                "Raise max_retries or token_budget, make the task smaller, or inspect "
+                ".last_reply and .last_errors."
+            )
         return RetriesExhaustedError(
             f"{why}; input {self.usage.input_tokens} + output {self.usage.output_tokens} "
             f"tokens; last problems: {_summary(problems).rstrip('.')}. The payload is unchanged. "
-            "Raise max_retries or token_budget, make the task smaller, or inspect "
-            ".last_reply and .last_errors.",
+            + advice,
             attempts=self.attempt,
             usage=self.usage,
             last_reply=self.replies[-1] if self.replies else None,
