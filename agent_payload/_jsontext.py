@@ -29,7 +29,7 @@ _NON_FINITE = ("NaN", "Infinity", "-Infinity")
 def dumps(
     value: Any,
     *,
-    indent: int | None = None,
+    indent: int | str | None = None,
     ensure_ascii: bool = False,
     separators: tuple[str, str] | None = None,
 ) -> str:

@@ -1,18 +1,22 @@
 """The command line: ``agent-payload apply | run | demo | mcp | batch``.
 
-``apply PAYLOAD CHANGE``
-    Merge a change request into a payload and print the merged JSON (indent 2, UTF-8) on
-    stdout, or write it to ``-o FILE``. Either file may be ``-`` for stdin (not both).
-    ``--report`` prints the warnings and conflicts (code, change-request path, message), the
-    diff and a one-line summary on stderr. ``--strict`` refuses the whole request when anything
-    conflicts: nothing is printed or written, the conflicts go to stderr, exit status 1.
-    ``--reply`` reads CHANGE as a raw model reply (code fences, prose, comments, trailing commas)
-    with the tolerant parser instead of as strict JSON. ``--markers`` sets the DELETE markers.
+``apply [PAYLOAD] CHANGE`` (or ``apply --payload FILE CHANGE``)
+    Merge a change request into a payload and print the merged JSON on stdout, or write it to
+    ``-o FILE`` (atomically). The output keeps the input's indentation (two spaces, four, a tab,
+    or one line). Either file may be ``-`` for stdin (not both). **All or nothing** by default:
+    when anything conflicts, the conflicts go to stderr, nothing is printed or written and the
+    exit status is 1; ``--lenient`` applies what can be applied and reports the rest (the 0.1
+    default). ``--report`` prints the warnings and conflicts, the diff, the reasoning and a
+    summary on stderr; ``--dry-run`` prints them and the diff without printing or writing the
+    result. ``--reply`` reads CHANGE as a raw model reply (code fences, prose, comments,
+    trailing commas) with the tolerant parser. ``--markers`` sets the DELETE markers.
 
-``run --model PROVIDER:MODEL --payload FILE TASK``
+``run [PAYLOAD] TASK`` (or ``run --payload FILE TASK``) ``--model PROVIDER:MODEL``
     Ask a model (``openai:gpt-5.4-mini``, ``anthropic:claude-haiku-5-5``; the SDK reads its API
     key and base URL from the environment) to carry out TASK on the payload. The updated payload
-    goes to stdout (or ``-o FILE``); the diff, the attempts and the token usage go to stderr.
+    goes to stdout (or ``-o FILE``, same indentation as the input); the model's reasoning, the
+    diff, the attempts and the token usage go to stderr. ``--dry-run`` shows them without
+    printing or writing the payload.
 
 ``batch --model PROVIDER:MODEL --input ITEMS.jsonl --state JOB.sqlite -o RESULTS.jsonl``
     Many payloads through the provider's batch API (``--concurrent N`` for servers without
@@ -27,8 +31,8 @@
 ``mcp PAYLOAD_FILE [--allow RULE]... [--deny RULE]... [--hide RULE]... [--payload-schema S]``
     Serve the file to MCP hosts over stdio (``agent_payload.mcp``).
 
-Exit status: 0 success; 1 the job was refused or failed (conflicts under ``--strict``, the
-correction loop gave up, the provider failed, the ``-o`` file could not be written: writes are
+Exit status: 0 success; 1 the job was refused or failed (conflicts, unless ``--lenient``; the
+correction loop gave up; the provider failed; the ``-o`` file could not be written: writes are
 atomic, so it is then exactly as it was); 2 usage or input errors (bad arguments, unreadable
 files, invalid JSON, a payload or change request the merge cannot take).
 """
@@ -40,6 +44,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -127,14 +132,42 @@ def _parse_markers(text: str | None) -> frozenset[str]:
     return markers
 
 
-def _dump(value: Any) -> str:
-    text = _jsontext.dumps(value, indent=2, ensure_ascii=False) + "\n"  # any depth
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """How the input JSON was laid out, so the output keeps it (``-o`` rewrites a file the user
+    keeps under version control: a re-indented file is a diff of every line)."""
+
+    indent: int | str | None = 2
+    separators: tuple[str, str] | None = None
+
+
+def _layout(text: str) -> _Layout:
+    """The indentation of ``text``: the leading whitespace of its first indented line; one line
+    (``{"a": 1}`` or minified) stays one line, with the same separators."""
+    body = text.strip()
+    if "\n" not in body:
+        compact = body[:1] in "{[" and ('": ' not in body and ", " not in body)
+        return _Layout(None, (",", ":") if compact else (", ", ": "))
+    for line in body.splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            lead = line[: len(line) - len(stripped)]
+            return _Layout("\t" if lead.startswith("\t") else len(lead))
+    return _Layout(2)
+
+
+def _dump(value: Any, layout: _Layout | None = None) -> str:
+    layout = layout or _Layout()
+    options: dict[str, Any] = {"indent": layout.indent}
+    if layout.separators is not None:
+        options["separators"] = layout.separators
+    text = _jsontext.dumps(value, ensure_ascii=False, **options) + "\n"  # any depth
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (a "\\ud800" escape in the input) cannot be written as UTF-8: keep
         # it as a JSON escape, which is valid JSON text.
-        text = _jsontext.dumps(value, indent=2, ensure_ascii=True) + "\n"
+        text = _jsontext.dumps(value, ensure_ascii=True, **options) + "\n"
     return text
 
 
@@ -148,6 +181,29 @@ def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
     atomic_write_text(output, text)
 
 
+def _payload_and_other(args: argparse.Namespace, other: str) -> tuple[str, str]:
+    """``(payload file, CHANGE or TASK)`` from ``CMD PAYLOAD X`` or ``CMD --payload FILE X``:
+    both commands take the payload the same way."""
+    given = list(args.operands)
+    if args.payload_file is not None:
+        if len(given) != 1:
+            raise CliError(
+                f"with --payload, give only {other} (found {len(given)} operands: {given})"
+            )
+        return args.payload_file, given[0]
+    if len(given) != 2:
+        raise CliError(
+            f"expected PAYLOAD {other} (or --payload FILE {other}); found {len(given)} "
+            f"operand{'' if len(given) == 1 else 's'}"
+        )
+    return given[0], given[1]
+
+
+def _print_reasoning(reasoning: str | None, style: Style, stderr: TextIO) -> None:
+    if reasoning:
+        stderr.write(f"{style.bold('reasoning')}: {reasoning}\n")
+
+
 def _to_jsonable(payload: Any) -> Any:
     from agent_payload._jsondata import json_data
 
@@ -158,14 +214,19 @@ def _to_jsonable(payload: Any) -> Any:
 
 
 def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    if args.payload == "-" and args.change == "-":
+    payload_file, change_file = _payload_and_other(args, "CHANGE")
+    if payload_file == "-" and change_file == "-":
         raise CliError("PAYLOAD and CHANGE cannot both be read from stdin ('-'); name a file")
+    if args.strict and args.lenient:
+        raise CliError(
+            "--strict and --lenient contradict each other (all or nothing is the default)"
+        )
     markers = _parse_markers(args.markers)
 
     from agent_payload.merge import apply_change_request
 
-    payload_name, payload_text = _read_text(args.payload, stdin)
-    change_name, change_text = _read_text(args.change, stdin)
+    payload_name, payload_text = _read_text(payload_file, stdin)
+    change_name, change_text = _read_text(change_file, stdin)
     payload = _loads(payload_text, payload_name)
     style = Style(use_color(stderr, no_color=args.no_color))
 
@@ -178,7 +239,7 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         except ModelReplyError as exc:
             raise CliError(f"{change_name}: cannot read a change request: {exc}") from exc
         change = parsed.change_request
-        if args.report:
+        if args.report or args.dry_run:
             for repair in parsed.repairs:
                 stderr.write(f"{style.dim('repaired')} {change_name}: {repair}\n")
     else:
@@ -189,30 +250,45 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         )
 
     try:
-        result = apply_change_request(payload, change, strict=args.strict, markers=markers)
+        result = apply_change_request(
+            payload,
+            change,
+            strict=not args.lenient,
+            markers=markers,
+            refuse_stale_markers=True,  # a marker out of habit is a conflict (issue 18)
+        )
     except MergeConflictError as exc:
         for line in render_issues(exc.report, style=style):
             stderr.write(line + "\n")
         n = len(exc.report.conflicts)
         stderr.write(
-            f"refused (--strict): {n} conflict{'' if n == 1 else 's'}; nothing was applied\n"
+            f"refused: {n} conflict{'' if n == 1 else 's'}; nothing was applied"
+            f"{' or written' if args.output else ''} (--lenient applies the rest)\n"
         )
         return EXIT_FAILED
     except (UsageError, LimitExceededError) as exc:
         raise CliError(str(exc)) from exc
 
-    _write_result(_dump(_to_jsonable(result.payload)), args.output, stdout)
-    if args.report:
-        for line in render_issues(result.report, style=style):
+    report = result.report
+    if args.report or args.dry_run:
+        for line in render_issues(report, style=style):
             stderr.write(line + "\n")
-        for line in render_changes(result.report.changes, style=style):
-            stderr.write(line + "\n")
-        stderr.write(summarize(result.report) + "\n")
-    elif result.report.conflicts:
-        n = len(result.report.conflicts)
+        _print_reasoning(report.reasoning, style, stderr)
+        diff_out = stdout if args.dry_run else stderr
+        for line in render_changes(report.changes, style=Style(False) if args.dry_run else style):
+            diff_out.write(line + "\n")
+        stderr.write(
+            summarize(report) + ("; dry run: nothing written" if args.dry_run else "") + "\n"
+        )
+    elif report.conflicts:
+        n = len(report.conflicts)
         stderr.write(
             f"{n} conflicting part{'' if n == 1 else 's'} of the change request not applied "
-            "(see --report; --strict refuses the whole request)\n"
+            "(--lenient; see --report)\n"
+        )
+    if not args.dry_run:
+        _write_result(
+            _dump(_to_jsonable(result.payload), _layout(payload_text)), args.output, stdout
         )
     return EXIT_OK
 
@@ -221,11 +297,11 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
 
 
 def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    payload_name, payload_text = _read_text(args.payload, stdin)
+    payload_file, task = _payload_and_other(args, "TASK")
+    payload_name, payload_text = _read_text(payload_file, stdin)
     payload = _loads(payload_text, payload_name)
-    task = args.task
     if task == "-":
-        if args.payload == "-":
+        if payload_file == "-":
             raise CliError("the payload and the task cannot both be read from stdin ('-')")
         task = stdin.read()
     if not task.strip():
@@ -251,16 +327,24 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     except (UsageError, ConfigurationError, LimitExceededError) as exc:
         raise CliError(str(exc)) from exc
 
-    _write_result(_dump(_to_jsonable(result.payload)), args.output, stdout)
+    if not args.dry_run:
+        _write_result(
+            _dump(_to_jsonable(result.payload), _layout(payload_text)), args.output, stdout
+        )
     for line in render_issues(result.report, style=style):
         stderr.write(line + "\n")
-    for line in render_changes(result.report.changes, style=style):
-        stderr.write(line + "\n")
+    _print_reasoning(result.reasoning, style, stderr)
+    diff_out = stdout if args.dry_run else stderr
+    for line in render_changes(
+        result.report.changes, style=Style(False) if args.dry_run else style
+    ):
+        diff_out.write(line + "\n")
     usage = result.usage
     stderr.write(
         f"{summarize(result.report)}; {result.attempts} attempt"
         f"{'' if result.attempts == 1 else 's'}; "
-        f"{usage.input_tokens} input + {usage.output_tokens} output tokens\n"
+        f"{usage.input_tokens} input + {usage.output_tokens} output tokens"
+        f"{'; dry run: nothing written' if args.dry_run else ''}\n"
     )
     return EXIT_OK
 
@@ -321,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Let an LLM agent edit a large JSON payload with a compact change request.",
-        epilog="Exit status: 0 success; 1 refused or failed (conflicts under --strict, "
+        epilog="Exit status: 0 success; 1 refused or failed (conflicts unless --lenient, "
         "retries exhausted, provider error); 2 usage or input error.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -331,25 +415,48 @@ def build_parser() -> argparse.ArgumentParser:
     apply = sub.add_parser(
         "apply",
         help="merge a change request into a payload and print the result",
-        description="Merge CHANGE (a change request) into PAYLOAD and print the merged JSON.",
+        usage="%(prog)s [options] PAYLOAD CHANGE\n       %(prog)s [options] --payload FILE CHANGE",
+        description="Merge CHANGE (a change request) into PAYLOAD and print the merged JSON. "
+        "All or nothing: if any part conflicts, nothing is printed or written (exit 1); "
+        "--lenient applies the rest.",
         epilog="examples:\n"
         "  agent-payload apply invoice.json change.json --report > merged.json\n"
-        "  pbpaste | agent-payload apply invoice.json - --reply --strict -o merged.json\n\n"
-        "exit status: 0 merged (conflicting parts skipped, see --report); 1 conflicts under "
-        "--strict;\n2 usage or input error (unreadable file, invalid JSON with line and column).",
+        "  agent-payload apply --payload invoice.json change.json --dry-run\n"
+        "  pbpaste | agent-payload apply invoice.json - --reply -o invoice.json\n\n"
+        "exit status: 0 merged; 1 conflicts (nothing applied; with --lenient, 0 and the rest "
+        "applied);\n2 usage or input error (unreadable file, invalid JSON with line and column).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    apply.add_argument("payload", metavar="PAYLOAD", help="payload JSON file, or - for stdin")
-    apply.add_argument("change", metavar="CHANGE", help="change request file, or - for stdin")
+    apply.add_argument(
+        "operands",
+        nargs="+",
+        metavar="PAYLOAD CHANGE",
+        help="payload JSON file and change request file (- for stdin, not both); with "
+        "--payload, only CHANGE",
+    )
+    apply.add_argument(
+        "--payload", "-p", dest="payload_file", metavar="FILE", help="the payload JSON file"
+    )
     apply.add_argument(
         "--report",
         action="store_true",
-        help="print warnings, conflicts, the diff and a summary on stderr",
+        help="print warnings, conflicts, the reasoning, the diff and a summary on stderr",
+    )
+    apply.add_argument(
+        "--lenient",
+        action="store_true",
+        help="apply what can be applied and report the conflicting parts (exit 0); the default "
+        "is all or nothing",
     )
     apply.add_argument(
         "--strict",
         action="store_true",
-        help="refuse the whole request if anything conflicts (exit 1, nothing printed)",
+        help="all or nothing (the default since 0.2; kept for scripts)",
+    )
+    apply.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the diff (stdout) and the report (stderr); do not print or write the result",
     )
     apply.add_argument(
         "--reply",
@@ -362,23 +469,36 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="M[,M...]",
         help="comma-separated DELETE markers (default: DELETE,__DELETE__)",
     )
-    apply.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
+    apply.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the result to FILE (atomically, with the input's indentation)",
+    )
     apply.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     apply.set_defaults(func=_cmd_apply)
 
     run = sub.add_parser(
         "run",
         help="ask a model to edit a payload",
+        usage="%(prog)s --model PROVIDER:MODEL [options] PAYLOAD TASK\n"
+        "       %(prog)s --model PROVIDER:MODEL [options] --payload FILE TASK",
         description="Ask a model to carry out TASK on the payload; print the updated payload "
-        "(stdout) and the diff (stderr).",
+        "(stdout) and the model's reasoning and the diff (stderr).",
         epilog="example:\n"
         "  OPENAI_API_KEY=... agent-payload run --model openai:gpt-5.4-mini \\\n"
-        "      --payload invoice.json 'remove the duplicated freight line' -o invoice.new.json\n\n"
+        "      invoice.json 'remove the duplicated freight line' -o invoice.json\n\n"
         "exit status: 0 done; 1 the model gave no usable change request within the retries, or "
         "the\nprovider failed; 2 usage or input error.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("task", metavar="TASK", help="what should change (or - for stdin)")
+    run.add_argument(
+        "operands",
+        nargs="+",
+        metavar="PAYLOAD TASK",
+        help="payload JSON file (- for stdin) and what should change (- for stdin); with "
+        "--payload, only TASK",
+    )
     run.add_argument(
         "--model",
         required=True,
@@ -386,7 +506,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL "
         "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
     )
-    run.add_argument("--payload", required=True, metavar="FILE", help="payload JSON, - for stdin")
+    run.add_argument(
+        "--payload", "-p", dest="payload_file", metavar="FILE", help="payload JSON, - for stdin"
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the diff (stdout) and the reasoning (stderr); do not print or write "
+        "the payload",
+    )
     run.add_argument(
         "--output-mode",
         choices=("text", "tool", "json_schema"),
@@ -400,7 +528,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="corrections asked of the model before giving up (default: 2)",
     )
-    run.add_argument("-o", "--output", metavar="FILE", help="write the payload to FILE")
+    run.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the payload to FILE (atomically, with the input's indentation)",
+    )
     run.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     run.set_defaults(func=_cmd_run)
 

@@ -60,7 +60,8 @@ MERGED = {"name": "Zoë", "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 
 
 def test_apply_files_prints_merged_json_indented_utf8(tmp_path: Path) -> None:
     """apply PAYLOAD CHANGE prints the merged payload as indent-2 JSON with non-ASCII kept."""
-    run = cli("apply", write(tmp_path, "p.json", PAYLOAD), write(tmp_path, "c.json", CHANGE))
+    indented = json.dumps(PAYLOAD, indent=2, ensure_ascii=False)
+    run = cli("apply", write(tmp_path, "p.json", indented), write(tmp_path, "c.json", CHANGE))
     assert run.status == EXIT_OK, run.err
     assert run.json() == MERGED
     assert run.out == json.dumps(MERGED, indent=2, ensure_ascii=False) + "\n"
@@ -107,12 +108,16 @@ def test_apply_writes_output_file(tmp_path: Path) -> None:
 
 def test_apply_report_lists_warnings_conflicts_diff_and_summary(tmp_path: Path) -> None:
     """--report writes each warning and conflict with code and change-request path, the diff
-    and a summary line to stderr; stdout stays the merged JSON (lenient: conflicts skipped)."""
+    and a summary line to stderr; stdout stays the merged JSON (--lenient: conflicts skipped)."""
     change = {
         "updateElements": {"items": [{}, {}, {}, "DELETE"], "missing": 3, "name": "Zoe"},
     }
     run = cli(
-        "apply", write(tmp_path, "p.json", PAYLOAD), write(tmp_path, "c.json", change), "--report"
+        "apply",
+        write(tmp_path, "p.json", PAYLOAD),
+        write(tmp_path, "c.json", change),
+        "--report",
+        "--lenient",
     )
     assert run.status == EXIT_OK, run.err
     assert run.json() == {**PAYLOAD, "name": "Zoe", "missing": 3}
@@ -576,11 +581,11 @@ def test_apply_never_tracebacks_on_valid_but_awkward_json(tmp_path: Path) -> Non
 
 
 def test_apply_says_when_parts_were_not_applied(tmp_path: Path) -> None:
-    """Without --report, a conflict is not silent: one line on stderr says how many parts of the
-    request were not applied (the merged JSON still goes to stdout, exit 0)."""
+    """--lenient without --report: a conflict is not silent: one line on stderr says how many
+    parts of the request were not applied (the merged JSON still goes to stdout, exit 0)."""
     payload = write(tmp_path, "p.json", {"note": "x"})
     change = write(tmp_path, "c.json", {"updateElement": {"note": "y"}})
-    run = cli("apply", payload, change)
+    run = cli("apply", payload, change, "--lenient")
     assert run.status == EXIT_OK
     assert run.json() == {"note": "x"}
     assert "1 conflicting part of the change request not applied" in run.err
