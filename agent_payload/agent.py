@@ -32,10 +32,13 @@ and when a run fails; the error itself is raised to the caller).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import dataclasses
 import functools
 import inspect
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -98,6 +101,7 @@ logger = logging.getLogger("agent_payload")
 logger.addHandler(logging.NullHandler())  # a library logs nothing unless the app configures it
 
 P = TypeVar("P")
+T = TypeVar("T")
 
 _OUTPUT_MODES: tuple[str, ...] = ("text", "tool", "json_schema")
 
@@ -543,8 +547,9 @@ class AsyncPayloadAgent(_BaseAgent):
 
         A payload of more than ``offload_nodes`` values (default ``OFFLOAD_NODES``; ``None``
         never, ``0`` always) is rendered, and every reply parsed, merged and validated, in a
-        worker thread (``asyncio.to_thread``), so the event loop keeps serving other tasks
-        meanwhile; sync validators then run in that thread too."""
+        worker thread (one thread shared by all async agents: the work holds the GIL, so more
+        threads would only make the loop wait longer), so the event loop keeps serving other
+        tasks meanwhile; sync validators then run in that thread too."""
         offload = self._offload(payload)
         start = functools.partial(
             self._start,
@@ -556,7 +561,7 @@ class AsyncPayloadAgent(_BaseAgent):
             expected_version,
             run_id,
         )
-        state = await asyncio.to_thread(start) if offload else start()
+        state = await _off_loop(start) if offload else start()
         retrying = self._retrying(state, AsyncRetrying)
         hook_sets = (self.hooks, hooks)
         log = _RunLog(state)
@@ -606,6 +611,30 @@ def _more_nodes_than(payload: Any, limit: int) -> bool:
     return False
 
 
+_WORKER: concurrent.futures.ThreadPoolExecutor | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def _worker() -> concurrent.futures.ThreadPoolExecutor:
+    """The one worker thread of offloaded work, shared by every async agent. One thread, not
+    asyncio's default pool: the work is pure Python and holds the GIL, so more threads add no
+    throughput but each one more competitor the event loop's thread must wait behind."""
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None:
+            _WORKER = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="agent_payload"
+            )
+        return _WORKER
+
+
+async def _off_loop(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in the worker thread (with the caller's context variables)."""
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_worker(), functools.partial(context.run, function, *args))
+
+
 def _step(steps: Generator[Any, Any, Any], value: Any, error: BaseException | None) -> Any:
     """One step of a judging generator: ``(True, result)`` when it returned, else
     ``(False, awaitable)`` (StopIteration must not cross a thread's future)."""
@@ -625,7 +654,7 @@ async def _adrive(steps: Generator[Any, Any, Any], offload: bool) -> Any:
     try:
         while True:
             if offload:
-                done, out = await asyncio.to_thread(_step, steps, value, error)
+                done, out = await _off_loop(_step, steps, value, error)
             else:
                 done, out = _step(steps, value, error)
             if done:

@@ -30,7 +30,6 @@ decision in ``SessionState`` (pure, no I/O).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -50,6 +49,7 @@ from agent_payload import typed as _typed
 from agent_payload._config import check_payload_type
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data, locate_problem
+from agent_payload.agent import _off_loop
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
 from agent_payload.errors import (
@@ -607,8 +607,9 @@ class AsyncPayloadSession(_SessionBase):
         started = self._clock()
         result = await self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
-        # diff (issue 11): the undo request diffs the whole payload; off the event loop.
-        undo = await asyncio.to_thread(_undo_wire, base, result.payload)
+        # The undo request diffs the whole payload: off the event loop, in the async agent's
+        # one worker thread.
+        undo = await _off_loop(lambda: _undo_wire(base, result.payload))
         return self.state.record(
             task, result, duration=duration, timestamp=self._now(), base=base, undo_request=undo
         )
