@@ -400,14 +400,21 @@ def _retry_is_last(
 ) -> bool:
     """After a reply that could not be used (logged here): True when no attempt follows."""
     last = _is_last(retrying, retry_state) or not state.should_retry(error)
-    logger.info("attempt %d: reply not usable, asking again: %s", state.attempt, error)
+    logger.info(
+        "[run %s] attempt %d: reply not usable, asking again: %s",
+        state.run_id,
+        state.attempt,
+        error,
+        extra={"run_id": state.run_id},
+    )
     return last
 
 
 def _exhausted(state: RunState) -> RetriesExhaustedError:
     """The error of a run out of attempts or tokens (logged here)."""
     error = state.exhausted()
-    logger.info("%s", error)
+    error.run_id = state.run_id
+    logger.info("[run %s] %s", state.run_id, error, extra={"run_id": state.run_id})
     return error
 
 
@@ -416,7 +423,15 @@ def _log_failure(state: RunState, error: AgentPayloadError) -> None:
     if error.attempts is None:
         error.attempts = state.attempt
         error.usage = state.usage
-    logger.info("run failed after %d attempt(s): %s", state.attempt, error)
+    if error.run_id is None:
+        error.run_id = state.run_id
+    logger.info(
+        "[run %s] run failed after %d attempt(s): %s",
+        state.run_id,
+        state.attempt,
+        error,
+        extra={"run_id": state.run_id},
+    )
 
 
 class PayloadAgent(_BaseAgent):

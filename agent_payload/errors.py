@@ -79,6 +79,8 @@ class AgentPayloadError(Exception):
 
     attempts: int | None = None
     usage: Usage | None = None
+    run_id: str | None = None
+    """The id of the run this error ended (``run(..., run_id=)``), ``None`` outside a run."""
 
 
 # --- misuse by the calling program -------------------------------------------------------

@@ -34,7 +34,7 @@ from agent_payload import (
 )
 from agent_payload.cli import EXIT_FAILED, EXIT_OK, build_parser, main
 from agent_payload.providers import ModelReply
-from agent_payload.testing import FakeProviderServer, Fault, Reply, ScriptedModel
+from agent_payload.testing import FakeProviderServer, Fault, ScriptedModel
 
 ENDPOINTS = {
     "endpoints": [
@@ -99,9 +99,9 @@ def test_sync_agent_refuses_async_validators_and_hooks_at_construction() -> None
     async def hook(*args: Any) -> None: ...
 
     model = ScriptedModel([])
-    with pytest.raises(ConfigurationError, match="validator 'test_sync_agent.*check'.*async"):
+    with pytest.raises(ConfigurationError, match=r"validator .*check.* is an async function"):
         PayloadAgent(model, validators=[check])
-    with pytest.raises(ConfigurationError, match="on_success .*AsyncPayloadAgent"):
+    with pytest.raises(ConfigurationError, match=r"on_success .*AsyncPayloadAgent"):
         PayloadAgent(model, on_success=hook)
     with pytest.raises(ConfigurationError, match="on_retry"):
         PayloadAgent(model, hooks=Hooks(on_retry=hook))
@@ -252,9 +252,7 @@ def test_async_agent_works_off_the_event_loop_for_large_payloads() -> None:
             threads.add(threading.get_ident())
 
         model = ScriptedModel(lambda request: '{"updateElements": {"rows": {"7": {"id": -7}}}}')
-        agent = AsyncPayloadAgent(
-            model, validators=[record_thread], offload_nodes=offload_nodes
-        )
+        agent = AsyncPayloadAgent(model, validators=[record_thread], offload_nodes=offload_nodes)
         gaps: list[float] = []
         done = asyncio.Event()
 
@@ -277,7 +275,9 @@ def test_async_agent_works_off_the_event_loop_for_large_payloads() -> None:
     on_loop_gap, on_loop_threads, loop_thread = asyncio.run(scenario(None))
     assert on_loop_threads == {loop_thread}
     off_loop_gap, off_loop_threads, loop_thread = asyncio.run(scenario(0))
-    print(f"longest ticker gap: on the loop {on_loop_gap:.3f} s, worker thread {off_loop_gap:.3f} s")
+    print(
+        f"longest ticker gap: on the loop {on_loop_gap:.3f} s, worker thread {off_loop_gap:.3f} s"
+    )
     assert loop_thread not in off_loop_threads and off_loop_threads
     assert off_loop_gap < on_loop_gap / 2
 
@@ -292,3 +292,233 @@ def test_async_agent_default_threshold_keeps_small_payloads_on_the_loop() -> Non
         return threading.get_ident()
 
     assert threads == {asyncio.run(go())}
+
+
+# --- the CLI -----------------------------------------------------------------------------------
+
+
+def cli(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), stdin=io.StringIO(stdin), stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _files(tmp_path: Path, payload_text: str, change: Any) -> tuple[Path, Path]:
+    payload = tmp_path / "payload.json"
+    payload.write_text(payload_text, encoding="utf-8")
+    request = tmp_path / "change.json"
+    request.write_text(json.dumps(change), encoding="utf-8")
+    return payload, request
+
+
+CONFLICTING = {
+    "updateElements": {"items": [{}, {}, {"qty": 9}, "DELETE"], "status": "sent"},
+    "reasoning": "ship it",
+}
+
+
+def test_cli_apply_is_all_or_nothing_by_default(tmp_path: Path) -> None:
+    """A request with a conflict: the conflict is printed, exit 1, nothing printed or written;
+    --lenient applies the rest (the 0.1 behaviour)."""
+    text = json.dumps({"items": [{"qty": 1}, {"qty": 2}], "status": "draft"}, indent=2)
+    payload, request = _files(tmp_path, text, CONFLICTING)
+    status, out, err = cli("apply", str(payload), str(request), "-o", str(payload))
+    assert status == EXIT_FAILED
+    assert out == ""
+    assert "placeholder_out_of_range" in err and "nothing was applied" in err
+    assert payload.read_text(encoding="utf-8") == text
+    status, out, err = cli("apply", str(payload), str(request), "--lenient")
+    assert status == EXIT_OK
+    assert json.loads(out)["status"] == "sent"
+    assert "not applied" in err
+
+
+def test_cli_apply_and_run_take_the_payload_the_same_way(tmp_path: Path) -> None:
+    payload, request = _files(tmp_path, '{"a": 1}', {"updateElements": {"a": 2}})
+    assert (
+        cli("apply", str(payload), str(request))[1]
+        == cli("apply", "--payload", str(payload), str(request))[1]
+    )
+    with FakeProviderServer(['{"updateElements": {"a": 3}}'] * 2) as server:
+        env = {"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": server.openai_base_url}
+        with pytest.MonkeyPatch.context() as mp:
+            for key, value in env.items():
+                mp.setenv(key, value)
+            positional = cli("run", "--model", "openai:gpt-x", str(payload), "set a to 3")
+            named = cli("run", "--model", "openai:gpt-x", "--payload", str(payload), "set a to 3")
+    assert positional[0] == named[0] == EXIT_OK
+    assert json.loads(positional[1]) == json.loads(named[1]) == {"a": 3}
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t", None])
+def test_cli_output_keeps_the_inputs_indentation(tmp_path: Path, indent: str | None) -> None:
+    data = {"name": "x", "items": [1, 2]}
+    text = json.dumps(data, indent=indent) + "\n"
+    payload, request = _files(tmp_path, text, {"updateElements": {"name": "y"}})
+    out = tmp_path / "out.json"
+    status, _, err = cli("apply", str(payload), str(request), "-o", str(out))
+    assert status == EXIT_OK, err
+    assert (
+        out.read_text(encoding="utf-8") == json.dumps({**data, "name": "y"}, indent=indent) + "\n"
+    )
+
+
+def test_cli_dry_run_shows_the_diff_and_reasoning_without_writing(tmp_path: Path) -> None:
+    text = json.dumps({"items": [{"qty": 1}, {"qty": 2}], "status": "draft"}, indent=2)
+    change = {"updateElements": {"status": "sent"}, "reasoning": "the customer paid"}
+    payload, request = _files(tmp_path, text, change)
+    status, out, err = cli("apply", str(payload), str(request), "--dry-run", "-o", str(payload))
+    assert status == EXIT_OK
+    assert out == '~ status: "draft" -> "sent"\n'
+    assert "reasoning: the customer paid" in err and "dry run" in err
+    assert payload.read_text(encoding="utf-8") == text
+
+
+def test_cli_run_prints_the_reasoning_with_the_diff(tmp_path: Path) -> None:
+    payload, _ = _files(tmp_path, '{"a": 1}', {})
+    reply = '{"updateElements": {"a": 2}, "reasoning": "two is the answer"}'
+    with FakeProviderServer([reply]) as server, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", "test")
+        mp.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        status, out, err = cli("run", "--model", "openai:gpt-x", str(payload), "set a", "--dry-run")
+    assert status == EXIT_OK
+    assert out == "~ a: 1 -> 2\n"
+    assert "reasoning: two is the answer" in err
+
+
+def test_cli_help_lists_the_new_options() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    apply_help = sub.choices["apply"].format_help()  # type: ignore[attr-defined]
+    run_help = sub.choices["run"].format_help()  # type: ignore[attr-defined]
+    for option in ("--lenient", "--dry-run", "--payload", "All or nothing"):
+        assert option in apply_help, option
+    for option in ("--dry-run", "--payload", "PAYLOAD TASK", "reasoning"):
+        assert option in run_help, option
+
+
+# --- what users reach for ----------------------------------------------------------------------
+
+
+def test_format_diff_and_format_payload_path_are_public() -> None:
+    result = agent_payload.apply_change_request(
+        {"a": {"b": 1}, "c": [1]}, {"updateElements": {"a": {"b": 2}}, "newElements": {"c": [2]}}
+    )
+    assert format_diff(result) == "~ a.b: 1 -> 2\n+ c[1]: 2"
+    assert format_diff(result.report.changes) == format_diff(result.report)
+    assert format_payload_path(("items", 3, "price")) == "items[3].price"
+    assert format_payload_path(("meta", "a.b")) == 'meta["a.b"]'
+
+
+def test_payload_agent_takes_api_responses_with_ones_own_client() -> None:
+    openai = pytest.importorskip("openai")
+    with FakeProviderServer(['{"updateElements": {"a": 2}}']) as server:
+        client = openai.OpenAI(base_url=server.openai_base_url, api_key="test")
+        agent = PayloadAgent(client, model_name="gpt-x", api="responses")
+        assert agent.run({"a": 1}, "set a").payload == {"a": 2}
+        assert [r.path for r in server.requests] == ["/v1/responses"]
+    with pytest.raises(ConfigurationError, match="api"):
+        PayloadAgent(ScriptedModel([]), api="responses")
+
+
+def test_session_records_turns_from_ones_own_tool_loop() -> None:
+    handler = ChangeRequestToolHandler({"status": "draft", "items": [1]})
+    session = PayloadSession(PayloadAgent(ScriptedModel([])), handler.payload)
+    result = handler.handle('{"updateElements": {"status": "sent"}, "reasoning": "paid"}')
+    turn = session.record("mark as sent", result)
+    assert session.payload == {"status": "sent", "items": [1]}
+    assert (turn.index, turn.reasoning, turn.attempts) == (1, "paid", 1)
+    assert session.why("status") is turn
+    session.undo()
+    assert session.payload == {"status": "draft", "items": [1]}
+    failed = handler.handle('{"updateElements": {"items": [{}, {}, {}, "DELETE"]}}')
+    with pytest.raises(UsageError, match="is_error"):
+        session.record("bad", failed)
+
+
+def test_per_run_id_and_hooks_tag_each_run(caplog: pytest.LogCaptureFixture) -> None:
+    tagged: list[tuple[str, int]] = []
+    model = ScriptedModel(["not json", '{"updateElements": {"a": 2}}', "no", "no", "no"])
+    agent = PayloadAgent(model, max_retries=2)
+
+    def on_retry(attempt: int, problems: Any, last: bool) -> None:
+        tagged.append(("req-1", attempt))
+
+    caplog.set_level("DEBUG", logger="agent_payload")
+    result = agent.run({"a": 1}, "set a", run_id="req-1", hooks=Hooks(on_retry=on_retry))
+    assert result.run_id == "req-1"
+    assert tagged == [("req-1", 1)]
+    assert {getattr(r, "run_id", None) for r in caplog.records} == {"req-1"}
+    with pytest.raises(RetriesExhaustedError) as failed:
+        agent.run({"a": 1}, "set a", run_id="req-2")
+    assert failed.value.run_id == "req-2"
+    assert len(agent.run.__doc__ or "") > 0
+    other = PayloadAgent(ScriptedModel(['{"updateElements": {"a": 2}}'])).run({"a": 1}, "set a")
+    assert len(other.run_id) == 32
+
+
+def test_provider_error_carries_the_http_status_code() -> None:
+    openai = pytest.importorskip("openai")
+    anthropic = pytest.importorskip("anthropic")
+    with FakeProviderServer([Fault.status(429), Fault.status(529)]) as server:
+        chat = PayloadAgent(
+            openai.OpenAI(base_url=server.openai_base_url, api_key="t", max_retries=0),
+            model_name="gpt-x",
+        )
+        with pytest.raises(ProviderError) as rate_limited:
+            chat.run({"a": 1}, "set a")
+        messages = PayloadAgent(
+            anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="t", max_retries=0),
+            model_name="claude-x",
+        )
+        with pytest.raises(ProviderError) as overloaded:
+            messages.run({"a": 1}, "set a")
+    assert rate_limited.value.status_code == 429 and rate_limited.value.retryable
+    assert overloaded.value.status_code == 529
+
+
+def test_saved_session_records_its_payload_type(tmp_path: Path) -> None:
+    class Ticket(BaseModel):
+        title: str
+
+    path = tmp_path / "session.json"
+    model = ScriptedModel(['{"updateElements": {"title": "b"}}'])
+    session = PayloadSession(PayloadAgent(model), Ticket(title="a"))
+    session.send("rename")
+    session.save(path)
+    assert json.loads(path.read_text(encoding="utf-8"))["payload_type"].endswith("Ticket")
+    with pytest.raises(UsageError, match="payload_type"):
+        PayloadSession.load(path, PayloadAgent(model))
+    loaded = PayloadSession.load(path, PayloadAgent(model), payload_type=Ticket)
+    assert loaded.payload == Ticket(title="b")
+
+
+# --- types -------------------------------------------------------------------------------------
+
+
+def test_tool_definitions_are_the_sdks_param_types_at_run_time_too() -> None:
+    """Plain dicts at run time (what the SDKs take), typed as the SDKs' TypedDicts: the mypy
+    test (test_typing_examples.py) passes them to messages.create(tools=...)."""
+    handler = ChangeRequestToolHandler({"a": 1})
+    assert handler.openai_tool()["type"] == "function"
+    assert handler.anthropic_tool()["name"] == "apply_change_request"
+    assert handler.responses_tool()["type"] == "function"
+
+
+# --- advice ------------------------------------------------------------------------------------
+
+
+def test_truncated_replies_exhausting_retries_say_to_raise_max_tokens() -> None:
+    cut = ModelReply(text='{"updateElements": {"a"', finish_reason="length")
+    agent = PayloadAgent(ScriptedModel([cut, cut]), max_retries=1, max_tokens=50)
+    with pytest.raises(RetriesExhaustedError, match=r"raise max_tokens \(now 50\)"):
+        agent.run({"a": 1}, "set a")
+
+
+def test_tool_handler_first_failed_call_does_not_claim_earlier_changes() -> None:
+    handler = ChangeRequestToolHandler({"items": [1, 2]})
+    first = handler.handle('{"updateElements": {"items": [{}, {}, {}, "DELETE"]}}')
+    assert first.is_error and "earlier successful calls" not in first.content
+    assert not handler.handle('{"updateElements": {"items": [5]}}').is_error
+    later = handler.handle('{"updateElements": {"items": [{}, {}, {}, "DELETE"]}}')
+    assert later.is_error and "earlier successful calls are kept" in later.content
