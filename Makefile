@@ -2,7 +2,7 @@
 # lint, format check, type check and the whole test suite.
 PYTHON ?= python3
 
-.PHONY: install check lint test wheel-smoke bench
+.PHONY: install check lint test wheel-smoke bench typecheck-examples
 
 install:
 	$(PYTHON) -m pip install -q -e ".[dev]"
@@ -25,3 +25,7 @@ bench:
 	$(PYTHON) bench/parse.py
 	$(PYTHON) bench/tokens.py
 	$(PYTHON) bench/schema.py
+
+# mypy --strict on the README's examples and on a typed OpenAI tool loop (also part of `test`).
+typecheck-examples:
+	$(PYTHON) -m pytest -q tests/test_readme_examples.py -k mypy

@@ -40,6 +40,7 @@ session.undo()  # the customer changed their mind: the cables are back
 print(session.payload["items"])
 
 turn = session.why("items[0].qty")
+assert turn is not None
 print(f"turn {turn.index}: {turn.task!r} because {turn.reasoning!r}")
 for turn in session.history:
     print(turn.index, turn.task, [(c.op, c.path) for c in turn.changes])
