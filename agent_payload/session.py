@@ -582,7 +582,7 @@ class PayloadSession(_SessionBase):
     """A payload edited over many turns by a ``PayloadAgent`` (see the module docstring).
 
     ``agent`` is anything with ``run(payload, task, **options) -> AgentResult`` (``None`` for
-    a session that only ``record``\ s turns from your own tool loop);
+    a session that only records turns from your own tool loop with ``record``);
     ``summary_turns`` how many earlier turns the next prompt recalls (default 5);
     ``clock``/``now`` are injectable for tests (duration and timestamp of each turn).
     """
