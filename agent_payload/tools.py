@@ -36,7 +36,7 @@ from agent_payload import typed as _typed
 from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
 from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
-from agent_payload.errors import UsageError
+from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.judge import Judge, Verdict
 from agent_payload.report import Change, Guard, MergeReport, Problem
 
@@ -310,7 +310,19 @@ class ChangeRequestToolHandler:
         the current payload, its schema, the task, and the instruction to call this tool,
         naming this handler's marker (the tool description, the prompt and the merge agree).
         With a ``read_scope`` the payload shown is its projection (what the judge lets the
-        model see)."""
+        model see).
+
+        A task that holds the marker itself (``"set the method to DELETE"`` with the marker
+        ``"DELETE"``) is a ``ConfigurationError``: the model could write that value only by
+        replacing its element whole. Build the handler with ``marker=choose_marker(payload,
+        avoid=(task,))`` (what the agent does)."""
+        if self.marker in task:
+            better = _merge.choose_marker(_as_json(self.payload), avoid=(task,))
+            raise ConfigurationError(
+                f"ChangeRequestToolHandler.prompt: the task holds the handler's DELETE marker "
+                f"{self.marker!r}, so the model could not write that text as a value; build the "
+                f"handler with marker=choose_marker(payload, avoid=(task,)) (here {better!r})."
+            )
         shown = _as_json(self.payload)
         if self.read_scope is not None:
             shown = self.read_scope.project(shown)

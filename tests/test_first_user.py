@@ -207,6 +207,18 @@ def test_handler_prompt_names_the_handlers_marker_and_tool() -> None:
     assert render_prompt(ENDPOINTS, "drop the POST endpoint").system == parts.system
 
 
+def test_handler_prompt_refuses_a_task_holding_its_marker() -> None:
+    handler = ChangeRequestToolHandler({"method": "GET"})
+    assert handler.marker == "DELETE"
+    with pytest.raises(ConfigurationError, match="'__DELETE__'"):
+        handler.prompt("set the method to DELETE")
+    task = "set the method to DELETE"
+    fixed = ChangeRequestToolHandler(
+        {"method": "GET"}, marker=agent_payload.choose_marker({"method": "GET"}, avoid=(task,))
+    )
+    assert '"__DELETE__"' in fixed.prompt(task).system
+
+
 # --- the token estimate ------------------------------------------------------------------------
 
 
