@@ -34,8 +34,7 @@ from typing import Any, Generic, NoReturn, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from agent_payload import _callables
-from agent_payload import _jsontext
+from agent_payload import _callables, _jsontext
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts

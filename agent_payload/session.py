@@ -331,11 +331,7 @@ class SessionState:
             attempts=int(getattr(result, "attempts", 1)),
             duration=duration,
             timestamp=timestamp,
-            undo_request=(
-                undo_request
-                if undo_request is not None
-                else undo_change_request(before, after).to_wire()
-            ),
+            undo_request=undo_request,
         )
         self._next_index += 1
         self.turns.append(turn)

@@ -47,8 +47,8 @@ from agent_payload.usage import Usage
 try:
     import anthropic
     from anthropic.types import Message as AnthropicMessage
-    from anthropic.types import Usage as AnthropicUsage
     from anthropic.types import ToolParam, ToolResultBlockParam
+    from anthropic.types import Usage as AnthropicUsage
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("anthropic", _exc) from _exc
 
