@@ -417,14 +417,6 @@ class SessionState:
         the merge refuses or that does not fit ``payload_type``) raises ``SessionFileError``
         naming ``source`` and the place."""
         checked = _sessionfile.validate_session_data(data, source)
-        saved_type = checked.payload_type
-        if saved_type and _type_name(payload_type) != saved_type:
-            given = _type_name(payload_type)
-            raise UsageError(
-                f"{source}: saved with payload_type {saved_type}, loaded with "
-                f"{given or 'none'}; pass payload_type= that class to load() (the payload "
-                "would otherwise come back as a plain dict)."
-            )
         return cls._from_data(
             checked, payload_type=payload_type, summary_turns=summary_turns, source=source
         )
@@ -438,6 +430,14 @@ class SessionState:
         summary_turns: int,
         source: str,
     ) -> SessionState:
+        saved_type = data.payload_type
+        if saved_type and _type_name(payload_type) != saved_type:
+            given = _type_name(payload_type)
+            raise UsageError(
+                f"{source}: saved with payload_type {saved_type}, loaded with "
+                f"{given or 'none'}; pass payload_type= that class to load() (the payload "
+                "would otherwise come back as a plain dict)."
+            )
         payload = data.payload
         try:
             if isinstance(payload_type, type) and issubclass(payload_type, BaseModel):

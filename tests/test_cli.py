@@ -576,7 +576,7 @@ def test_apply_never_tracebacks_on_valid_but_awkward_json(tmp_path: Path) -> Non
     deep.write_text('{"name": "x", "d": ' + "[" * 5000 + "]" * 5000 + "}", encoding="utf-8")
     run = cli("apply", str(deep), change)
     assert run.status == EXIT_OK, run.err
-    assert run.out.startswith('{"name":"y","d":[[[')
+    assert run.out.startswith('{"name": "y", "d": [[[')  # the input's one-line layout kept
     assert run.out.count("[") == 5000
 
 

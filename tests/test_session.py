@@ -312,6 +312,8 @@ def test_async_session_diffs_off_the_event_loop() -> None:
     import sys
     import threading
 
+    from agent_payload import agent as agent_module
+
     threads: set[int] = set()
 
     def watch(frame: Any, event: str, arg: Any) -> None:
@@ -326,13 +328,18 @@ def test_async_session_diffs_off_the_event_loop() -> None:
             AsyncPayloadAgent(ScriptedModel([reply]), max_retries=0), payload
         )
         loop_thread = threading.get_ident()
+        # The async agent's one worker thread may already run (an earlier test started it):
+        # install the profile there too, not only in threads started from now on.
+        worker = agent_module._worker()
         sys.setprofile(watch)
         threading.setprofile(watch)
+        worker.submit(sys.setprofile, watch).result()
         try:
             await session.send("change item 1000")
         finally:
             sys.setprofile(None)
             threading.setprofile(None)
+            worker.submit(sys.setprofile, None).result()
         return session, loop_thread
 
     session, loop_thread = asyncio.run(main())
