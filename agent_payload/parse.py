@@ -555,6 +555,8 @@ class _Grammar:
             if match is None:
                 bad = _BAD_NUMBER.match(text, pos)
                 shown = bad.group()[:40] if bad else text[pos : pos + 1]
+                if bad is not None and bad.end() >= len(text):  # 1e+ at the very end: cut off
+                    raise _Damage(pos, "the reply ends inside a number", eof=True)
                 raise _Damage(pos, f"the malformed number {shown}", "write a JSON number.")
         token = match.group()  # type: ignore[union-attr]
         digits = sum(c.isdigit() for c in token)
