@@ -12,19 +12,34 @@
   propagates: a bug in the validator is not the model's to fix.
 * ``drive``: run a judging generator (which yields the awaitables of async validators) to its
   result in sync code: an awaitable there is a ``ConfigurationError``, never dropped.
+* ``adrive``: the same in async code (``AsyncPayloadAgent``, ``ChangeRequestToolHandler.ahandle``):
+  each awaitable is awaited, and the pure steps run in the one ``worker()`` thread when asked
+  (``off_loop``), so a large payload never stalls the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextvars
 import functools
 import inspect
-from collections.abc import Generator, Iterable
+import threading
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, TypeVar
 
 from agent_payload.errors import AgentPayloadError, ConfigurationError, RetryWithFeedback
 from agent_payload.report import Problem
 
-__all__ = ["drive", "is_async_callable", "require_sync", "validator_problem"]
+__all__ = [
+    "adrive",
+    "drive",
+    "is_async_callable",
+    "off_loop",
+    "require_sync",
+    "validator_problem",
+    "worker",
+]
 
 T = TypeVar("T")
 
@@ -79,3 +94,60 @@ def drive(steps: Generator[Any, Any, T], where: str, fix: str) -> T:
         f"{where}: a validator returned an awaitable ({type(step).__name__}), which {where} "
         f"cannot await (its check would be skipped); {fix}"
     )
+
+
+_WORKER_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def worker() -> concurrent.futures.ThreadPoolExecutor:
+    """The one worker thread of offloaded work, shared by every async agent. One thread, not
+    asyncio's default pool: the work is pure Python and holds the GIL, so more threads add no
+    throughput but each one more competitor the event loop's thread must wait behind."""
+    global _WORKER_POOL
+    with _WORKER_LOCK:
+        if _WORKER_POOL is None:
+            _WORKER_POOL = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="agent_payload"
+            )
+        return _WORKER_POOL
+
+
+async def off_loop(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in the worker thread (with the caller's context variables)."""
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(worker(), functools.partial(context.run, function, *args))
+
+
+def _step(steps: Generator[Any, Any, Any], value: Any, error: BaseException | None) -> Any:
+    """One step of a judging generator: ``(True, result)`` when it returned, else
+    ``(False, awaitable)`` (StopIteration must not cross a thread's future)."""
+    try:
+        if error is not None:
+            return False, steps.throw(error)
+        return False, steps.send(value)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+async def adrive(steps: Generator[Any, Any, Any], offload: bool) -> Any:
+    """Run a judging generator to its result: its steps (parse, merge, validation) in a worker
+    thread when ``offload``; each awaitable it yields (an async validator) awaited here."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            if offload:
+                done, out = await off_loop(_step, steps, value, error)
+            else:
+                done, out = _step(steps, value, error)
+            if done:
+                return out
+            value, error = None, None
+            try:
+                value = await out
+            except Exception as exc:  # the validator's error goes back into the judge
+                error = exc
+    finally:
+        steps.close()

@@ -31,16 +31,12 @@ and when a run fails; the error itself is raised to the caller).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import dataclasses
 import functools
 import inspect
 import logging
-import threading
 import uuid
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -576,7 +572,7 @@ class AsyncPayloadAgent(_BaseAgent):
             expected_version,
             run_id,
         )
-        state = await _off_loop(start) if offload else start()
+        state = await _callables.off_loop(start) if offload else start()
         retrying = self._retrying(state, AsyncRetrying)
         hook_sets = (self.hooks, hooks)
         log = _RunLog(state)
@@ -590,7 +586,9 @@ class AsyncPayloadAgent(_BaseAgent):
                     reply = await self.model.arequest(request)
                     await _acall(hook_sets, "on_response", state.attempt, reply, last)
                     try:
-                        result: AgentResult[Any] = await _adrive(state.judge_steps(reply), offload)
+                        result: AgentResult[Any] = await _callables.adrive(
+                            state.judge_steps(reply), offload
+                        )
                     except ModelReplyError as exc:
                         last = _retry_is_last(retrying, attempt.retry_state, state, exc)
                         await _acall(hook_sets, "on_retry", state.attempt, exc.problems, last)
@@ -624,63 +622,6 @@ def _more_nodes_than(payload: Any, limit: int) -> bool:
         elif isinstance(value, BaseModel):
             stack.extend(value.__dict__.values())
     return False
-
-
-_WORKER: concurrent.futures.ThreadPoolExecutor | None = None
-_WORKER_LOCK = threading.Lock()
-
-
-def _worker() -> concurrent.futures.ThreadPoolExecutor:
-    """The one worker thread of offloaded work, shared by every async agent. One thread, not
-    asyncio's default pool: the work is pure Python and holds the GIL, so more threads add no
-    throughput but each one more competitor the event loop's thread must wait behind."""
-    global _WORKER
-    with _WORKER_LOCK:
-        if _WORKER is None:
-            _WORKER = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="agent_payload"
-            )
-        return _WORKER
-
-
-async def _off_loop(function: Callable[..., T], *args: Any) -> T:
-    """``function(*args)`` in the worker thread (with the caller's context variables)."""
-    context = contextvars.copy_context()
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_worker(), functools.partial(context.run, function, *args))
-
-
-def _step(steps: Generator[Any, Any, Any], value: Any, error: BaseException | None) -> Any:
-    """One step of a judging generator: ``(True, result)`` when it returned, else
-    ``(False, awaitable)`` (StopIteration must not cross a thread's future)."""
-    try:
-        if error is not None:
-            return False, steps.throw(error)
-        return False, steps.send(value)
-    except StopIteration as stop:
-        return True, stop.value
-
-
-async def _adrive(steps: Generator[Any, Any, Any], offload: bool) -> Any:
-    """Run a judging generator to its result: its steps (parse, merge, validation) in a worker
-    thread when ``offload``; each awaitable it yields (an async validator) awaited here."""
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            if offload:
-                done, out = await _off_loop(_step, steps, value, error)
-            else:
-                done, out = _step(steps, value, error)
-            if done:
-                return out
-            value, error = None, None
-            try:
-                value = await out
-            except Exception as exc:  # the validator's error goes back into the judge
-                error = exc
-    finally:
-        steps.close()
 
 
 class _RunLog:

@@ -43,13 +43,12 @@ from typing import Any, Protocol, Self
 
 from pydantic import BaseModel, ValidationError
 
-from agent_payload import _sessionfile
+from agent_payload import _callables, _sessionfile
 from agent_payload import merge as _merge
 from agent_payload import typed as _typed
 from agent_payload._config import check_payload_type
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data, locate_problem
-from agent_payload.agent import _off_loop
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
 from agent_payload.errors import (
@@ -606,7 +605,7 @@ class AsyncPayloadSession(_SessionBase):
         duration = self._clock() - started
         # The undo request diffs the whole payload: off the event loop, in the async agent's
         # one worker thread.
-        undo = await _off_loop(lambda: _undo_wire(base, result.payload))
+        undo = await _callables.off_loop(lambda: _undo_wire(base, result.payload))
         return self.state.record(
             task, result, duration=duration, timestamp=self._now(), base=base, undo_request=undo
         )

@@ -374,22 +374,8 @@ class ChangeRequestToolHandler:
         self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
     ) -> ToolResult:
         """``handle`` for async loops: the same judge, with async validators awaited."""
-        steps = self._handle(arguments)
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                try:
-                    step = steps.throw(error) if error is not None else steps.send(value)
-                except StopIteration as stop:
-                    return self._keep(stop.value)
-                value, error = None, None
-                try:
-                    value = await step
-                except Exception as exc:  # the validator's error goes back into the judge
-                    error = exc
-        finally:
-            steps.close()
+        result: ToolResult = await _callables.adrive(self._handle(arguments), offload=False)
+        return self._keep(result)
 
     def _keep(self, result: ToolResult) -> ToolResult:
         self.results.append(result)

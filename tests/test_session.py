@@ -312,7 +312,7 @@ def test_async_session_diffs_off_the_event_loop() -> None:
     import sys
     import threading
 
-    from agent_payload import agent as agent_module
+    from agent_payload import _callables
 
     threads: set[int] = set()
 
@@ -330,7 +330,7 @@ def test_async_session_diffs_off_the_event_loop() -> None:
         loop_thread = threading.get_ident()
         # The async agent's one worker thread may already run (an earlier test started it):
         # install the profile there too, not only in threads started from now on.
-        worker = agent_module._worker()
+        worker = _callables.worker()
         sys.setprofile(watch)
         threading.setprofile(watch)
         worker.submit(sys.setprofile, watch).result()
