@@ -87,6 +87,22 @@ def _not_found(what: str) -> Route:
     return _json(404, {"error": {"message": f"FakeProviderServer: no {what}", "type": "not_found"}})
 
 
+def _page(items: list[dict[str, Any]], after: str | None, params: dict[str, str]) -> dict[str, Any]:
+    """One page of a newest-first list, cursor after the id ``after`` (both APIs' shape)."""
+    start = 0
+    if after:
+        ids = [item["id"] for item in items]
+        start = ids.index(after) + 1 if after in ids else len(ids)
+    limit = int(params.get("limit", "20"))
+    page = items[start : start + limit]
+    return {
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": start + limit < len(items),
+    }
+
+
 def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat().replace("+00:00", "Z")
 
@@ -256,24 +272,8 @@ class BatchFakes:
 
     def _openai_list(self, params: dict[str, str]) -> Route:
         with self._lock:
-            batches = sorted(self._openai.values(), key=lambda b: -b.number)
-        start = 0
-        after = params.get("after")
-        if after:
-            ids = [b.data["id"] for b in batches]
-            start = ids.index(after) + 1 if after in ids else len(ids)
-        limit = int(params.get("limit", "20"))
-        page = batches[start : start + limit]
-        return _json(
-            200,
-            {
-                "object": "list",
-                "data": [b.data for b in page],
-                "first_id": page[0].data["id"] if page else None,
-                "last_id": page[-1].data["id"] if page else None,
-                "has_more": start + limit < len(batches),
-            },
-        )
+            batches = [b.data for b in sorted(self._openai.values(), key=lambda b: -b.number)]
+        return _json(200, {"object": "list", **_page(batches, params.get("after"), params)})
 
     def _maybe_finish_openai(self, batch: _OpenAIBatch) -> None:
         with self._lock:
@@ -383,23 +383,8 @@ class BatchFakes:
 
     def _anthropic_list(self, params: dict[str, str]) -> Route:
         with self._lock:
-            batches = sorted(self._anthropic.values(), key=lambda b: -b.number)
-        start = 0
-        after = params.get("after_id")
-        if after:
-            ids = [b.data["id"] for b in batches]
-            start = ids.index(after) + 1 if after in ids else len(ids)
-        limit = int(params.get("limit", "20"))
-        page = batches[start : start + limit]
-        return _json(
-            200,
-            {
-                "data": [b.data for b in page],
-                "first_id": page[0].data["id"] if page else None,
-                "last_id": page[-1].data["id"] if page else None,
-                "has_more": start + limit < len(batches),
-            },
-        )
+            batches = [b.data for b in sorted(self._anthropic.values(), key=lambda b: -b.number)]
+        return _json(200, _page(batches, params.get("after_id"), params))
 
     def _anthropic_results(self, batch_id: str) -> Route:
         with self._lock:

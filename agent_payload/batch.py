@@ -656,20 +656,31 @@ class BatchJob:
         job a client of its own. From async code, ``await job.arun()`` instead."""
         if self.mode == "concurrent":
             return asyncio.run(self.arun(max_rounds=max_rounds, progress=progress))
-        rounds = 0
-        while True:
-            rnd = self._open_round()
-            if rnd is None:
-                if max_rounds is not None and rounds >= max_rounds:
-                    break
-                rnd = self._prepare_round()
-                if rnd is None:
-                    break
-                rounds += 1
-                self._report(progress, "prepared")
+        for rnd in self._rounds(max_rounds, progress):
             self._submit_round(rnd, progress)
             self._wait_round(rnd, poll_interval, progress)
             self._collect_round(rnd, progress)
+        return self._finish(progress)
+
+    def _rounds(
+        self, max_rounds: int | None, progress: Callable[[BatchProgress], Any] | None
+    ) -> Iterator[int]:
+        """The rounds to run: first one a previous run left open, then new ones while items
+        are pending (at most ``max_rounds`` new ones)."""
+        started = 0
+        while True:
+            rnd = self._open_round()
+            if rnd is None:
+                if max_rounds is not None and started >= max_rounds:
+                    return
+                rnd = self._prepare_round()
+                if rnd is None:
+                    return
+                started += 1
+                self._report(progress, "prepared")
+            yield rnd
+
+    def _finish(self, progress: Callable[[BatchProgress], Any] | None) -> BatchProgress:
         final = self.progress("finished")
         if progress is not None:
             progress(final)
@@ -840,22 +851,9 @@ class BatchJob:
         """``run()`` for ``mode="concurrent"`` inside a running event loop."""
         if self.mode != "concurrent":
             raise ConfigurationError("arun() drives mode='concurrent'; use run() for batch mode")
-        rounds = 0
-        while True:
-            rnd = self._open_round()
-            if rnd is None:
-                if max_rounds is not None and rounds >= max_rounds:
-                    break
-                rnd = self._prepare_round()
-                if rnd is None:
-                    break
-                rounds += 1
-                self._report(progress, "prepared")
+        for rnd in self._rounds(max_rounds, progress):
             await self._send_round(rnd, progress)
-        final = self.progress("finished")
-        if progress is not None:
-            progress(final)
-        return final
+        return self._finish(progress)
 
     async def _send_round(self, rnd: int, progress: Callable[[BatchProgress], Any] | None) -> None:
         with self._tx() as db:
