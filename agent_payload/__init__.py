@@ -65,7 +65,7 @@ from agent_payload.tools import (
 )
 from agent_payload.usage import Usage
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_MARKERS",
