@@ -437,6 +437,8 @@ class _Grammar:
                 newline = _LINE_END.search(text, pos)
                 end = len(text) if newline is None else newline.start()
                 kind = "#" if char == "#" else "//"
+            elif char == "/" and pos + 1 == len(text):  # the reply ends where a comment starts
+                raise _Damage(pos, "the reply ends inside a comment", eof=True)
             else:
                 return pos
             if in_array:
