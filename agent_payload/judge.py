@@ -127,6 +127,20 @@ SURFACES: dict[str, dict[Status, str]] = {
         "problems": "as the agent (the session calls it); on failure the session is unchanged",
         "confirm": "as the agent",
     },
+    "MCP server and framework tools": {
+        "accepted": "as the tool handler (they call it); the MCP server then writes the file "
+        "atomically",
+        "problems": "as the tool handler, marked as an error where the framework can (MCP "
+        "error result, `ModelRetry`, `ToolMessage(status='error')`); the file is untouched",
+        "confirm": "as the tool handler",
+    },
+    "BatchJob (batch and concurrent)": {
+        "accepted": "the item is `done` with the payload, change request and report (it runs "
+        "the agent's own run state)",
+        "problems": "the correction goes into the next round, as the agent would send it; out "
+        "of retries the item is `failed` with the last problems",
+        "confirm": "the before/after goes into the next round, as the agent would send it",
+    },
 }
 """What each surface does with each kind of verdict: the README table "What each surface does
 with a reply" is checked against this (``tests/test_judge.py``)."""
