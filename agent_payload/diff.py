@@ -71,7 +71,7 @@ from typing import Any, Literal
 from agent_payload._jsondata import format_payload_path, json_data, locate_problem, materialize
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
-from agent_payload.merge import DEFAULT_LIMITS
+from agent_payload.merge import DEFAULT_LIMITS, _is_index_map
 from agent_payload.report import Change, MergeReport, MergeResult
 
 __all__ = [
@@ -818,7 +818,9 @@ def _key_candidates(
     # Setting the value whole: measured only as far as it could still be the cheapest.
     limit = min((e.entry_cost(0) + 64 for e in cands), default=_INF)
     cands.append(_set_whole(ctx, tv, depth, limit))
-    if top:
+    if top and not (isinstance(cv, list) and _is_index_map(tv)):
+        # (replaceElements refuses an index-map-shaped object over an array as ambiguous:
+        # such a value is set whole through removeElements + updateElements instead)
         cands.append(_only(ctx, "r", tv, depth, limit))
     return cands
 
