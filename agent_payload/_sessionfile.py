@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_payload import _jsontext
-from agent_payload._jsondata import format_payload_path
+from agent_payload._jsondata import format_payload_path, kind_word
 from agent_payload.errors import SessionFileError
 from agent_payload.merge import DEFAULT_LIMITS
 
@@ -133,7 +133,7 @@ def validate_session_data(data: Any, file: str) -> SessionData:
     """``data`` (what ``SessionState.to_json`` wrote, read back) checked against the schema;
     ``SessionFileError`` naming ``file`` otherwise."""
     if not isinstance(data, dict):
-        raise session_error(file, "", f"expected a JSON object, found {_kind(data)}")
+        raise session_error(file, "", f"expected a JSON object, found {kind_word(data)}")
     version = data.get("format_version", 1)
     fmt = data.get("format")
     if fmt not in (FORMAT, LEGACY_FORMAT):
@@ -197,27 +197,11 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     if first["type"] == "missing":
         what = "this field is missing"
     else:
-        what = f"{first['msg']}, found {_kind(found)} {_preview(found)}"
+        what = f"{first['msg']}, found {kind_word(found)} {_preview(found)}"
     more = len(errors) - 1
     if more:
         what += f" ({more} more problem{'s' if more > 1 else ''} after it)"
     return where, what
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    return type(value).__name__
 
 
 def _preview(value: Any) -> str:

@@ -79,6 +79,7 @@ from typing import Any, Final, NoReturn
 
 from pydantic import ValidationError
 
+from agent_payload._jsondata import kind_word
 from agent_payload.changes import BUCKETS, WIRE_NAMES, AgentPayloadChangeRequest
 from agent_payload.errors import (
     AmbiguousReplyError,
@@ -1388,8 +1389,8 @@ class _Reader:
                 _syntax(
                     self.reply,
                     f"{name}: expected the wrapped change request (an object), found "
-                    f"{_kind(inner)}. Ask again with the feedback.",
-                    f"{name} must hold the change request object, not {_kind(inner)}.",
+                    f"{kind_word(inner)}. Ask again with the feedback.",
+                    f"{name} must hold the change request object, not {kind_word(inner)}.",
                     path=name,
                 )
             self.repairs.append(f"unwrapped {name}")
@@ -1487,9 +1488,9 @@ class _Reader:
         _syntax(
             self.reply,
             f"{name}: expected an object (or an array, for a payload whose root is an array), "
-            f"found {_kind(value)}. Ask again with the feedback.",
+            f"found {kind_word(value)}. Ask again with the feedback.",
             f"{name} must be an object shaped like the payload (an array only when the "
-            f"payload's root is an array), not {_kind(value)}.",
+            f"payload's root is an array), not {kind_word(value)}.",
             path=name,
         )
 
@@ -1499,7 +1500,7 @@ class _Reader:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             self.repairs.append("joined reasoning from a list of strings")
             return "\n".join(value)
-        self.repairs.append(f"converted reasoning from {_kind(value)} to text")
+        self.repairs.append(f"converted reasoning from {kind_word(value)} to text")
         return json.dumps(value, ensure_ascii=False)
 
 
@@ -1529,19 +1530,3 @@ def _depth(value: Any) -> int:
 
 def _absent(value: Any) -> bool:
     return value is None or value == {} or value == []
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__  # pragma: no cover - JSON input only
