@@ -421,11 +421,11 @@ ALLOWED = {
     "merge a reply with the guards": {"agent_payload/judge.py"},
     "validate against the payload type": {
         "agent_payload/judge.py",
-        "agent_payload/merge.py",
+        "agent_payload/merge/_apply.py",
         "agent_payload/typed.py",  # issue 17: validate_merged, called by judge and merge
     },
     "run the user's validators": {"agent_payload/judge.py"},
-    "whole-merge data-loss review": {"agent_payload/merge.py"},
+    "whole-merge data-loss review": {"agent_payload/merge/_apply.py"},
     "confirmation decision": {"agent_payload/judge.py", "agent_payload/prompts.py"},
 }
 

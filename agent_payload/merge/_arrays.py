@@ -1,0 +1,349 @@
+# The array walk (MERGE.md sections 3.2 and 8): positional arrays and index maps of each bucket
+# sorted by original index, deletions, replacements, descents, insertions before original
+# positions, appends; then the array rebuilt in the result's order. ``walk_array`` is one loop
+# over the indices the buckets name (about 200 lines), kept whole for the same reason as the
+# object walk: the steps share their locals, and a call per step per element would cost.
+"""Merging into an array node: positions, index maps, insertion."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent_payload._jsondata import Link, describe, json_equal
+from agent_payload.merge._nodes import (
+    _ARR,
+    _MISSING,
+    _OBJ,
+    _PRIM,
+    _elements,
+    _index_below,
+    _is_index,
+    _is_index_map,
+    _kind,
+    _plural,
+)
+from agent_payload.merge._walk import _Site, _Walk, _Walker
+
+
+class _ArrayWalker(_Walker):
+    def walk_array(self, site: _Site) -> _Walk:
+        a: list[Any] = site.node
+        ua, na, xa = site.update, site.new, site.remove
+        olink, rlink = site.at, site.result_at
+        ulink, nlink, xlink = site.update_at, site.new_at, site.remove_at
+        length = len(a)
+        # entries of each bucket by original index: index -> (value, request link)
+        u_at: dict[int, tuple[Any, Link]] = {}
+        x_at: dict[int, tuple[Any, Link]] = {}
+        if type(ua) is list:
+            for i in range(min(len(ua), length)):
+                u_at[i] = (ua[i], (ulink, i))
+        elif ua:
+            for key, value in ua.items():
+                idx = _index_below(key, length)
+                if idx is None:
+                    self.conflict(
+                        "index_out_of_range",
+                        (ulink, key),
+                        f"The index map key {json.dumps(key)} addresses element {key} of the "
+                        f"array at {self.pp(olink)}, but it has {_elements(length)}. Not "
+                        "applied. Keys refer to positions in the current array; an index map "
+                        "never appends: use newElements to add items at the end.",
+                        olink,
+                    )
+                else:
+                    u_at[idx] = (value, (ulink, key))
+        if type(xa) is list:
+            for i in range(min(len(xa), length)):
+                x_at[i] = (xa[i], (xlink, i))
+            for j in range(length, len(xa)):
+                self.removal_beyond_end(xa[j], (xlink, j), j, length, olink)
+        elif xa:
+            for key, value in xa.items():
+                idx = _index_below(key, length)
+                if idx is None:
+                    self.removal_beyond_end(value, (xlink, key), key, length, olink)
+                else:
+                    x_at[idx] = (value, (xlink, key))
+        # a newElements index map (section 8): insertions before original positions (the
+        # length included) and descents into original elements
+        ins_at: dict[int, tuple[list[Any], Link]] = {}
+        n_at: dict[int, tuple[dict[str, Any], Link]] = {}
+        if type(na) is dict:
+            self.read_insertions(na, length, olink, nlink, ins_at, n_at)
+
+        deleted: list[int] = []
+        placed: dict[int, list[Any]] = {}  # original position -> items inserted before it
+        inserted = 0
+        for i in sorted(u_at.keys() | x_at.keys() | ins_at.keys() | n_at.keys()):
+            if i in ins_at:
+                items, il = ins_at[i]
+                for j, item in enumerate(items):
+                    at: Link = (rlink, i - len(deleted) + inserted)
+                    # judged at its result position in the original container (as an append)
+                    glink: Link = (olink, i - len(deleted) + inserted)
+                    if self.commit("add", at, None, item, (il, j), glink):
+                        placed.setdefault(i, []).append(item)
+                        inserted += 1
+                if i == length:
+                    break
+            ri = i - len(deleted) + inserted
+            ai = a[i]
+            io: Link = (olink, i)
+            ir: Link = (rlink, ri)
+            xi, xl = x_at.get(i, (_MISSING, None))
+            ui, ul = u_at.get(i, (_MISSING, None))
+            ni, nl = n_at.get(i, (None, None))
+            x_del = self.is_marker(xi)
+            u_del = self.is_marker(ui)
+            x_nested: Any = None
+            if xi is not _MISSING and not x_del:
+                if type(xi) is dict or type(xi) is list:
+                    if xi:
+                        x_nested = xi
+                else:
+                    self.invalid_remove(xi, xl, io)
+            if x_del or u_del:
+                if x_del and not u_del and ui is not _MISSING and not (type(ui) is dict and not ui):
+                    self.warn(
+                        "shadowed",
+                        ul,
+                        f"removeElements deletes the element {self.pp(io)}, so this change to it "
+                        "was not applied. Send only one of the two.",
+                        io,
+                    )
+                if u_del and x_nested is not None:
+                    self.moot_removal(
+                        x_nested,
+                        ai,
+                        True,
+                        xl,
+                        io,
+                        f"updateElements deletes the element {self.pp(io)}",
+                    )
+                if ni is not None:
+                    self.descent_into_deleted(
+                        nl, io, i, "removeElements" if x_del else "updateElements"
+                    )
+                if self.commit("delete", io, ai, None, xl if x_del else ul):
+                    deleted.append(i)
+                continue
+            if ni is not None:
+                ni = self.new_descent(ni, ai, nl, io, i)
+            if ui is _MISSING or (type(ui) is dict and not ui):
+                x_desc: Any = None
+                if x_nested is not None and self.judge_removal(
+                    x_nested, ai, True, xl, io, element=True
+                ):
+                    x_desc = x_nested
+                if x_desc is not None or ni is not None:
+                    yield self.descend_element(
+                        a, i, _Site(ai, None, ni, x_desc, io, ir, ul, nl, xl)
+                    )
+                continue
+            ka = self.check_payload_value(ai, io)
+            kui = _kind(ui)
+            if ka == _PRIM or kui == _PRIM:
+                if x_nested is not None:
+                    if ka == _PRIM:
+                        self.warn_remove_missing_nested(x_nested, ai, True, xl, io)
+                    else:
+                        self.moot_removal(
+                            x_nested,
+                            ai,
+                            True,
+                            xl,
+                            io,
+                            f"updateElements replaces the element {self.pp(io)} with a primitive "
+                            "value",
+                        )
+                if ni is not None:
+                    self.warn(
+                        "shadowed",
+                        nl,
+                        f"updateElements replaces the element {self.pp(io)} with a primitive "
+                        "value, so what newElements adds inside it was not applied. Send only "
+                        "one of the two.",
+                        io,
+                    )
+                if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul, io):
+                    a[i] = ui
+                continue
+            fits_u = (ka == _OBJ and kui == _OBJ) or (
+                ka == _ARR and (kui == _ARR or _is_index_map(ui))
+            )
+            x_desc = None
+            if x_nested is not None and self.judge_removal(
+                x_nested, ai, True, xl, io, element=True
+            ):
+                x_desc = x_nested
+            if not fits_u:
+                self.mismatch("updateElements", ui, ai, ul, io, element=True)
+                if x_desc is not None or ni is not None:
+                    yield self.descend_element(
+                        a, i, _Site(ai, None, ni, x_desc, io, ir, ul, nl, xl)
+                    )
+                continue
+            yield self.descend_element(a, i, _Site(ai, ui or None, ni, x_desc, io, ir, ul, nl, xl))
+
+        if placed:
+            self.rebuild(a, length, deleted, placed)
+        elif deleted:
+            if len(deleted) <= 16:
+                for i in reversed(deleted):
+                    del a[i]
+            else:
+                gone = set(deleted)
+                a[:] = [v for i, v in enumerate(a) if i not in gone]
+
+        # 3. beyond the end of a positional update array
+        if type(ua) is list and len(ua) > length:
+            for j in range(length, len(ua)):
+                item = ua[j]
+                if (type(item) is dict and not item) or self.is_marker(item):
+                    rest = len(ua) - j
+                    what = "a {} placeholder" if type(item) is dict else f'the marker "{item}"'
+                    self.conflict(
+                        "placeholder_out_of_range",
+                        (ulink, j),
+                        f"The array at {self.pp(olink)} has {_elements(length)}, but "
+                        f"updateElements holds {what} at index {j}, beyond its end, where there "
+                        "is no element to keep or delete. This item and everything after it in "
+                        f"this array ({_plural(rest, 'item')}) were not applied. Positions refer "
+                        "to the original array: recount them; to add items at the end use "
+                        "newElements.",
+                        olink,
+                    )
+                    break
+                ri = len(a)
+                self.warn(
+                    "update_append",
+                    (ulink, j),
+                    f"updateElements gives an item at index {j}, beyond the end of the array at "
+                    f"{self.pp(olink)} ({_plural(length, 'element')}); it was appended as given "
+                    "(markers and {} inside it are data). Use "
+                    "newElements to append.",
+                    (rlink, ri),
+                )
+                if self.commit("add", (rlink, ri), None, item, (ulink, j), (olink, ri)):
+                    a.append(item)
+
+        # 4. append (a positional newElements list; an index map inserted above)
+        if type(na) is list:
+            for j, item in enumerate(na):
+                if type(item) is dict and not item:
+                    continue
+                ri = len(a)
+                if self.commit("add", (rlink, ri), None, item, (nlink, j), (olink, ri)):
+                    a.append(item)
+
+    # --- insertion (section 8) --------------------------------------------------------------
+
+    def read_insertions(
+        self,
+        na: dict[str, Any],
+        length: int,
+        olink: Link,
+        nlink: Link,
+        ins_at: dict[int, tuple[list[Any], Link]],
+        n_at: dict[int, tuple[dict[str, Any], Link]],
+    ) -> None:
+        """Sort a newElements index map into insertions (list values, keys 0 to the length)
+        and descents (object values, keys below the length); report everything else."""
+        where = self.pp(olink)
+        for key, value in na.items():
+            kl: Link = (nlink, key)
+            kind = _kind(value)
+            if kind == _ARR:
+                idx = _index_below(key, length + 1)
+                if idx is None:
+                    self.conflict(
+                        "index_out_of_range",
+                        kl,
+                        f"newElements inserts before element {key} of the array at {where}, "
+                        f"but it has {_elements(length)}: insertion keys go from 0 to {length} "
+                        f"(the length, {length}, inserts after the last element). Not applied. "
+                        "Keys are positions in the original array: recount them.",
+                        olink,
+                    )
+                elif value:
+                    ins_at[idx] = (value, kl)
+            elif kind == _OBJ:
+                idx = _index_below(key, length)
+                if idx is None:
+                    self.conflict(
+                        "index_out_of_range",
+                        kl,
+                        f"newElements adds inside element {key} of the array at {where}, but it "
+                        f"has {_elements(length)}. Not applied. Keys are positions in the "
+                        f'original array; to insert new items give a list: {{"{length}": '
+                        "[...]} appends them.",
+                        olink,
+                    )
+                elif value:
+                    n_at[idx] = (value, kl)
+            else:
+                self.conflict(
+                    "shape_mismatch",
+                    kl,
+                    f"newElements gives {describe(value)} for element {key} of the array at "
+                    f"{where}; in a newElements index map each value is a list of items to "
+                    f'insert before that element (e.g. {{"{key}": [...]}}) or an object that '
+                    "adds inside it. Not applied. To replace the element use updateElements; "
+                    f"to delete it, use {self.marker_text()}.",
+                    olink,
+                )
+
+    def rebuild(
+        self, a: list[Any], length: int, deleted: list[int], placed: dict[int, list[Any]]
+    ) -> None:
+        """``a`` as the result orders it: survivors in original order, each position's
+        inserted items before it, the length's after the last survivor."""
+        gone = set(deleted)
+        out: list[Any] = []
+        start = 0
+        for i in sorted(gone | placed.keys()):
+            out.extend(a[start:i])
+            out.extend(placed.get(i, ()))
+            start = i + 1 if i in gone else i
+        out.extend(a[start:length])
+        a[:] = out
+
+    def descend_element(self, a: list[Any], i: int, site: _Site) -> _Walk:
+        """Walk into element ``i`` of ``a`` (``site.node``), made our own to edit in place."""
+        kind = _kind(site.node)
+        child = self.owned_child(site.node, kind)
+        a[i] = site.node = child
+        if kind == _OBJ:
+            return self.walk_object(site)
+        return self.walk_array(site)
+
+    def new_descent(self, ni: dict[str, Any], ai: Any, nl: Link, io: Link, i: int) -> Any:
+        """``ni`` when it can descend into element ``ai``; else report why and None."""
+        ka = self.check_payload_value(ai, io)
+        if ka == _OBJ or (ka == _ARR and _is_index_map(ni)):
+            return ni
+        if ka == _ARR:
+            bad = next(k for k in ni if not _is_index(k))
+            self.conflict(
+                "shape_mismatch",
+                nl,
+                f"newElements adds inside element {i} at {self.pp(io)}, which is an array, with "
+                f"{describe(ni)} that is not an index map (the key "
+                f"{json.dumps(bad, ensure_ascii=False)} is not a decimal index). Not applied. "
+                'Inside an array give an index map: {"2": [items]} inserts the items before '
+                'its element 2, {"2": {...}} adds inside its element 2.',
+                io,
+            )
+        else:
+            self.conflict(
+                "shape_mismatch",
+                nl,
+                f"newElements adds inside element {i} at {self.pp(io)}, but it holds "
+                f"{describe(ai)}, which has no keys or items to add to. Not applied. To replace "
+                f'the element use updateElements; to insert items before it give a list: {{"{i}": '
+                "[...]}.",
+                io,
+            )
+        return None

@@ -1,0 +1,140 @@
+# The DELETE markers: checking the markers a caller passes, recognising the library's own
+# (``"DELETE"``, ``"__DELETE__"``, ``"__DELETE_<8 hex>__"``), choosing the one to activate for a
+# payload (MERGE.md section 1), and the payload as JSON data as the merge (and the model) sees
+# it: ``dump_payload`` and ``payload_holds_string``.
+"""DELETE markers and the payload as the merge sees it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from agent_payload._jsondata import json_data
+from agent_payload.changes import DEFAULT_MARKERS, MARKER, REFERENCE_MARKER
+from agent_payload.errors import ConfigurationError
+from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _copy_payload, _root_error
+from agent_payload.merge._nodes import _ARR, _OBJ, _kind
+
+
+def _validate_markers(markers: Iterable[str]) -> frozenset[str]:
+    if isinstance(markers, str):
+        markers = (markers,)
+    try:
+        items = list(markers)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"markers must be an iterable of strings, e.g. {{'DELETE'}}; found {markers!r}."
+        ) from exc
+    for m in items:
+        if not isinstance(m, str) or not m:
+            raise ConfigurationError(
+                f"Every DELETE marker must be a non-empty string; found {m!r} in markers. "
+                "Pass e.g. markers={'DELETE'} (or an empty set for no marker)."
+            )
+    return frozenset(items)
+
+
+_FRESH_MARKER: Final = re.compile(r"__DELETE_[0-9a-f]{8}__")
+
+
+def is_library_marker(value: Any) -> bool:
+    """True for a string equal to one of the library's DELETE markers: ``"DELETE"``,
+    ``"__DELETE__"`` or a fresh ``"__DELETE_<8 hex>__"`` (whichever is active)."""
+    return type(value) is str and (value in DEFAULT_MARKERS or bool(_FRESH_MARKER.fullmatch(value)))
+
+
+def _marker_inside(value: Any, markers: frozenset[str]) -> tuple[tuple[str | int, ...], str] | None:
+    """The first library marker (or active marker) found as a string value inside ``value``,
+    with its path relative to ``value``; None when there is none. Iterative, any depth."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        v, at = stack.pop()
+        t = type(v)
+        if t is str:
+            if v in markers or is_library_marker(v):
+                return at, v
+        elif t is dict:
+            stack.extend((child, (*at, k)) for k, child in reversed(v.items()))
+        elif t is list:
+            stack.extend((child, (*at, i)) for i, child in reversed(list(enumerate(v))))
+    return None
+
+
+def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
+    """The payload as JSON data, as the merge sees it (a fresh, independent copy).
+
+    ``None`` becomes ``{}``; a pydantic model is dumped in JSON mode by alias (the same form
+    :func:`apply_change_request` merges into and validates back); dicts and lists are checked
+    and copied. Prompts should show the model exactly this.
+    """
+    limits = limits or DEFAULT_LIMITS
+    if payload is None:
+        return {}
+    if isinstance(payload, BaseModel):
+        return json_data(payload)
+    if _kind(payload) not in (_OBJ, _ARR):
+        raise _root_error(payload)
+    return _copy_payload(payload, limits)
+
+
+# --- markers -----------------------------------------------------------------------------------
+
+
+def _strings(payload: Any) -> Iterator[str]:
+    """Every string value of the payload's data (keys excluded), each container visited once
+    (so shared subtrees and cycles cost nothing extra). Iterative: any depth is fine."""
+    data = json_data(payload) if isinstance(payload, BaseModel) else payload
+    seen: set[int] = set()
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict | list):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            stack.extend(v.values() if isinstance(v, dict) else v)
+
+
+def payload_holds_string(payload: Any, value: str) -> bool:
+    """True when ``value`` occurs as a string value anywhere in the payload's data.
+
+    Keys do not count (a marker is only ever read as a value). Pydantic models are dumped in JSON
+    mode first. Iterative: any depth is fine; a cycle does not hang it.
+    """
+    return any(s == value for s in _strings(payload))
+
+
+def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
+    """The one DELETE marker to activate for this payload (MERGE.md section 1).
+
+    ``"DELETE"`` unless the payload's data holds that string, else ``"__DELETE__"`` unless the
+    data holds that too, else ``"__DELETE_<hex>__"``, a fresh marker that the data does not hold
+    (deterministic: the same payload always gets the same marker).
+
+    ``avoid``: texts the marker must not occur in, typically the task. A task that asks for the
+    value ``"DELETE"`` (an HTTP method on an existing element) must not have that very string
+    active as the marker, or the model could only write it by rewriting the element whole; so
+    a marker found inside any of these texts is passed over like one the data holds.
+    """
+    held = {s for s in _strings(payload) if "DELETE" in s}
+    texts = [text for text in avoid if "DELETE" in text]
+
+    def free(candidate: str) -> bool:
+        return candidate not in held and not any(candidate in text for text in texts)
+
+    if free(MARKER):
+        return MARKER
+    if free(REFERENCE_MARKER):
+        return REFERENCE_MARKER
+    counter = 0
+    while True:
+        candidate = f"__DELETE_{hashlib.sha256(str(counter).encode()).hexdigest()[:8]}__"
+        if free(candidate):
+            return candidate
+        counter += 1

@@ -1,0 +1,226 @@
+# The object walk (MERGE.md section 3.1): at each key, what removeElements, updateElements and
+# newElements say of it, in that order: delete, set, add, or descend into a container with
+# what is left of each bucket. ``walk_object`` is one loop over the keys of a node (about 200
+# lines): the steps share a dozen locals per key, and a call per step per key would cost the
+# hot path; the steps are numbered in the code.
+"""Merging into an object node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_payload._jsondata import Link, describe
+from agent_payload.merge._nodes import _ARR, _MISSING, _OBJ, _PRIM, _is_index_map, _kind
+from agent_payload.merge._walk import _Site, _Walk, _Walker
+
+
+class _ObjectWalker(_Walker):
+    def walk_object(self, site: _Site) -> _Walk:
+        c: dict[str, Any] = site.node
+        u: dict[str, Any] | None = site.update
+        n: dict[str, Any] | None = site.new
+        x: dict[str, Any] | None = site.remove
+        olink, rlink = site.at, site.result_at
+        ulink, nlink, xlink = site.update_at, site.new_at, site.remove_at
+        keys: dict[str, None] = {}
+        for bucket in (x, u, n):
+            if bucket:
+                keys.update(dict.fromkeys(bucket))
+        for k in keys:
+            xv = x.get(k, _MISSING) if x else _MISSING
+            uv = u.get(k, _MISSING) if u else _MISSING
+            nv = n.get(k, _MISSING) if n else _MISSING
+            kx: Link = (xlink, k)
+            ku: Link = (ulink, k)
+            kn: Link = (nlink, k)
+            ko: Link = (olink, k)
+            kr: Link = (rlink, k)
+            present = k in c
+            cur = c[k] if present else _MISSING
+
+            # 1. remove
+            x_del = False
+            x_nested: Any = None
+            if xv is not _MISSING:
+                if self.is_marker(xv):
+                    if present:
+                        x_del = True
+                    else:
+                        self.warn_missing_key("removeElements", k, kx, olink, ko)
+                elif type(xv) is dict or type(xv) is list:
+                    if xv:
+                        x_nested = xv
+                else:
+                    self.invalid_remove(xv, kx, ko)
+
+            # 2. delete by update
+            if self.is_marker(uv):
+                if x_nested is not None:
+                    self.moot_removal(
+                        x_nested,
+                        cur,
+                        present,
+                        kx,
+                        ko,
+                        f"updateElements deletes {self.pp(ko)} with {self.marker_text()}",
+                    )
+                if nv is not _MISSING:
+                    self.warn(
+                        "shadowed",
+                        kn,
+                        f"newElements sets {self.pp(ko)}, but updateElements deletes it with "
+                        f"{self.marker_text()} at the same path; the deletion wins and this value "
+                        "was not added. Send only one of the two.",
+                        ko,
+                    )
+                if present:
+                    self.delete_key(c, k, ko, kx if x_del else ku)
+                else:
+                    self.warn_missing_key("updateElements", k, ku, olink, ko)
+                continue
+
+            # 3. k absent (never existed, or deleted in step 1)
+            if not present or x_del:
+                if x_nested is not None:
+                    self.warn_remove_missing_nested(x_nested, cur, present, kx, ko)
+                value: Any = _MISSING
+                if nv is not _MISSING:
+                    value, vlink = nv, kn
+                    if uv is not _MISSING:
+                        self.warn(
+                            "shadowed",
+                            ku,
+                            f"{self.pp(ko)} is set from newElements; the value given in "
+                            "updateElements for the same new key was ignored. Give a new key in "
+                            "newElements only.",
+                            ko,
+                        )
+                elif uv is not _MISSING:
+                    value, vlink = uv, ku
+                    if not x_del:
+                        self.warn(
+                            "update_missing",
+                            ku,
+                            f"updateElements names {self.pp(ko)}, which does not exist in the "
+                            f"payload; treated as an addition, set to {describe(uv)} as given "
+                            "(markers and {} inside it are data). Use newElements for "
+                            "new keys.",
+                            ko,
+                        )
+                if x_del:
+                    if value is _MISSING:
+                        self.delete_key(c, k, ko, kx)
+                    else:
+                        self.set_key(c, k, value, kr, vlink, ko)
+                elif value is not _MISSING:
+                    self.set_key(c, k, value, kr, vlink, ko)
+                continue
+
+            # 4. k exists
+            kc = self.check_payload_value(cur, ko)
+            if kc == _PRIM:
+                if x_nested is not None:
+                    self.warn_remove_missing_nested(x_nested, cur, True, kx, ko)
+                if uv is not _MISSING:
+                    if nv is not _MISSING:
+                        self.shadow_new(kn, ko)
+                    if not (type(uv) is dict and not uv):
+                        self.set_key(c, k, uv, kr, ku, ko)
+                    else:
+                        self.no_effect(
+                            ku,
+                            ko,
+                            f"{{}} in updateElements over {self.pp(ko)} (which holds "
+                            f"{describe(cur)}) changes nothing: {{}} means keep as it is. To "
+                            "set a new value, give the value itself; to make it an empty object, "
+                            "use replaceElements (top-level key) or delete it in removeElements "
+                            "and add {} with newElements.",
+                        )
+                elif nv is not _MISSING:
+                    self.new_exists(nv, cur, kn, ko)
+                    self.set_key(c, k, nv, kr, kn, ko)
+                continue
+
+            # c[k] is a container: each bucket judged on its own
+            u_acts = False
+            u_set = False
+            u_desc: Any = None
+            if uv is not _MISSING:
+                kuv = _kind(uv)
+                if kuv == _PRIM:
+                    u_acts = u_set = True
+                elif kc == _OBJ:
+                    if kuv == _OBJ:
+                        u_acts = True
+                        u_desc = uv or None
+                    else:
+                        self.mismatch("updateElements", uv, cur, ku, ko, element=False)
+                elif kuv == _ARR:
+                    u_acts = True
+                    u_desc = uv or None
+                    if not uv and cur and xv is _MISSING and nv is _MISSING:
+                        # (beside a removal or an append for the same list, [] is a filler)
+                        self.no_effect(
+                            ku,
+                            ko,
+                            f"[] in updateElements over {self.pp(ko)} (which holds "
+                            f"{describe(cur)}) changes nothing: an array in updateElements is "
+                            "positional, and an empty one names no element. To empty the list, "
+                            "use replaceElements with [] (top-level key) or delete its elements "
+                            f"with {self.marker_text()} in removeElements.",
+                        )
+                elif not uv:
+                    u_acts = True
+                elif _is_index_map(uv):
+                    u_acts = True
+                    u_desc = uv
+                else:
+                    self.mismatch("updateElements", uv, cur, ku, ko, element=False)
+            n_set = False
+            n_desc: Any = None
+            if nv is not _MISSING:
+                knv = _kind(nv)
+                if knv == _PRIM:
+                    if u_acts:
+                        self.shadow_new(kn, ko)
+                    else:
+                        n_set = True
+                elif kc == _OBJ:
+                    if knv == _OBJ:
+                        n_desc = nv or None
+                    else:
+                        self.mismatch("newElements", nv, cur, kn, ko, element=False)
+                elif knv == _ARR:
+                    n_desc = nv or None
+                elif _is_index_map(nv):
+                    n_desc = nv  # insert / descend (section 8)
+                elif nv:
+                    self.mismatch("newElements", nv, cur, kn, ko, element=False)
+            if u_set or n_set:
+                if x_nested is not None:
+                    self.moot_removal(
+                        x_nested,
+                        cur,
+                        True,
+                        kx,
+                        ko,
+                        f"{'updateElements' if u_set else 'newElements'} replaces "
+                        f"{self.pp(ko)} with a primitive value",
+                    )
+                if u_set and n_desc is not None:
+                    self.shadow_new(kn, ko)
+                if n_set:
+                    self.new_exists(nv, cur, kn, ko)
+                self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn, ko)
+                continue
+            x_desc: Any = None
+            if x_nested is not None and self.judge_removal(
+                x_nested, cur, True, kx, ko, element=False
+            ):
+                x_desc = x_nested
+            if u_desc is None and n_desc is None and x_desc is None:
+                continue
+            child = self.owned_child(cur, kc)
+            c[k] = child
+            below = _Site(child, u_desc, n_desc, x_desc, ko, kr, ku, kn, kx)
+            yield self.walk_object(below) if kc == _OBJ else self.walk_array(below)
