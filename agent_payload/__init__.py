@@ -35,8 +35,6 @@ from agent_payload.guards import (
     DataLossGuard,
     Permissions,
     ReadScope,
-    VersionedStore,
-    apply_if_version,
     check_version,
     combine_guards,
     payload_version,
@@ -56,6 +54,7 @@ from agent_payload.render import format_diff, format_payload_path
 from agent_payload.report import Change, Finding, Issue, MergeReport, MergeResult, Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.session import AsyncPayloadSession, PayloadSession, TurnRecord, TurnResult
+from agent_payload.store import VersionedStore, apply_if_version
 from agent_payload.tools import (
     ChangeRequestToolHandler,
     ToolResult,

@@ -392,7 +392,7 @@ class Judge:
                 self.payload,
                 request,
                 markers=frozenset({self.marker}),
-                guard=recorder,
+                guards=None if recorder is None else [recorder],
                 refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
             )
         except PayloadValidationError as exc:

@@ -13,15 +13,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from agent_payload._config import check_guard
 from agent_payload._jsondata import format_payload_path
 from agent_payload.errors import ConfigurationError
 
 __all__ = [
-    "CONFLICT_CODES",
-    "WARNING_CODES",
     "Change",
     "Finding",
     "Guard",
+    "GuardChain",
     "Issue",
     "MergeReport",
     "MergeResult",
@@ -32,29 +32,6 @@ __all__ = [
 
 PayloadPath = tuple[str | int, ...]
 ChangeOp = Literal["add", "update", "delete"]
-
-WARNING_CODES = frozenset(
-    {
-        "new_exists",
-        "update_missing",
-        "update_append",
-        "remove_missing",
-        "shadowed",
-        "data_loss",
-        "no_effect",
-    }
-)
-CONFLICT_CODES = frozenset(
-    {
-        "shape_mismatch",
-        "placeholder_out_of_range",
-        "index_out_of_range",
-        "invalid_remove_value",
-        "unknown_field",
-        "permission_denied",
-        "data_loss",
-    }
-)
 
 P = TypeVar("P")
 
@@ -160,6 +137,50 @@ def ask_guard(guard: Guard, change: Change) -> list[Finding]:
         f"guard {name} returned {bad!r} for the {change.op} at {where}; a guard must return a "
         "list of agent_payload.Finding, [] when it has nothing to say"
     )
+
+
+class GuardChain:
+    """Asks every guard about each change and returns all their findings, in order.
+    ``describe()`` joins the guards' own descriptions (those that have one)."""
+
+    def __init__(self, guards: Sequence[Guard]) -> None:
+        flat: list[Guard] = []
+        for n, guard in enumerate(guards):
+            if isinstance(guard, GuardChain):
+                flat.extend(guard.guards)
+            elif guard is not None:
+                flat.append(check_guard(guard, f"combine_guards: guard {n + 1}"))
+        self.guards: tuple[Guard, ...] = tuple(flat)
+
+    def __call__(self, change: Change) -> Sequence[Finding]:
+        findings: list[Finding] = []
+        for guard in self.guards:
+            findings.extend(ask_guard(guard, change))
+        return findings
+
+    def review(
+        self, before: Any, after: Any, changes: Sequence[Change], *, per_change: bool = True
+    ) -> list[Finding]:
+        """Every member's whole-merge ``review`` (those that have one), in order."""
+        findings: list[Finding] = []
+        for guard in self.guards:
+            review = getattr(guard, "review", None)
+            if callable(review):
+                findings.extend(review(before, after, changes, per_change=per_change))
+        return findings
+
+    def describe(self) -> str:
+        parts: list[str] = []
+        for guard in self.guards:
+            describe = getattr(guard, "describe", None)
+            if callable(describe):
+                text = describe()
+                if isinstance(text, str) and text.strip():
+                    parts.append(text.strip())
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return f"GuardChain({list(self.guards)!r})"
 
 
 @dataclass(frozen=True, slots=True)

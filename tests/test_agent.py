@@ -661,7 +661,8 @@ def test_expected_version_refuses_a_stale_payload_before_any_request() -> None:
     """run(expected_version=...) raises StalePayloadError when the payload is no longer the version
     the caller read, and the model is never asked (no tokens spent on a stale payload)."""
     from agent_payload.errors import StalePayloadError
-    from agent_payload.guards import VersionedStore, payload_version
+    from agent_payload.guards import payload_version
+    from agent_payload.store import VersionedStore
     from agent_payload.testing import ScriptedModel
 
     store = VersionedStore({"status": "draft", "n": 1})

@@ -466,7 +466,7 @@ def test_a_guard_returning_none_is_a_clear_error() -> None:
         return None
 
     with pytest.raises(ConfigurationError, match=r"guard .*forgetful returned None .* at a"):
-        apply_change_request({"a": 1}, {"updateElements": {"a": 2}}, guard=forgetful)  # type: ignore[arg-type]
+        apply_change_request({"a": 1}, {"updateElements": {"a": 2}}, guards=[forgetful])  # type: ignore[arg-type]
     model = ScriptedModel(['{"updateElements": {"a": 2}}'])
     with pytest.raises(ConfigurationError, match="forgetful returned None"):
         PayloadAgent(model, guards=[forgetful]).run({"a": 1}, "x")  # type: ignore[list-item]

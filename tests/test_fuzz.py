@@ -93,7 +93,7 @@ def test_arbitrary_bytes(data: bytes, finish: str | None, payload: Any) -> None:
     and what parses merges (with guards) or raises a documented error."""
     request = _parse_checked(data.decode("utf-8", errors="replace"), finish)
     if request is not None:
-        _merge_checked(payload, request, guard=GUARD)
+        _merge_checked(payload, request, guards=[GUARD])
 
 
 @FUZZ
@@ -101,7 +101,7 @@ def test_arbitrary_bytes(data: bytes, finish: str | None, payload: Any) -> None:
 def test_arbitrary_json(payload: Any, request: Any, strict: bool, share: bool) -> None:
     """Arbitrary JSON as payload and change request: a result or a documented error, in every
     mode, inputs unchanged."""
-    _merge_checked(payload, request, strict=strict, share=share, guard=GUARD)
+    _merge_checked(payload, request, strict=strict, share=share, guards=[GUARD])
 
 
 @FUZZ
@@ -121,7 +121,7 @@ def test_mangled_replies(
     text = text[: int(len(text) * cut)] if cut < 0.95 else text
     parsed = _parse_checked(text, finish)
     if parsed is not None:
-        _merge_checked(payload, parsed, guard=GUARD)
+        _merge_checked(payload, parsed, guards=[GUARD])
 
 
 CAMEL = st.sampled_from(["newElements", "updateElements", "removeElements", "replaceElements"])

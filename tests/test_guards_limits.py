@@ -36,14 +36,14 @@ def test_deep_payload_and_deep_request_merge_with_guards() -> None:
     payload = _nested(DEPTH, {"id": 1, "v": 1})
     request = {"updateElements": _nested(DEPTH, {"id": 2, "v": 2})}
     guard = Permissions(deny=["**.id"])
-    result = apply_change_request(payload, request, guard=guard)
+    result = apply_change_request(payload, request, guards=[guard])
     assert [c.code for c in result.report.conflicts] == ["permission_denied"]
     leaf = result.payload
     for _ in range(DEPTH):
         leaf = leaf["k"]
     assert leaf == {"id": 1, "v": 2}
     deleted = apply_change_request(
-        payload, {"removeElements": {"k": "DELETE"}}, guard=DataLossGuard(policy="reject")
+        payload, {"removeElements": {"k": "DELETE"}}, guards=[DataLossGuard(policy="reject")]
     )
     assert payload_version(payload) == payload_version(_nested(DEPTH, {"id": 1, "v": 1}))
     # 10,000 levels of {"k": ...} are ~60,000 characters of JSON: a large removal, refused
@@ -79,7 +79,7 @@ def test_million_element_arrays() -> None:
     payload = {"items": list(range(1_000_000))}
     request = {"updateElements": {"items": {"999999": "last"}}}
     guard = Permissions(deny=["items[0]"])
-    result = apply_change_request(payload, request, guard=guard, share=True)
+    result = apply_change_request(payload, request, guards=[guard], share=True)
     assert result.payload["items"][-1] == "last"
     assert result.report.conflicts == []
     with pytest.raises(LimitExceededError):
@@ -97,9 +97,9 @@ def test_deleting_a_million_element_array_under_guards() -> None:
     (the deny rule inside it refuses it; the data-loss guard flags the large removal)."""
     payload = {"items": [{"id": 1}] + [0] * 999_999}
     request = {"removeElements": {"items": "DELETE"}}
-    result = apply_change_request(payload, request, guard=Permissions(deny=["items[*].id"]))
+    result = apply_change_request(payload, request, guards=[Permissions(deny=["items[*].id"])])
     assert [c.code for c in result.report.conflicts] == ["permission_denied"]
-    loss = apply_change_request(payload, request, guard=DataLossGuard(policy="reject"))
+    loss = apply_change_request(payload, request, guards=[DataLossGuard(policy="reject")])
     assert [c.code for c in loss.report.conflicts] == ["data_loss"]
     assert loss.payload == payload
 
@@ -110,7 +110,7 @@ def test_fifty_megabyte_string() -> None:
     big = "x" * (50 * 1024 * 1024)
     payload = {"doc": big, "title": "t"}
     guard = DataLossGuard()
-    result = apply_change_request(payload, {"updateElements": {"doc": "short"}}, guard=guard)
+    result = apply_change_request(payload, {"updateElements": {"doc": "short"}}, guards=[guard])
     assert [w.code for w in result.report.warnings] == ["data_loss"]
     added = apply_change_request({}, {"newElements": {"doc": big}})
     assert added.payload["doc"] == big

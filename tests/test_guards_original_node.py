@@ -129,7 +129,7 @@ def test_denied_original_nodes_are_unchanged(data: st.DataObject) -> None:
     payload, request = data.draw(cases())
     rule, i, j = data.draw(rules(payload))
     result = apply_change_request(
-        payload, request, markers=[MARKER], guard=Permissions(deny=[rule])
+        payload, request, markers=[MARKER], guards=[Permissions(deny=[rule])]
     )
     _protected_unchanged(payload, result.payload, rule, i, j)
 
@@ -140,7 +140,7 @@ def test_nodes_outside_the_read_scope_are_unchanged(data: st.DataObject) -> None
     payload, request = data.draw(cases())
     rule, i, j = data.draw(rules(payload))
     result = apply_change_request(
-        payload, request, markers=[MARKER], guard=ReadScope(exclude=[rule])
+        payload, request, markers=[MARKER], guards=[ReadScope(exclude=[rule])]
     )
     _protected_unchanged(payload, result.payload, rule, i, j)
 
@@ -152,7 +152,7 @@ def test_a_rule_allowing_deletion_lets_the_element_go_but_not_change(data: st.Da
     payload, request = data.draw(cases())
     i = data.draw(st.integers(0, len(payload["items"]) - 1))
     guard = Permissions(deny=[f"items[{i}]:update,add"])
-    result = apply_change_request(payload, request, markers=[MARKER], guard=guard)
+    result = apply_change_request(payload, request, markers=[MARKER], guards=[guard])
     before = payload["items"][i]
     after = _by_uid(result.payload, before["uid"])
     if after is not None:
@@ -184,7 +184,7 @@ def test_a_rule_for_one_element_never_refuses_changes_to_the_others(data: st.Dat
         return
     plain = apply_change_request(payload, request, markers=[MARKER])
     for guard in (Permissions(deny=[f"items[{i}]"]), ReadScope(exclude=[f"items[{i}]"])):
-        guarded = apply_change_request(payload, request, markers=[MARKER], guard=guard)
+        guarded = apply_change_request(payload, request, markers=[MARKER], guards=[guard])
         assert [c.code for c in guarded.report.conflicts] == [
             c.code for c in plain.report.conflicts
         ]
@@ -196,6 +196,6 @@ def test_the_reported_escape_is_caught() -> None:
     payload = _payload(3, [0, 0, 0])
     request = {"updateElements": {"items": [MARKER, {"sku": "pwned"}]}}
     for guard in (Permissions(deny=["items[1]"]), ReadScope(exclude=["items[1]"])):
-        result = apply_change_request(payload, request, markers=[MARKER], guard=guard)
+        result = apply_change_request(payload, request, markers=[MARKER], guards=[guard])
         _protected_unchanged(payload, result.payload, "items[1]", 1, None)
         assert [c.code for c in result.report.conflicts] == ["permission_denied"]

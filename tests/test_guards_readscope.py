@@ -294,7 +294,7 @@ def test_hidden_content_is_never_written(
     no element was deleted, since a deletion shifts positions)."""
     scope = ReadScope(exclude=[text for text, _ in exclude])
     patterns = [p for _, p in exclude]
-    result = apply_change_request(payload, request, guard=scope)
+    result = apply_change_request(payload, request, guards=[scope])
     shifted = any(
         c.op == "delete" and c.path and isinstance(c.path[-1], int) for c in result.report.changes
     )
@@ -321,7 +321,7 @@ def test_refusal_message_never_names_what_the_model_was_not_shown() -> None:
     scope = ReadScope(exclude=["customer.vat_id"])
     payload = {"customer": {"name": "A", "vat_id": "DE1"}}
     result = apply_change_request(
-        payload, {"replaceElements": {"customer": {"name": "B"}}}, guard=scope
+        payload, {"replaceElements": {"customer": {"name": "B"}}}, guards=[scope]
     )
     assert result.payload == payload
     [conflict] = result.report.conflicts

@@ -178,7 +178,7 @@ def test_permission_add_on_elements_allows_insertion() -> None:
     result = apply_change_request(
         XS,
         {"newElements": {"xs": {"1": ["x"]}}, "updateElements": {"xs": {"2": "C"}}},
-        guard=guard,
+        guards=[guard],
     )
     assert result.payload == {"xs": ["a", "x", "b", "c"]}
     [conflict] = result.report.conflicts
@@ -198,7 +198,7 @@ def test_refused_insertion_is_a_conflict_and_shifts_nothing() -> None:
     result = apply_change_request(
         XS,
         {"newElements": {"xs": {"0": ["w", "v"]}}, "updateElements": {"xs": {"1": "B"}}},
-        guard=recording,
+        guards=[recording],
     )
     assert result.payload == {"xs": ["a", "B", "c"]}
     assert [c.path for c in result.report.conflicts] == [
@@ -229,7 +229,7 @@ def test_guard_sees_inserted_items_as_adds_at_result_paths() -> None:
             "newElements": {"r": {"0": [{"t": []}], "1": {"t": {"0": ["z"]}}, "2": [{}]}},
             "removeElements": {"r": {"0": "DELETE"}},
         },
-        guard=recording,
+        guards=[recording],
     )
     assert seen == [
         ("add", ("r", 0)),
@@ -246,7 +246,7 @@ def test_read_scope_refuses_an_inserted_item_with_hidden_keys() -> None:
     result = apply_change_request(
         {"items": [{"name": "a", "cost": 1}]},
         {"newElements": {"items": {"0": [{"name": "x", "cost": 5}], "1": [{"name": "y"}]}}},
-        guard=scope,
+        guards=[scope],
     )
     assert result.payload == {"items": [{"name": "a", "cost": 1}, {"name": "y"}]}
     [conflict] = result.report.conflicts
@@ -262,7 +262,7 @@ def test_data_loss_guard_is_unaffected_by_insertions() -> None:
         "removeElements": {"rows": {"0": {"tags": ["DELETE", "DELETE"]}}},
     }
     guard = DataLossGuard(policy="warn")
-    result = apply_change_request(payload, request, guard=guard)
+    result = apply_change_request(payload, request, guards=[guard])
     assert result.payload["rows"][1] == {"tags": ["c", "d", "e", "f"]}
     assert not result.report.warnings
     assert guard.review(payload, result.payload, result.report.changes) == []

@@ -315,9 +315,9 @@ def test_an_index_shift_does_not_slip_past_the_guards(surface: str, config: dict
     "request_", [ALL_TEN_DELETED, ALL_TEN_REPLACED_BY_JUNK], ids=["emptied", "junk"]
 )
 def test_the_plain_merge_runs_the_whole_merge_review(guard: Any, request_: Any) -> None:
-    """``apply_change_request(..., guard=DataLossGuard("reject"))`` refuses the deletions the
+    """``apply_change_request(..., guards=[DataLossGuard("reject")])`` refuses the deletions the
     review refuses: nothing of the list is lost, the conflict says why."""
-    result = apply_change_request(TEN, request_, guard=guard)
+    result = apply_change_request(TEN, request_, guards=[guard])
     assert result.payload["items"][:10] == TEN["items"]
     assert result.report.conflicts and {c.code for c in result.report.conflicts} == {"data_loss"}
     assert "lost 10 of them" in result.report.conflicts[0].message
@@ -325,7 +325,7 @@ def test_the_plain_merge_runs_the_whole_merge_review(guard: Any, request_: Any) 
 
 @pytest.mark.parametrize("guard", [Permissions(deny=["items[1]"]), ReadScope(exclude=["items[1]"])])
 def test_the_plain_merge_judges_guards_at_the_original_node(guard: Any) -> None:
-    result = apply_change_request(INVOICE, SHIFT_INTO_ITEM_1, guard=guard)
+    result = apply_change_request(INVOICE, SHIFT_INTO_ITEM_1, guards=[guard])
     assert {c.code for c in result.report.conflicts} == {"permission_denied"}
     assert {"sku": "b", "qty": 2} in result.payload["items"]
     assert all(item.get("sku") != "pwned" for item in result.payload["items"])
@@ -409,7 +409,7 @@ def test_the_readme_table_is_the_judges() -> None:
 STEPS = {
     "parse a reply": r"parse_change_request(_with_repairs)?\(",
     "merge a reply with the guards": (
-        r"apply_change_request\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*guard="
+        r"apply_change_request\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*guards?="
     ),
     "validate against the payload type": r"(reconcile_validated|validate_merged)\(",
     "run the user's validators": r"for validator in ",

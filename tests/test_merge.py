@@ -325,7 +325,7 @@ def test_guard_conflict_refuses_the_change() -> None:
         return []
 
     result = apply_change_request(
-        {"locked": 1, "free": 1}, {"updateElements": {"locked": 2, "free": 2}}, guard=guard
+        {"locked": 1, "free": 1}, {"updateElements": {"locked": 2, "free": 2}}, guards=[guard]
     )
     assert result.payload == {"locked": 1, "free": 2}
     [conflict] = result.report.conflicts
@@ -346,7 +346,7 @@ def test_guard_warning_and_confirm_are_recorded_and_applied() -> None:
     def guard(change: Change) -> list[Finding]:
         return [Finding("data_loss", "shrunk", "warning"), Finding("big", "sure?", "confirm")]
 
-    result = apply_change_request({"a": [1, 2]}, {"updateElements": {"a": "x"}}, guard=guard)
+    result = apply_change_request({"a": [1, 2]}, {"updateElements": {"a": "x"}}, guards=[guard])
     assert result.payload == {"a": "x"}
     assert [(w.code, w.severity) for w in result.report.warnings] == [
         ("data_loss", "warning"),
@@ -371,7 +371,7 @@ def test_guard_sees_deletions_appends_container_replacements_and_replace_element
             "removeElements": {"gone": "DELETE"},
             "replaceElements": {"r": {"new": True}},
         },
-        guard=guard,
+        guards=[guard],
     )
     assert sorted(seen) == sorted(
         [
@@ -394,7 +394,7 @@ def test_guard_refusing_an_element_deletion_keeps_positions_right() -> None:
         return []
 
     result = apply_change_request(
-        {"l": ["a", "b", "c"]}, {"updateElements": {"l": ["DELETE", "DELETE", "C"]}}, guard=guard
+        {"l": ["a", "b", "c"]}, {"updateElements": {"l": ["DELETE", "DELETE", "C"]}}, guards=[guard]
     )
     assert result.payload == {"l": ["a", "C"]}
     assert [(c.op, c.path) for c in result.report.changes] == [
@@ -411,13 +411,79 @@ def test_guard_conflict_raises_in_strict_mode() -> None:
         return [Finding("permission_denied", "no")]
 
     with pytest.raises(MergeConflictError):
-        apply_change_request({"a": 1}, {"updateElements": {"a": 2}}, guard=guard, strict=True)
+        apply_change_request({"a": 1}, {"updateElements": {"a": 2}}, guards=[guard], strict=True)
+
+
+def test_several_guards_are_each_asked_in_turn() -> None:
+    """``guards=[a, b]``: both are asked about every change, in order; either one refuses."""
+    asked: list[str] = []
+
+    def first(change: Change) -> list[Finding]:
+        asked.append(f"first {change.path}")
+        return [Finding("permission_denied", "locked")] if change.path == ("locked",) else []
+
+    def second(change: Change) -> list[Finding]:
+        asked.append(f"second {change.path}")
+        return [Finding("review", "looked at it", "warning")]
+
+    result = apply_change_request(
+        {"locked": 1, "free": 1},
+        {"updateElements": {"locked": 2, "free": 2}},
+        guards=[first, second],
+    )
+    assert result.payload == {"locked": 1, "free": 2}
+    assert asked == [
+        "first ('locked',)",
+        "second ('locked',)",
+        "first ('free',)",
+        "second ('free',)",
+    ]
+    assert [i.code for i in result.report.conflicts] == ["permission_denied"]
+    assert [i.code for i in result.report.warnings] == ["review", "review"]
+
+
+def test_guard_is_a_deprecated_spelling_of_guards() -> None:
+    """``guard=g`` still works for one release, with a DeprecationWarning naming ``guards=``,
+    and merges exactly as ``guards=[g]``."""
+
+    def guard(change: Change) -> list[Finding]:
+        return [Finding("permission_denied", "no")] if change.path == ("a",) else []
+
+    request = {"updateElements": {"a": 2, "b": 2}}
+    with pytest.warns(DeprecationWarning, match=r"guards=\[guard\]"):
+        old = apply_change_request({"a": 1, "b": 1}, request, guard=guard)
+    new = apply_change_request({"a": 1, "b": 1}, request, guards=[guard])
+    assert old.payload == new.payload == {"a": 1, "b": 2}
+    assert old.report == new.report
+
+
+def test_guard_and_guards_together_is_a_configuration_error() -> None:
+    """Passing both spellings is refused up front, saying which one to keep."""
+
+    def guard(change: Change) -> list[Finding]:
+        return []
+
+    with pytest.raises(ConfigurationError, match=r"pass guards=\[\.\.\.\] alone"):
+        apply_change_request({"a": 1}, {}, guards=[guard], guard=guard)
+
+
+def test_guards_must_be_a_sequence_of_guards() -> None:
+    """A single guard passed as ``guards=`` (not in a list), or a non-callable in the list,
+    is a configuration error naming the argument."""
+
+    def guard(change: Change) -> list[Finding]:
+        return []
+
+    with pytest.raises(ConfigurationError, match="guards"):
+        apply_change_request({"a": 1}, {}, guards=guard)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"guards\[1\]"):
+        apply_change_request({"a": 1}, {}, guards=[guard, "nope"])  # type: ignore[list-item]
 
 
 def test_guard_must_return_findings() -> None:
     """A guard returning something that is not a Finding is a configuration error."""
     with pytest.raises(ConfigurationError, match="Finding"):
-        apply_change_request({"a": 1}, {"updateElements": {"a": 2}}, guard=lambda c: ["bad"])  # type: ignore[list-item, return-value]
+        apply_change_request({"a": 1}, {"updateElements": {"a": 2}}, guards=[lambda c: ["bad"]])  # type: ignore[list-item, return-value]
 
 
 # --- paths in the report -----------------------------------------------------------------------

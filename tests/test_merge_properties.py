@@ -220,7 +220,7 @@ def test_a_guard_that_refuses_everything_changes_nothing(case: tuple[Any, Any]) 
     payload, request = case
     lenient = apply_change_request(payload, request)
     refused = apply_change_request(
-        payload, request, guard=lambda change: [Finding("permission_denied", "no")]
+        payload, request, guards=[lambda change: [Finding("permission_denied", "no")]]
     )
     assert repr(refused.payload) == repr({} if payload is None else payload)
     assert not refused.report.changes

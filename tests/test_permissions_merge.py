@@ -1,4 +1,4 @@
-"""Guards end to end through merge.apply_change_request(..., guard=...)."""
+"""Guards end to end through merge.apply_change_request(..., guards=[...])."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ from agent_payload.guards import (
     DataLossGuard,
     Permissions,
     ReadScope,
-    VersionedStore,
-    apply_if_version,
     combine_guards,
     payload_version,
 )
 from agent_payload.merge import apply_change_request
 from agent_payload.report import MergeResult
+from agent_payload.store import VersionedStore, apply_if_version
 
 ORDER: dict[str, Any] = {
     "id": "ord-1",
@@ -35,7 +34,7 @@ ORDER: dict[str, Any] = {
 def _merge(request: dict[str, Any], guard: Any, payload: Any = None) -> MergeResult[Any]:
     source = copy.deepcopy(ORDER) if payload is None else payload
     before = copy.deepcopy(source)
-    result = apply_change_request(source, request, guard=guard)
+    result = apply_change_request(source, request, guards=[guard])
     assert source == before  # the input is never changed
     return result
 
@@ -130,7 +129,9 @@ def test_conflicts_carry_the_request_path_and_strict_mode_raises() -> None:
     )
     assert result.payload["items"][0]["price"] == 1
     with pytest.raises(MergeConflictError):
-        apply_change_request(ORDER, {"updateElements": {"status": "x"}}, guard=perms, strict=True)
+        apply_change_request(
+            ORDER, {"updateElements": {"status": "x"}}, guards=[perms], strict=True
+        )
 
 
 def test_read_scope_guard_through_the_merge() -> None:
@@ -218,7 +219,7 @@ def test_apply_if_version_and_versioned_store() -> None:
         store.apply(
             {"updateElements": {"status": "x"}},
             expected_version=store.version,
-            guard=guard,
+            guards=[guard],
             strict=True,
         )
     assert store.get()[0]["status"] == "paid"

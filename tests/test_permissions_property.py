@@ -172,7 +172,7 @@ def test_no_applied_change_touches_a_denied_path(
     perms = Permissions(deny=[text for text, _ in deny])
     patterns = [pattern for _, pattern in deny]
     before = copy.deepcopy(payload)
-    result = apply_change_request(payload, request, guard=perms)
+    result = apply_change_request(payload, request, guards=[perms])
     assert payload == before
 
     for change in result.report.changes:
@@ -204,7 +204,7 @@ def test_every_applied_change_is_inside_the_allow_list(
     path (a rule matches it or an ancestor)."""
     perms = Permissions(allow=[text for text, _ in allow])
     patterns = [pattern for _, pattern in allow]
-    result = apply_change_request(payload, request, guard=perms)
+    result = apply_change_request(payload, request, guards=[perms])
     for change in result.report.changes:
         for path in _change_paths(change):
             assert _denied(patterns, path), (change, path, [t for t, _ in allow])

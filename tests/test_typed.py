@@ -238,7 +238,7 @@ def test_a_union_switch_is_reported_with_what_it_deletes() -> None:
 
 def test_a_union_switch_deleting_a_denied_field_is_refused() -> None:
     guard = Permissions(deny=["pets[*].vaccinations"])
-    result = apply_change_request(owner(), SWITCH, guard=guard)
+    result = apply_change_request(owner(), SWITCH, guards=[guard])
     assert [c.code for c in result.report.conflicts] == ["permission_denied"]
     assert result.report.conflicts[0].payload_path == ("pets", 0, "vaccinations")
     assert result.report.changes == []
@@ -291,7 +291,7 @@ def test_a_guard_sees_the_validator_side_effect() -> None:
     result = apply_change_request(
         before,
         {"updateElements": {"lines": [{"qty": 4}]}},
-        guard=Permissions(deny=["subtotal"]),
+        guards=[Permissions(deny=["subtotal"])],
     )
     assert [c.payload_path for c in result.report.conflicts] == [("subtotal",)]
     assert result.payload == before

@@ -231,7 +231,7 @@ def test_the_report_is_the_validated_difference_and_every_change_is_judged(
         return []
 
     try:
-        result = apply_change_request(payload, request, guard=guard)
+        result = apply_change_request(payload, request, guards=[guard])
     except PayloadValidationError:
         event("refused by validation")
         assert payload.model_dump(mode="json", by_alias=True) == before  # nothing changed

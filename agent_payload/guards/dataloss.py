@@ -38,7 +38,7 @@ changes)`` sees the whole merge: it returns the per-change findings and, for eve
 that lost elements or keys one by one, an ``array_shrunk`` / ``object_keys_lost`` finding. It
 **counts** the deletions in ``changes`` against the container's size before the merge, so
 deleting all ten items and appending ten others is the loss of ten items, not an array of the
-same length. ``apply_change_request(..., guard=...)`` runs the review after every merge with a
+same length. ``apply_change_request(..., guards=[...])`` runs the review after every merge with a
 guard that has one (a ``review`` conflict refuses every change at or below the container), so
 the agent, the tool handler, the session and direct merges all get it.
 """
@@ -161,7 +161,7 @@ def _short(value: Any, limit: int = 40) -> str:
 class DataLossGuard:
     """Flag changes that look like accidental loss of content (see the module docstring).
 
-    A ``Guard`` (``guard(change)``) for ``apply_change_request(guard=...)``, plus
+    A ``Guard`` (``guard(change)``) for ``apply_change_request(guards=[...])``, plus
     ``review(before, after, changes)`` for what only the whole merge shows. ``ignore`` takes
     path rules (the permission grammar, no operation suffix needed) where nothing is flagged;
     ``rules`` limits the rules that run (default: all of ``DATA_LOSS_RULES``).

@@ -76,7 +76,6 @@ __all__ = [
     "parse_rule",
 ]
 
-Op = Literal["add", "update", "delete"]
 ALL_OPS: frozenset[str] = frozenset({"add", "update", "delete"})
 
 # Segment matchers: ("key", name), ("index", n), ("any", None), ("any_index", None), ("deep", None)
@@ -534,7 +533,7 @@ class Permissions:
     docstring for the rule grammar and how a change is checked).
 
     >>> perms = Permissions(deny=["id", "items[*].sku"])
-    >>> apply_change_request(payload, request, guard=perms)   # doctest: +SKIP
+    >>> apply_change_request(payload, request, guards=[perms])   # doctest: +SKIP
 
     ``severity`` is the severity of the findings (``"conflict"``: refused; ``"warning"``: only
     recorded). ``describe()`` is the text the agent puts in the system prompt.

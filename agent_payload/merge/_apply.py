@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar, overload
 
 from pydantic import BaseModel
 
 from agent_payload import typed as _typed
+from agent_payload._config import check_guards
 from agent_payload._jsondata import format_payload_path, json_data
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, MergeConflictError
@@ -28,6 +30,7 @@ from agent_payload.report import (
     Change,
     Finding,
     Guard,
+    GuardChain,
     Issue,
     MergeReport,
     MergeResult,
@@ -45,6 +48,7 @@ def apply_change_request(
     strict: bool = ...,
     markers: Iterable[str] = ...,
     share: bool = ...,
+    guards: Sequence[Guard] | None = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
@@ -59,6 +63,7 @@ def apply_change_request(
     strict: bool = ...,
     markers: Iterable[str] = ...,
     share: bool = ...,
+    guards: Sequence[Guard] | None = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
@@ -73,6 +78,7 @@ def apply_change_request(
     strict: bool = ...,
     markers: Iterable[str] = ...,
     share: bool = ...,
+    guards: Sequence[Guard] | None = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
@@ -87,6 +93,7 @@ def apply_change_request(
     strict: bool = ...,
     markers: Iterable[str] = ...,
     share: bool = ...,
+    guards: Sequence[Guard] | None = ...,
     guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
@@ -100,6 +107,7 @@ def apply_change_request(
     strict: bool = False,
     markers: Iterable[str] = DEFAULT_MARKERS,
     share: bool = False,
+    guards: Sequence[Guard] | None = None,
     guard: Guard | None = None,
     limits: Limits | None = None,
     refuse_stale_markers: bool = False,
@@ -152,8 +160,9 @@ def apply_change_request(
       immutable afterwards (mutating one changes the other), and only what the walk touches is
       checked to be JSON data (``Limits.max_nodes`` is not checked). A subtree that is deleted
       or replaced is still copied into the report's ``Change.old``, at the cost of its size.
-    * ``guard``: called with each effective :class:`~agent_payload.report.Change` before it is
-      applied (deletions, appends, replacements of containers and replaceElements included).
+    * ``guards``: each is called with each effective :class:`~agent_payload.report.Change`
+      before it is applied (deletions, appends, replacements of containers and replaceElements
+      included; several guards are asked in turn, as one ``GuardChain``).
       A :class:`~agent_payload.report.Finding` of severity ``"conflict"`` refuses the change:
       it is not applied and is recorded as a conflict with the finding's code, at the
       change-request path of the entry and the change's payload path. ``"warning"`` and
@@ -170,6 +179,8 @@ def apply_change_request(
       of an array element keeps the element as it is (a change to it from the other bucket,
       already reported as ``shadowed``, is not applied either), and later result indices count
       it.
+    * ``guard``: deprecated spelling of ``guards=[guard]`` (a ``DeprecationWarning``; passing
+      both is a ``ConfigurationError``).
     * ``limits``: :class:`Limits` (depth and sizes); exceeding one raises
       :class:`~agent_payload.errors.LimitExceededError`.
     * ``refuse_stale_markers`` (the agent, the tool handler and the CLI turn it on): a DELETE
@@ -183,8 +194,7 @@ def apply_change_request(
     if not isinstance(limits, Limits):
         raise ConfigurationError(f"limits must be a Limits instance or None; found {limits!r}.")
     active = _validate_markers(markers)
-    if guard is not None and not callable(guard):
-        raise ConfigurationError(f"guard must be callable (a Guard) or None; found {guard!r}.")
+    guard = _one_guard(guards, guard)
 
     model_class: type[BaseModel] | None = None
     if isinstance(payload, BaseModel):
@@ -256,6 +266,28 @@ def apply_change_request(
             return MergeResult(payload, report)
         return MergeResult(model, report)
     return MergeResult(result, report)
+
+
+def _one_guard(guards: Sequence[Guard] | None, guard: Guard | None) -> Guard | None:
+    """The guard the walk asks: the one of ``guards``, or a ``GuardChain`` of several (``guard``
+    is the deprecated spelling of ``guards=[guard]``)."""
+    if guard is not None:
+        if guards is not None:
+            raise ConfigurationError(
+                "apply_change_request: pass guards=[...] alone; guard= is its deprecated "
+                "spelling and cannot be combined with it (put every guard in guards)."
+            )
+        warnings.warn(
+            "the guard= argument of apply_change_request is deprecated: pass "
+            "guards=[guard] instead.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        guards = (guard,)
+    checked = check_guards(guards or (), "apply_change_request: guards")
+    if not checked:
+        return None
+    return checked[0] if len(checked) == 1 else GuardChain(checked)
 
 
 def _review_merge(
