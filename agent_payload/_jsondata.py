@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "Link",
@@ -403,6 +403,28 @@ def format_payload_path(path: Sequence[str | int]) -> str:
     """A payload path written ``items[3].price`` (``""`` for the root); keys that are not
     identifiers are written as JSON strings in brackets: ``["a.b"].c``."""
     return format_request_path(path)
+
+
+ROOT_WORDS: Final = "the payload root"
+"""How a sentence names the root of the payload (its path is empty)."""
+
+
+def where_in_payload(path: Sequence[str | int]) -> str:
+    """A payload path for a sentence: ``items[3].price``, or ``the payload root``."""
+    return format_payload_path(path) or ROOT_WORDS
+
+
+def display_path(link: Link, head: int = 8, tail: int = 16) -> str:
+    """A payload path for a message, given as a link: whole when short, else its first and
+    last parts around "…" (the payload root as :data:`ROOT_WORDS`)."""
+    parts = materialize(link)
+    if len(parts) <= head + tail + 1:
+        return where_in_payload(parts)
+    return (
+        format_payload_path(parts[:head])
+        + f"…({len(parts) - head - tail} more levels)…"
+        + format_payload_path(("x", *parts[-tail:]))[1:]
+    )
 
 
 # --- previews -------------------------------------------------------------------------------

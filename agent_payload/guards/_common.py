@@ -9,7 +9,7 @@ from typing import Any
 from agent_payload._jsondata import Link, format_payload_path, materialize
 from agent_payload.report import PayloadPath
 
-__all__ = ["format_path", "json_size", "path_below", "primitive_equal", "verb"]
+__all__ = ["format_path", "json_size", "path_below", "verb"]
 
 
 def format_path(path: PayloadPath) -> str:
@@ -26,23 +26,6 @@ def path_below(base: PayloadPath, linked: Link) -> PayloadPath:
     """``base`` followed by the segments of ``linked``, a path below it kept as a linked list
     of ``(parent, segment)`` pairs (``None`` is ``base`` itself)."""
     return base + materialize(linked)
-
-
-def primitive_equal(a: Any, b: Any) -> bool:
-    """JSON equality of two values that are not both containers of the same kind.
-
-    ``true`` differs from ``1``; ``1`` equals ``1.0``; containers are never equal here (the
-    callers descend into same-kind containers themselves).
-    """
-    if isinstance(a, dict | list) or isinstance(b, dict | list):
-        return False
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, str) or isinstance(b, str):
-        return isinstance(a, str) and isinstance(b, str) and a == b
-    return bool(a == b)
 
 
 def json_size(value: Any, cap: int | None = None) -> int:

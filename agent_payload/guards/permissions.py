@@ -63,9 +63,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_payload._jsondata import Link, materialize
+from agent_payload._jsondata import Link, json_equal, materialize
 from agent_payload.errors import ConfigurationError
-from agent_payload.guards._common import format_path, path_below, primitive_equal, verb
+from agent_payload.guards._common import format_path, path_below, verb
 from agent_payload.report import Change, Finding, PayloadPath
 
 __all__ = [
@@ -433,7 +433,7 @@ def _fine(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
                 yield (linked, i), "delete", old[i], None
             for i in range(common, len(new)):
                 yield (linked, i), "add", None, new[i]
-        elif not primitive_equal(old, new):
+        elif not json_equal(old, new):
             yield linked, "update", old, new
 
 

@@ -14,9 +14,9 @@ from agent_payload._jsondata import (
     _Bad,
     copy_tree,
     describe,
-    format_payload_path,
     locate_problem,
     materialize,
+    where_in_payload,
 )
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 
@@ -111,7 +111,7 @@ def _limit_error(
 def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
     if problem is None:  # pragma: no cover - the locator finds what the copy refused
         return InvalidPayloadError("The payload is not JSON data.")
-    where = format_payload_path(problem.path) or "the root"
+    where = where_in_payload(problem.path)
     exceeded = _limit_error("payload", problem, where, limits)
     if exceeded is not None:
         return exceeded

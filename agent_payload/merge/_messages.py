@@ -13,10 +13,11 @@ from typing import Any, Final
 from agent_payload._jsondata import (
     Link,
     describe,
-    format_payload_path,
+    display_path,
     format_request_path,
     kind_word,
     materialize,
+    where_in_payload,
 )
 from agent_payload.changes import MARKER
 from agent_payload.errors import LimitExceededError
@@ -26,7 +27,6 @@ from agent_payload.merge._nodes import (
     _ARR,
     _MISSING,
     _OBJ,
-    _display_path,
     _in_update,
     _is_empty_container,
     _is_index,
@@ -80,12 +80,12 @@ class _Reporter:
                 f"The report's warnings and conflicts would name paths of more than "
                 f"max_report_path_parts={maximum} parts in all (the change request asks for "
                 f"something wrong at very many deep places; the last at "
-                f"{_display_path(rlink)}). Fix the change request, or raise "
+                f"{display_path(rlink)}). Fix the change request, or raise "
                 "Limits(max_report_path_parts=...).",
                 limit="max_report_path_parts",
                 value=self.path_parts,
                 maximum=maximum,
-                path=_display_path(rlink),
+                path=display_path(rlink),
             )
         return Issue(code, format_request_path(rparts), message, pparts, severity)
 
@@ -138,7 +138,7 @@ class _Reporter:
             return False
         inner, text = found
         full = (*materialize(plink), *inner)
-        where = format_payload_path(full) or "the payload root"
+        where = where_in_payload(full)
         self.conflict(
             "stale_marker",
             rlink,
@@ -273,7 +273,7 @@ class _Reporter:
     def pp(self, plink: Link) -> str:
         """A payload path for a message; a very deep one is shortened in the middle (the
         issue's ``payload_path`` keeps it whole)."""
-        return _display_path(plink) or "the payload root"
+        return display_path(plink)
 
     def shadow_new(self, kn: Link, ko: Link) -> None:
         self.warn(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agent_payload._jsondata import Link, format_payload_path, materialize
+from agent_payload._jsondata import Link, materialize
 
 _MISSING: Final[Any] = object()
 _SAME: Final[Any] = object()
@@ -69,18 +69,6 @@ def _plural(n: int, word: str) -> str:
 def _elements(length: int) -> str:
     """``"3 elements (indices 0 to 2)"``: the size of an array, for messages."""
     return f"{_plural(length, 'element')}{f' (indices 0 to {length - 1})' if length else ''}"
-
-
-def _display_path(link: Link, head: int = 8, tail: int = 16) -> str:
-    """A path for messages: whole when short, else its first and last parts around "…"."""
-    parts = materialize(link)
-    if len(parts) <= head + tail + 1:
-        return format_payload_path(parts)
-    return (
-        format_payload_path(parts[:head])
-        + f"…({len(parts) - head - tail} more levels)…"
-        + format_payload_path(("x", *parts[-tail:]))[1:]
-    )
 
 
 def _pp(plink: Link | None) -> tuple[str | int, ...] | None:

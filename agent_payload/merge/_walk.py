@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent_payload._jsondata import Link, copy_tree, format_payload_path, json_equal, materialize
+from agent_payload._jsondata import Link, copy_tree, json_equal, materialize, where_in_payload
 from agent_payload.errors import ConfigurationError
 from agent_payload.merge._limits import Limits, _copy_payload
 from agent_payload.merge._messages import _Reporter
@@ -143,7 +143,7 @@ class _Walker(_Reporter):
                 if not isinstance(finding, Finding):
                     raise ConfigurationError(
                         f"A guard must return a sequence of Finding; it returned {finding!r} "
-                        f"for the change at {format_payload_path(gpath) or 'the root'}."
+                        f"for the change at {where_in_payload(gpath)}."
                     )
                 issue = self.issue(finding.code, rlink, finding.message, glink, finding.severity)
                 if finding.severity == "conflict":
