@@ -41,6 +41,10 @@ deleting all ten items and appending ten others is the loss of ten items, not an
 same length. ``apply_change_request(..., guards=[...])`` runs the review after every merge with a
 guard that has one (a ``review`` conflict refuses every change at or below the container), so
 the agent, the tool handler, the session and direct merges all get it.
+
+Sizes: this module is one guard whose per-change rules and whole-merge review share their
+thresholds and messages (606 lines, kept together); ``_leaf`` (89 lines) is one check per rule
+for a changed leaf, read top to bottom in the order of ``DATA_LOSS_RULES``.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from agent_payload._config import check_number
 from agent_payload._jsondata import Link, json_data
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
-from agent_payload.guards.permissions import PathRule, RuleSet, parse_rule
+from agent_payload.guards.rules import PathRule, RuleSet, parse_rule
 from agent_payload.report import Change, Finding, PayloadPath
 
 __all__ = ["DATA_LOSS_RULES", "DataLossFinding", "DataLossGuard", "Policy"]

@@ -28,15 +28,8 @@ from typing import Any
 from agent_payload._jsondata import json_data
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, verb
-from agent_payload.guards.permissions import (
-    ALL_OPS,
-    PathRule,
-    PermissionFinding,
-    RuleSet,
-    _parse_rules,
-    _State,
-    _walk_verdicts,
-)
+from agent_payload.guards.permissions import PermissionFinding, _walk_verdicts
+from agent_payload.guards.rules import ALL_OPS, PathRule, RuleSet, _parse_rules, _State
 from agent_payload.report import Change, Finding, PayloadPath
 
 __all__ = ["ReadScope"]

@@ -1,0 +1,311 @@
+"""Path rules: parsing the rule grammar and walking rules down a payload together.
+
+The grammar is described in :mod:`agent_payload.guards.permissions`. ``parse_rule`` turns a
+rule's text into a :class:`PathRule` (segment matchers and operations), with an error naming
+the position and what was expected; a :class:`RuleSet` walks several rules at once down a
+payload as a small NFA (``(states, covered)`` per node). Used by ``Permissions``,
+``ReadScope`` and ``DataLossGuard``'s rules.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_payload.errors import ConfigurationError
+from agent_payload.report import PayloadPath
+
+__all__ = ["ALL_OPS", "PathRule", "RuleSet", "parse_rule"]
+
+ALL_OPS: frozenset[str] = frozenset({"add", "update", "delete"})
+
+# Segment matchers: ("key", name), ("index", n), ("any", None), ("any_index", None), ("deep", None)
+_Matcher = tuple[str, Any]
+_FORBIDDEN_IN_NAME = frozenset('.[]:*"')
+
+
+@dataclass(frozen=True, slots=True)
+class PathRule:
+    """One parsed rule: ``text`` as written, the segment matchers, and the ``ops`` it concerns."""
+
+    text: str
+    matchers: tuple[_Matcher, ...]
+    ops: frozenset[str] = ALL_OPS
+
+    def start(self) -> frozenset[int]:
+        return _closure(self.matchers, {0})
+
+    def step(self, states: frozenset[int], segment: str | int) -> frozenset[int]:
+        return _step(self.matchers, states, segment)
+
+    def accepts(self, states: frozenset[int]) -> bool:
+        return len(self.matchers) in states
+
+    def matches(self, path: PayloadPath) -> bool:
+        """True when the rule names exactly ``path`` (not merely one of its ancestors)."""
+        states = self.start()
+        for segment in path:
+            states = self.step(states, segment)
+            if not states:
+                return False
+        return self.accepts(states)
+
+    def covers(self, path: PayloadPath, op: str = "update") -> bool:
+        """True when the rule matches ``path`` or one of its ancestors and concerns ``op``."""
+        if op not in self.ops:
+            return False
+        states = self.start()
+        if self.accepts(states):
+            return True
+        for segment in path:
+            states = self.step(states, segment)
+            if not states:
+                return False
+            if self.accepts(states):
+                return True
+        return False
+
+
+def _closure(matchers: Sequence[_Matcher], states: Iterable[int]) -> frozenset[int]:
+    out: set[int] = set()
+    todo = list(states)
+    while todo:
+        i = todo.pop()
+        if i in out:
+            continue
+        out.add(i)
+        if i < len(matchers) and matchers[i][0] == "deep":
+            todo.append(i + 1)
+    return frozenset(out)
+
+
+def _step(
+    matchers: Sequence[_Matcher], states: frozenset[int], segment: str | int
+) -> frozenset[int]:
+    nxt: set[int] = set()
+    is_index = isinstance(segment, int)
+    for i in states:
+        if i >= len(matchers):
+            continue
+        kind, value = matchers[i]
+        if kind == "deep":
+            nxt.add(i)
+        elif (
+            kind == "any"
+            or (kind == "any_index" and is_index)
+            or (kind == "key" and not is_index and segment == value)
+            or (kind == "index" and is_index and segment == value)
+        ):
+            nxt.add(i + 1)
+    return _closure(matchers, nxt) if nxt else frozenset()
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+def _error(rule: str, pos: int, expected: str) -> ConfigurationError:
+    found = repr(rule[pos]) if pos < len(rule) else "the end of the rule"
+    return ConfigurationError(
+        f"bad path rule {rule!r} at position {pos}: expected {expected}, found {found}. "
+        "Write keys as a.b, indices as items[0], any element as items[*], any key as a.*, any "
+        'depth as **.id, other keys as ["key.with.dots"], and an optional :add,update,delete.'
+    )
+
+
+def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
+    """Parse ``[...]`` starting at ``rule[pos] == "["``; return the matcher and the position
+    after ``]``."""
+    i = pos + 1
+    if rule.startswith("*]", i):
+        return ("any_index", None), i + 2
+    if i < len(rule) and rule[i].isdigit():
+        j = i
+        while j < len(rule) and rule[j].isdigit() and rule[j].isascii():
+            j += 1
+        digits = rule[i:j]
+        if len(digits) > 1 and digits[0] == "0":
+            raise _error(rule, i, "an index without leading zeros")
+        if j >= len(rule) or rule[j] != "]":
+            raise _error(rule, j, "']' after the index")
+        return ("index", int(digits)), j + 1
+    if i < len(rule) and rule[i] == '"':
+        decoder = json.JSONDecoder()
+        try:
+            key, end = decoder.raw_decode(rule, i)
+        except json.JSONDecodeError as exc:
+            raise _error(rule, i, "a JSON string key in double quotes") from exc
+        if not isinstance(key, str):  # pragma: no cover - raw_decode at '"' yields a str
+            raise _error(rule, i, "a JSON string key")
+        if end >= len(rule) or rule[end] != "]":
+            raise _error(rule, end, "']' after the quoted key")
+        return ("key", key), end + 1
+    raise _error(rule, i, 'an index, "*" or a "quoted key" inside brackets')
+
+
+def _parse_name(rule: str, pos: int) -> tuple[_Matcher, int]:
+    """Parse a bare name, ``*`` or ``**`` at ``pos``."""
+    if rule.startswith("**", pos):
+        end = pos + 2
+        if end < len(rule) and rule[end] not in ".[:":
+            raise _error(rule, end, "'.', '[' or ':' after '**'")
+        return ("deep", None), end
+    if rule.startswith("*", pos):
+        end = pos + 1
+        if end < len(rule) and rule[end] not in ".[:":
+            raise _error(rule, end, "'.', '[' or ':' after '*'")
+        return ("any", None), end
+    j = pos
+    while j < len(rule) and rule[j] not in _FORBIDDEN_IN_NAME and not rule[j].isspace():
+        j += 1
+    if j == pos:
+        raise _error(rule, pos, 'a key name, "*", "**" or "["')
+    return ("key", rule[pos:j]), j
+
+
+def parse_rule(text: str) -> PathRule:
+    """Parse one rule (see the module docstring for the grammar).
+
+    Raises ``ConfigurationError`` naming the position of the first problem.
+    """
+    if not isinstance(text, str):
+        raise ConfigurationError(
+            f"a path rule must be a string such as 'items[*].price', got {type(text).__name__}"
+        )
+    rule = text.strip()
+    if not rule:
+        raise ConfigurationError(
+            "empty path rule: write a path such as 'items[*].price' (use '**' for everything)"
+        )
+    matchers: list[_Matcher] = []
+    pos = 0
+    if rule[0] == "[":
+        matcher, pos = _parse_bracket(rule, 0)
+    else:
+        matcher, pos = _parse_name(rule, 0)
+    matchers.append(matcher)
+    ops: frozenset[str] = ALL_OPS
+    while pos < len(rule):
+        char = rule[pos]
+        if char == ".":
+            matcher, pos = _parse_name(rule, pos + 1)
+        elif char == "[":
+            matcher, pos = _parse_bracket(rule, pos)
+        elif char == ":":
+            ops = _parse_ops(rule, pos + 1)
+            pos = len(rule)
+            break
+        else:
+            raise _error(rule, pos, "'.', '[' or ':'")
+        matchers.append(matcher)
+    return PathRule(text=rule, matchers=tuple(matchers), ops=ops)
+
+
+def _parse_ops(rule: str, pos: int) -> frozenset[str]:
+    ops: set[str] = set()
+    offset = pos
+    for word in rule[pos:].split(","):
+        name = word.strip()
+        if name not in ALL_OPS:
+            at = offset + (len(word) - len(word.lstrip()))
+            raise _error(rule, at, "an operation: add, update or delete")
+        ops.add(name)
+        offset += len(word) + 1
+    return frozenset(ops)
+
+
+def _parse_rules(rules: Iterable[str] | str | None, what: str) -> tuple[PathRule, ...]:
+    if rules is None:
+        return ()
+    if isinstance(rules, str):
+        raise ConfigurationError(
+            f"{what} must be a list of path rules, got the string {rules!r}; "
+            f"write {what}=[{rules!r}]"
+        )
+    return tuple(r if isinstance(r, PathRule) else parse_rule(r) for r in rules)
+
+
+# --- the walk ------------------------------------------------------------------------------
+
+
+class RuleSet:
+    """Rules walked together down a payload. A walk state is ``(states, covered)``: the NFA
+    states of every rule still alive and the indices of the rules that matched this node or
+    an ancestor."""
+
+    __slots__ = ("_cache", "_indices", "_keys", "_other_key", "_start", "rules")
+
+    _CACHE_SIZE = 65_536
+
+    def __init__(self, rules: Sequence[PathRule]) -> None:
+        self.rules = tuple(rules)
+        states = tuple(rule.start() for rule in self.rules)
+        covered = frozenset(i for i, r in enumerate(self.rules) if r.accepts(states[i]))
+        self._start: _State = (states, covered)
+        self._cache: dict[tuple[_State, type, str | int], _State] = {}
+        # Segments that no rule names literally all step alike: one cache entry serves them.
+        self._keys = frozenset(v for r in self.rules for k, v in r.matchers if k == "key")
+        self._indices = frozenset(v for r in self.rules for k, v in r.matchers if k == "index")
+        other = "\x00"
+        while other in self._keys:
+            other += "\x00"
+        self._other_key = other
+
+    def start(self) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        return self._start
+
+    def step(
+        self,
+        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
+        segment: str | int,
+    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        if isinstance(segment, int):
+            if segment not in self._indices:
+                segment = -1
+        elif segment not in self._keys:
+            segment = self._other_key
+        key = (state, type(segment), segment)
+        cached = self._cache.get(key)
+        if cached is None:
+            if len(self._cache) >= self._CACHE_SIZE:
+                self._cache.clear()
+            cached = self._cache[key] = self._step(state, segment)
+        return cached
+
+    def _step(
+        self,
+        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
+        segment: str | int,
+    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+        states, covered = state
+        new_states: list[frozenset[int]] = []
+        new_covered = set(covered)
+        for i, rule in enumerate(self.rules):
+            current = states[i]
+            if not current or i in covered:
+                new_states.append(frozenset())
+                continue
+            nxt = rule.step(current, segment)
+            if nxt and rule.accepts(nxt):
+                new_covered.add(i)
+                nxt = frozenset()
+            new_states.append(nxt)
+        return tuple(new_states), frozenset(new_covered)
+
+    @staticmethod
+    def alive(state: tuple[tuple[frozenset[int], ...], frozenset[int]]) -> bool:
+        return any(state[0])
+
+    def covering(
+        self, state: tuple[tuple[frozenset[int], ...], frozenset[int]], op: str
+    ) -> PathRule | None:
+        if not state[1]:
+            return None
+        for i in sorted(state[1]):
+            if op in self.rules[i].ops:
+                return self.rules[i]
+        return None
+
+
+_State = tuple[tuple[frozenset[int], ...], frozenset[int]]
