@@ -271,6 +271,8 @@ def apply_change_request(
 def _one_guard(guards: Sequence[Guard] | None, guard: Guard | None) -> Guard | None:
     """The guard the walk asks: the one of ``guards``, or a ``GuardChain`` of several (``guard``
     is the deprecated spelling of ``guards=[guard]``)."""
+    if guards is None and guard is None:
+        return None
     if guard is not None:
         if guards is not None:
             raise ConfigurationError(
