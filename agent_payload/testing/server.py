@@ -169,8 +169,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 dict(fault.headers),
             )
         elif fault.kind == "delay":
-            self.server.fake._stopping.wait(fault.seconds)
-            if fault.then is None or self.server.fake._stopping.is_set():
+            wake = self.server.fake._wake
+            wake.wait(fault.seconds)
+            if fault.then is None or wake.is_set():
                 self.close_connection = True
                 return
             with contextlib.suppress(OSError):
@@ -206,8 +207,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             body = error_body("chat.completions", fault.status_code, message)
             self._send_json(fault.status_code, body, dict(fault.headers))
         elif fault.kind == "delay":
-            self.server.fake._stopping.wait(fault.seconds)
-            if route.after is not None and not self.server.fake._stopping.is_set():
+            wake = self.server.fake._wake
+            wake.wait(fault.seconds)
+            if route.after is not None and not wake.is_set():
                 with contextlib.suppress(OSError):
                     self._send_route(route.after)
             else:
@@ -239,6 +241,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def _never(number: int) -> bool:
+    return False
+
+
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One default SSL context for every client the fake server builds (the server speaks
@@ -253,7 +259,8 @@ class FakeProviderServer:
     ``FakeRequest`` returning an item, used when the queue is empty (or always, without a queue).
     With neither left, the server answers HTTP 500 with ``x-should-retry: false`` and records a
     ``ScriptExhaustedError`` in ``errors``. The server starts at construction; use it as a
-    context manager or call ``close()``. Thread-safe: ``add()`` may be called while it serves.
+    context manager or call ``close()``; ``reset()`` gives it a fresh script between tests that
+    share it. Thread-safe: ``add()`` may be called while it serves.
     """
 
     def __init__(
@@ -262,27 +269,25 @@ class FakeProviderServer:
         *,
         handler: Handler | None = None,
     ) -> None:
-        if isinstance(replies, str):
-            raise TypeError(
-                "FakeProviderServer(replies): expected a sequence of script items, got one str; "
-                "wrap it in a list."
-            )
-        self._queue: deque[ScriptItem] = deque(replies)
-        self._handler = handler
         self._lock = threading.Lock()
-        self._requests: list[FakeRequest] = []
         self._stopping = threading.Event()
+        self._wake = threading.Event()
+        """Set (and replaced) by ``reset()`` and ``close()``: wakes the delayed answers."""
+        self._queue: deque[ScriptItem] = deque()
+        self._handler: Handler | None = None
+        self._requests: list[FakeRequest] = []
+        self._batch_requests: list[FakeRequest] = []
         self.errors: list[BaseException] = []
         """Script errors (exhausted script, a handler that raised, a bad item), in order."""
         self.batch_polls = 0
         """Batch APIs: retrieves that answer "in progress" before a batch ends."""
-        self.batch_expire: Callable[[int], bool] = lambda number: False
+        self.batch_expire: Callable[[int], bool] = _never
         """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
         self.batch_faults: dict[str, list[Fault]] = {}
         """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``);
         a ``create`` fault is sent after the batch was created (``agent_payload.testing.batch``)."""
-        self._batch_requests: list[FakeRequest] = []
         self._batches = BatchFakes(self)
+        self._script(replies, handler, caller="FakeProviderServer(replies)")
         self._server = _Server(self)
         host, port = self._server.server_address[:2]
         self.url = f"http://{host!s}:{port}"
@@ -337,6 +342,35 @@ class FakeProviderServer:
         return cls(base_url=self.anthropic_base_url, **kwargs)
 
     # -- scripting --
+
+    def reset(self, replies: Iterable[ScriptItem] = (), *, handler: Handler | None = None) -> None:
+        """Make the server as if just started with this script, keeping its address: forget the
+        queue, the handler, the requests, the errors, the batches and the batch knobs; wake
+        the delayed answers and drop the open connections of earlier clients. For a test suite
+        that shares one server between tests (it costs a thread and ~50 ms to stop one)."""
+        self._wake.set()
+        self._drop_connections()
+        with self._lock:
+            self._wake = threading.Event()
+            self._requests = []
+            self._batch_requests = []
+        self.errors = []
+        self.batch_polls = 0
+        self.batch_expire = _never
+        self.batch_faults = {}
+        self._batches = BatchFakes(self)
+        self._script(replies, handler, caller="FakeProviderServer.reset(replies)")
+
+    def _script(
+        self, replies: Iterable[ScriptItem], handler: Handler | None, *, caller: str
+    ) -> None:
+        if isinstance(replies, str):
+            raise TypeError(
+                f"{caller}: expected a sequence of script items, got one str; wrap it in a list."
+            )
+        with self._lock:
+            self._queue = deque(replies)
+            self._handler = handler
 
     def add(self, *items: ScriptItem) -> None:
         """Append items to the reply queue."""
@@ -395,8 +429,9 @@ class FakeProviderServer:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
-        if self._handler is not None:
-            return self._handler(request)
+            handler = self._handler
+        if handler is not None:
+            return handler(request)
         raise ScriptExhaustedError(
             f"FakeProviderServer: request #{request.index} ({request.method} {request.path}) "
             "arrived but the script is empty; add replies or a handler."
@@ -409,17 +444,22 @@ class FakeProviderServer:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self._wake.set()
         self._server.shutdown()
         self._server.server_close()
+        for thread in self._drop_connections():
+            thread.join(timeout=5)
+        self._thread.join(timeout=5)
+
+    def _drop_connections(self) -> list[threading.Thread]:
+        """Shut the open connections down (their threads end); return those threads."""
         with self._server.sockets_lock:
             sockets = list(self._server.open_sockets)
             threads = list(self._server.threads)
         for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        for thread in threads:
-            thread.join(timeout=5)
-        self._thread.join(timeout=5)
+        return threads
 
     def __enter__(self) -> FakeProviderServer:
         return self
