@@ -6,7 +6,9 @@ client points anywhere but loopback raises ``ModelRequestsBlockedError`` instead
 
 Hypothesis: no per-example deadline and no "too slow" health check anywhere (a loaded CI machine
 must not turn into a failure); under ``CI`` the examples are derandomized, so a CI run is
-repeatable, while local runs keep exploring new examples.
+repeatable, while local runs keep exploring new examples. The profile sets how many examples a
+property gets (50; the properties name no count of their own unless it is smaller):
+``pytest --hypothesis-profile=thorough`` runs 1,000 each.
 
 The SDKs' own retry backoff (``INITIAL_RETRY_DELAY``, 0.5 s doubling, used when an answer
 carries no ``retry-after``: a timeout, a reset connection) is zero in every test, so a fault
@@ -34,10 +36,12 @@ from agent_payload.testing.script import Handler
 
 settings.register_profile(
     "agent_payload",
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=bool(os.environ.get("CI")),
 )
+settings.register_profile("thorough", settings.get_profile("agent_payload"), max_examples=1000)
 settings.load_profile("agent_payload")
 
 
