@@ -26,7 +26,8 @@ Three tools, all offline:
   usage) or a ``Fault``. Items are consumed one per HTTP request, so the SDK's own retries consume
   items too. Instead of (or after) the queue, ``handler=`` is a function of the ``FakeRequest``
   (the parsed body plus helpers) returning an item: use it when replies must match requests, e.g.
-  for many concurrent agents.
+  for many concurrent agents. ``server.reset(replies, handler=...)`` gives a running server a
+  fresh script, so a test suite can start one server and share it between tests.
 
   Faults (``Fault.…``): ``status(code)`` an HTTP error with the provider's error body and
   ``retry-after-ms: 1`` (so SDK retries do not sleep); ``delay(seconds, then=None)`` answer late
