@@ -152,7 +152,7 @@ def _printable(value: Any) -> bool:
 
 
 @pytest.mark.slow
-@settings(SETTINGS)
+@settings(SETTINGS, max_examples=20)  # each example parses every truncation of its reply
 @given(REQUESTS, st.sampled_from(STYLES), PROSE, AFTER)
 def test_valid_replies_and_every_truncation(
     request: dict[str, Any], style: str, before: str, after: str
