@@ -12,8 +12,9 @@ lint:
 	$(PYTHON) -m ruff format --check agent_payload tests bench
 	$(PYTHON) -m mypy
 
+# -n auto: one pytest-xdist worker per CPU (each with its own fake provider server).
 test:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n auto
 
 check: install lint test
 

@@ -20,10 +20,10 @@ def ask(output_mode: str = "text", **kwargs: Any) -> ModelRequest:
     return ModelRequest(messages=messages, output_mode=output_mode, schema=schema, **kwargs)  # type: ignore[arg-type]
 
 
-def checked_server() -> Iterator[FakeProviderServer]:
+def checked_server(fake_server: FakeProviderServer) -> Iterator[FakeProviderServer]:
     """The body of each test module's ``server`` fixture
-    (``server = pytest.fixture(checked_server, name="server")``): a fresh ``FakeProviderServer``
-    whose script must have run without errors."""
-    with FakeProviderServer() as fake:
-        yield fake
-        assert fake.errors == [], "the fake server's script went wrong"
+    (``server = pytest.fixture(checked_server, name="server")``): the session's fake server
+    with an empty script (the ``fake_server`` fixture), whose script must have run without
+    errors."""
+    yield fake_server
+    assert fake_server.errors == [], "the fake server's script went wrong"

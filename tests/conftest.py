@@ -1,29 +1,47 @@
-"""Suite-wide settings: no test may reach a real model; hypothesis never fails on timing.
+"""Suite-wide settings: no test may reach a real model; hypothesis never fails on timing; one
+fake provider server per test process.
 
 Every test runs inside ``agent_payload.testing.block_model_requests()``: a provider adapter whose
 client points anywhere but loopback raises ``ModelRequestsBlockedError`` instead of sending.
 
 Hypothesis: no per-example deadline and no "too slow" health check anywhere (a loaded CI machine
 must not turn into a failure); under ``CI`` the examples are derandomized, so a CI run is
-repeatable, while local runs keep exploring new examples.
+repeatable, while local runs keep exploring new examples. The profile sets how many examples a
+property gets (50; the properties name no count of their own unless it is smaller):
+``pytest --hypothesis-profile=thorough`` runs 1,000 each.
+
+The SDKs' own retry backoff (``INITIAL_RETRY_DELAY``, 0.5 s doubling, used when an answer
+carries no ``retry-after``: a timeout, a reset connection) is zero in every test, so a fault
+test retries at once; a ``retry-after`` header the server sends is still honoured.
+
+``fake_server``: the process's one ``FakeProviderServer`` (started once: stopping one costs
+~50 ms), ``reset()`` before each test, so a test starts from an empty script; call
+``fake_server.reset(replies, handler=...)`` (or ``.add(...)``) to script it. ``serve``: the
+same server as a context manager, ``with serve(replies, handler=...) as server:``, the shape of
+``with FakeProviderServer(replies, handler=...) as server:`` without starting a server.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from agent_payload.testing import block_model_requests
+from agent_payload.testing import FakeProviderServer, ScriptItem, block_model_requests
+from agent_payload.testing.script import Handler
 
 settings.register_profile(
     "agent_payload",
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=bool(os.environ.get("CI")),
 )
+settings.register_profile("thorough", settings.get_profile("agent_payload"), max_examples=1000)
 settings.load_profile("agent_payload")
 
 
@@ -31,3 +49,46 @@ settings.load_profile("agent_payload")
 def _no_real_model_requests() -> Iterator[None]:
     with block_model_requests():
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_sdk_backoff() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        for sdk in ("openai", "anthropic"):
+            try:
+                client = importlib.import_module(f"{sdk}._base_client")
+            except ImportError:  # the SDK's extra is not installed: its tests skip
+                continue
+            patch.setattr(client, "INITIAL_RETRY_DELAY", 0.0)
+        yield
+
+
+@pytest.fixture(scope="session")
+def _session_fake_server() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_server(_session_fake_server: FakeProviderServer) -> FakeProviderServer:
+    """The session's fake provider server with an empty script (see the module docstring)."""
+    _session_fake_server.reset()
+    return _session_fake_server
+
+
+Serve = Callable[..., contextlib.AbstractContextManager[FakeProviderServer]]
+
+
+@pytest.fixture
+def serve(_session_fake_server: FakeProviderServer) -> Serve:
+    """``with serve(replies, handler=...) as server:``: the session's server, reset to this
+    script (see the module docstring)."""
+
+    @contextlib.contextmanager
+    def scripted(
+        replies: Iterable[ScriptItem] = (), *, handler: Handler | None = None
+    ) -> Iterator[FakeProviderServer]:
+        _session_fake_server.reset(replies, handler=handler)
+        yield _session_fake_server
+
+    return scripted

@@ -164,7 +164,7 @@ FAILURES: dict[str, ModelReply] = {
 GOOD = reply('{"updateElements": {"c": "new"}}')
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     failures=st.lists(st.sampled_from(sorted(FAILURES)), max_size=6),
     max_retries=st.integers(min_value=0, max_value=5),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,9 +27,8 @@ MODES = ("sync", "async")
 
 
 @pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer() as fake:
-        yield fake
+def server(fake_server: FakeProviderServer) -> FakeProviderServer:
+    return fake_server
 
 
 def make_client(server: FakeProviderServer, api: str, *, is_async: bool, **kw: Any) -> Any:

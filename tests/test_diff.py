@@ -1,7 +1,7 @@
 """diff_payloads, to_json_patch and undo_change_request: examples and hypothesis properties.
 
-The properties run with moderate ``max_examples`` here; run them with many more locally with
-``AGENT_PAYLOAD_DIFF_EXAMPLES=20000 pytest tests/test_diff.py``.
+The properties run with the profile's ``max_examples`` (``conftest.py``); run them with many
+more locally with ``AGENT_PAYLOAD_DIFF_EXAMPLES=20000 pytest tests/test_diff.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitE
 from agent_payload.merge import apply_change_request
 from agent_payload.report import Change
 
-_EXAMPLES = int(os.environ.get("AGENT_PAYLOAD_DIFF_EXAMPLES", "150"))
+_EXAMPLES = int(os.environ.get("AGENT_PAYLOAD_DIFF_EXAMPLES", "0")) or settings.default.max_examples
 
 # --- strategies --------------------------------------------------------------------------------
 

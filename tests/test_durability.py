@@ -305,7 +305,7 @@ _turns = st.builds(
 )
 
 
-@settings(max_examples=50)  # each example writes and fsyncs a file
+@settings(max_examples=20)  # each example writes and fsyncs a file
 @given(
     payload=st.dictionaries(st.text(max_size=5), _json, max_size=5),
     turns=st.lists(_turns, max_size=3),

@@ -4,8 +4,9 @@ are not JSON, bodies cut short, and model replies cut short.
 
 Every run either succeeds with exactly the right payload or raises a documented error
 (``ProviderError`` / ``RetriesExhaustedError``); no partially applied payload is ever returned
-and the caller's payload is never changed. The SDK clients use ``max_retries=1`` and short
-timeouts; status faults carry ``retry-after-ms: 1`` so nothing sleeps long.
+and the caller's payload is never changed. The SDK clients use ``max_retries=1`` and 0.1 s
+timeouts; status faults carry ``retry-after-ms: 1`` and the SDKs' backoff is zero in tests
+(``conftest.py``), so nothing sleeps long.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,12 +27,15 @@ from agent_payload.errors import AgentPayloadError, ProviderError, RetriesExhaus
 from agent_payload.guards import Permissions
 from agent_payload.testing import FakeProviderServer, FakeRequest, Fault, Reply, ScriptItem
 
+if TYPE_CHECKING:
+    from conftest import Serve
+
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
 APIS = ("chat", "responses", "anthropic")
 MODES = ("sync", "async")
-TIMEOUT = 0.5  # client timeout (seconds); delayed answers wait longer than this
+TIMEOUT = 0.1  # client timeout (seconds); delayed answers wait longer than this
 
 PAYLOAD: dict[str, Any] = {
     "status": "open",
@@ -106,14 +110,14 @@ def _run(server: FakeProviderServer, api: str, mode: str, payload: Any, **agent_
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_one_fault_then_a_good_reply(api: str, mode: str, fault: str) -> None:
+def test_one_fault_then_a_good_reply(api: str, mode: str, fault: str, serve: Serve) -> None:
     """One fault followed by a good reply: transport faults are absorbed by the SDK's retry
     (or the agent's correction loop for cut-short replies) and the run returns exactly the
     right payload; a 200 that is not JSON is a clean ProviderError. The caller's payload is
     never changed."""
     make, outcome = FAULTS[fault]
     payload = copy.deepcopy(PAYLOAD)
-    with FakeProviderServer([make(), GOOD]) as server:
+    with serve([make(), GOOD]) as server:
         result = _run(server, api, mode, payload)
         assert server.errors == []
     assert payload == PAYLOAD
@@ -129,14 +133,14 @@ def test_one_fault_then_a_good_reply(api: str, mode: str, fault: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_a_fault_that_persists(api: str, mode: str, fault: str) -> None:
+def test_a_fault_that_persists(api: str, mode: str, fault: str, serve: Serve) -> None:
     """The same fault on every request: a documented error (ProviderError chained to the
     SDK's exception for transport faults, with the HTTP status where there is one;
     RetriesExhaustedError for replies that keep being cut short); nothing is returned and the
     caller's payload is unchanged."""
     make, _ = FAULTS[fault]
     payload = copy.deepcopy(PAYLOAD)
-    with FakeProviderServer([make() for _ in range(6)]) as server:
+    with serve([make() for _ in range(6)]) as server:
         result = _run(server, api, mode, payload)
     assert payload == PAYLOAD
     assert isinstance(result, ProviderError | RetriesExhaustedError), result
@@ -157,17 +161,17 @@ def test_a_fault_that_persists(api: str, mode: str, fault: str) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_refused_change_is_never_returned_half_applied(api: str) -> None:
+def test_a_refused_change_is_never_returned_half_applied(api: str, serve: Serve) -> None:
     """A reply whose request is partly refused (a read-only path) is not returned with the
     rest applied: the agent asks again, and when every reply keeps touching the read-only
     path the run fails cleanly with RetriesExhaustedError and the payload unchanged."""
     payload = copy.deepcopy(PAYLOAD)
     bad = '{"updateElements": {"status": "closed", "notes": "net 60"}}'
-    with FakeProviderServer([bad, bad, bad]) as server:
+    with serve([bad, bad, bad]) as server:
         result = _run(server, api, "sync", payload, permissions=Permissions(deny=["notes"]))
     assert isinstance(result, RetriesExhaustedError)
     assert payload == PAYLOAD
-    with FakeProviderServer([bad, Fault.status(500), GOOD]) as server:
+    with serve([bad, Fault.status(500), GOOD]) as server:
         fixed = _run(server, api, "sync", payload, permissions=Permissions(deny=["notes"]))
     assert not isinstance(fixed, Exception), fixed
     assert fixed.payload == EXPECTED
@@ -186,7 +190,7 @@ def _random_script(rng: random.Random, length: int) -> list[ScriptItem]:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_random_fault_sequences(api: str) -> None:
+def test_random_fault_sequences(api: str, serve: Serve) -> None:
     """Seeded random sequences of faults and good replies: every run either returns exactly
     the right payload or raises ProviderError / RetriesExhaustedError, and the caller's
     payload is never changed."""
@@ -194,7 +198,7 @@ def test_random_fault_sequences(api: str) -> None:
     outcomes: Counter[str] = Counter()
     for _ in range(12):
         payload = copy.deepcopy(PAYLOAD)
-        with FakeProviderServer(_random_script(rng, 6)) as server:
+        with serve(_random_script(rng, 6)) as server:
             result = _run(server, api, rng.choice(MODES), payload)
         assert payload == PAYLOAD
         if isinstance(result, Exception):
@@ -252,7 +256,7 @@ def _chat_usage_a_string(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_200_concurrent_async_agents_with_injected_faults(
-    record_property: Callable[[str, object], None],
+    record_property: Callable[[str, object], None], serve: Serve
 ) -> None:
     """200 AsyncPayloadAgents run at once against one server that answers each request as a
     function of it (each run gets its own right answer) and injects a fault into 20% of the
@@ -297,7 +301,7 @@ def test_200_concurrent_async_agents_with_injected_faults(
             agent = AsyncPayloadAgent(sdk, model_name="gpt-test", max_retries=1)
             return await asyncio.gather(*(one(agent, run) for run in range(RUNS)))
 
-    with FakeProviderServer(handler=handler) as server:
+    with serve(handler=handler) as server:
         results = asyncio.run(main(server))
         assert server.errors == []
 

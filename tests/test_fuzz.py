@@ -18,7 +18,6 @@ from agent_payload.parse import parse_change_request
 from agent_payload.report import Change, Finding
 
 FUZZ = settings(
-    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload.guards import Permissions, ReadScope
@@ -123,7 +123,6 @@ def _protected_unchanged(
         assert before["tags"][j] in after.get("tags", []), rule
 
 
-@settings(max_examples=300)
 @given(data=st.data())
 def test_denied_original_nodes_are_unchanged(data: st.DataObject) -> None:
     payload, request = data.draw(cases())
@@ -134,7 +133,6 @@ def test_denied_original_nodes_are_unchanged(data: st.DataObject) -> None:
     _protected_unchanged(payload, result.payload, rule, i, j)
 
 
-@settings(max_examples=300)
 @given(data=st.data())
 def test_nodes_outside_the_read_scope_are_unchanged(data: st.DataObject) -> None:
     payload, request = data.draw(cases())
@@ -145,7 +143,6 @@ def test_nodes_outside_the_read_scope_are_unchanged(data: st.DataObject) -> None
     _protected_unchanged(payload, result.payload, rule, i, j)
 
 
-@settings(max_examples=200)
 @given(data=st.data())
 def test_a_rule_allowing_deletion_lets_the_element_go_but_not_change(data: st.DataObject) -> None:
     """``items[i]:update,add``: the element may be deleted; if it stays, it is unchanged."""
@@ -173,7 +170,6 @@ def _touches(request: dict[str, Any], i: int) -> bool:
     return entry != {} or str(i) in request.get("removeElements", {}).get("items", {})
 
 
-@settings(max_examples=300)
 @given(data=st.data())
 def test_a_rule_for_one_element_never_refuses_changes_to_the_others(data: st.DataObject) -> None:
     """Deleting ``items[0]`` and writing into ``items[2]`` is never judged against a rule for

@@ -252,7 +252,7 @@ def _excluded(patterns: list[tuple[tuple[Any, ...], ...]], path: tuple[Any, ...]
     return any(_match(p, path[:n]) for p in patterns for n in range(1, len(path) + 1))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload=_payloads, exclude=st.lists(_rules(), min_size=1, max_size=3))
 def test_projection_property(
     payload: dict[str, Any], exclude: list[tuple[str, tuple[tuple[Any, ...], ...]]]
@@ -278,7 +278,7 @@ def test_projection_property(
             assert value == original and type(value) is type(original)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     payload=_payloads,
     request=_requests,

@@ -48,10 +48,10 @@ def handler() -> ChangeRequestToolHandler:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer([WRONG, RIGHT, "Done: three of B."]) as fake:
-        yield fake
-        assert fake.errors == [], "the fake server's script went wrong"
+def server(fake_server: FakeProviderServer) -> Iterator[FakeProviderServer]:
+    fake_server.reset([WRONG, RIGHT, "Done: three of B."])
+    yield fake_server
+    assert fake_server.errors == [], "the fake server's script went wrong"
 
 
 def schema_of(h: ChangeRequestToolHandler) -> dict[str, Any]:

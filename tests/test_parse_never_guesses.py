@@ -306,7 +306,7 @@ def _structure(text: str) -> tuple[list[int], list[int], list[int], list[int]]:
     return commas, brackets, arrays, values
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(REQUESTS, st.data())
 def test_mutilated_request_reads_as_itself_or_raises(
     request: dict[str, Any], data: st.DataObject

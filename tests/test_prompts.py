@@ -376,7 +376,7 @@ json_data = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     payload=json_data, threshold=st.sampled_from([0, 1, 3, 8]), indent=st.sampled_from([None, 1, 2])
 )

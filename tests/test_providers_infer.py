@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import anthropic
 import openai
@@ -22,9 +21,8 @@ HELLO = ModelRequest(messages=(Message("user", "hello"),))
 
 
 @pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer() as fake:
-        yield fake
+def server(fake_server: FakeProviderServer) -> FakeProviderServer:
+    return fake_server
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -34,9 +33,8 @@ def ask(text: str = "hello") -> ModelRequest:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer() as fake:
-        yield fake
+def server(fake_server: FakeProviderServer) -> FakeProviderServer:
+    return fake_server
 
 
 # --- ScriptedModel -------------------------------------------------------------------------------
@@ -226,10 +224,51 @@ def test_fault_constructors_are_data() -> None:
         Fault.reset().kind = "status"  # type: ignore[misc]
 
 
-def test_server_rejects_a_bare_string_script() -> None:
-    """FakeProviderServer("text") is a TypeError (a str is a sequence of characters)."""
+def test_server_rejects_a_bare_string_script(server: FakeProviderServer) -> None:
+    """FakeProviderServer("text") and reset("text") are TypeErrors (a str is a sequence of
+    characters)."""
     with pytest.raises(TypeError, match="wrap it in a list"):
         FakeProviderServer("oops")
+    with pytest.raises(TypeError, match=r"reset\(replies\).*wrap it in a list"):
+        server.reset("oops")
+
+
+def test_reset_starts_the_server_afresh(server: FakeProviderServer) -> None:
+    """reset() keeps the address and forgets everything else: the queue, the handler, the
+    requests, the errors, the batch knobs; it wakes a delayed answer (whose client then sees
+    the connection close) and the new script serves the next request."""
+    server.reset([Fault.delay(300, then="too late")], handler=lambda request: "handled")
+    server.batch_polls = 3
+    outcome: list[BaseException] = []
+
+    def client_call() -> None:
+        with server.openai_client(max_retries=0, timeout=600) as client:
+            try:
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "x"}]
+                )
+            except openai.APIError as exc:
+                outcome.append(exc)
+
+    thread = threading.Thread(target=client_call)
+    thread.start()
+    while not server.requests:
+        threading.Event().wait(0.01)
+    server.errors.append(RuntimeError("from the previous test"))
+    url = server.url
+    server.reset(["fresh"])
+    thread.join()
+    assert len(outcome) == 1 and isinstance(outcome[0], openai.APIConnectionError)
+    assert (server.url, server.requests, server.errors, server.batch_polls) == (url, [], [], 0)
+    with server.openai_client(max_retries=0) as client:
+        completion = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}]
+        )
+    assert completion.choices[0].message.content == "fresh"
+    assert [r.index for r in server.requests] == [0]
+    with server.openai_client(max_retries=0) as client, pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert isinstance(server.errors[0], ScriptExhaustedError)  # the handler went too
 
 
 # --- FakeProviderServer: shapes the SDKs parse ---------------------------------------------------

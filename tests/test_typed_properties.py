@@ -215,7 +215,6 @@ def raw_requests(draw: st.DrawFn, data: dict[str, Any]) -> dict[str, Any]:
 
 
 @settings(
-    max_examples=200,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 @given(cases())
@@ -281,7 +280,6 @@ def model_pairs(draw: st.DrawFn) -> tuple[BaseModel, BaseModel]:
     return old, new
 
 
-@settings(max_examples=100)
 @given(model_pairs())
 def test_diff_payloads_of_aliased_models_merges_back(pair: tuple[BaseModel, BaseModel]) -> None:
     """Issue 17: aliased model pairs failed to merge back (657 of 1,500); now none do."""

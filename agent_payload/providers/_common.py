@@ -1,8 +1,10 @@
 """Pieces shared by the provider adapters (no SDK imports here).
 
-* ``ensure_requests_allowed``: the one check behind ``agent_payload.testing.block_model_requests``:
-  while real model requests are forbidden, only clients whose base URL is a loopback address
-  (``127.0.0.1``, ``localhost``, ``::1``) may be used.
+* ``ensure_requests_allowed``: the one check behind the "no real model requests" switch:
+  while real model requests are forbidden (the environment says
+  ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0``, or a gate installed with ``set_request_gate``
+  says no: ``agent_payload.testing`` installs ``block_model_requests``'s), only clients whose
+  base URL is a loopback address (``127.0.0.1``, ``localhost``, ``::1``) may be used.
 * ``check_client_kind``: the ``ConfigurationError`` for a sync client asked for ``arequest()``
   or an async one for ``request()``.
 * ``missing_sdk``: the ``ConfigurationError`` raised when an SDK extra is not installed.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,14 +41,17 @@ from agent_payload.errors import (
 from agent_payload.providers.base import Message
 
 __all__ = [
+    "REQUESTS_ENV_SWITCH",
     "ResponseShape",
     "SdkErrors",
     "check_client_kind",
     "ensure_requests_allowed",
+    "environment_allows_requests",
     "is_loopback_url",
     "missing_sdk",
     "not_an_api_response",
     "retryable_status",
+    "set_request_gate",
     "split_system",
     "strict_compatible",
 ]
@@ -64,12 +70,36 @@ def is_loopback_url(url: object) -> bool:
         return False
 
 
-def ensure_requests_allowed(base_url: object, *, provider: str, model: str) -> None:
-    """Raise ``ModelRequestsBlockedError`` when real model requests are forbidden and
-    ``base_url`` is not a loopback address. The switch lives in ``agent_payload.testing``."""
-    from agent_payload import testing  # stdlib-only module; imported late to keep layers clean
+REQUESTS_ENV_SWITCH = "AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS"
+_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
-    if testing.model_requests_allowed() or is_loopback_url(base_url):
+
+def _always() -> bool:
+    return True
+
+
+_request_gate: Callable[[], bool] = _always
+
+
+def environment_allows_requests() -> bool:
+    """False when the environment says ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0`` (or ``false``,
+    ``no``, ``off``); read at each call."""
+    return os.environ.get(REQUESTS_ENV_SWITCH, "").strip().lower() not in _FALSE_WORDS
+
+
+def set_request_gate(gate: Callable[[], bool]) -> None:
+    """Install the function asked before each real model request (True: allowed). The layer
+    above (``agent_payload.testing``) installs its switch here, so the adapters never import
+    it."""
+    global _request_gate
+    _request_gate = gate
+
+
+def ensure_requests_allowed(base_url: object, *, provider: str, model: str) -> None:
+    """Raise ``ModelRequestsBlockedError`` when real model requests are forbidden (by the
+    environment or the installed gate) and ``base_url`` is not a loopback address."""
+    allowed = environment_allows_requests() and _request_gate()
+    if allowed or is_loopback_url(base_url):
         return
     raise ModelRequestsBlockedError(
         f"Refused a request to {provider} model {model!r} at {base_url}: real model requests "

@@ -1,4 +1,4 @@
-"""The batch APIs of ``agent_payload.testing.FakeProviderServer`` (private; the server routes here).
+"""The batch APIs of ``agent_payload.testing.FakeProviderServer`` (the server routes here).
 
 Enough of OpenAI's Files + Batch API and Anthropic's Message Batches API for the real SDKs:
 
@@ -39,8 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent_payload.testing.script import Fault
+from agent_payload.testing.wire import BUILDERS, error_body, resolve_reply
+
 if TYPE_CHECKING:
-    from agent_payload.testing import FakeProviderServer, FakeRequest, Fault
+    from agent_payload.testing.script import FakeRequest
+    from agent_payload.testing.server import FakeProviderServer
 
 __all__ = ["BatchFakes", "Route"]
 
@@ -433,17 +437,15 @@ class BatchFakes:
     # -- one line through the script --
 
     def _answer_line(self, api: str, body: Any) -> tuple[int, Any]:
-        from agent_payload import testing as _t
-
         server = self._server
         request: FakeRequest = server._record_batch(api=api, body=body)  # type: ignore[arg-type]
         try:
             item = server._next_item(request)
         except Exception as exc:
             server.errors.append(exc)
-            return 500, _t._error_body(api, 500, f"FakeProviderServer script error: {exc}")  # type: ignore[arg-type]
-        if isinstance(item, _t.Fault):
+            return 500, error_body(api, 500, f"FakeProviderServer script error: {exc}")  # type: ignore[arg-type]
+        if isinstance(item, Fault):
             code = item.status_code if item.kind == "status" else 500
             message = item.body or f"FakeProviderServer injected HTTP {code}"
-            return code, _t._error_body(api, code, message)  # type: ignore[arg-type]
-        return 200, _t._BUILDERS[api](_t._resolve(item, request), request)  # type: ignore[index]
+            return code, error_body(api, code, message)  # type: ignore[arg-type]
+        return 200, BUILDERS[api](resolve_reply(item, request), request)  # type: ignore[index]

@@ -1,0 +1,332 @@
+"""The vocabulary of ``FakeProviderServer``: what a test scripts (``Reply``, ``Fault``, a
+``ScriptItem``, a ``Handler``) and what the server received (``FakeRequest``, read in any of
+the three APIs' shapes)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "API_PATHS",
+    "Api",
+    "FakeRequest",
+    "Fault",
+    "FaultKind",
+    "Handler",
+    "Reply",
+    "ReplyKind",
+    "ScriptItem",
+    "content_text",
+]
+
+ReplyKind = Literal["auto", "text", "tool_call", "refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted model answer for ``FakeProviderServer``.
+
+    ``kind="auto"`` (what a bare ``str`` means): the arguments of a tool call when the request
+    forces a tool (OpenAI ``tool_choice`` naming a function or ``"required"``, Anthropic
+    ``tool_choice`` ``tool``/``any``), the message content otherwise (structured-output requests
+    included). ``length_limited`` marks the reply as cut by the token limit (``finish_reason
+    "length"``, Responses ``status "incomplete"`` with ``max_output_tokens``, ``stop_reason
+    "max_tokens"``). Token counts default to an estimate from the lengths.
+    """
+
+    text: str = ""
+    kind: ReplyKind = "auto"
+    length_limited: bool = False
+    tool_name: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @classmethod
+    def message(
+        cls,
+        text: str,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> Reply:
+        """Plain assistant text, even when the request forces a tool."""
+        return cls(text=text, kind="text", input_tokens=input_tokens, output_tokens=output_tokens)
+
+    @classmethod
+    def tool_call(
+        cls,
+        arguments: str | Mapping[str, Any],
+        *,
+        name: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> Reply:
+        """A tool call with these arguments (a JSON string, or a mapping dumped to JSON); ``name``
+        defaults to the forced tool, else the first tool offered."""
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return cls(
+            text=text,
+            kind="tool_call",
+            tool_name=name,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+
+    @classmethod
+    def refusal(
+        cls,
+        text: str = "I'm sorry, but I can't help with that.",
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> Reply:
+        """A refusal: OpenAI ``message.refusal`` / a Responses ``refusal`` content part /
+        Anthropic ``stop_reason "refusal"``."""
+        return cls(
+            text=text, kind="refusal", input_tokens=input_tokens, output_tokens=output_tokens
+        )
+
+    @classmethod
+    def truncated(
+        cls,
+        text: str,
+        *,
+        kind: ReplyKind = "auto",
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> Reply:
+        """A reply cut by the output token limit (``text`` is what got out)."""
+        return cls(
+            text=text,
+            kind=kind,
+            length_limited=True,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+
+
+FaultKind = Literal["status", "delay", "reset", "not_json", "cut_short", "malformed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """An injected transport fault for one HTTP request (see the module docstring)."""
+
+    kind: FaultKind
+    status_code: int = 200
+    seconds: float = 0.0
+    then: Reply | str | None = None
+    body: str | None = None
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    transform: Callable[[dict[str, Any]], Any] | None = None
+
+    @classmethod
+    def status(
+        cls,
+        status_code: int,
+        *,
+        retry_after_ms: int | None = 1,
+        message: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Fault:
+        """An HTTP error with the provider's JSON error body. ``retry-after-ms`` (1 by default)
+        keeps the SDK's retry sleep short; ``None`` leaves it out (the SDK backs off ~0.5 s)."""
+        extra = dict(headers or {})
+        if retry_after_ms is not None:
+            extra.setdefault("retry-after-ms", str(retry_after_ms))
+        return cls(
+            kind="status", status_code=status_code, body=message, headers=tuple(extra.items())
+        )
+
+    @classmethod
+    def delay(cls, seconds: float, *, then: Reply | str | None = None) -> Fault:
+        """Wait ``seconds`` (cut short when the server closes), then answer with ``then`` — or,
+        when ``then`` is None, close the connection without an answer."""
+        return cls(kind="delay", seconds=seconds, then=then)
+
+    @classmethod
+    def reset(cls) -> Fault:
+        """Send the status line, headers and half the body, then reset the connection (RST)."""
+        return cls(kind="reset")
+
+    @classmethod
+    def not_json(
+        cls,
+        body: str = "<html><body><h1>502 Bad Gateway</h1></body></html>",
+        *,
+        content_type: str = "text/html",
+    ) -> Fault:
+        """A 200 whose body is not JSON. With ``content_type="application/json"`` the SDK's JSON
+        decoding fails; with a non-JSON type (the default, like a proxy's error page) the SDK
+        hands back the raw text."""
+        return cls(kind="not_json", body=body, content_type=content_type)
+
+    @classmethod
+    def malformed(
+        cls, transform: Callable[[dict[str, Any]], Any], *, then: Reply | str = "{}"
+    ) -> Fault:
+        """A 200 whose JSON body is a well-formed answer (to ``then``, in the request's API)
+        passed through ``transform``: a shape the adapters do not understand, such as
+        ``lambda body: {**body, "output": None}``. ``transform`` gets a copy it may change in
+        place (return it) or replace."""
+        return cls(kind="malformed", then=then, transform=transform)
+
+    @classmethod
+    def cut_short(cls) -> Fault:
+        """A 200 whose body ends (cleanly closed connection) before its ``Content-Length``."""
+        return cls(kind="cut_short")
+
+
+ScriptItem: TypeAlias = "str | Reply | Fault"
+
+Api = Literal["chat.completions", "responses", "messages", "unknown"]
+
+API_PATHS: dict[str, Api] = {
+    "/v1/chat/completions": "chat.completions",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+}
+
+
+# --- FakeProviderServer: what was received -------------------------------------------------------
+
+
+def content_text(content: Any) -> str:
+    """Text of a message ``content`` in any of the three APIs' shapes."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(filter(None, (content_text(part) for part in content)))
+    if isinstance(content, dict):
+        for key in ("text", "output", "content", "refusal"):
+            if key in content:
+                return content_text(content[key])
+        if "input" in content:  # Anthropic tool_use
+            return json.dumps(content["input"])
+        if "arguments" in content:  # Responses function_call item
+            return str(content["arguments"])
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class FakeRequest:
+    """One HTTP request the fake server received."""
+
+    index: int
+    """0-based arrival number."""
+    api: Api
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    """Lower-cased header names."""
+    body: Any
+    """The parsed JSON body (None when it was not JSON)."""
+    raw: bytes = field(repr=False)
+
+    @property
+    def model(self) -> str:
+        body = self.body if isinstance(self.body, dict) else {}
+        return str(body.get("model", "fake-model"))
+
+    @property
+    def retry_count(self) -> int:
+        """The SDK's ``x-stainless-retry-count`` header (0 on a first attempt)."""
+        try:
+            return int(self.headers.get("x-stainless-retry-count", "0"))
+        except ValueError:
+            return 0
+
+    @property
+    def messages(self) -> list[tuple[str, str]]:
+        """``(role, text)`` of every message, system first, in any of the three APIs' shapes."""
+        body = self.body if isinstance(self.body, dict) else {}
+        out: list[tuple[str, str]] = []
+        if self.api == "messages" and body.get("system") is not None:
+            out.append(("system", content_text(body["system"])))
+        if self.api == "responses":
+            if body.get("instructions") is not None:
+                out.append(("system", content_text(body["instructions"])))
+            items = body.get("input", [])
+            if isinstance(items, str):
+                items = [{"role": "user", "content": items}]
+        else:
+            items = body.get("messages", [])
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict):
+                role = str(item.get("role") or item.get("type") or "user")
+                text = content_text(item.get("content", item))
+                out.append((role, text))
+        return out
+
+    @property
+    def text(self) -> str:
+        """All message text joined by newlines (handy for ``handler`` functions)."""
+        return "\n".join(text for _, text in self.messages)
+
+    @property
+    def last_user_text(self) -> str:
+        """The text of the last user message (tool results count as user turns)."""
+        for role, text in reversed(self.messages):
+            if role in ("user", "tool", "function_call_output"):
+                return text
+        return ""
+
+    @property
+    def tools(self) -> list[str]:
+        """Names of the tools offered."""
+        body = self.body if isinstance(self.body, dict) else {}
+        names: list[str] = []
+        for tool in body.get("tools") or []:
+            if isinstance(tool, dict):
+                function = tool.get("function")
+                name = function.get("name") if isinstance(function, dict) else tool.get("name")
+                if isinstance(name, str):
+                    names.append(name)
+        return names
+
+    @property
+    def forced_tool(self) -> str | None:
+        """The tool the request forces the model to call, or None."""
+        body = self.body if isinstance(self.body, dict) else {}
+        choice = body.get("tool_choice")
+        tools = self.tools
+        if isinstance(choice, dict):
+            kind = choice.get("type")
+            if kind == "function":
+                function = choice.get("function")
+                name = function.get("name") if isinstance(function, dict) else choice.get("name")
+                return str(name) if name else None
+            if kind == "tool":
+                return str(choice.get("name"))
+            if kind == "any" and tools:
+                return tools[0]
+        if choice == "required" and tools:
+            return tools[0]
+        return None
+
+    @property
+    def output_mode(self) -> Literal["text", "tool", "json_schema"]:
+        """How the request asks for the answer: a forced tool, a JSON schema, or text."""
+        if self.forced_tool is not None:
+            return "tool"
+        body = self.body if isinstance(self.body, dict) else {}
+        response_format = body.get("response_format")
+        text_config = body.get("text")
+        output_config = body.get("output_config")
+        for config in (
+            response_format,
+            text_config.get("format") if isinstance(text_config, dict) else None,
+            output_config.get("format") if isinstance(output_config, dict) else None,
+        ):
+            if isinstance(config, dict) and config.get("type") == "json_schema":
+                return "json_schema"
+        return "text"
+
+
+Handler: TypeAlias = Callable[[FakeRequest], "str | Reply | Fault"]

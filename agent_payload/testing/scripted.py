@@ -1,0 +1,119 @@
+"""``ScriptedModel``: a ``Model`` answering from a script, with no HTTP at all (and the
+``ScriptExhaustedError`` every fake raises when its script runs out)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
+
+from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.usage import Usage
+
+__all__ = ["ScriptExhaustedError", "ScriptedModel", "estimate_tokens"]
+
+
+class ScriptExhaustedError(AssertionError):
+    """A test double was asked for more replies than its script holds (a test failure, not an
+    error of the library, hence an ``AssertionError``)."""
+
+
+ScriptedReply: TypeAlias = "str | ModelReply | BaseException"
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (4 characters a token) for fake usage numbers."""
+    return max(1, (len(text) + 3) // 4)
+
+
+class ScriptedModel:
+    """A ``Model`` that answers from a script and records each ``ModelRequest`` in ``requests``.
+
+    ``replies`` is either a sequence consumed in order — a ``str`` (the reply text), a
+    ``ModelReply`` (returned as is) or an exception (raised, e.g. ``ProviderError``) — or a
+    function of the ``ModelRequest`` returning a ``str`` or ``ModelReply`` (or raising). A ``str``
+    becomes ``ModelReply(text, finish_reason="stop")`` with usage estimated from the lengths.
+    Running out of replies raises ``ScriptExhaustedError``. Works with both agents:
+    ``request`` and ``arequest`` share the script. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        replies: Sequence[ScriptedReply] | Callable[[ModelRequest], str | ModelReply],
+        *,
+        name: str = "scripted",
+        provider: str = "test",
+    ) -> None:
+        self._function: Callable[[ModelRequest], str | ModelReply] | None
+        self._script: deque[ScriptedReply]
+        if callable(replies):
+            self._function = replies
+            self._script = deque()
+        else:
+            if isinstance(replies, str):
+                raise TypeError(
+                    "ScriptedModel(replies): expected a sequence of replies, got one str; "
+                    "wrap it in a list: ScriptedModel([reply])."
+                )
+            self._function = None
+            self._script = deque(replies)
+        self._name = name
+        self._provider = provider
+        self._lock = threading.Lock()
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order (also the ones answered with an exception)."""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        return self._provider
+
+    @property
+    def remaining(self) -> int:
+        """Replies left in a list script (0 for a function script)."""
+        with self._lock:
+            return len(self._script)
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        """Record ``request`` and return the next scripted reply (or raise the scripted error)."""
+        with self._lock:
+            self.requests.append(request)
+            number = len(self.requests)
+            if self._function is None:
+                if not self._script:
+                    raise ScriptExhaustedError(
+                        f"ScriptedModel {self._name!r}: request #{number} arrived but the script "
+                        f"held only {number - 1} replies; add more replies to the script or "
+                        "check why the code under test asked again."
+                    )
+                item: ScriptedReply = self._script.popleft()
+            else:
+                item = ""  # replaced below, outside the lock
+        if self._function is not None:
+            item = self._function(request)
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, ModelReply):
+            return item
+        if isinstance(item, str):
+            prompt = "".join(message.content for message in request.messages)
+            return ModelReply(
+                text=item,
+                finish_reason="stop",
+                usage=Usage(estimate_tokens(prompt), estimate_tokens(item), 1),
+                model=self._name,
+            )
+        raise TypeError(
+            f"ScriptedModel {self._name!r}: reply #{number} is a {type(item).__name__}; "
+            "expected a str, a ModelReply or an exception."
+        )
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        """The same as ``request`` (yields to the event loop once, like a real call would)."""
+        await asyncio.sleep(0)
+        return self.request(request)

@@ -1,0 +1,472 @@
+"""``FakeProviderServer``: a real HTTP server on 127.0.0.1 that the real OpenAI and Anthropic
+SDKs talk to (see the ``agent_payload.testing`` docstring): the threaded server, the request
+handler that turns a script item or a ``Fault`` into bytes on the wire, and the public class
+(addresses, ready-made SDK clients, scripting, what was received, lifecycle)."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import json
+import socket
+import ssl
+import struct
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from agent_payload.testing.batch import BatchFakes, Route
+from agent_payload.testing.script import (
+    API_PATHS,
+    Api,
+    FakeRequest,
+    Fault,
+    Handler,
+    Reply,
+    ScriptItem,
+)
+from agent_payload.testing.scripted import ScriptExhaustedError
+from agent_payload.testing.wire import BUILDERS, error_body, new_id, resolve_reply
+
+__all__ = ["FakeProviderServer"]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    allow_reuse_address = True
+
+    def __init__(self, fake: FakeProviderServer) -> None:
+        self.fake = fake
+        self.open_sockets: set[socket.socket] = set()
+        self.abort_sockets: set[socket.socket] = set()
+        self.threads: set[threading.Thread] = set()
+        self.sockets_lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _RequestHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._run, args=(request, client_address), daemon=True, name="fake-provider"
+        )
+        with self.sockets_lock:
+            self.open_sockets.add(request)
+            self.threads.add(thread)
+        thread.start()
+
+    def _run(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self.sockets_lock:
+                self.threads.discard(threading.current_thread())
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.sockets_lock:
+            self.open_sockets.discard(request)
+            abort = request in self.abort_sockets
+            self.abort_sockets.discard(request)
+        if abort:
+            request.close()  # SO_LINGER 0 is set: the close sends a TCP RST
+        else:
+            super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            return  # the client went away (timeout, reset): expected in fault tests
+        if exc is not None:
+            self.fake.errors.append(exc)
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    server_version = "FakeProviderServer/1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: tests read server.requests instead
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        path, _, query = self.path.partition("?")
+        api: Api = API_PATHS.get(path, "unknown") if self.command == "POST" else "unknown"
+        fake = self.server.fake
+        if api == "unknown":
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            route = fake._batches.route(self.command, path, query, headers, raw)
+            if route is not None:  # the batch APIs (agent_payload.testing.batch)
+                fake._record(
+                    api=api, method=self.command, path=path, headers=headers, body=body, raw=raw
+                )
+                self._send_route(route)
+                return
+        request = fake._record(
+            api=api,
+            method=self.command,
+            path=path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            raw=raw,
+        )
+        if api == "unknown":
+            self._send_json(
+                404,
+                error_body(
+                    "chat.completions", 404, f"FakeProviderServer: no route {self.command} {path}"
+                ),
+                {"x-should-retry": "false"},
+            )
+            return
+        try:
+            item = fake._next_item(request)
+        except Exception as exc:  # a script error must reach the test, not hang the client
+            fake.errors.append(exc)
+            self._send_json(
+                500,
+                error_body(api, 500, f"FakeProviderServer script error: {exc}"),
+                {"x-should-retry": "false"},
+            )
+            return
+        self._answer(item, request)
+
+    def _answer(self, item: str | Reply | Fault, request: FakeRequest) -> None:
+        if isinstance(item, Fault):
+            self._fault(item, request)
+            return
+        if not isinstance(item, str | Reply):
+            exc = TypeError(
+                f"FakeProviderServer: script item for request #{request.index} is a "
+                f"{type(item).__name__}; expected a str, a Reply or a Fault."
+            )
+            self.server.fake.errors.append(exc)
+            self._send_json(
+                500, error_body(request.api, 500, str(exc)), {"x-should-retry": "false"}
+            )
+            return
+        self._send_json(200, BUILDERS[request.api](resolve_reply(item, request), request))
+
+    def _fault(self, fault: Fault, request: FakeRequest) -> None:
+        if fault.kind == "status":
+            message = fault.body or f"FakeProviderServer injected HTTP {fault.status_code}"
+            self._send_json(
+                fault.status_code,
+                error_body(request.api, fault.status_code, message),
+                dict(fault.headers),
+            )
+        elif fault.kind == "delay":
+            wake = self.server.fake._wake
+            wake.wait(fault.seconds)
+            if fault.then is None or wake.is_set():
+                self.close_connection = True
+                return
+            with contextlib.suppress(OSError):
+                self._answer(fault.then, request)
+        elif fault.kind == "malformed" and fault.transform is not None:
+            body = BUILDERS[request.api](resolve_reply(fault.then or "{}", request), request)
+            self._send_json(200, fault.transform(copy.deepcopy(body)))
+        elif fault.kind == "not_json":
+            data = (fault.body or "").encode()
+            self._send_raw(200, data, fault.content_type, {})
+        elif fault.kind in ("reset", "cut_short"):
+            data = json.dumps(BUILDERS[request.api](resolve_reply("{}", request), request)).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            if fault.kind == "reset":
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                with self.server.sockets_lock:
+                    self.server.abort_sockets.add(self.connection)
+
+    def _send_route(self, route: Route) -> None:
+        fault = route.fault
+        if fault is None:
+            self._send_raw(route.status, route.body, route.content_type, {})
+        elif fault.kind == "status":
+            message = fault.body or f"FakeProviderServer injected HTTP {fault.status_code}"
+            body = error_body("chat.completions", fault.status_code, message)
+            self._send_json(fault.status_code, body, dict(fault.headers))
+        elif fault.kind == "delay":
+            wake = self.server.fake._wake
+            wake.wait(fault.seconds)
+            if route.after is not None and not wake.is_set():
+                with contextlib.suppress(OSError):
+                    self._send_route(route.after)
+            else:
+                self.close_connection = True
+        else:  # reset, cut_short, not_json: the connection drops without an answer
+            self.close_connection = True
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with self.server.sockets_lock:
+                self.server.abort_sockets.add(self.connection)
+
+    def _send_json(
+        self, status: int, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self._send_raw(status, json.dumps(payload).encode(), "application/json", headers or {})
+
+    def _send_raw(
+        self, status: int, data: bytes, content_type: str, headers: Mapping[str, str]
+    ) -> None:
+        request_id = new_id("req_")
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.send_header("x-request-id", request_id)
+        self.send_header("request-id", request_id)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def _never(number: int) -> bool:
+    return False
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One default SSL context for every client the fake server builds (the server speaks
+    plain HTTP; the SDK's HTTP client still wants a context, and each costs ~0.2 s to build)."""
+    return ssl.create_default_context()
+
+
+class FakeProviderServer:
+    """A fake OpenAI + Anthropic HTTP server on 127.0.0.1 for the real SDKs (see module doc).
+
+    ``replies``: script items consumed one per HTTP request; ``handler``: a function of the
+    ``FakeRequest`` returning an item, used when the queue is empty (or always, without a queue).
+    With neither left, the server answers HTTP 500 with ``x-should-retry: false`` and records a
+    ``ScriptExhaustedError`` in ``errors``. The server starts at construction; use it as a
+    context manager or call ``close()``; ``reset()`` gives it a fresh script between tests that
+    share it. Thread-safe: ``add()`` may be called while it serves.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[ScriptItem] = (),
+        *,
+        handler: Handler | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        """Set (and replaced) by ``reset()`` and ``close()``: wakes the delayed answers."""
+        self._queue: deque[ScriptItem] = deque()
+        self._handler: Handler | None = None
+        self._requests: list[FakeRequest] = []
+        self._batch_requests: list[FakeRequest] = []
+        self.errors: list[BaseException] = []
+        """Script errors (exhausted script, a handler that raised, a bad item), in order."""
+        self.batch_polls = 0
+        """Batch APIs: retrieves that answer "in progress" before a batch ends."""
+        self.batch_expire: Callable[[int], bool] = _never
+        """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
+        self.batch_faults: dict[str, list[Fault]] = {}
+        """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``);
+        a ``create`` fault is sent after the batch was created (``agent_payload.testing.batch``)."""
+        self._batches = BatchFakes(self)
+        self._script(replies, handler, caller="FakeProviderServer(replies)")
+        self._server = _Server(self)
+        host, port = self._server.server_address[:2]
+        self.url = f"http://{host!s}:{port}"
+        """The root URL (``http://127.0.0.1:PORT``)."""
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    # -- addresses and clients --
+
+    @property
+    def openai_base_url(self) -> str:
+        """``base_url`` for ``openai.OpenAI`` / ``AsyncOpenAI`` (``.../v1``)."""
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """``base_url`` for ``anthropic.Anthropic`` / ``AsyncAnthropic`` (the root)."""
+        return self.url
+
+    base_url = openai_base_url
+
+    def openai_client(self, *, async_client: bool = False, **kwargs: Any) -> Any:
+        """An ``openai.OpenAI`` (or ``AsyncOpenAI``) pointed here; ``kwargs`` go to the client
+        (defaults: ``api_key="test"``, ``max_retries=2``, ``timeout=10``, and an HTTP client
+        sharing one SSL context: building a fresh one costs ~0.2 s per client)."""
+        import openai  # noqa: TID251 (testing helper)
+
+        kwargs.setdefault("api_key", "test")
+        kwargs.setdefault("max_retries", 2)
+        kwargs.setdefault("timeout", 10.0)
+        if "http_client" not in kwargs:
+            http = openai.DefaultAsyncHttpxClient if async_client else openai.DefaultHttpxClient
+            kwargs["http_client"] = http(verify=_ssl_context())
+        cls = openai.AsyncOpenAI if async_client else openai.OpenAI
+        return cls(base_url=self.openai_base_url, **kwargs)
+
+    def anthropic_client(self, *, async_client: bool = False, **kwargs: Any) -> Any:
+        """An ``anthropic.Anthropic`` (or ``AsyncAnthropic``) pointed here (same defaults)."""
+        import anthropic  # noqa: TID251 (testing helper)
+
+        kwargs.setdefault("api_key", "test")
+        kwargs.setdefault("max_retries", 2)
+        kwargs.setdefault("timeout", 10.0)
+        if "http_client" not in kwargs:
+            http = (
+                anthropic.DefaultAsyncHttpxClient if async_client else anthropic.DefaultHttpxClient
+            )
+            kwargs["http_client"] = http(verify=_ssl_context())
+        cls = anthropic.AsyncAnthropic if async_client else anthropic.Anthropic
+        return cls(base_url=self.anthropic_base_url, **kwargs)
+
+    # -- scripting --
+
+    def reset(self, replies: Iterable[ScriptItem] = (), *, handler: Handler | None = None) -> None:
+        """Make the server as if just started with this script, keeping its address: forget the
+        queue, the handler, the requests, the errors, the batches and the batch knobs; wake
+        the delayed answers and drop the open connections of earlier clients. For a test suite
+        that shares one server between tests (it costs a thread and ~50 ms to stop one)."""
+        self._wake.set()
+        self._drop_connections()
+        with self._lock:
+            self._wake = threading.Event()
+            self._requests = []
+            self._batch_requests = []
+        self.errors = []
+        self.batch_polls = 0
+        self.batch_expire = _never
+        self.batch_faults = {}
+        self._batches = BatchFakes(self)
+        self._script(replies, handler, caller="FakeProviderServer.reset(replies)")
+
+    def _script(
+        self, replies: Iterable[ScriptItem], handler: Handler | None, *, caller: str
+    ) -> None:
+        if isinstance(replies, str):
+            raise TypeError(
+                f"{caller}: expected a sequence of script items, got one str; wrap it in a list."
+            )
+        with self._lock:
+            self._queue = deque(replies)
+            self._handler = handler
+
+    def add(self, *items: ScriptItem) -> None:
+        """Append items to the reply queue."""
+        with self._lock:
+            self._queue.extend(items)
+
+    @property
+    def remaining(self) -> int:
+        """Items left in the queue."""
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def requests(self) -> list[FakeRequest]:
+        """A snapshot of the requests received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def batch_requests(self) -> list[FakeRequest]:
+        """The request lines of every batch that ended, in the order they were answered (each a
+        ``FakeRequest`` of the line's API, with the line's body)."""
+        with self._lock:
+            return list(self._batch_requests)
+
+    @property
+    def batches_created(self) -> int:
+        """How many batches were created (OpenAI and Anthropic), faulted answers included."""
+        return sum(
+            1
+            for r in self.requests
+            if r.method == "POST" and r.path in ("/v1/batches", "/v1/messages/batches")
+        )
+
+    def _record_batch(self, *, api: Api, body: Any) -> FakeRequest:
+        with self._lock:
+            request = FakeRequest(
+                index=len(self._batch_requests),
+                api=api,
+                method="POST",
+                path="(batch line)",
+                headers={},
+                body=body,
+                raw=b"",
+            )
+            self._batch_requests.append(request)
+            return request
+
+    def _record(self, **fields: Any) -> FakeRequest:
+        with self._lock:
+            request = FakeRequest(index=len(self._requests), **fields)
+            self._requests.append(request)
+            return request
+
+    def _next_item(self, request: FakeRequest) -> ScriptItem:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+            handler = self._handler
+        if handler is not None:
+            return handler(request)
+        raise ScriptExhaustedError(
+            f"FakeProviderServer: request #{request.index} ({request.method} {request.path}) "
+            "arrived but the script is empty; add replies or a handler."
+        )
+
+    # -- lifecycle --
+
+    def close(self) -> None:
+        """Stop serving, wake delayed answers, close open connections, join the threads."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._wake.set()
+        self._server.shutdown()
+        self._server.server_close()
+        for thread in self._drop_connections():
+            thread.join(timeout=5)
+        self._thread.join(timeout=5)
+
+    def _drop_connections(self) -> list[threading.Thread]:
+        """Shut the open connections down (their threads end); return those threads."""
+        with self._server.sockets_lock:
+            sockets = list(self._server.open_sockets)
+            threads = list(self._server.threads)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return threads
+
+    def __enter__(self) -> FakeProviderServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        counts = f"requests={len(self.requests)}, remaining={self.remaining}"
+        return f"FakeProviderServer({self.url!r}, {counts})"

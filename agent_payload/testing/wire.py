@@ -1,0 +1,230 @@
+"""The JSON bodies ``FakeProviderServer`` answers with: a settled ``Reply`` as an OpenAI Chat
+Completions, OpenAI Responses or Anthropic Messages response (``BUILDERS``), and each API's
+error body (``error_body``). Pure functions; the HTTP side is ``testing.server``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent_payload.testing.script import Api, FakeRequest, Reply, ReplyKind
+from agent_payload.testing.scripted import estimate_tokens
+
+__all__ = ["BUILDERS", "error_body", "new_id", "resolve_reply"]
+
+_ids = itertools.count(1)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{next(_ids):06d}fake"
+
+
+def resolve_reply(item: str | Reply, request: FakeRequest) -> Reply:
+    """The reply with its kind settled (``text``/``tool_call``/``refusal``) and the tool name."""
+    reply = item if isinstance(item, Reply) else Reply(text=item)
+    kind: ReplyKind = reply.kind
+    if kind == "auto":
+        kind = "tool_call" if request.forced_tool is not None else "text"
+    name = None
+    if kind == "tool_call":
+        name = reply.tool_name or request.forced_tool or (request.tools or ["tool"])[0]
+    return Reply(
+        reply.text, kind, reply.length_limited, name, reply.input_tokens, reply.output_tokens
+    )
+
+
+def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
+    input_tokens = reply.input_tokens
+    if input_tokens is None:
+        input_tokens = estimate_tokens(request.text)
+    output_tokens = reply.output_tokens
+    if output_tokens is None:
+        output_tokens = estimate_tokens(reply.text)
+    return input_tokens, output_tokens
+
+
+def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
+    input_tokens, output_tokens = _usage_numbers(reply, request)
+    message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
+    finish_reason = "stop"
+    if reply.kind == "tool_call":
+        message["tool_calls"] = [
+            {
+                "id": new_id("call_"),
+                "type": "function",
+                "function": {"name": reply.tool_name, "arguments": reply.text},
+            }
+        ]
+        finish_reason = "stop" if request.forced_tool else "tool_calls"
+    elif reply.kind == "refusal":
+        message["refusal"] = reply.text
+    else:
+        message["content"] = reply.text
+    if reply.length_limited:
+        finish_reason = "length"
+    return {
+        "id": new_id("chatcmpl-"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model,
+        "system_fingerprint": "fp_fake",
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        ],
+        "usage": {
+            "prompt_tokens": input_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        },
+    }
+
+
+def _response(reply: Reply, request: FakeRequest) -> dict[str, Any]:
+    body = request.body if isinstance(request.body, dict) else {}
+    input_tokens, output_tokens = _usage_numbers(reply, request)
+    item_status = "incomplete" if reply.length_limited else "completed"
+    output: list[dict[str, Any]]
+    if reply.kind == "tool_call":
+        output = [
+            {
+                "type": "function_call",
+                "id": new_id("fc_"),
+                "call_id": new_id("call_"),
+                "name": reply.tool_name,
+                "arguments": reply.text,
+                "status": item_status,
+            }
+        ]
+    else:
+        part: dict[str, Any]
+        if reply.kind == "refusal":
+            part = {"type": "refusal", "refusal": reply.text}
+        else:
+            part = {"type": "output_text", "text": reply.text, "annotations": []}
+        output = [
+            {
+                "type": "message",
+                "id": new_id("msg_"),
+                "status": item_status,
+                "role": "assistant",
+                "content": [part],
+            }
+        ]
+    now = time.time()
+    return {
+        "id": new_id("resp_"),
+        "object": "response",
+        "created_at": now,
+        "completed_at": None if reply.length_limited else now,
+        "status": "incomplete" if reply.length_limited else "completed",
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if reply.length_limited else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": request.model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "temperature": body.get("temperature"),
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools", []),
+        "top_p": None,
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
+    input_tokens, output_tokens = _usage_numbers(reply, request)
+    content: list[dict[str, Any]] = []
+    stop_reason = "end_turn"
+    stop_details: dict[str, Any] | None = None
+    if reply.kind == "tool_call":
+        try:
+            arguments = json.loads(reply.text)
+        except ValueError:
+            arguments = None
+        if isinstance(arguments, dict):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": new_id("toolu_"),
+                    "name": reply.tool_name,
+                    "input": arguments,
+                }
+            )
+            stop_reason = "tool_use"
+        elif reply.length_limited:
+            # A tool call cut by max_tokens: the API returns the block with what it has.
+            content.append(
+                {"type": "tool_use", "id": new_id("toolu_"), "name": reply.tool_name, "input": {}}
+            )
+        else:
+            # Tool input is always an object in this API; anything else is sent as text.
+            content.append({"type": "text", "text": reply.text, "citations": None})
+    elif reply.kind == "refusal":
+        if reply.text:
+            content.append({"type": "text", "text": reply.text, "citations": None})
+        stop_reason = "refusal"
+        stop_details = {"type": "refusal", "category": None, "explanation": reply.text}
+    else:
+        content.append({"type": "text", "text": reply.text, "citations": None})
+    if reply.length_limited:
+        stop_reason = "max_tokens"
+    return {
+        "id": new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "stop_details": stop_details,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+
+
+BUILDERS: dict[Api, Callable[[Reply, FakeRequest], dict[str, Any]]] = {
+    "chat.completions": _chat_completion,
+    "responses": _response,
+    "messages": _anthropic_message,
+}
+"""The response body of each API for a settled ``Reply``."""
+
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+def error_body(api: Api, status: int, message: str) -> dict[str, Any]:
+    if api == "messages":
+        kind = _ANTHROPIC_ERROR_TYPES.get(
+            status, "api_error" if status >= 500 else "invalid_request_error"
+        )
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    kind = {429: "rate_limit_exceeded", 401: "invalid_request_error"}.get(
+        status, "server_error" if status >= 500 else "invalid_request_error"
+    )
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
