@@ -417,7 +417,11 @@ STEPS = {
     "confirmation decision": r"render_confirm\(",
 }
 ALLOWED = {
-    "parse a reply": {"agent_payload/judge.py", "agent_payload/parse.py", "agent_payload/cli.py"},
+    "parse a reply": {
+        "agent_payload/judge.py",
+        "agent_payload/parse/__init__.py",
+        "agent_payload/cli.py",
+    },
     "merge a reply with the guards": {"agent_payload/judge.py"},
     "validate against the payload type": {
         "agent_payload/judge.py",

@@ -1,0 +1,250 @@
+"""The object read from a reply -> ``AgentPayloadChangeRequest``.
+
+Owns ``_Normaliser``: the top level judged by the one change-request normaliser
+(``agent_payload._normalise``: wrappers, snake_case, unknown fields), buckets or wrappers
+given as JSON strings decoded, ``reasoning`` turned into text, depth checked, and each finding
+turned into the parser's error or repair.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from agent_payload._jsondata import kind_word
+from agent_payload._normalise import (
+    BUCKET_SPELLINGS,
+    CAMEL_TO_SNAKE,
+    KNOWN,
+    WRAPPERS,
+    absent,
+    suggest,
+)
+from agent_payload.changes import BUCKETS, AgentPayloadChangeRequest
+from agent_payload.errors import (
+    UnknownFieldError,
+)
+from agent_payload.parse._errors import _excerpt, _field_path, _raise, _syntax, _truncated, _where
+from agent_payload.parse._grammar import MAX_REPLY_DEPTH, _Damage
+from agent_payload.parse._strict import _STRICT, _read_whole
+from agent_payload.report import Problem
+
+
+@dataclass(slots=True)
+class _Normaliser:
+    """Turns the object read from a reply into the change request (``repairs`` is shared with
+    the reader, so the repairs stay in the order they were made)."""
+
+    reply: str
+    repairs: list[str] = field(default_factory=list)
+
+    def normalise(self, obj: dict[str, Any]) -> AgentPayloadChangeRequest[Any]:
+        obj, outer_unknown = self._unwrap(obj)
+        unknown = outer_unknown + [k for k in obj if k not in KNOWN]
+        if unknown:
+            self._unknown(unknown)
+        data: dict[str, Any] = {}
+        for camel in BUCKETS:
+            snake = CAMEL_TO_SNAKE[camel]
+            has_camel = camel in obj and not absent(obj[camel])
+            has_snake = snake in obj and not absent(obj[snake])
+            if has_camel and has_snake:
+                value = self._bucket(camel, obj[camel])
+                other = self._bucket(snake, obj[snake])
+                if not _same(value, other):
+                    self._both_spellings(camel, snake)
+                self.repairs.append(f"read {snake} and {camel}, which hold the same, as one")
+            elif has_snake:
+                self.repairs.append(f"renamed {snake} to {camel}")
+                value = self._bucket(camel, obj[snake])
+            else:
+                value = self._bucket(camel, obj.get(camel))
+            data[camel] = value
+        data["reasoning"] = self._reasoning(obj.get("reasoning"))
+        depth = _depth(data)
+        if depth > MAX_REPLY_DEPTH:
+            _syntax(
+                self.reply,
+                f"The change request is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} "
+                "levels are read. Ask again with the feedback.",
+                f"your change request is nested {depth} levels deep; at most "
+                f"{MAX_REPLY_DEPTH} levels can be read. Change deep values with fewer levels: "
+                "replace a whole subtree higher up with replaceElements, or split the edit.",
+            )
+        try:
+            return AgentPayloadChangeRequest.model_validate(data)
+        except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
+            _syntax(
+                self.reply,
+                f"The change request read from the reply is not valid: {exc}",
+                "your change request could not be read as JSON data.",
+                cause=exc,
+            )
+
+    def _both_spellings(self, camel: str, snake: str) -> NoReturn:
+        _syntax(
+            self.reply,
+            f"The change request gives both {camel} and {snake}, with different content; which "
+            "one was meant cannot be known, so neither is applied. Ask again with the feedback.",
+            f"your change request gives both {camel} and {snake}, with different content. "
+            f"Use only {camel}, and put everything for that bucket in it.",
+            path=camel,
+        )
+
+    def _unwrap(self, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        outer_unknown: list[str] = []
+        for _ in range(len(WRAPPERS)):
+            own = [k for k in obj if k in BUCKET_SPELLINGS and not absent(obj[k])]
+            wrappers = [k for k in WRAPPERS if k in obj]
+            if own or not wrappers:
+                break
+            name = wrappers[0]
+            inner = obj[name]
+            if isinstance(inner, str):
+                inner = self._decode_string(name, inner)
+            if inner is None:
+                inner = {}
+            if not isinstance(inner, dict):
+                _syntax(
+                    self.reply,
+                    f"{name}: expected the wrapped change request (an object), found "
+                    f"{kind_word(inner)}. Ask again with the feedback.",
+                    f"{name} must hold the change request object, not {kind_word(inner)}.",
+                    path=name,
+                )
+            self.repairs.append(f"unwrapped {name}")
+            new = dict(inner)
+            for key, value in obj.items():
+                if key == name:
+                    continue
+                if key == "reasoning":
+                    if new.get("reasoning") is None:
+                        new["reasoning"] = value
+                elif key in BUCKET_SPELLINGS:
+                    continue  # absent (null, {} or []) beside the wrapper
+                else:
+                    outer_unknown.append(key)
+            obj = new
+        return obj, outer_unknown
+
+    def _unknown(self, names: list[str]) -> NoReturn:
+        problems = []
+        parts = []
+        for name in names:
+            if name in WRAPPERS:
+                hint = (
+                    f"{name} is a wrapper and cannot stand beside buckets: move its fields "
+                    "to the top level"
+                )
+            else:
+                near = suggest(name)
+                hint = f"did you mean {near}?" if near else "it is not part of the format"
+            path = _field_path(name)
+            parts.append(f"{path} ({hint})")
+            problems.append(
+                Problem(
+                    kind="unknown_field",
+                    code="unknown_field",
+                    path=path,
+                    message=f"{name!r} is not a field of the change request ({hint}). The only "
+                    "top-level fields are newElements, updateElements, removeElements, "
+                    "replaceElements and reasoning; changes to the data go inside them.",
+                )
+            )
+        _raise(
+            UnknownFieldError,
+            "The change request has top-level fields that are not part of the format: "
+            + ", ".join(parts)
+            + ". Expected only newElements, updateElements, removeElements, replaceElements "
+            "and reasoning; nothing was guessed. Ask again with the feedback.",
+            problems,
+            reply=self.reply,
+            fields=names,
+        )
+
+    def _decode_string(self, name: str, value: str) -> Any:
+        stripped = value.strip()
+        if stripped[:1] not in ("{", "["):
+            return value
+        if stripped[0] == "[":
+            try:
+                decoded = _STRICT.decode(stripped)
+            except (ValueError, RecursionError):
+                decoded = value  # an array in a string is read strictly or left as text
+        else:
+            try:
+                decoded, repairs = _read_whole(stripped, context=name)
+            except _Damage as damage:
+                if damage.eof:
+                    _truncated(self.reply, f"{name} holds a JSON string that is cut off")
+                where = f"{_where(stripped, damage.pos)} of the string in {name}"
+                near = _excerpt(stripped, damage.pos)
+                hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
+                what = damage.what or f"nested more than {MAX_REPLY_DEPTH} levels deep"
+                _syntax(
+                    self.reply,
+                    f"{name}: holds a string that looks like JSON but cannot be read at "
+                    f"{where}: {what} (near {near!r}). Ask again with the feedback.",
+                    f"{name} must be a JSON object, not a string holding broken JSON ({what} "
+                    f"at {where}; near: {near}).{hint}",
+                    path=name,
+                    cause=damage,
+                )
+            self.repairs.extend(repairs)
+        if isinstance(decoded, (dict, list)):
+            self.repairs.append(f"decoded {name} from a JSON string")
+            return decoded
+        return value
+
+    def _bucket(self, name: str, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.repairs.append(f"treated the empty string in {name} as absent")
+            return None
+        if isinstance(value, str):
+            value = self._decode_string(name, value)
+        if value is None or isinstance(value, (dict, list)):
+            return value
+        _syntax(
+            self.reply,
+            f"{name}: expected an object (or an array, for a payload whose root is an array), "
+            f"found {kind_word(value)}. Ask again with the feedback.",
+            f"{name} must be an object shaped like the payload (an array only when the "
+            f"payload's root is an array), not {kind_word(value)}.",
+            path=name,
+        )
+
+    def _reasoning(self, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            self.repairs.append("joined reasoning from a list of strings")
+            return "\n".join(value)
+        self.repairs.append(f"converted reasoning from {kind_word(value)} to text")
+        return json.dumps(value, ensure_ascii=False)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    except (ValueError, RecursionError):  # pragma: no cover - depth is checked before
+        return False
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests containers (the change request's own object is level 1)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            deepest = max(deepest, level)
+            stack.extend(
+                (item, level + 1) for item in node.values() if isinstance(item, (dict, list))
+            )
+        elif isinstance(node, list):
+            deepest = max(deepest, level)
+            stack.extend((item, level + 1) for item in node if isinstance(item, (dict, list)))
+    return deepest

@@ -1,0 +1,111 @@
+"""Decoding at C speed: strict JSON first, the grammar reader only where strict JSON fails.
+
+Owns the strict decoder (``_STRICT``: no NaN, no overflowing float, no duplicate key) and the
+two entry points of decoding, ``_read_object`` (the object at a position of the reply, read in
+growing windows so a failure costs only what was read) and ``_read_whole``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+from agent_payload.parse._grammar import _MAX_DIGITS, _Damage, _Grammar
+
+
+def _finite_float(text: str) -> float:
+    """A float literal; one too large for a float (``1e400``) or too long is not JSON data."""
+    if len(text) > _MAX_DIGITS:
+        raise _NotData(text)
+    value = float(text)
+    if value - value != 0.0:
+        raise _NotData(text)
+    return value
+
+
+class _NotData(ValueError):
+    """Strict JSON that Python reads but that is not JSON data (NaN, 1e400, a duplicate key):
+    the grammar reader tells where and why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotData(name)
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise _NotData("duplicate key")
+    return value
+
+
+_STRICT: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs
+)
+_SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
+
+# Can strict JSON start here? (A failed strict read raises an exception that costs more than
+# the read: hostile prose of broken objects is sent to the grammar reader directly.)
+_STRICT_START: Final = re.compile(
+    r"""\{[ \t\n\r]*(?:\}|"[^"\\]*(?:\\.[^"\\]*)*"[ \t\n\r]*:[ \t\n\r]*"""
+    r"""(?:["{\[\-0-9]|true|false|null))"""
+)
+
+
+def _strict_at(text: str, pos: int) -> tuple[Any, int]:
+    """Strict JSON at ``pos`` (C speed): the value and its end, or None and where strict
+    reading stopped. Read in growing windows: a failed ``raw_decode`` counts the lines of
+    everything before the failure, so decoding in place would cost the length of the text for
+    every brace of hostile prose."""
+    size = 512
+    length = len(text)
+    while True:
+        end = min(length, pos + size)
+        chunk = text[pos:end]
+        try:
+            value, stop = _STRICT.raw_decode(chunk)
+        except json.JSONDecodeError as exc:
+            cut = end < length and (
+                exc.pos >= len(chunk) - 8 or exc.msg.startswith("Unterminated string")
+            )
+            if not cut:
+                return None, pos + (exc.pos if exc.pos < len(chunk) - 8 else len(chunk))
+            size *= 4
+        except (ValueError, RecursionError):
+            return None, pos + 1
+        else:
+            return value, pos + stop
+
+
+def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, int, list[str]]:
+    """The object at ``pos`` of ``text``: strict JSON at C speed, else the grammar reader.
+    Returns the value, the end and the repairs; raises ``_Damage`` (whose ``resume`` is where
+    scanning for other objects may go on: past everything strict JSON read as one object)."""
+    if _STRICT_START.match(text, pos) is None:
+        value, end = None, pos + 1  # not strict JSON from its first member on: no C attempt
+    else:
+        value, end = _strict_at(text, pos)
+    if value is not None and _SUSPECT.search(text, pos, end) is None:
+        return value, end, []
+    grammar = _Grammar(text, context)
+    try:
+        value, stop = grammar.read_object(pos)
+    except _Damage as damage:
+        damage.resume = max(damage.pos, end, pos + 1)
+        raise
+    return value, stop, list(grammar.repairs)
+
+
+def _read_whole(text: str, context: str | None = None) -> tuple[Any, list[str]]:
+    """``text`` as exactly one object; raises ``_Damage``."""
+    try:
+        value = _STRICT.decode(text)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        if isinstance(value, dict) and _SUSPECT.search(text) is None:
+            return value, []
+    grammar = _Grammar(text, context)
+    return grammar.read_whole(), list(grammar.repairs)
