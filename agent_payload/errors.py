@@ -37,7 +37,7 @@ attempts so far), so failed runs can be accounted for; both are ``None`` outside
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -201,11 +201,28 @@ class StalePayloadError(AgentPayloadError):
 # --- the outside world: the model's reply ------------------------------------------------------
 
 
+FeedbackRenderer = Callable[["Sequence[Problem]", bool], str]
+"""Renders the correction for ``problems`` (the flag: the reply was cut off)."""
+
+_renderers: list[FeedbackRenderer] = []
+
+
+def install_feedback_renderer(render: FeedbackRenderer) -> None:
+    """Install how a ``ModelReplyError`` built from its problems alone renders ``feedback``.
+
+    ``agent_payload.prompts`` installs its correction template when it is imported (the package
+    imports it): the errors and the parser sit below the prompts and never import them.
+    """
+    _renderers[:] = [render]
+
+
 class ModelReplyError(AgentPayloadError):
     """The model's reply cannot be used as it is.
 
-    ``feedback`` is the text to send back to the model (rendered from the correction template);
-    ``reply`` the raw reply text; ``problems`` the structured list behind the feedback.
+    ``feedback`` is the text to send back to the model: as given, else rendered from
+    ``problems`` by the correction template when first read (errors raised by the parser carry
+    only the structured problems); ``reply`` the raw reply text; ``problems`` the structured
+    list behind the feedback.
     """
 
     def __init__(
@@ -218,8 +235,21 @@ class ModelReplyError(AgentPayloadError):
     ) -> None:
         super().__init__(message)
         self.reply = reply
-        self.feedback = feedback or message
         self.problems = list(problems)
+        self._message = message
+        self._feedback = feedback
+
+    @property
+    def feedback(self) -> str:
+        """The text to send back to the model."""
+        if not self._feedback and self.problems and _renderers:
+            truncated = isinstance(self, TruncatedReplyError)
+            self._feedback = _renderers[0](self.problems, truncated)
+        return self._feedback or self._message
+
+    @feedback.setter
+    def feedback(self, text: str) -> None:
+        self._feedback = text
 
 
 class ReplySyntaxError(ModelReplyError):

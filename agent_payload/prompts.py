@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
+from agent_payload import errors as _errors
 from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
@@ -552,6 +553,14 @@ def render_correction(
         ).rstrip()
         + "\n"
     )
+
+
+def _parse_feedback(problems: Sequence[Problem], truncated: bool) -> str:
+    return render_correction(problems, reply_was_truncated=truncated)
+
+
+# The parser's errors carry only their problems: their ``feedback`` is rendered here.
+_errors.install_feedback_renderer(_parse_feedback)
 
 
 def _short_json(value: Any) -> str:

@@ -11,8 +11,8 @@ normaliser, ``agent_payload._normalise``), ``_errors`` builds the errors sent ba
 sent back and returns an ``AgentPayloadChangeRequest``; ``parse_change_request_with_repairs``
 also says what was normalised on the way (``ParsedReply.repairs``). What is returned is exactly
 what the model wrote; anything damaged or ambiguous raises a ``ModelReplyError`` whose
-``feedback`` (rendered by ``agent_payload.prompts.render_correction``) tells the model where
-and what to fix.
+``problems`` tell the model where and what to fix (its ``feedback`` is rendered from them by
+the prompts layer's correction template: the parser renders no prompt text).
 
 Accepted (read without a round trip):
 

@@ -21,14 +21,6 @@ from agent_payload.errors import (
 )
 from agent_payload.report import Problem
 
-# --- errors --------------------------------------------------------------------------------
-
-
-def _feedback(problems: Sequence[Problem], *, truncated: bool = False) -> str:
-    from agent_payload.prompts import render_correction  # lazily: prompts sits above parse
-
-    return render_correction(problems, reply_was_truncated=truncated)
-
 
 def _raise(
     cls: type[ModelReplyError],
@@ -39,15 +31,7 @@ def _raise(
     cause: BaseException | None = None,
     **extra: Any,
 ) -> NoReturn:
-    truncated = cls is TruncatedReplyError
-    error = cls(
-        message,
-        reply=reply,
-        feedback=_feedback(problems, truncated=truncated),
-        problems=problems,
-        **extra,
-    )
-    raise error from cause
+    raise cls(message, reply=reply, problems=problems, **extra) from cause
 
 
 def _truncated(reply: str, why: str, *, cause: BaseException | None = None) -> NoReturn:
