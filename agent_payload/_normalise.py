@@ -1,16 +1,32 @@
-"""The names of a change request's top level: buckets in both spellings, wrappers, near misses.
+"""The one change-request normaliser: wrappers, snake_case bucket names, unknown fields.
 
-One place that says which top-level names a change request may use, shared by the parser
-(``agent_payload.parse``) and the merge (``agent_payload.merge``). Core: it imports only
-``changes``.
+Used by the parser (``agent_payload.parse``) and by the merge (``agent_payload.merge``), so a
+change request's top level is judged by one policy whichever door it came through. It never
+guesses:
+
+* a wrapper (``WRAPPERS``) is unwrapped when the top level has no bucket of its own (a bucket
+  given as ``null``, ``{}`` or ``[]`` is absent); a ``reasoning`` beside it is kept (the inner
+  one wins); a ``null`` wrapper is the empty request; a wrapper that holds no object is refused;
+* a bucket in snake_case is read as its camelCase name; both spellings of one bucket holding
+  the same content are read as one, with different content neither is applied;
+* any other top-level field is unknown: never data, reported with the nearest valid name;
+* a ``reasoning`` that is not a string becomes text (a list of strings joined by lines).
+
+The decisions are made here; how a layer reacts to them (the parser raises a ``ModelReplyError``
+for the model, the merge reports a conflict) is the ``Reactions`` it passes. Core: it imports
+only ``changes`` and ``_jsondata``.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import re
-from typing import Final
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NoReturn
 
+from agent_payload._jsondata import json_equal, kind_word
 from agent_payload.changes import BUCKETS, WIRE_NAMES
 
 __all__ = [
@@ -20,8 +36,13 @@ __all__ = [
     "KNOWN",
     "SNAKE_TO_CAMEL",
     "WRAPPERS",
+    "Normalised",
+    "Reactions",
+    "UnknownField",
     "absent",
     "near_bucket",
+    "normalise_request",
+    "reasoning_text",
     "suggest",
 ]
 
@@ -79,3 +100,130 @@ def near_bucket(key: str) -> bool:
 def absent(value: object) -> bool:
     """A bucket given as ``null``, ``{}`` or ``[]`` asks for nothing: it counts as absent."""
     return value is None or value == {} or value == []
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownField:
+    """A top-level field that is not part of the format; ``beside`` names the wrapper it stood
+    beside (``None`` at the top level)."""
+
+    name: str
+    beside: str | None = None
+
+    @property
+    def is_wrapper(self) -> bool:
+        """A wrapper that could not be unwrapped, because buckets stand beside it."""
+        return self.name in WRAPPERS
+
+    @property
+    def suggestion(self) -> str | None:
+        """The valid field (camelCase) closest to the name, if one is close enough."""
+        return None if self.is_wrapper else suggest(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Normalised:
+    """The top level read: each bucket (camelCase, ``None`` when absent; a bucket whose two
+    spellings differ is left out) and the reasoning as given."""
+
+    buckets: dict[str, Any]
+    reasoning: Any
+
+
+class Reactions:
+    """How a layer reacts to what ``normalise_request`` finds. The defaults keep values as
+    given; ``not_an_object``, ``unknown`` and ``spellings_differ`` are the layer's to say."""
+
+    def text(self, name: str, value: str) -> Any:
+        """A string given for the wrapper or bucket ``name`` (the parser decodes JSON text)."""
+        return value
+
+    def bucket(self, name: str, value: Any) -> Any:
+        """The value of the bucket ``name`` (given in the spelling ``name``), checked."""
+        return value
+
+    def not_an_object(self, wrapper: str, value: Any) -> NoReturn:
+        """The wrapper ``wrapper`` holds no object: the request cannot be read."""
+        raise NotImplementedError
+
+    def unknown(self, fields: Sequence[UnknownField]) -> None:
+        """Top-level fields that are not part of the format (none of them is data)."""
+
+    def spellings_differ(self, camel: str, snake: str) -> None:
+        """Both spellings of one bucket, with different content: neither is applied."""
+
+
+def normalise_request(
+    obj: dict[str, Any], react: Reactions, repairs: list[str] | None = None
+) -> Normalised:
+    """The top level of the change request ``obj`` (see the module docstring). What was
+    normalised on the way is appended to ``repairs`` in words."""
+    notes: list[str] = [] if repairs is None else repairs
+    obj, unknown = _unwrap(obj, react, notes)
+    unknown += [UnknownField(k) for k in obj if k not in KNOWN]
+    if unknown:
+        react.unknown(unknown)
+    buckets: dict[str, Any] = {}
+    for camel in BUCKETS:
+        snake = CAMEL_TO_SNAKE[camel]
+        has_camel = camel in obj and not absent(obj[camel])
+        has_snake = snake in obj and not absent(obj[snake])
+        if has_camel and has_snake:
+            value = react.bucket(camel, obj[camel])
+            other = react.bucket(snake, obj[snake])
+            if not json_equal(value, other):
+                react.spellings_differ(camel, snake)
+                continue
+            notes.append(f"read {snake} and {camel}, which hold the same, as one")
+        elif has_snake:
+            notes.append(f"renamed {snake} to {camel}")
+            value = react.bucket(camel, obj[snake])
+        else:
+            value = react.bucket(camel, obj.get(camel))
+        buckets[camel] = value
+    return Normalised(buckets, obj.get("reasoning"))
+
+
+def _unwrap(
+    obj: dict[str, Any], react: Reactions, repairs: list[str]
+) -> tuple[dict[str, Any], list[UnknownField]]:
+    """Unwrap wrappers while the top level has no bucket of its own; the fields beside each
+    wrapper (other than reasoning and absent buckets) are unknown."""
+    outer_unknown: list[UnknownField] = []
+    while True:
+        own = [k for k in obj if k in BUCKET_SPELLINGS and not absent(obj[k])]
+        wrappers = [k for k in WRAPPERS if k in obj]
+        if own or not wrappers:
+            return obj, outer_unknown
+        name = wrappers[0]
+        inner = obj[name]
+        if isinstance(inner, str):
+            inner = react.text(name, inner)
+        if inner is None:
+            inner = {}
+        if not isinstance(inner, dict):
+            react.not_an_object(name, inner)
+        repairs.append(f"unwrapped {name}")
+        new = dict(inner)
+        for key, value in obj.items():
+            if key == name:
+                continue
+            if key == "reasoning":
+                if new.get("reasoning") is None:
+                    new["reasoning"] = value
+            elif key not in BUCKET_SPELLINGS:  # an absent bucket beside the wrapper is nothing
+                outer_unknown.append(UnknownField(key, beside=name))
+        obj = new
+
+
+def reasoning_text(value: Any, repairs: list[str] | None = None) -> str | None:
+    """``reasoning`` as text: a string as given, a list of strings joined by lines, anything
+    else as JSON text (each conversion appended to ``repairs`` in words)."""
+    if value is None or isinstance(value, str):
+        return value
+    notes: list[str] = [] if repairs is None else repairs
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        notes.append("joined reasoning from a list of strings")
+        return "\n".join(value)
+    notes.append(f"converted reasoning from {kind_word(value)} to text")
+    return json.dumps(value, ensure_ascii=False)

@@ -8,7 +8,7 @@ turned into the parser's error or repair.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -16,14 +16,12 @@ from pydantic import ValidationError
 
 from agent_payload._jsondata import kind_word
 from agent_payload._normalise import (
-    BUCKET_SPELLINGS,
-    CAMEL_TO_SNAKE,
-    KNOWN,
-    WRAPPERS,
-    absent,
-    suggest,
+    Reactions,
+    UnknownField,
+    normalise_request,
+    reasoning_text,
 )
-from agent_payload.changes import BUCKETS, AgentPayloadChangeRequest
+from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
     UnknownFieldError,
 )
@@ -34,36 +32,18 @@ from agent_payload.report import Problem
 
 
 @dataclass(slots=True)
-class _Normaliser:
-    """Turns the object read from a reply into the change request (``repairs`` is shared with
-    the reader, so the repairs stay in the order they were made)."""
+class _Normaliser(Reactions):
+    """Turns the object read from a reply into the change request: the one normaliser decides,
+    this says how the parser reacts (an error for the model, or a repair). ``repairs`` is shared
+    with the reader, so the repairs stay in the order they were made."""
 
     reply: str
     repairs: list[str] = field(default_factory=list)
 
     def normalise(self, obj: dict[str, Any]) -> AgentPayloadChangeRequest[Any]:
-        obj, outer_unknown = self._unwrap(obj)
-        unknown = outer_unknown + [k for k in obj if k not in KNOWN]
-        if unknown:
-            self._unknown(unknown)
-        data: dict[str, Any] = {}
-        for camel in BUCKETS:
-            snake = CAMEL_TO_SNAKE[camel]
-            has_camel = camel in obj and not absent(obj[camel])
-            has_snake = snake in obj and not absent(obj[snake])
-            if has_camel and has_snake:
-                value = self._bucket(camel, obj[camel])
-                other = self._bucket(snake, obj[snake])
-                if not _same(value, other):
-                    self._both_spellings(camel, snake)
-                self.repairs.append(f"read {snake} and {camel}, which hold the same, as one")
-            elif has_snake:
-                self.repairs.append(f"renamed {snake} to {camel}")
-                value = self._bucket(camel, obj[snake])
-            else:
-                value = self._bucket(camel, obj.get(camel))
-            data[camel] = value
-        data["reasoning"] = self._reasoning(obj.get("reasoning"))
+        read = normalise_request(obj, self, self.repairs)
+        data: dict[str, Any] = dict(read.buckets)
+        data["reasoning"] = reasoning_text(read.reasoning, self.repairs)
         depth = _depth(data)
         if depth > MAX_REPLY_DEPTH:
             _syntax(
@@ -84,7 +64,7 @@ class _Normaliser:
                 cause=exc,
             )
 
-    def _both_spellings(self, camel: str, snake: str) -> NoReturn:
+    def spellings_differ(self, camel: str, snake: str) -> NoReturn:
         _syntax(
             self.reply,
             f"The change request gives both {camel} and {snake}, with different content; which "
@@ -94,53 +74,28 @@ class _Normaliser:
             path=camel,
         )
 
-    def _unwrap(self, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        outer_unknown: list[str] = []
-        for _ in range(len(WRAPPERS)):
-            own = [k for k in obj if k in BUCKET_SPELLINGS and not absent(obj[k])]
-            wrappers = [k for k in WRAPPERS if k in obj]
-            if own or not wrappers:
-                break
-            name = wrappers[0]
-            inner = obj[name]
-            if isinstance(inner, str):
-                inner = self._decode_string(name, inner)
-            if inner is None:
-                inner = {}
-            if not isinstance(inner, dict):
-                _syntax(
-                    self.reply,
-                    f"{name}: expected the wrapped change request (an object), found "
-                    f"{kind_word(inner)}. Ask again with the feedback.",
-                    f"{name} must hold the change request object, not {kind_word(inner)}.",
-                    path=name,
-                )
-            self.repairs.append(f"unwrapped {name}")
-            new = dict(inner)
-            for key, value in obj.items():
-                if key == name:
-                    continue
-                if key == "reasoning":
-                    if new.get("reasoning") is None:
-                        new["reasoning"] = value
-                elif key in BUCKET_SPELLINGS:
-                    continue  # absent (null, {} or []) beside the wrapper
-                else:
-                    outer_unknown.append(key)
-            obj = new
-        return obj, outer_unknown
+    def not_an_object(self, wrapper: str, value: Any) -> NoReturn:
+        _syntax(
+            self.reply,
+            f"{wrapper}: expected the wrapped change request (an object), found "
+            f"{kind_word(value)}. Ask again with the feedback.",
+            f"{wrapper} must hold the change request object, not {kind_word(value)}.",
+            path=wrapper,
+        )
 
-    def _unknown(self, names: list[str]) -> NoReturn:
+    def unknown(self, fields: Sequence[UnknownField]) -> NoReturn:
         problems = []
         parts = []
-        for name in names:
-            if name in WRAPPERS:
+        names = [f.name for f in fields]
+        for unknown in fields:
+            name = unknown.name
+            if unknown.is_wrapper:
                 hint = (
                     f"{name} is a wrapper and cannot stand beside buckets: move its fields "
                     "to the top level"
                 )
             else:
-                near = suggest(name)
+                near = unknown.suggestion
                 hint = f"did you mean {near}?" if near else "it is not part of the format"
             path = _field_path(name)
             parts.append(f"{path} ({hint})")
@@ -165,7 +120,9 @@ class _Normaliser:
             fields=names,
         )
 
-    def _decode_string(self, name: str, value: str) -> Any:
+    def text(self, name: str, value: str) -> Any:
+        """A wrapper or bucket given as a JSON string (tool arguments encoded twice) is decoded;
+        other text is kept (and refused as a bucket by ``bucket``)."""
         stripped = value.strip()
         if stripped[:1] not in ("{", "["):
             return value
@@ -199,12 +156,12 @@ class _Normaliser:
             return decoded
         return value
 
-    def _bucket(self, name: str, value: Any) -> Any:
+    def bucket(self, name: str, value: Any) -> Any:
         if isinstance(value, str) and not value.strip():
             self.repairs.append(f"treated the empty string in {name} as absent")
             return None
         if isinstance(value, str):
-            value = self._decode_string(name, value)
+            value = self.text(name, value)
         if value is None or isinstance(value, (dict, list)):
             return value
         _syntax(
@@ -215,22 +172,6 @@ class _Normaliser:
             f"payload's root is an array), not {kind_word(value)}.",
             path=name,
         )
-
-    def _reasoning(self, value: Any) -> str | None:
-        if value is None or isinstance(value, str):
-            return value
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            self.repairs.append("joined reasoning from a list of strings")
-            return "\n".join(value)
-        self.repairs.append(f"converted reasoning from {kind_word(value)} to text")
-        return json.dumps(value, ensure_ascii=False)
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-    except (ValueError, RecursionError):  # pragma: no cover - depth is checked before
-        return False
 
 
 def _depth(value: Any) -> int:
