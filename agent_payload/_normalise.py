@@ -6,7 +6,8 @@ guesses:
 
 * a wrapper (``WRAPPERS``) is unwrapped when the top level has no bucket of its own (a bucket
   given as ``null``, ``{}`` or ``[]`` is absent); a ``reasoning`` beside it is kept (the inner
-  one wins); a ``null`` wrapper is the empty request; a wrapper that holds no object is refused;
+  one wins); a ``null`` wrapper is the empty request; a wrapper that holds no object is not
+  read (reported);
 * a bucket in snake_case is read as its camelCase name; both spellings of one bucket holding
   the same content are read as one, with different content neither is applied;
 * any other top-level field is unknown: never data, reported with the nearest valid name;
@@ -24,7 +25,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from agent_payload._jsondata import json_equal, kind_word
 from agent_payload.changes import BUCKETS, WIRE_NAMES
@@ -131,8 +132,8 @@ class Normalised:
 
 
 class Reactions:
-    """How a layer reacts to what ``normalise_request`` finds. The defaults keep values as
-    given; ``not_an_object``, ``unknown`` and ``spellings_differ`` are the layer's to say."""
+    """How a layer reacts to what ``normalise_request`` finds: values are kept as given and the
+    findings ignored unless the layer says otherwise (the parser raises, the merge reports)."""
 
     def text(self, name: str, value: str) -> Any:
         """A string given for the wrapper or bucket ``name`` (the parser decodes JSON text)."""
@@ -142,9 +143,8 @@ class Reactions:
         """The value of the bucket ``name`` (given in the spelling ``name``), checked."""
         return value
 
-    def not_an_object(self, wrapper: str, value: Any) -> NoReturn:
-        """The wrapper ``wrapper`` holds no object: the request cannot be read."""
-        raise NotImplementedError
+    def not_an_object(self, wrapper: str, value: Any) -> None:
+        """The wrapper ``wrapper`` holds no object: none of it is read (its siblings are)."""
 
     def unknown(self, fields: Sequence[UnknownField]) -> None:
         """Top-level fields that are not part of the format (none of them is data)."""
@@ -202,7 +202,8 @@ def _unwrap(
         if inner is None:
             inner = {}
         if not isinstance(inner, dict):
-            react.not_an_object(name, inner)
+            react.not_an_object(name, inner)  # reported: the wrapper is not read
+            return {k: v for k, v in obj.items() if k != name}, outer_unknown
         repairs.append(f"unwrapped {name}")
         new = dict(inner)
         for key, value in obj.items():

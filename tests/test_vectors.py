@@ -67,6 +67,17 @@ SUPERSEDED: dict[str, tuple[dict[str, Any], str]] = {
         "an index map in replaceElements over an array is shape_mismatch (use updateElements "
         "for positions), not an array silently turned into an object",
     ),
+    "ours/request/both-spellings": (
+        {
+            "expected": {"a": 1},
+            "warnings": [],
+            "conflicts": [{"code": "both_spellings", "path": "update_elements"}],
+            "changes_count": 0,
+        },
+        "the merge and the parser share one normaliser, which never guesses: both spellings of "
+        "a bucket with different content apply neither (a conflict), instead of camelCase "
+        "winning; with the same content they are read as one",
+    ),
 }
 
 

@@ -32,6 +32,7 @@ The parts, in reading order:
 """
 
 from agent_payload._jsondata import format_payload_path, format_request_path
+from agent_payload._normalise import WRAPPERS
 from agent_payload.merge._apply import apply_change_request, ineffective_parts
 from agent_payload.merge._limits import DEFAULT_LIMITS, Limits
 from agent_payload.merge._markers import (
@@ -40,9 +41,8 @@ from agent_payload.merge._markers import (
     is_library_marker,
     payload_holds_string,
 )
-from agent_payload.merge._nodes import _is_index_map as _is_index_map  # diff.py reads it
+from agent_payload.merge._nodes import _is_index_map as _is_index_map  # the diff reads it
 from agent_payload.merge._reconcile import list_validation_errors, validation_errors
-from agent_payload.merge._request import WRAPPERS
 
 __all__ = [
     "DEFAULT_LIMITS",

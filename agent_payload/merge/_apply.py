@@ -222,8 +222,7 @@ def apply_change_request(
 
     def merge_pass(pass_guard: Guard | None) -> tuple[Any, MergeReport]:
         report = MergeReport(reasoning=request.reasoning)
-        for issue in request.issues:
-            (report.conflicts if issue.code == "unknown_field" else report.warnings).append(issue)
+        report.conflicts.extend(request.issues)  # the top level's: none of them is applied
         merger = _Merger(
             markers=active,
             share=share_mode,

@@ -1,15 +1,14 @@
-# The change-request normaliser: wrappers unwrapped, snake_case bucket names accepted, unknown
-# top-level fields reported, the request checked to be JSON data and copied. Kept whole in this
-# one file: it is to become the one normaliser that the parser shares.
+# The change request as the merge takes it: checked to be JSON data and copied, its top level
+# read by the one normaliser the parser shares (agent_payload._normalise: wrappers, snake_case
+# bucket names, unknown fields), and the merge's reactions to what it finds (conflicts).
 """The change request as the walk reads it: buckets, reasoning, top-level issues."""
 
 from __future__ import annotations
 
-import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from agent_payload._jsondata import (
     Problem,
@@ -17,33 +16,27 @@ from agent_payload._jsondata import (
     copy_tree,
     describe,
     format_request_path,
+    kind_word,
     locate_problem,
 )
-from agent_payload.changes import BUCKETS, WIRE_NAMES, AgentPayloadChangeRequest
+from agent_payload._normalise import (
+    Reactions,
+    UnknownField,
+    normalise_request,
+    reasoning_text,
+)
+from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import InvalidChangeRequestError
 from agent_payload.merge._limits import Limits, _limit_error
 from agent_payload.merge._nodes import _is_empty_container
 from agent_payload.report import Issue
-
-WRAPPERS: Final[tuple[str, ...]] = (
-    "payloadChangeRequest",
-    "changeRequest",
-    "change_request",
-    "payload_change_request",
-)
-"""Top-level wrappers that are unwrapped when the top level has no bucket of its own."""
-
-_SNAKE: Final[dict[str, str]] = {v: k for k, v in WIRE_NAMES.items() if k != v}
-"""camelCase bucket name -> snake_case spelling."""
-_SNAKE_TO_CAMEL: Final[dict[str, str]] = {k: v for k, v in WIRE_NAMES.items() if k != v}
-_KNOWN_FIELDS: Final[tuple[str, ...]] = (*BUCKETS, "reasoning")
 
 
 @dataclass(slots=True)
 class _Request:
     buckets: dict[str, Any]  # camelCase name -> JSON data (absent buckets are not here)
     reasoning: str | None
-    issues: list[Issue]  # unknown_field conflicts and shadowed warnings of the top level
+    issues: list[Issue]  # the top level's conflicts (unknown_field, both_spellings)
 
 
 def _empty_bucket(v: Any) -> bool:
@@ -101,69 +94,60 @@ def _normalise_request(change_request: Any, limits: Limits) -> _Request:
                 f"{type(key).__name__}; its keys must be strings.",
                 path="",
             )
-    raw = _copy_request(raw, limits)
-    issues: list[Issue] = []
-    outer_reasoning: Any = None
-    for _ in range(limits.max_depth):
-        if any(not _empty_bucket(raw.get(n)) for n in (*BUCKETS, *_SNAKE.values())):
-            break
-        wrapper = next((w for w in WRAPPERS if isinstance(raw.get(w), dict)), None)
-        if wrapper is None:
-            break
-        if raw.get("reasoning") is not None:
-            outer_reasoning = raw["reasoning"]
-        for key in raw:
-            if key == wrapper or key == "reasoning":
-                continue
-            if key in _KNOWN_FIELDS or key in _SNAKE_TO_CAMEL:
-                continue  # an empty bucket beside the wrapper: absent
-            issues.append(_unknown_field(key, wrapper_beside=wrapper))
-        raw = raw[wrapper]
-    buckets: dict[str, Any] = {}
-    reasoning: Any = None
-    for key, value in raw.items():
-        if key in BUCKETS:
-            if not _empty_bucket(value):
-                buckets[key] = value
-        elif key in _SNAKE_TO_CAMEL:
-            pass
-        elif key == "reasoning":
-            reasoning = value
-        else:
-            issues.append(_unknown_field(key, wrapper_beside=None))
-    for snake, camel in _SNAKE_TO_CAMEL.items():
-        if snake not in raw or _empty_bucket(raw[snake]):
-            continue
-        if camel in buckets:
-            issues.append(
-                Issue(
-                    "shadowed",
-                    format_request_path([snake]),
-                    f"{snake} and {camel} are the same bucket spelt two ways; {camel} was "
-                    f"applied and {snake} was ignored. Send each bucket once, spelt {camel}.",
-                )
+    reactions = _RequestReactions()
+    read = normalise_request(_copy_request(raw, limits), reactions)
+    buckets = {k: v for k, v in read.buckets.items() if not _empty_bucket(v)}
+    return _Request(buckets, reasoning_text(read.reasoning), reactions.issues)
+
+
+class _RequestReactions(Reactions):
+    """The merge's reactions to the one normaliser's findings: conflicts, applying the rest."""
+
+    def __init__(self) -> None:
+        self.issues: list[Issue] = []
+
+    def not_an_object(self, wrapper: str, value: Any) -> None:
+        self.issues.append(
+            Issue(
+                "unknown_field",
+                format_request_path([wrapper]),
+                f"{wrapper} is a wrapper, but it holds {kind_word(value)} instead of the wrapped "
+                "change request, so none of it was applied. Send the change request itself: "
+                "one object with the buckets at the top level.",
             )
-        else:
-            buckets[camel] = raw[snake]
-    if reasoning is None:
-        reasoning = outer_reasoning
-    if reasoning is not None and not isinstance(reasoning, str):
-        reasoning = json.dumps(reasoning, ensure_ascii=False)
-    return _Request(buckets, reasoning, issues)
+        )
+
+    def unknown(self, fields: Sequence[UnknownField]) -> None:
+        self.issues.extend(_unknown_field(f) for f in fields)
+
+    def spellings_differ(self, camel: str, snake: str) -> None:
+        self.issues.append(
+            Issue(
+                "both_spellings",
+                format_request_path([snake]),
+                f"{snake} and {camel} are the same bucket spelt two ways, with different "
+                "content; which one was meant cannot be known, so neither was applied. Send "
+                f"each bucket once, spelt {camel}.",
+            )
+        )
 
 
-def _unknown_field(key: str, *, wrapper_beside: str | None) -> Issue:
-    candidates = [*BUCKETS, "reasoning", *_SNAKE_TO_CAMEL]
-    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
-    hint = f" Did you mean {close[0]}?" if close else ""
-    if key in WRAPPERS:
+def _unknown_field(field: UnknownField) -> Issue:
+    key = field.name
+    hint = f" Did you mean {field.suggestion}?" if field.suggestion else ""
+    if field.is_wrapper and field.beside is None:
         what = (
             f"{key} is a wrapper, but the change request already has buckets of its own at the "
             "top level, so it was not unwrapped and its content was not applied. Send one change "
             "request: the buckets at the top level, without the wrapper."
         )
+    elif field.is_wrapper:
+        what = (
+            f"{key} is a second wrapper beside the {field.beside} wrapper, which was unwrapped; "
+            "its content was not applied. Send one change request, without wrappers."
+        )
     else:
-        beside = f" (beside the {wrapper_beside} wrapper)" if wrapper_beside else ""
+        beside = f" (beside the {field.beside} wrapper)" if field.beside else ""
         what = (
             f"{json.dumps(key, ensure_ascii=False)}{beside} is not a field of a change request; "
             "its content was not applied. The only top-level fields are newElements, "
