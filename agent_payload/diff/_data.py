@@ -1,0 +1,192 @@
+"""The diff's JSON helpers: ``json_equal``, minified sizes, checks that the inputs are JSON data.
+
+Owns ``MAX_DIFF_DEPTH``, ``_MISSING`` (a part with nothing to write), ``_dumps`` (the minified
+JSON whose length is the cost of every choice) and the intake of payloads (``_as_data``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from agent_payload._jsondata import format_payload_path, json_data, locate_problem
+from agent_payload.errors import InvalidPayloadError, LimitExceededError
+from agent_payload.merge import DEFAULT_LIMITS
+
+MAX_DIFF_DEPTH = 200
+"""Deepest change request ``diff_payloads`` writes (containers nested in one bucket):
+``AgentPayloadChangeRequest`` (pydantic ``JsonValue``) holds values about 250 levels deep and
+no deeper. Payloads may be deeper (as deep as the merge accepts) where nothing changes."""
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING: Any = _Missing()
+
+# --- JSON helpers ------------------------------------------------------------------------------
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: ``true`` differs from ``1``, ``1`` equals ``1.0``, key order is ignored."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if isinstance(x, bool) or isinstance(y, bool):
+            if not (isinstance(x, bool) and isinstance(y, bool) and x == y):
+                return False
+        elif isinstance(x, int | float) and isinstance(y, int | float):
+            if x != y:
+                return False
+        elif isinstance(x, str) or isinstance(y, str) or x is None or y is None:
+            if not (type(x) is type(y) and x == y):
+                return False
+        elif isinstance(x, dict) and isinstance(y, dict):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif isinstance(x, list) and isinstance(y, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        else:
+            return False
+    return True
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_KEY_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=True
+)
+
+
+def _dumps(value: Any) -> str:
+    """Minified JSON (one encoder made once: ``json.dumps`` with options builds one per call;
+    plain primitives directly, as the encoder writes them)."""
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return _ENCODER.encode(value)
+
+
+_PLAIN_SCALARS: frozenset[type] = frozenset({str, int, bool, type(None)})
+_SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
+
+
+def _plain_json(value: Any) -> int | None:
+    """The depth of ``value`` (containers nested, see ``_depth``) when it is JSON data made of
+    exactly dict, list, str, int, float, bool and None (no subclasses), with string keys and
+    finite floats; None means: look closer. Iterative, level by level, and bounded by
+    ``Limits.max_nodes`` (so a cycle ends it)."""
+    level = [value]
+    depth = 0
+    budget = DEFAULT_LIMITS.max_nodes
+    while level:
+        depth += 1
+        below: list[Any] = []
+        push = below.append
+        for node in level:
+            budget -= len(node)
+            if budget < 0:
+                return None
+            if type(node) is dict:
+                for k in node:
+                    if type(k) is not str:
+                        return None
+                node = node.values()
+            for v in node:
+                tv = type(v)
+                if tv is dict or tv is list:
+                    push(v)
+                elif tv is float:
+                    if not math.isfinite(v):
+                        return None
+                elif tv not in _PLAIN_SCALARS:
+                    return None
+        level = below
+    return depth
+
+
+def _check_json(value: Any, what: str) -> tuple[bool, int]:
+    """Raise ``InvalidPayloadError`` (naming the path) for non-JSON data, a cycle, or more
+    values than the merge accepts (``LimitExceededError``). Any depth is fine (iterative).
+    Returns whether the data holds no subclass of the JSON types, and its depth."""
+    depth = _plain_json(value)
+    if depth is not None:
+        return True, depth
+    problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)
+    if problem is None:
+        return False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
+    where = _show(problem.path)
+    if problem.kind == "nodes":
+        raise LimitExceededError(
+            f"{what} holds more than max_nodes={DEFAULT_LIMITS.max_nodes} values (counted up "
+            f"to {where}), more than the merge accepts. Diff a smaller part of it.",
+            limit="max_nodes",
+            value=problem.value,
+            maximum=DEFAULT_LIMITS.max_nodes,
+            path=where,
+        )
+    if problem.kind == "key":
+        raise InvalidPayloadError(
+            f"{what}: expected string keys at {_show(problem.path[:-1])}, found "
+            f"{problem.detail}; convert the keys to strings.",
+            path=problem.path,
+        )
+    if problem.kind == "float":
+        raise InvalidPayloadError(
+            f"{what}: expected a finite number at {where}, found {problem.detail}; "
+            "JSON has no NaN or infinity.",
+            path=problem.path,
+        )
+    raise InvalidPayloadError(
+        f"{what}: expected JSON data at {where}, found {problem.detail}; pass dicts, lists, "
+        "strings, numbers, booleans and None (or a pydantic model).",
+        path=problem.path,
+    )
+
+
+def _show(path: Sequence[str | int]) -> str:
+    return format_payload_path(path) or "the root"
+
+
+def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
+    """Pydantic models dumped in JSON mode; ``None`` is ``{}``; the root must be a container.
+    Returns the data, whether it is plain (``_plain_json``) and its depth."""
+    value = json_data(value)
+    if value is None:
+        return {}, True, 1
+    if not isinstance(value, dict | list):
+        raise InvalidPayloadError(
+            f"{what}: expected an object or an array at the root, found a "
+            f"{type(value).__name__}; wrap the value in an object.",
+            path=(),
+        )
+    return (value, *_check_json(value, what))
+
+
+def _depth(value: Any) -> int:
+    """Containers nested in ``value`` (0 for a primitive, 1 for ``{}`` or ``[1]``); iterative."""
+    best = 0
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        if d > best:
+            best = d
+        stack.extend((child, d + 1) for child in v if isinstance(child, dict | list))
+    return best

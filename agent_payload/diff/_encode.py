@@ -1,0 +1,558 @@
+"""Encoding of change requests: ``diff_payloads`` and the choice of the cheapest encoding.
+
+Owns the walk over objects (descend, set whole, new or replace per key) and arrays (the
+alignment's events turned into deletions, in-place changes, insertion runs and appends, the
+cheaper of the LCS and the positional alignment), and the assembly of the buckets into an
+``AgentPayloadChangeRequest``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from agent_payload._jsondata import materialize
+from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
+from agent_payload.diff._context import (
+    _BUCKET_COST,
+    _INF,
+    _PARTS,
+    _Ctx,
+    _Enc,
+    _only,
+    _Part,
+    _set_whole,
+    _Shared,
+)
+from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps, _show, json_equal
+from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
+from agent_payload.merge import _is_index_map
+
+
+class _ObjectBuilder:
+    """Collects the entries of one object node in each bucket, with running costs."""
+
+    __slots__ = ("costs", "parts")
+
+    def __init__(self) -> None:
+        self.parts: dict[_Part, dict[str, Any]] = {"u": {}, "x": {}, "n": {}, "r": {}}
+        self.costs: dict[_Part, int] = {"u": 2, "x": 2, "n": 2, "r": 2}
+
+    def add(self, key: str, key_cost: int, enc: _Enc) -> None:
+        for part in _PARTS:
+            value, cost = enc.get(part)
+            if value is not _MISSING:
+                self.parts[part][key] = value
+                self.costs[part] += key_cost + 2 + cost
+
+    def build(self) -> _Enc:
+        enc = _Enc()
+        for part in _PARTS:
+            if self.parts[part]:
+                enc.set(part, self.parts[part], self.costs[part])
+        return enc
+
+
+def _diff_object(
+    c: dict[str, Any], t: dict[str, Any], *, reach_n: bool, top: bool, depth: int, ctx: _Ctx
+) -> _Enc | None:
+    """Encode the change of object ``c`` (at path depth ``depth``) into object ``t``
+    (None: impossible in place)."""
+    if depth + 1 > MAX_DIFF_DEPTH:
+        return None
+    out = _ObjectBuilder()
+    marker_cost = len(ctx.marker) + 2
+    for k in c:
+        if k not in t:
+            out.add(k, len(_dumps(k)), _Enc(u=ctx.marker, cu=marker_cost))
+    for k, tv in t.items():
+        if k in c:
+            cv = c[k]
+            if ctx.shared.same(cv, tv):
+                continue
+            cands = _key_candidates(cv, tv, reach_n=reach_n, top=top, depth=depth + 1, ctx=ctx)
+        else:
+            cands = _add_candidates(tv, reach_n=reach_n, top=top, depth=depth + 1, ctx=ctx)
+        if not cands:
+            return None
+        key_cost = len(_dumps(k))
+        out.add(k, key_cost, min(cands, key=lambda e: e.entry_cost(key_cost)))
+    return out.build()
+
+
+def _add_candidates(tv: Any, *, reach_n: bool, top: bool, depth: int, ctx: _Ctx) -> list[_Enc]:
+    """Ways to add a missing key with value ``tv`` (listed in order of preference)."""
+    cands: list[_Enc] = []
+    if ctx.is_sensitive(tv):
+        # A marker in updateElements deletes even on a missing key: only literal buckets.
+        if reach_n:
+            cands.append(_only(ctx, "n", tv, depth))
+    elif reach_n and ctx.prefer_new:
+        ctx.chose = True
+        cands += [_only(ctx, "n", tv, depth), _only(ctx, "u", tv, depth)]
+    else:
+        cands.append(_only(ctx, "u", tv, depth))  # literal on a missing key (update_missing)
+        if reach_n:
+            cands.append(_only(ctx, "n", tv, depth))
+    if top:
+        cands.append(_only(ctx, "r", tv, depth))
+    return cands
+
+
+def _key_candidates(
+    cv: Any, tv: Any, *, reach_n: bool, top: bool, depth: int, ctx: _Ctx
+) -> list[_Enc]:
+    """Ways to change the existing key's value ``cv`` into ``tv`` (not JSON-equal)."""
+    cands: list[_Enc] = []
+    if ctx.is_sensitive(tv):
+        # newElements sets a primitive literally over any existing value (new_exists).
+        if reach_n:
+            cands.append(_only(ctx, "n", tv, depth))
+        if top:
+            cands.append(_only(ctx, "r", tv, depth))
+        return cands
+    if not isinstance(tv, dict | list):
+        cands.append(_only(ctx, "u", tv, depth))  # a primitive or null update sets any value
+        return cands
+    if isinstance(tv, dict):
+        if isinstance(cv, dict):
+            desc = _diff_object(cv, tv, reach_n=reach_n, top=False, depth=depth, ctx=ctx)
+            if desc is not None:
+                cands.append(desc)
+        elif not isinstance(cv, list):
+            if tv:
+                cands.append(_only(ctx, "u", tv, depth))  # a primitive replaced by a container
+            elif reach_n:
+                cands.append(_only(ctx, "n", tv, depth))  # {} over a primitive: new_exists
+    else:
+        if isinstance(cv, list):
+            desc = _diff_array(cv, tv, reach_n=reach_n, list_n=True, depth=depth, ctx=ctx)
+            if desc is not None:
+                cands.append(desc)
+        elif not isinstance(cv, dict):
+            cands.append(_only(ctx, "u", tv, depth))
+    # Setting the value whole: measured only as far as it could still be the cheapest.
+    limit = min((e.entry_cost(0) + 64 for e in cands), default=_INF)
+    cands.append(_set_whole(ctx, tv, depth, limit))
+    if top and not (isinstance(cv, list) and _is_index_map(tv)):
+        # (replaceElements refuses an index-map-shaped object over an array as ambiguous:
+        # such a value is set whole through removeElements + updateElements instead)
+        cands.append(_only(ctx, "r", tv, depth, limit))
+    return cands
+
+
+def _elem_change(a: Any, b: Any, *, reach_n: bool, depth: int, ctx: _Ctx) -> _Enc | None:
+    """Change array element ``a`` into ``b`` in place (not JSON-equal); None if impossible
+    (the element is then deleted and ``b`` inserted in its place)."""
+    if ctx.is_sensitive(b):
+        return None  # a marker at a position deletes the element
+    if not isinstance(b, dict | list):
+        return _only(ctx, "u", b, depth)
+    if isinstance(b, dict):
+        if isinstance(a, dict):
+            return _diff_object(a, b, reach_n=reach_n, top=False, depth=depth, ctx=ctx)
+        if isinstance(a, list) or not b:
+            return None  # shape_mismatch, or {} which keeps the element
+        return _only(ctx, "u", b, depth)
+    if isinstance(a, list):
+        # newElements reaches a nested array only through an index map (MERGE.md section 8).
+        return _diff_array(a, b, reach_n=reach_n, list_n=False, depth=depth, ctx=ctx)
+    if isinstance(a, dict):
+        return None
+    return _only(ctx, "u", b, depth)
+
+
+def _diff_array(
+    c: list[Any], t: list[Any], *, reach_n: bool, list_n: bool, depth: int, ctx: _Ctx
+) -> _Enc | None:
+    """Encode the change of array ``c`` (at path depth ``depth``) into array ``t`` (None:
+    impossible in place). ``reach_n``: newElements may be used here (index maps insert and
+    descend, MERGE.md section 8); ``list_n``: a positional newElements list may append (not
+    where the array is an element of an array: there newElements holds an index map)."""
+    if depth + 1 > MAX_DIFF_DEPTH:
+        return None
+    n, m = len(c), len(t)
+    shared = ctx.shared
+    ck = shared.element_keys(c)
+    tk = shared.element_keys(t)
+    pairs, equal = shared.alignment(c, t)
+    candidates = [shared.events(c, t, "lcs", pairs)]
+    short = min(n, m)
+    # Position by position too, when that is plausibly as cheap (few positions differ).
+    if n + m <= 64 or (
+        sum(1 for i in range(short) if ck[i] != tk[i]) + abs(n - m)
+        <= 2 * ((n - equal) + (m - equal)) + 8
+    ):
+        positional = list(zip(range(short), range(short), strict=True))
+        if positional != pairs:
+            candidates.append(shared.events(c, t, "positional", positional))
+    memo: dict[tuple[int, int, bool], _Enc | None] = {}
+    best: _Enc | None = None
+    best_cost = 0
+    for events in candidates:
+        cand = _encode_array(
+            c, t, events, memo, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx
+        )
+        if cand is None:
+            continue
+        cost = cand.total()
+        if best is None or cost < best_cost:
+            best, best_cost = cand, cost
+    return best
+
+
+def _encode_array(
+    c: list[Any],
+    t: list[Any],
+    events: list[tuple[int, int, int, int]],
+    memo: dict[tuple[int, int, bool], _Enc | None],
+    *,
+    reach_n: bool,
+    list_n: bool,
+    depth: int,
+    ctx: _Ctx,
+) -> _Enc | None:
+    """The buckets of one alignment: originals not paired are deleted (a marker at their
+    original position), pairs that differ are changed in place (or deleted and inserted again
+    when that is cheaper or the only way), and targets not paired are inserted before the
+    next kept original (a newElements index map, MERGE.md section 8) or appended. ``events``
+    are the pairs where something may happen (``_Shared.events``): the pairs skipped between
+    them are equal, follow each other, and are kept as they are."""
+    walked = _walk_events(c, t, events, memo, reach_n=reach_n, depth=depth, ctx=ctx)
+    if walked is None:
+        return None
+    u, x, n_entries, runs = walked
+    return _array_buckets(
+        t, len(c), u, x, n_entries, runs, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx
+    )
+
+
+_Entries = dict[int, tuple[Any, int]]
+
+
+def _walk_events(
+    c: list[Any],
+    t: list[Any],
+    events: list[tuple[int, int, int, int]],
+    memo: dict[tuple[int, int, bool], _Enc | None],
+    *,
+    reach_n: bool,
+    depth: int,
+    ctx: _Ctx,
+) -> tuple[_Entries, _Entries, _Entries, dict[int, list[int]]] | None:
+    """The entries of one alignment, walked event by event: deletions and in-place changes
+    in ``u``/``x``, descents in newElements, and the insertion runs (target indices by the
+    key they are inserted before); None when the alignment cannot be written here."""
+    n = len(c)
+    ck = ctx.shared.element_keys(c)
+    tk = ctx.shared.element_keys(t)
+    marker = ctx.marker
+    marker_cost = len(marker) + 2
+    item_depth = depth + 1  # an element's path depth
+    u: dict[int, tuple[Any, int]] = {}
+    x: dict[int, tuple[Any, int]] = {}
+    n_entries: dict[int, tuple[Any, int]] = {}  # descents (values) and insertions (lists)
+    runs: dict[int, list[int]] = {}  # insertion key -> the target indices inserted there
+    prev_i = prev_j = -1
+    deleted_upto = -1
+    last = (-1, -1)
+    for i, j, pi, pj in events:
+        if (pi, pj) != last:  # the pair before was skipped: kept, equal
+            prev_i, prev_j = pi, pj
+        last = (i, j)
+        for d in range(max(prev_i, deleted_upto) + 1, i):
+            u[d] = (marker, marker_cost)
+        deleted_upto = max(deleted_upto, i - 1)
+        run_before = j - prev_j > 1
+        enc: _Enc | None = None
+        if i < n and ck[i] != tk[j] and not ctx.shared.same(c[i], t[j]):
+            enc = _memo_change(memo, c, t, i, j, reach_n=reach_n, depth=item_depth, ctx=ctx)
+            if enc is not None and enc.n is not _MISSING and run_before and i == prev_i + 1:
+                # The insertion before i needs key i, which this element's descent holds.
+                enc = _memo_change(memo, c, t, i, j, reach_n=False, depth=item_depth, ctx=ctx)
+            if reach_n:
+                # Deleting it and inserting t[j] instead: cheaper? (Not measured when the
+                # change costs less than any insertion could.)
+                change = _INF if enc is None else enc.entry_cost(len(str(i)) + 2)
+                again = 2 * _size(t[j]) + marker_cost + len(str(i)) + 6
+                if change > again:
+                    again += ctx.lit(t[j], item_depth + 1, change) - 2 * _size(t[j]) - 1
+                if change > again:
+                    u[i] = (marker, marker_cost)  # delete it; t[j] joins the insertion run
+                    deleted_upto = i
+                    continue
+            elif enc is None:
+                return None
+        if run_before:
+            if not reach_n and i < n:
+                return None
+            descends = enc is not None and enc.n is not _MISSING
+            runs[prev_i + 1 if descends else i] = list(range(prev_j + 1, j))
+        if enc is not None:
+            if enc.u is not _MISSING:
+                u[i] = (enc.u, enc.cu)
+            if enc.x is not _MISSING:
+                x[i] = (enc.x, enc.cx)
+            if enc.n is not _MISSING:
+                n_entries[i] = (enc.n, enc.cn)
+        prev_i, prev_j = i, j
+    return u, x, n_entries, runs
+
+
+def _array_buckets(
+    t: list[Any],
+    n: int,
+    u: _Entries,
+    x: _Entries,
+    n_entries: _Entries,
+    runs: dict[int, list[int]],
+    *,
+    reach_n: bool,
+    list_n: bool,
+    depth: int,
+    ctx: _Ctx,
+) -> _Enc | None:
+    """The cheapest buckets for the walked entries of an array of ``n`` originals: the
+    insertion runs as a newElements index map, a positional newElements list or appended past
+    the end of a positional updateElements."""
+    item_depth = depth + 1  # an element's path depth
+    # Insertion runs: the key is the next kept original (n at the end), or the first deleted
+    # original before it when that element's descent holds its key.
+    out = _Enc()
+    if x:
+        out.x, out.cx = _cheaper_form(x, n)
+    tail = runs.pop(n, None) if n in runs else None
+    for key, targets in runs.items():
+        n_entries[key] = _run_value(t, targets, item_depth + 1, ctx)
+    options: list[tuple[int, Any, int, Any, int]] = []  # (total, u, cu, n, cn)
+    u_val, u_cost = _cheaper_form(u, n) if u else (_MISSING, 0)
+    if reach_n or tail is None:
+        entries = dict(n_entries)
+        if tail is not None:
+            entries[n] = _run_value(t, tail, item_depth + 1, ctx)
+        n_val, n_cost = _index_map(entries) if entries else (_MISSING, 0)
+        options.append((_total(u_val, u_cost, n_val, n_cost), u_val, u_cost, n_val, n_cost))
+        if (
+            tail is not None
+            and list_n
+            and not n_entries
+            and not any(isinstance(t[j], dict) and not t[j] for j in tail)
+        ):
+            # Appended only: a positional newElements list (its {} items would be skipped).
+            items = [t[j] for j in tail]
+            n_cost = 1 + sum(ctx.lit(v, item_depth) + 1 for v in items)
+            options.append((_total(u_val, u_cost, items, n_cost), u_val, u_cost, items, n_cost))
+    if tail is not None and not any(
+        ctx.is_sensitive(t[j]) or (isinstance(t[j], dict) and not t[j]) for j in tail
+    ):
+        # Appended past the end of a positional updateElements array (update_append).
+        positional: list[Any] = [{}] * n
+        cost = 1 + 3 * n
+        for i, (value, vcost) in u.items():
+            positional[i] = value
+            cost += vcost - 2
+        for j in tail:
+            positional.append(t[j])
+            cost += ctx.lit(t[j], item_depth) + 1
+        n_val, n_cost = _index_map(n_entries) if n_entries else (_MISSING, 0)
+        options.append((_total(positional, cost, n_val, n_cost), positional, cost, n_val, n_cost))
+    if not options:
+        return None
+    _, out.u, out.cu, out.n, out.cn = min(options, key=lambda o: o[0])
+    return out
+
+
+def _size(value: Any) -> int:
+    """How many items a container holds (0 for a primitive): a cheap lower bound on length."""
+    return len(value) if isinstance(value, dict | list) else 0
+
+
+def _memo_change(
+    memo: dict[tuple[int, int, bool], _Enc | None],
+    c: list[Any],
+    t: list[Any],
+    i: int,
+    j: int,
+    *,
+    reach_n: bool,
+    depth: int,
+    ctx: _Ctx,
+) -> _Enc | None:
+    key = (i, j, reach_n)
+    if key not in memo:
+        memo[key] = _elem_change(c[i], t[j], reach_n=reach_n, depth=depth, ctx=ctx)
+    return memo[key]
+
+
+def _run_value(t: list[Any], targets: list[int], depth: int, ctx: _Ctx) -> tuple[Any, int]:
+    """The list of inserted items (at path depth ``depth``) and its cost."""
+    items = [t[j] for j in targets]
+    return items, 1 + sum(ctx.lit(v, depth) + 1 for v in items)
+
+
+def _index_map(entries: Mapping[int, tuple[Any, int]]) -> tuple[dict[str, Any], int]:
+    cost = 1
+    for i, (_, vcost) in entries.items():
+        cost += vcost + len(str(i)) + 4
+    return {str(i): entries[i][0] for i in sorted(entries)}, cost
+
+
+def _total(u_val: Any, u_cost: int, n_val: Any, n_cost: int) -> int:
+    total = 0
+    if u_val is not _MISSING:
+        total += u_cost + _BUCKET_COST
+    if n_val is not _MISSING:
+        total += n_cost + _BUCKET_COST
+    return total
+
+
+def _cheaper_form(entries: Mapping[int, tuple[Any, int]], length: int) -> tuple[Any, int]:
+    """A positional array (``{}`` for untouched positions) or an index map, whichever is
+    shorter (ties go to the positional form the seed teaches)."""
+    last = max(entries)
+    pos_cost = 1
+    map_cost = 1
+    for i, (_, cost) in entries.items():
+        pos_cost += cost + 1
+        map_cost += cost + len(str(i)) + 4
+    pos_cost += 3 * (last + 1 - len(entries))
+    if pos_cost <= map_cost:
+        positional: list[Any] = [{}] * (last + 1)
+        for i, (value, _) in entries.items():
+            positional[i] = value
+        return positional, pos_cost
+    return {str(i): entries[i][0] for i in sorted(entries)}, map_cost
+
+
+def _too_deep(before: Any, after: Any) -> LimitExceededError:
+    """The refusal of a change that no change request can hold, naming where it is: the
+    deepest first difference (depth first, one pass: any depth, linear time)."""
+    path = _first_difference(before, after)
+    where = _show(path)
+    shown = where if len(where) <= 120 else f"{where[:50]}...{where[-50:]}"
+    return LimitExceededError(
+        f"diff_payloads: the change at {shown} (path depth {len(path)}) needs a change request "
+        f"nested deeper than {MAX_DIFF_DEPTH} levels, the most an AgentPayloadChangeRequest "
+        "holds (pydantic JsonValue). Diff the parts of the payload below it instead "
+        "(diff_payloads(old_part, new_part)), or make the change in smaller steps.",
+        limit="max_depth",
+        value=len(path),
+        maximum=MAX_DIFF_DEPTH,
+        path=where,
+    )
+
+
+def _first_difference(a: Any, b: Any) -> list[str | int]:
+    """The path of the first place (depth first) where ``a`` and ``b`` differ: a key or
+    element present on one side only, or values that differ and are not both containers of
+    the same kind; ``[]`` if they are equal."""
+    stack: list[tuple[Any, Any, Any]] = [(a, b, None)]  # (old, new, linked path)
+    while stack:
+        x, y, link = stack.pop()
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in reversed([k for k in y if k not in x] + [k for k in x if k not in y]):
+                return [*materialize(link), k]
+            stack.extend((x[k], y[k], (link, k)) for k in reversed(list(y)))
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            stack.extend((x[i], y[i], (link, i)) for i in range(len(x) - 1, -1, -1))
+        elif not json_equal(x, y):
+            return list(materialize(link))
+    return []
+
+
+def _assemble(enc: _Enc, reasoning: str | None) -> AgentPayloadChangeRequest[Any]:
+    wire: dict[str, Any] = {}
+    if enc.n is not _MISSING:
+        wire["newElements"] = enc.n
+    if enc.u is not _MISSING:
+        wire["updateElements"] = enc.u
+    if enc.x is not _MISSING:
+        wire["removeElements"] = enc.x
+    if enc.r is not _MISSING:
+        wire["replaceElements"] = enc.r
+    # A fresh copy: the request shares nothing with the payloads.
+    wire = json.loads(_dumps(wire))
+    if reasoning is not None:
+        wire["reasoning"] = reasoning
+    return AgentPayloadChangeRequest[Any].model_validate(wire)
+
+
+def diff_payloads(
+    old: Any,
+    new: Any,
+    *,
+    marker: str = MARKER,
+    markers: Collection[str] | None = None,
+    reasoning: str | None = None,
+) -> AgentPayloadChangeRequest[Any]:
+    """A change request that turns ``old`` into ``new`` under MERGE.md.
+
+    Merge it with markers that include ``marker`` (the default markers do): ``apply_change_
+    request(old, diff_payloads(old, new)).payload == new`` with no conflict, for any JSON
+    data of the same root kind. ``markers`` names every marker the merge will run with
+    (default: ``DEFAULT_MARKERS`` plus ``marker``); data equal to one of them is written where
+    the merge takes it literally. Payloads may be dicts, lists, ``None`` (``{}``) or pydantic
+    models (dumped in JSON mode). The request is the cheapest this module knows in minified
+    characters; ``reasoning`` is copied into it. Long arrays are aligned in
+    O(n log n) (module docstring).
+
+    Raises ``InvalidPayloadError`` for non-JSON data or roots of different kinds (a change
+    request cannot turn an object payload into an array), ``ConfigurationError`` for a bad
+    marker and ``LimitExceededError`` when a change needs a request nested deeper than
+    ``MAX_DIFF_DEPTH`` levels (payloads may be as deep as the merge accepts) or a payload
+    holds more values than the merge accepts.
+    """
+    if not isinstance(marker, str) or not marker:
+        raise ConfigurationError(
+            f"diff_payloads: expected a non-empty string as marker, found {marker!r}."
+        )
+    active = frozenset(markers) if markers is not None else DEFAULT_MARKERS | {marker}
+    if marker not in active:
+        raise ConfigurationError(
+            f"diff_payloads: the marker {marker!r} is not among the merge's markers "
+            f"{sorted(active)!r}; add it to markers or pick one of them."
+        )
+    before, plain_before, depth_before = _as_data(old, "old payload")
+    after, plain_after, depth_after = _as_data(new, "new payload")
+    if isinstance(before, dict) != isinstance(after, dict):
+        raise InvalidPayloadError(
+            f"diff_payloads: the old payload is an {_kind(before)} and the new one an "
+            f"{_kind(after)}; a change request cannot change the kind of the root. Wrap both "
+            "in an object to replace one by the other.",
+            path=(),
+        )
+    shared = _Shared(plain=plain_before and plain_after, depth=max(depth_before, depth_after))
+    best: AgentPayloadChangeRequest[Any] | None = None
+    best_len = 0
+    for prefer_new in (True, False):
+        ctx = _Ctx(marker=marker, sensitive=active, prefer_new=prefer_new, shared=shared)
+        enc = _diff_root(before, after, ctx)
+        if enc.total() >= _INF:
+            raise _too_deep(before, after)
+        request = _assemble(enc, reasoning)
+        size = len(_dumps(request.to_wire()))
+        if best is None or size < best_len:
+            best, best_len = request, size
+        if not ctx.chose:
+            break
+    assert best is not None
+    return best
+
+
+def _kind(value: Any) -> str:
+    return "object" if isinstance(value, dict) else "array"
+
+
+def _diff_root(before: Any, after: Any, ctx: _Ctx) -> _Enc:
+    if isinstance(before, dict):
+        enc = _diff_object(before, after, reach_n=True, top=True, depth=0, ctx=ctx)
+        assert enc is not None  # replaceElements can set any top-level key
+        return enc
+    enc = _diff_array(before, after, reach_n=True, list_n=True, depth=0, ctx=ctx)
+    if after:  # an empty replaceElements is absent: [] is reached by deleting every element
+        whole = _only(ctx, "r", after, 0, enc.total() if enc is not None else _INF)
+        if enc is None or whole.cr + 18 < enc.total():
+            return whole
+    assert enc is not None  # deleting every element and inserting the rest always works
+    return enc
