@@ -18,9 +18,7 @@ from typing import Any, Final, NoReturn
 
 from agent_payload._normalise import BUCKET_SPELLINGS, SNAKE_TO_CAMEL, WRAPPERS, absent, near_bucket
 from agent_payload.changes import BUCKETS
-from agent_payload.errors import (
-    AmbiguousReplyError,
-)
+from agent_payload.errors import AmbiguousReplyError
 from agent_payload.parse._errors import (
     _excerpt,
     _no_request,

@@ -22,9 +22,7 @@ from agent_payload._normalise import (
     reasoning_text,
 )
 from agent_payload.changes import AgentPayloadChangeRequest
-from agent_payload.errors import (
-    UnknownFieldError,
-)
+from agent_payload.errors import UnknownFieldError
 from agent_payload.parse._errors import _excerpt, _field_path, _raise, _syntax, _truncated, _where
 from agent_payload.parse._grammar import MAX_REPLY_DEPTH, _Damage
 from agent_payload.parse._strict import _STRICT, _read_whole
