@@ -25,6 +25,7 @@ payload is accepted as confirmed; ``accepted`` becomes the ``AgentResult``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import math
@@ -145,6 +146,8 @@ class RunSettings:
     read_only: Any = None
     extra_instructions: str | None = None
     token_budget: int | None = None
+    prompt_caching: bool = True
+    prompt_cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +286,7 @@ class RunState:
         schema: Mapping[str, Any] | None,
         payload_type: Any,
         settings: RunSettings,
+        payload_end: int = 0,
     ) -> None:
         self.payload = payload
         self.payload_json = payload_json
@@ -292,8 +296,11 @@ class RunState:
         self.marker = marker
         self.messages: tuple[Message, ...] = (
             Message("system", system),
-            Message("user", user),
+            Message("user", user, stable_prefix=payload_end),
         )
+        """System prompt, then the user message: its payload block (``payload_end``
+        characters, the same for every attempt and every task on this payload) before the
+        task, so the provider's prompt cache serves the longest prefix."""
         self.schema = schema
         self.payload_type = payload_type
         self.settings = settings
@@ -381,6 +388,7 @@ class RunState:
             schema=schema,
             payload_type=payload_type,
             settings=settings,
+            payload_end=parts.payload_end,
         )
 
     # -- what to send --------------------------------------------------------------------
@@ -406,6 +414,8 @@ class RunState:
             max_tokens=s.max_tokens,
             temperature=s.temperature,
             extra=dict(s.extra),
+            prompt_caching=s.prompt_caching,
+            prompt_cache_key=s.prompt_cache_key,
         )
 
     # -- the loop's conditions -----------------------------------------------------------
@@ -470,7 +480,7 @@ class RunState:
         value is the result."""
         usage = reply.usage
         if usage.requests == 0:
-            usage = Usage(usage.input_tokens, usage.output_tokens, 1)
+            usage = dataclasses.replace(usage, requests=1)
         self.usage = self.usage + usage
         self.replies.append(reply.text)
 

@@ -5,7 +5,10 @@ A file written by ``PayloadSession.save`` is a JSON object::
     {"format": "agent_payload.session", "format_version": 1,
      "payload": {...}, "turns": [TURN, ...], "redo": [{"turn": TURN, "redo_request": {...}}]}
 
-where each TURN is what ``TurnRecord.to_json`` writes. Files written by agent_payload 0.1
+where each TURN is what ``TurnRecord.to_json`` writes. A turn's ``usage`` holds
+``input_tokens``, ``output_tokens`` and ``requests``, plus ``cached_input_tokens`` and
+``cache_write_input_tokens`` when not 0 (optional in version 1: a file without them reads them
+as 0, so files written before they existed load unchanged). Files written by agent_payload 0.1
 (``"format": "agent_payload.session/1"``, no ``format_version``) have the same layout and load
 as version 1. A ``format_version`` above ``FORMAT_VERSION`` was written by a newer release.
 
@@ -28,6 +31,7 @@ from agent_payload import _jsontext
 from agent_payload._jsondata import format_payload_path, kind_word
 from agent_payload.errors import SessionFileError
 from agent_payload.merge import DEFAULT_LIMITS
+from agent_payload.usage import Usage
 
 __all__ = [
     "FORMAT",
@@ -42,6 +46,7 @@ __all__ = [
     "first_error",
     "read_session_file",
     "session_error",
+    "usage_json",
     "validate_session_data",
 ]
 
@@ -60,9 +65,29 @@ class _Record(BaseModel):
 
 
 class UsageData(_Record):
+    """A turn's ``Usage``. The two cache counts are written only when not 0 (files without
+    them, such as every file written before they existed, read as 0): a file is the same as
+    before wherever no prompt cache was used."""
+
     input_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
     requests: int = Field(ge=0)
+    cached_input_tokens: int = Field(default=0, ge=0)
+    cache_write_input_tokens: int = Field(default=0, ge=0)
+
+
+def usage_json(usage: Usage) -> dict[str, int]:
+    """What ``UsageData`` reads back: the cache counts only when not 0."""
+    data = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "requests": usage.requests,
+    }
+    if usage.cached_input_tokens:
+        data["cached_input_tokens"] = usage.cached_input_tokens
+    if usage.cache_write_input_tokens:
+        data["cache_write_input_tokens"] = usage.cache_write_input_tokens
+    return data
 
 
 class ChangeData(_Record):

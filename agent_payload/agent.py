@@ -182,6 +182,8 @@ class _BaseAgent:
         on_success: Callable[[AgentResult[Any]], Any] | None = None,
         on_error: Callable[[BaseException, int], Any] | None = None,
         offload_nodes: int | None = OFFLOAD_NODES,
+        prompt_caching: bool = True,
+        prompt_cache_key: str | None = None,
     ) -> None:
         if output_mode not in _OUTPUT_MODES:
             raise ConfigurationError(
@@ -211,6 +213,18 @@ class _BaseAgent:
                 f"offload_nodes: expected an int >= 0 or None, found {offload_nodes!r}"
             )
         self.offload_nodes = offload_nodes
+        if not isinstance(prompt_caching, bool):
+            raise ConfigurationError(
+                f"prompt_caching: expected True or False, found {prompt_caching!r}"
+            )
+        if prompt_cache_key is not None and (
+            not isinstance(prompt_cache_key, str) or not prompt_cache_key
+        ):
+            raise ConfigurationError(
+                f"prompt_cache_key: expected a non-empty string or None, found {prompt_cache_key!r}"
+            )
+        self.prompt_caching = prompt_caching
+        self.prompt_cache_key = prompt_cache_key
         self.model: Model = _resolve_model(
             model, model_name, async_client=self._async_client, api=api
         )
@@ -308,6 +322,8 @@ class _BaseAgent:
             read_only=self.read_only,
             extra_instructions=extra,
             token_budget=self.token_budget,
+            prompt_caching=self.prompt_caching,
+            prompt_cache_key=self.prompt_cache_key,
         )
         state = RunState.start(payload, task, settings)
         state.run_id = run_id or uuid.uuid4().hex
@@ -447,6 +463,11 @@ class PayloadAgent(_BaseAgent):
       (input plus output, summed over attempts) are spent.
     * ``temperature``, ``max_tokens``, ``request_options`` (extra keyword arguments for the
       SDK call): passed through on every request.
+    * ``prompt_caching`` (default True): mark the system prompt and the payload block for the
+      provider's prompt cache (Anthropic ``cache_control`` breakpoints; OpenAI caches by itself
+      and needs no marks). ``prompt_cache_key``: OpenAI's ``prompt_cache_key`` on every request
+      (Chat Completions and Responses), for a higher cache hit rate across runs on one payload.
+      Cached input is reported in ``result.usage.cached_input_tokens``.
     * ``guards``: ``Guard`` callables asked about every effective change (a finding of severity
       ``conflict`` sends the request back to the model, ``confirm`` asks the model once to
       confirm it, ``warning`` is recorded in the report); a guard with ``review(before, after,

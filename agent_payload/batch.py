@@ -203,7 +203,12 @@ def _reply_json(reply: ModelReply) -> str:
             "finish_reason": reply.finish_reason,
             "truncated": reply.truncated,
             "refusal": reply.refusal,
-            "usage": [reply.usage.input_tokens, reply.usage.output_tokens],
+            "usage": [
+                reply.usage.input_tokens,
+                reply.usage.output_tokens,
+                reply.usage.cached_input_tokens,
+                reply.usage.cache_write_input_tokens,
+            ],
             "model": reply.model,
         }
     )
@@ -212,12 +217,13 @@ def _reply_json(reply: ModelReply) -> str:
 def _reply_from(text: str) -> ModelReply:
     data = json.loads(text)
     usage = data.get("usage") or [0, 0]
+    n = [*(int(count) for count in usage), 0, 0]  # [input, output, cached, cache writes]
     return ModelReply(
         text=data["text"],
         finish_reason=data.get("finish_reason"),
         truncated=bool(data.get("truncated")),
         refusal=data.get("refusal"),
-        usage=Usage(int(usage[0]), int(usage[1]), 1),
+        usage=Usage(n[0], n[1], 1, n[2], n[3]),
         model=data.get("model"),
     )
 

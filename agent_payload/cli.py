@@ -62,6 +62,7 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     UsageError,
 )
+from agent_payload.usage import Usage
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -343,10 +344,15 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     stderr.write(
         f"{summarize(result.report)}; {result.attempts} attempt"
         f"{'' if result.attempts == 1 else 's'}; "
-        f"{usage.input_tokens} input + {usage.output_tokens} output tokens"
+        f"{usage.input_tokens} input{_cached_note(usage)} + {usage.output_tokens} output tokens"
         f"{'; dry run: nothing written' if args.dry_run else ''}\n"
     )
     return EXIT_OK
+
+
+def _cached_note(usage: Usage) -> str:
+    """`` (N cached)`` when part of the input came from the provider's prompt cache."""
+    return f" ({usage.cached_input_tokens} cached)" if usage.cached_input_tokens else ""
 
 
 # --- demo ----------------------------------------------------------------------------------

@@ -127,6 +127,22 @@ def _render(name: str, **values: str) -> str:
     return Template(load_template(name)).substitute(values)
 
 
+def _render_split(name: str, end_line: str, **values: str) -> tuple[str, str]:
+    """Template ``name`` rendered as ``_render`` does, in two pieces: up to the end of the
+    line starting with ``end_line`` and the blank lines after it, and the rest (``("", text)``
+    when no line starts so). The pieces joined are exactly ``_render(name, **values)``: each
+    ``$name`` sits within one line, so substituting the pieces apart changes nothing."""
+    lines = load_template(name).splitlines(keepends=True)
+    for n, line in enumerate(lines):
+        if line.startswith(end_line):
+            end = n + 1
+            while end < len(lines) and not lines[end].strip():
+                end += 1
+            head, rest = "".join(lines[:end]), "".join(lines[end:])
+            return Template(head).substitute(values), Template(rest).substitute(values)
+    return "", Template("".join(lines)).substitute(values)
+
+
 # --- payload rendering --------------------------------------------------------------------
 
 
@@ -370,10 +386,28 @@ def payload_schema(payload_type: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class PromptParts:
-    """The two messages of the first request: the system prompt and the user message."""
+    """The two messages of the first request: the system prompt and the user message.
+
+    ``user`` starts with the payload block (the payload's schema, the payload, ending with
+    its closing tag) and goes on with the task: ``user[:payload_end]`` is the same for every
+    task on the same payload, so a provider's prompt cache can reuse it (``payload_block`` and
+    ``task_block`` are the two pieces; the agent sends them as two content blocks, the first
+    marked for the cache, see ``PayloadAgent(prompt_caching=)``).
+    """
 
     system: str
     user: str
+    payload_end: int = 0
+
+    @property
+    def payload_block(self) -> str:
+        """The stable start of ``user``: the payload block."""
+        return self.user[: self.payload_end]
+
+    @property
+    def task_block(self) -> str:
+        """The rest of ``user``: the task and how to reply."""
+        return self.user[self.payload_end :]
 
 
 OutputMode = Literal["text", "tool", "json_schema"]
@@ -479,15 +513,18 @@ def render_prompt(
         )
         schema = _render("schema", schema=_escape_fences(schema_json))
     text, annotated = _render_json(payload, indent=indent, index_threshold=index_threshold)
-    user = _render(
+    # The payload block first and the task after it, rendered apart so that the payload
+    # block is a stable prefix (prompt caching) and its end is known exactly.
+    head, tail = _render_split(
         "user",
+        "</payload>",
         schema=schema,
         index_note=_render("index_note").rstrip("\n") if annotated else "",
         payload=text,
         task=task.strip(),
         reply=_reply_contract(output_mode, marker, tool_name),
     )
-    return PromptParts(system=system, user=user.rstrip() + "\n")
+    return PromptParts(system=system, user=head + tail.rstrip() + "\n", payload_end=len(head))
 
 
 # --- correction and confirmation ----------------------------------------------------------

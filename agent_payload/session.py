@@ -111,11 +111,7 @@ class TurnRecord:
             "changes": [
                 {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new} for c in self.changes
             ],
-            "usage": {
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-                "requests": self.usage.requests,
-            },
+            "usage": _sessionfile.usage_json(self.usage),
             "attempts": self.attempts,
             "duration": self.duration,
             "timestamp": self.timestamp,
@@ -141,7 +137,13 @@ class TurnRecord:
             change_request=data.change_request,
             reasoning=data.reasoning,
             changes=tuple(Change(c.op, tuple(c.path), c.old, c.new) for c in data.changes),
-            usage=Usage(usage.input_tokens, usage.output_tokens, usage.requests),
+            usage=Usage(
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.requests,
+                cached_input_tokens=usage.cached_input_tokens,
+                cache_write_input_tokens=usage.cache_write_input_tokens,
+            ),
             attempts=data.attempts,
             duration=data.duration,
             timestamp=data.timestamp,

@@ -60,8 +60,9 @@ server = pytest.fixture(checked_server, name="server")
 
 @pytest.mark.parametrize("mode", MODES)
 def test_text_mode(server: FakeProviderServer, mode: str) -> None:
-    """Text mode sends the system prompt apart and the conversation as messages, and returns
-    the text, stop reason, usage and model."""
+    """Text mode sends the system prompt apart (one text block marked for the prompt cache,
+    the default) and the conversation as messages, and returns the text, stop reason, usage and
+    model."""
     server.add(
         Reply.message('{"updateElements": {"name": "Ada"}}', input_tokens=13, output_tokens=5)
     )
@@ -73,7 +74,9 @@ def test_text_mode(server: FakeProviderServer, mode: str) -> None:
     assert not reply.truncated and reply.refusal is None
     request = server.requests[0]
     assert request.path == "/v1/messages"
-    assert request.body["system"] == "You edit payloads."
+    assert request.body["system"] == [
+        {"type": "text", "text": "You edit payloads.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert request.body["messages"] == [{"role": "user", "content": "Rename Bob to Ada."}]
     assert request.body["max_tokens"] == 300
     assert "tools" not in request.body

@@ -304,7 +304,9 @@ def run_demo(
     usage = result.usage
     say(
         f"Usage over {result.attempts} attempt{'' if result.attempts == 1 else 's'}: "
-        f"{usage.input_tokens:,} input + {usage.output_tokens:,} output tokens"
+        f"{usage.input_tokens:,} input"
+        + (f" ({usage.cached_input_tokens:,} cached)" if usage.cached_input_tokens else "")
+        + f" + {usage.output_tokens:,} output tokens"
         + (" (replay: counted from the text)" if chosen is None else "")
         + "."
     )

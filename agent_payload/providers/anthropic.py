@@ -16,7 +16,14 @@ Output modes (``ModelRequest.output_mode``):
   the reply is read the same way). Pass ``output_config`` through ``ModelRequest.extra`` if you
   want Anthropic's own structured outputs instead.
 
-The system message goes to ``system``. ``temperature`` is sent through ``extra_body`` (this SDK
+The system message goes to ``system``. Prompt caching (``ModelRequest.prompt_caching``, on by
+default; ``PayloadAgent(prompt_caching=False)`` turns it off): the system prompt is sent as one
+text block and the payload block of the first user message (``Message.stable_prefix``) as a
+text block of its own, each with ``cache_control={"type": "ephemeral"}``, so the next attempt
+and the next task on the same payload read them from the cache (prompts shorter than the
+model's minimum cacheable length are simply not cached). Cache reads and writes are reported in
+``Usage.cached_input_tokens`` and ``Usage.cache_write_input_tokens`` and counted in
+``Usage.input_tokens``. ``temperature`` is sent through ``extra_body`` (this SDK
 version has no ``temperature`` parameter). ``finish_reason`` is the ``stop_reason``;
 ``"max_tokens"`` (and ``"model_context_window_exceeded"``) mark a truncated reply and
 ``"refusal"`` a refusal (``ModelReply.refusal`` holds the text, or the refusal's explanation).
@@ -41,7 +48,7 @@ from agent_payload.providers._common import (
     split_system,
     strict_compatible,
 )
-from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.providers.base import Message, ModelReply, ModelRequest
 from agent_payload.usage import Usage
 
 try:
@@ -127,6 +134,25 @@ def _is_async_client(client: Any) -> bool | None:
     return inspect.iscoroutinefunction(create)
 
 
+MAX_CACHE_BREAKPOINTS = 4
+"""Anthropic accepts at most this many ``cache_control`` breakpoints in one request."""
+
+CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
+"""The breakpoint put on the system prompt and on the payload block (the 5-minute cache)."""
+
+
+def _cached_blocks(message: Message) -> list[dict[str, Any]]:
+    """``message.content`` as text blocks: its stable start marked as a cache breakpoint, then
+    the rest (left out when empty: the API refuses empty text blocks)."""
+    cut = min(message.stable_prefix, len(message.content))
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": message.content[:cut], "cache_control": dict(CACHE_CONTROL)}
+    ]
+    if message.content[cut:]:
+        blocks.append({"type": "text", "text": message.content[cut:]})
+    return blocks
+
+
 class AnthropicModel:
     """A ``Model`` on the Messages API (``client.messages.create``).
 
@@ -195,13 +221,26 @@ class AnthropicModel:
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments for ``messages.create`` (pure; public for tests)."""
         system, rest = split_system(request.messages)
+        caching = request.prompt_caching
+        breakpoints = MAX_CACHE_BREAKPOINTS - (1 if caching and system is not None else 0)
+        messages: list[dict[str, Any]] = []
+        for m in rest:
+            if caching and m.stable_prefix > 0 and breakpoints > 0:
+                breakpoints -= 1
+                messages.append({"role": m.role, "content": _cached_blocks(m)})
+            else:
+                messages.append({"role": m.role, "content": m.content})
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens if request.max_tokens is not None else self.max_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in rest],
+            "messages": messages,
         }
         if system is not None:
-            params["system"] = system
+            params["system"] = (
+                [{"type": "text", "text": system, "cache_control": dict(CACHE_CONTROL)}]
+                if caching
+                else system
+            )
         if request.output_mode in ("tool", "json_schema"):
             schema: Mapping[str, Any] = (
                 request.schema if request.schema is not None else _ANY_OBJECT
@@ -267,12 +306,15 @@ class AnthropicModel:
             explanation = details.explanation if details is not None else None
             refusal = text or explanation or "The model refused (stop_reason 'refusal')."
         usage = shape.field(message, "usage", "usage", AnthropicUsage, "a usage object")
+        cache_write = shape.tokens(
+            usage, "cache_creation_input_tokens", "usage.cache_creation_input_tokens"
+        )
+        cache_read = shape.tokens(usage, "cache_read_input_tokens", "usage.cache_read_input_tokens")
+        # Anthropic's input_tokens leaves out the cache reads and writes: Usage counts them in.
         input_tokens = (
             shape.tokens(usage, "input_tokens", "usage.input_tokens", optional=False)
-            + shape.tokens(
-                usage, "cache_creation_input_tokens", "usage.cache_creation_input_tokens"
-            )
-            + shape.tokens(usage, "cache_read_input_tokens", "usage.cache_read_input_tokens")
+            + cache_write
+            + cache_read
         )
         model = shape.field(message, "model", "model", str, "text", optional=True)
         return ModelReply(
@@ -284,6 +326,8 @@ class AnthropicModel:
                 input_tokens,
                 shape.tokens(usage, "output_tokens", "usage.output_tokens", optional=False),
                 1,
+                cached_input_tokens=cache_read,
+                cache_write_input_tokens=cache_write,
             ),
             model=model,
             raw=message,

@@ -32,6 +32,11 @@ input is the change request. ``json_schema``: OpenAI structured outputs."""
 class Message:
     role: Literal["system", "user", "assistant"]
     content: str
+    stable_prefix: int = 0
+    """How many characters at the start of ``content`` stay the same across the attempts of a
+    run and across tasks on the same payload (the payload block of the first user message; 0:
+    none). An adapter that marks prompt-cache breakpoints (Anthropic) sends that start as a
+    content block of its own, marked; the text the model reads is ``content`` either way."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,14 @@ class ModelRequest:
     temperature: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Passed through to the SDK call as keyword arguments."""
+    prompt_caching: bool = True
+    """Mark the stable start of the request for the provider's prompt cache: Anthropic
+    ``cache_control`` breakpoints on the system prompt and on the payload block (a user
+    message's ``stable_prefix``). OpenAI caches prompt prefixes by itself and has nothing to
+    mark."""
+    prompt_cache_key: str | None = None
+    """OpenAI's ``prompt_cache_key`` (Chat Completions and Responses), which routes requests
+    sharing a prefix to the same cache; not sent when None. Anthropic has none (ignored)."""
 
 
 @dataclass(frozen=True, slots=True)

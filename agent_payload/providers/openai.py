@@ -14,6 +14,13 @@ Output modes (``ModelRequest.output_mode``):
 * ``"json_schema"``: structured outputs (Chat: ``response_format={"type": "json_schema", ...}``;
   Responses: ``text.format``); the message text is the JSON.
 
+Prompt caching: OpenAI caches the longest prefix a request shares with a recent one by
+itself; the agent keeps that prefix long (system prompt, payload, then the task).
+``ModelRequest.prompt_cache_key`` (``PayloadAgent(prompt_cache_key=)``) is sent as
+``prompt_cache_key`` to both APIs when set. ``Usage.cached_input_tokens`` is the usage's
+``cached_tokens`` (counted in ``input_tokens``, as OpenAI counts it) and
+``Usage.cache_write_input_tokens`` its ``cache_write_tokens`` where the server reports them.
+
 ``strict`` (constructor): ``"auto"`` (default) sends ``strict: true`` only when the schema fits
 OpenAI's strict mode (see ``agent_payload.schema``), ``True``/``False`` force it.
 """
@@ -48,9 +55,10 @@ try:
         ChatCompletionMessageFunctionToolCall,
         ChatCompletionToolMessageParam,
     )
-    from openai.types.completion_usage import CompletionUsage
+    from openai.types.completion_usage import CompletionUsage, PromptTokensDetails
     from openai.types.responses import FunctionToolParam, Response, ResponseUsage
     from openai.types.responses.response_input_param import FunctionCallOutput
+    from openai.types.responses.response_usage import InputTokensDetails
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("openai", _exc) from _exc
 
@@ -167,6 +175,33 @@ class _OpenAIModel(ABC):
             expected_server=_ERRORS.expected_server,
         )
 
+    @staticmethod
+    def _usage(
+        shape: ResponseShape, usage: object, names: tuple[str, str, str], details: type
+    ) -> Usage:
+        """``Usage`` of one call: input and output tokens (``names``), and the cache reads and
+        writes of the input details (``names[0]`` with ``_details``; 0 where not reported)."""
+        inputs, outputs, details_name = names
+        found = shape.field(
+            usage, details_name, f"usage.{details_name}", details, "an object", optional=True
+        )
+        where = f"usage.{details_name}"
+        return Usage(
+            shape.tokens(usage, inputs, f"usage.{inputs}"),
+            shape.tokens(usage, outputs, f"usage.{outputs}"),
+            1,
+            cached_input_tokens=shape.tokens(found, "cached_tokens", f"{where}.cached_tokens"),
+            cache_write_input_tokens=shape.tokens(
+                found, "cache_write_tokens", f"{where}.cache_write_tokens"
+            ),
+        )
+
+    def _cache_params(self, request: ModelRequest) -> dict[str, Any]:
+        """``prompt_cache_key`` when the request sets one (both APIs name it so)."""
+        if request.prompt_cache_key is None:
+            return {}
+        return {"prompt_cache_key": request.prompt_cache_key}
+
     def _strict_for(self, schema: Mapping[str, Any]) -> bool:
         if self.strict == "auto":
             return strict_compatible(schema)
@@ -258,6 +293,7 @@ class OpenAIChatModel(_OpenAIModel):
                 "type": "json_schema",
                 "json_schema": self._named_schema(request, schema),
             }
+        params.update(self._cache_params(request))
         params.update(self.defaults)
         params.update(request.extra)
         return params
@@ -324,10 +360,11 @@ class OpenAIChatModel(_OpenAIModel):
             finish_reason=finish,
             truncated=finish == "length",
             refusal=refusal or None,
-            usage=Usage(
-                shape.tokens(usage, "prompt_tokens", "usage.prompt_tokens"),
-                shape.tokens(usage, "completion_tokens", "usage.completion_tokens"),
-                1,
+            usage=self._usage(
+                shape,
+                usage,
+                ("prompt_tokens", "completion_tokens", "prompt_tokens_details"),
+                PromptTokensDetails,
             ),
             model=model,
             raw=completion,
@@ -378,6 +415,7 @@ class OpenAIResponsesModel(_OpenAIModel):
             params["text"] = {
                 "format": {"type": "json_schema", **self._named_schema(request, schema)}
             }
+        params.update(self._cache_params(request))
         params.update(self.defaults)
         params.update(request.extra)
         return params
@@ -437,10 +475,11 @@ class OpenAIResponsesModel(_OpenAIModel):
             finish_reason=finish,
             truncated=reason == "max_output_tokens",
             refusal="\n".join(refusals) or None,
-            usage=Usage(
-                shape.tokens(usage, "input_tokens", "usage.input_tokens"),
-                shape.tokens(usage, "output_tokens", "usage.output_tokens"),
-                1,
+            usage=self._usage(
+                shape,
+                usage,
+                ("input_tokens", "output_tokens", "input_tokens_details"),
+                InputTokensDetails,
             ),
             model=model,
             raw=response,

@@ -35,6 +35,13 @@ class Reply:
     included). ``length_limited`` marks the reply as cut by the token limit (``finish_reason
     "length"``, Responses ``status "incomplete"`` with ``max_output_tokens``, ``stop_reason
     "max_tokens"``). Token counts default to an estimate from the lengths.
+
+    ``cached_input_tokens`` / ``cache_write_input_tokens``: the part of the input read from /
+    written to the prompt cache, counted in ``input_tokens`` as ``agent_payload.Usage`` counts
+    them, and sent in each API's own shape: OpenAI ``prompt_tokens_details.cached_tokens`` /
+    ``input_tokens_details.cached_tokens`` (and ``cache_write_tokens``) inside the input count,
+    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens`` beside an
+    ``input_tokens`` that leaves them out.
     """
 
     text: str = ""
@@ -43,6 +50,8 @@ class Reply:
     tool_name: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     @classmethod
     def message(
@@ -51,9 +60,18 @@ class Reply:
         *,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        cached_input_tokens: int = 0,
+        cache_write_input_tokens: int = 0,
     ) -> Reply:
         """Plain assistant text, even when the request forces a tool."""
-        return cls(text=text, kind="text", input_tokens=input_tokens, output_tokens=output_tokens)
+        return cls(
+            text=text,
+            kind="text",
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_input_tokens=cached_input_tokens,
+            cache_write_input_tokens=cache_write_input_tokens,
+        )
 
     @classmethod
     def tool_call(
@@ -63,6 +81,8 @@ class Reply:
         name: str | None = None,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        cached_input_tokens: int = 0,
+        cache_write_input_tokens: int = 0,
     ) -> Reply:
         """A tool call with these arguments (a JSON string, or a mapping dumped to JSON); ``name``
         defaults to the forced tool, else the first tool offered."""
@@ -73,6 +93,8 @@ class Reply:
             tool_name=name,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            cached_input_tokens=cached_input_tokens,
+            cache_write_input_tokens=cache_write_input_tokens,
         )
 
     @classmethod
@@ -202,6 +224,9 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
+        if content and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+            # text blocks are one text in pieces (a cache breakpoint between two of them)
+            return "".join(content_text(part) for part in content)
         return "\n".join(filter(None, (content_text(part) for part in content)))
     if isinstance(content, dict):
         for key in ("text", "output", "content", "refusal"):
@@ -263,6 +288,33 @@ class FakeRequest:
                 text = content_text(item.get("content", item))
                 out.append((role, text))
         return out
+
+    @property
+    def cache_controls(self) -> list[str]:
+        """Where the request carries an Anthropic ``cache_control`` breakpoint, in order:
+        ``"system[0]"``, ``"messages[0].content[0]"``, ``"tools[0]"``, ``"cache_control"``
+        (the top-level one); ``[]`` when there is none."""
+        body = self.body if isinstance(self.body, dict) else {}
+        found = ["cache_control"] if body.get("cache_control") is not None else []
+        for key in ("tools", "system", "messages"):
+            items = body.get(key)
+            for n, item in enumerate(items if isinstance(items, list) else []):
+                if not isinstance(item, dict):
+                    continue
+                if item.get("cache_control") is not None:
+                    found.append(f"{key}[{n}]")
+                content = item.get("content")
+                for m, block in enumerate(content if isinstance(content, list) else []):
+                    if isinstance(block, dict) and block.get("cache_control") is not None:
+                        found.append(f"{key}[{n}].content[{m}]")
+        return found
+
+    @property
+    def prompt_cache_key(self) -> str | None:
+        """OpenAI's ``prompt_cache_key`` as sent (None when absent)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        key = body.get("prompt_cache_key")
+        return key if isinstance(key, str) else None
 
     @property
     def text(self) -> str:

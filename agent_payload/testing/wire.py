@@ -4,6 +4,7 @@ error body (``error_body``). Pure functions; the HTTP side is ``testing.server``
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
@@ -31,15 +32,17 @@ def resolve_reply(item: str | Reply, request: FakeRequest) -> Reply:
     name = None
     if kind == "tool_call":
         name = reply.tool_name or request.forced_tool or (request.tools or ["tool"])[0]
-    return Reply(
-        reply.text, kind, reply.length_limited, name, reply.input_tokens, reply.output_tokens
-    )
+    return dataclasses.replace(reply, kind=kind, tool_name=name)
 
 
 def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
+    """Input tokens (cache reads and writes included) and output tokens of the reply."""
     input_tokens = reply.input_tokens
     if input_tokens is None:
-        input_tokens = estimate_tokens(request.text)
+        input_tokens = max(
+            estimate_tokens(request.text),
+            reply.cached_input_tokens + reply.cache_write_input_tokens,
+        )
     output_tokens = reply.output_tokens
     if output_tokens is None:
         output_tokens = estimate_tokens(reply.text)
@@ -78,7 +81,11 @@ def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
             "prompt_tokens": input_tokens,
             "completion_tokens": output_tokens,
             "total_tokens": input_tokens + output_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {
+                "cached_tokens": reply.cached_input_tokens,
+                "cache_write_tokens": reply.cache_write_input_tokens,
+                "audio_tokens": 0,
+            },
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         },
     }
@@ -136,7 +143,10 @@ def _response(reply: Reply, request: FakeRequest) -> dict[str, Any]:
         "text": body.get("text") or {"format": {"type": "text"}},
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "input_tokens_details": {
+                "cached_tokens": reply.cached_input_tokens,
+                "cache_write_tokens": reply.cache_write_input_tokens,
+            },
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,
@@ -191,10 +201,13 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
         "stop_sequence": None,
         "stop_details": stop_details,
         "usage": {
-            "input_tokens": input_tokens,
+            # Anthropic's input_tokens leaves out the cache reads and writes
+            "input_tokens": max(
+                0, input_tokens - reply.cached_input_tokens - reply.cache_write_input_tokens
+            ),
             "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": reply.cache_write_input_tokens,
+            "cache_read_input_tokens": reply.cached_input_tokens,
         },
     }
 
