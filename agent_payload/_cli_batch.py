@@ -158,7 +158,11 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
                     "payload": json_data(r.payload),
                     "change_request": r.change_request,
                     "attempts": r.attempts,
-                    "usage": {"input": r.usage.input_tokens, "output": r.usage.output_tokens},
+                    "usage": {
+                        "input": r.usage.input_tokens,
+                        "output": r.usage.output_tokens,
+                        "cached_input": r.usage.cached_input_tokens,
+                    },
                     "error": r.error,
                 },
                 ensure_ascii=False,
@@ -166,9 +170,11 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
             for r in job.results()
         ]
     atomic_write_text(args.output, "".join(line + "\n" for line in lines))
+    cached_tokens = final.usage.cached_input_tokens
+    cached = f" ({cached_tokens} cached)" if cached_tokens else ""
     stderr.write(
         f"{final.done} done, {final.failed} failed, {final.pending} pending; "
-        f"{final.usage.input_tokens} input + {final.usage.output_tokens} output tokens; "
+        f"{final.usage.input_tokens} input{cached} + {final.usage.output_tokens} output tokens; "
         f"results in {args.output}\n"
     )
     return EXIT_OK if final.failed == 0 and final.pending == 0 else EXIT_FAILED

@@ -93,6 +93,8 @@ CREATE TABLE IF NOT EXISTS items (
     transport_failures INTEGER NOT NULL DEFAULT 0,
     input_tokens INTEGER NOT NULL DEFAULT 0,
     output_tokens INTEGER NOT NULL DEFAULT 0,
+    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_write_input_tokens INTEGER NOT NULL DEFAULT 0,
     result TEXT,
     change_request TEXT,
     report TEXT,
@@ -328,11 +330,21 @@ class BatchJob:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            self._add_cache_columns()
         except sqlite3.DatabaseError as exc:
             raise BatchStateError(f"{self.path}: not a usable batch state file ({exc})") from exc
         self._check_meta(f"{model.provider}:{model.name}")
 
     # -- the file --
+
+    def _add_cache_columns(self) -> None:
+        """A state file written before the cache counts existed gets their columns (0)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(items)")}
+        for column in ("cached_input_tokens", "cache_write_input_tokens"):
+            if column not in columns:
+                self._db.execute(
+                    f"ALTER TABLE items ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
+                )
 
     def _check_meta(self, model: str) -> None:
         meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
@@ -435,7 +447,8 @@ class BatchJob:
         """Every item in the order added."""
         cursor = self._db.execute(
             "SELECT id, status, payload, model_type, result, change_request, report, attempts, "
-            "input_tokens, output_tokens, error, problems FROM items ORDER BY seq"
+            "input_tokens, output_tokens, error, problems, cached_input_tokens, "
+            "cache_write_input_tokens FROM items ORDER BY seq"
         )
         for row in cursor:
             (
@@ -451,6 +464,8 @@ class BatchJob:
                 tokens_out,
                 error,
                 problems,
+                cached,
+                written,
             ) = row
             data = json.loads(result if result is not None else payload)
             if model_type is not None:
@@ -462,7 +477,7 @@ class BatchJob:
                 change_request=json.loads(request) if request else None,
                 report=json.loads(report) if report else None,
                 attempts=attempts,
-                usage=Usage(tokens_in, tokens_out, attempts),
+                usage=Usage(tokens_in, tokens_out, attempts, cached, written),
                 error=error,
                 problems=tuple(json.loads(problems)) if problems else (),
             )
@@ -472,9 +487,10 @@ class BatchJob:
         counts = dict(
             self._db.execute("SELECT status, COUNT(*) FROM items GROUP BY status").fetchall()
         )
-        tokens_in, tokens_out, attempts = self._db.execute(
+        tokens_in, tokens_out, attempts, cached, written = self._db.execute(
             "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
-            "COALESCE(SUM(attempts), 0) FROM items"
+            "COALESCE(SUM(attempts), 0), COALESCE(SUM(cached_input_tokens), 0), "
+            "COALESCE(SUM(cache_write_input_tokens), 0) FROM items"
         ).fetchone()
         (submitted,) = self._db.execute(
             "SELECT COUNT(*) FROM requests r "
@@ -495,7 +511,7 @@ class BatchJob:
             done=counts.get("done", 0),
             failed=counts.get("failed", 0),
             pending=counts.get("pending", 0),
-            usage=Usage(tokens_in, tokens_out, attempts),
+            usage=Usage(tokens_in, tokens_out, attempts, cached, written),
             cost=cost,
         )
 
@@ -561,12 +577,15 @@ class BatchJob:
     ) -> None:
         self._db.execute(
             "UPDATE items SET status = ?, in_round = NULL, attempts = ?, input_tokens = ?, "
-            "output_tokens = ?, error = ?, problems = ? WHERE seq = ?",
+            "output_tokens = ?, cached_input_tokens = ?, cache_write_input_tokens = ?, "
+            "error = ?, problems = ? WHERE seq = ?",
             (
                 status,
                 state.attempt,
                 state.usage.input_tokens,
                 state.usage.output_tokens,
+                state.usage.cached_input_tokens,
+                state.usage.cache_write_input_tokens,
                 error,
                 problems,
                 seq,

@@ -397,3 +397,86 @@ def test_a_session_file_without_cache_counts_still_loads(tmp_path: Path) -> None
     usage = loaded.history[0].usage
     assert (usage.cached_input_tokens, usage.cache_write_input_tokens) == (0, 0)
     assert usage == session.history[0].usage and usage.requests == 1
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+def test_cli_usage_line_shows_cached_input(
+    server: FakeProviderServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agent-payload run` says how much of the input came from the cache (and nothing about
+    a cache when none was used)."""
+    import io
+
+    from agent_payload.cli import main
+
+    payload = tmp_path / "p.json"
+    payload.write_text(json.dumps(PAYLOAD), encoding="utf-8")
+    server.add(
+        Reply.message(GOOD, input_tokens=900, output_tokens=20, cached_input_tokens=800),
+        Reply.message(GOOD, input_tokens=900, output_tokens=20),
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+    lines = []
+    for _ in range(2):
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["run", "--model", "openai:gpt-test", "--payload", str(payload)]
+        status = main([*argv, "--no-color", "Rename Ada to Bob."], stdout=out, stderr=err)
+        assert status == 0, err.getvalue()
+        lines.append(err.getvalue().splitlines()[-1])
+    assert "; 900 input (800 cached) + 20 output tokens" in lines[0]
+    assert "; 900 input + 20 output tokens" in lines[1]
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 2
+
+
+# --- batch jobs -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_batch_job_sums_cached_tokens_and_reads_older_state_files(api: str, tmp_path: Path) -> None:
+    """Through the providers' batch APIs each item's usage and the job's progress carry the
+    cache counts; a state file from before they existed (no such columns) gets them, as 0."""
+    import sqlite3
+
+    from agent_payload.batch import BatchJob
+
+    def answer(request: FakeRequest) -> Reply:
+        return Reply.message(GOOD, input_tokens=100, output_tokens=5, cached_input_tokens=60)
+
+    state = tmp_path / "job.sqlite"
+    with FakeProviderServer(handler=answer) as fake:
+        model = _model(fake, api, is_async=False)
+        with model.client, BatchJob(PayloadAgent(model), state) as job:
+            job.add_many([{"id": f"i{n}", "payload": PAYLOAD, "task": "Rename"} for n in range(3)])
+            final = job.run(poll_interval=0)
+            results = list(job.results())
+        lines = fake.batch_requests
+    assert final.done == 3
+    assert final.usage == Usage(300, 15, 3, cached_input_tokens=180)
+    assert [r.usage for r in results] == [Usage(100, 5, 1, cached_input_tokens=60)] * 3
+    expected = ["system[0]", "messages[0].content[0]"] if api == "anthropic" else []
+    assert len(lines) == 3 and all(line.cache_controls == expected for line in lines)
+    with sqlite3.connect(state) as db:  # as a state file written before the cache columns
+        db.execute("ALTER TABLE items DROP COLUMN cached_input_tokens")
+        db.execute("ALTER TABLE items DROP COLUMN cache_write_input_tokens")
+    db.close()
+    with FakeProviderServer() as fake:
+        model = _model(fake, api, is_async=False)
+        with model.client, BatchJob(PayloadAgent(model), state) as job:
+            assert [r.usage for r in job.results()] == [Usage(100, 5, 1)] * 3
+            assert job.progress().usage == Usage(300, 15, 3)
+
+
+def test_a_failed_run_reports_cached_tokens_too(server: FakeProviderServer) -> None:
+    """RetriesExhaustedError.usage carries the cache counts of every attempt."""
+    from agent_payload.errors import RetriesExhaustedError
+
+    server.add(
+        Reply.message(BAD, input_tokens=300, output_tokens=4, cache_write_input_tokens=250),
+        Reply.message(BAD, input_tokens=320, output_tokens=4, cached_input_tokens=250),
+    )
+    with pytest.raises(RetriesExhaustedError) as caught:
+        run_agent(server, "anthropic", "sync", max_retries=1)
+    assert caught.value.usage == Usage(620, 8, 2, 250, 250)
