@@ -262,7 +262,9 @@ class BatchJob:
     apply to every item. ``state_path``: the SQLite file (created if missing; reopened to
     resume). ``types``: payload types to resolve by name on resume (by default they are imported
     by module and qualified name). ``prices``: ``{"input": ..., "output": ...}`` per million
-    tokens, for the progress's cost estimate (batch prices, which the providers halve).
+    tokens, for the progress's cost estimate (batch prices, which the providers halve);
+    ``"cached_input"`` and ``"cache_write_input"`` price the input read from and written to the
+    prompt cache (the ``"input"`` price when not given).
     ``max_batch_requests`` / ``max_batch_bytes`` lower the provider's limits per batch.
     """
 
@@ -500,8 +502,11 @@ class BatchJob:
         (rnd,) = self._db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
         cost = None
         if self.prices is not None:
+            price_in = self.prices.get("input", 0.0)
             cost = (
-                tokens_in * self.prices.get("input", 0.0)
+                (tokens_in - cached - written) * price_in
+                + cached * self.prices.get("cached_input", price_in)
+                + written * self.prices.get("cache_write_input", price_in)
                 + tokens_out * self.prices.get("output", 0.0)
             ) / 1_000_000
         return BatchProgress(

@@ -480,3 +480,34 @@ def test_a_failed_run_reports_cached_tokens_too(server: FakeProviderServer) -> N
     with pytest.raises(RetriesExhaustedError) as caught:
         run_agent(server, "anthropic", "sync", max_retries=1)
     assert caught.value.usage == Usage(620, 8, 2, 250, 250)
+
+
+def test_batch_cost_prices_cached_input_apart(tmp_path: Path) -> None:
+    """prices may name the cache's own prices; without them cached input costs the input
+    price (the estimate is then what it was before the cache counts existed)."""
+    from agent_payload.batch import BatchJob
+
+    def answer(request: FakeRequest) -> Reply:
+        return Reply.message(
+            GOOD,
+            input_tokens=1_000_000,
+            output_tokens=0,
+            cached_input_tokens=600_000,
+            cache_write_input_tokens=100_000,
+        )
+
+    costs = []
+    for n, prices in enumerate(
+        [
+            {"input": 2.0, "output": 8.0},
+            {"input": 2.0, "output": 8.0, "cached_input": 0.5, "cache_write_input": 2.5},
+        ]
+    ):
+        with FakeProviderServer(handler=answer) as fake:
+            model = _model(fake, "anthropic", is_async=False)
+            state = tmp_path / f"{n}.sqlite"
+            with model.client, BatchJob(PayloadAgent(model), state, prices=prices) as job:
+                job.add_many([{"id": "a", "payload": PAYLOAD, "task": "Rename"}])
+                costs.append(job.run(poll_interval=0).cost)
+    assert costs[0] == pytest.approx(2.0)
+    assert costs[1] == pytest.approx(0.3 * 2.0 + 0.6 * 0.5 + 0.1 * 2.5)
