@@ -32,13 +32,14 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
 from agent_payload import errors as _errors
 from agent_payload._jsondata import json_data
+from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
 from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
@@ -374,13 +375,6 @@ class PromptParts:
 
     system: str
     user: str
-
-
-OutputMode = Literal["text", "tool", "json_schema"]
-"""How the model replies (the same values as ``providers.base.OutputMode``): ``text`` and
-``json_schema`` are told to reply with one minified JSON object, ``tool`` to call the tool."""
-
-DEFAULT_TOOL_NAME = "apply_change_request"
 
 
 def _lines(value: str | Sequence[str]) -> str:

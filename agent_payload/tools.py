@@ -35,6 +35,7 @@ from agent_payload import prompts as _prompts
 from agent_payload import typed as _typed
 from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
 from agent_payload._jsondata import json_data
+from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.judge import Judge, Verdict
@@ -61,8 +62,6 @@ __all__ = [
     "summarize_changes",
     "tool_description",
 ]
-
-DEFAULT_TOOL_NAME = "apply_change_request"
 
 
 def tool_description(marker: str = MARKER) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
+from agent_payload._reply import is_truncation
 from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     ResponseShape,
@@ -34,9 +35,9 @@ from agent_payload.providers._common import (
     missing_sdk,
     not_an_api_response,
     split_system,
-    strict_compatible,
 )
 from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
 try:
@@ -169,7 +170,7 @@ class _OpenAIModel(ABC):
 
     def _strict_for(self, schema: Mapping[str, Any]) -> bool:
         if self.strict == "auto":
-            return strict_compatible(schema)
+            return is_strict_compatible(schema)
         return bool(self.strict)
 
     def _named_schema(self, request: ModelRequest, schema: dict[str, Any]) -> dict[str, Any]:
@@ -322,7 +323,7 @@ class OpenAIChatModel(_OpenAIModel):
         return ModelReply(
             text=text,
             finish_reason=finish,
-            truncated=finish == "length",
+            truncated=is_truncation(finish),
             refusal=refusal or None,
             usage=Usage(
                 shape.tokens(usage, "prompt_tokens", "usage.prompt_tokens"),
@@ -435,7 +436,7 @@ class OpenAIResponsesModel(_OpenAIModel):
         return ModelReply(
             text=arguments if arguments is not None else "".join(texts),
             finish_reason=finish,
-            truncated=reason == "max_output_tokens",
+            truncated=is_truncation(reason),
             refusal="\n".join(refusals) or None,
             usage=Usage(
                 shape.tokens(usage, "input_tokens", "usage.input_tokens"),
