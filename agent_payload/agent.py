@@ -60,13 +60,8 @@ from agent_payload._config import (
     check_payload_type,
     check_validators,
 )
-from agent_payload._loop import (
-    AgentResult,
-    RunSettings,
-    RunState,
-    Validator,
-    estimate_tokens,
-)
+from agent_payload._loop import RunSettings, RunState, Validator
+from agent_payload._reply import OutputMode
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -74,8 +69,10 @@ from agent_payload.errors import (
     RetriesExhaustedError,
 )
 from agent_payload.guards.versions import check_version
-from agent_payload.providers.base import Model, ModelReply, ModelRequest, OutputMode
+from agent_payload.providers.base import Model, ModelReply, ModelRequest
 from agent_payload.report import Guard, Problem
+from agent_payload.result import AgentResult
+from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
     from agent_payload.guards import Permissions, ReadScope

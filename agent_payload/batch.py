@@ -59,7 +59,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agent_payload import merge as _merge
-from agent_payload._loop import AgentResult, RunState
+from agent_payload._loop import RunState
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -69,6 +69,7 @@ from agent_payload.errors import (
 )
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.providers.batching import BatchBackend, LineError, backend_for
+from agent_payload.result import AgentResult
 from agent_payload.usage import Usage
 
 __all__ = ["BatchItemResult", "BatchJob", "BatchProgress", "BatchStateError"]

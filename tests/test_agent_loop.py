@@ -20,7 +20,7 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     TruncatedReplyError,
 )
-from agent_payload.judge import _current
+from agent_payload.judge._problems import value_at as _current
 from agent_payload.providers.base import ModelReply
 from agent_payload.testing import ScriptedModel
 from agent_payload.usage import Usage
