@@ -69,6 +69,7 @@ from agent_payload.errors import (
     RetriesExhaustedError,
 )
 from agent_payload.guards.versions import check_version
+from agent_payload.providers import infer_model
 from agent_payload.providers.base import Model, ModelReply, ModelRequest
 from agent_payload.report import Guard, Problem
 from agent_payload.result import AgentResult
@@ -135,8 +136,6 @@ def _resolve_model(
                 "used as it is (drop api=)"
             )
         return model
-    from agent_payload.providers import infer_model
-
     if not isinstance(model, str) and model_name is None:
         raise ConfigurationError(
             f"model: expected a Model, a 'provider:MODEL' string or an SDK client with "

@@ -45,13 +45,17 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from agent_payload import _jsontext
+from agent_payload import _cli_batch, _jsontext
 from agent_payload._files import atomic_write_text
+from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
+from agent_payload.agent import PayloadAgent
 from agent_payload.changes import DEFAULT_MARKERS
+from agent_payload.demo import run_demo
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -62,6 +66,10 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     UsageError,
 )
+from agent_payload.mcp import PayloadFileEditor, serve
+from agent_payload.merge import apply_change_request
+from agent_payload.parse import parse_change_request_with_repairs
+from agent_payload.providers import infer_model
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -205,8 +213,6 @@ def _print_reasoning(reasoning: str | None, style: Style, stderr: TextIO) -> Non
 
 
 def _to_jsonable(payload: Any) -> Any:
-    from agent_payload._jsondata import json_data
-
     return json_data(payload)
 
 
@@ -223,8 +229,6 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         )
     markers = _parse_markers(args.markers)
 
-    from agent_payload.merge import apply_change_request
-
     payload_name, payload_text = _read_text(payload_file, stdin)
     change_name, change_text = _read_text(change_file, stdin)
     payload = _loads(payload_text, payload_name)
@@ -232,8 +236,6 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
 
     change: Any
     if args.reply:
-        from agent_payload.parse import parse_change_request_with_repairs
-
         try:
             parsed = parse_change_request_with_repairs(change_text)
         except ModelReplyError as exc:
@@ -307,9 +309,6 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     if not task.strip():
         raise CliError("the task is empty: say what should change in the payload")
 
-    from agent_payload.agent import PayloadAgent
-    from agent_payload.providers import infer_model
-
     style = Style(use_color(stderr, no_color=args.no_color))
     try:
         model = infer_model(args.model)
@@ -353,8 +352,6 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
 
 
 def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from agent_payload.demo import run_demo
-
     try:
         return run_demo(
             out=stdout,
@@ -385,8 +382,6 @@ def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         schema = _loads(schema_text, schema_name)
         if not isinstance(schema, dict):
             raise CliError(f"{schema_name}: expected a JSON Schema (an object)")
-    from agent_payload.mcp import PayloadFileEditor, serve
-
     try:
         editor = PayloadFileEditor(
             args.payload, allow=args.allow, deny=args.deny, hide=args.hide, payload_schema=schema
@@ -603,8 +598,6 @@ def build_parser() -> argparse.ArgumentParser:
         "schema is derived from it, and a change whose result does not match is refused",
     )
     mcp.set_defaults(func=_cmd_mcp)
-    from agent_payload import _cli_batch
-
     _cli_batch.add_parser(sub, CliError)
     return parser
 
@@ -621,8 +614,6 @@ def _non_negative_int(text: str) -> int:
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("agent-payload")
     except Exception:
         return "unknown"

@@ -86,6 +86,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic.types import _SecretBase
 
 from agent_payload._jsondata import describe, format_payload_path, json_data, json_equal
 from agent_payload.errors import ConfigurationError, PayloadValidationError
@@ -325,8 +326,6 @@ def validation_errors(exc: ValidationError, data: Any) -> list[tuple[PayloadPath
 
 
 def _is_secret(value: Any) -> bool:
-    from pydantic.types import _SecretBase
-
     return isinstance(value, _SecretBase)
 
 

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent_payload import __version__
 from agent_payload.errors import ConfigurationError
 from agent_payload.mcp._editor import APPLY_TOOL, READ_TOOL, UNDO_TOOL, Outcome, PayloadFileEditor
 
@@ -36,8 +37,6 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
     from mcp_types import Tool as MCPTool
-
-    from agent_payload import __version__
 
     def result(outcome: Outcome) -> CallToolResult:
         return CallToolResult(
