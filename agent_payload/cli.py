@@ -35,6 +35,9 @@ Exit status: 0 success; 1 the job was refused or failed (conflicts, unless ``--l
 correction loop gave up; the provider failed; the ``-o`` file could not be written: writes are
 atomic, so it is then exactly as it was); 2 usage or input errors (bad arguments, unreadable
 files, invalid JSON, a payload or change request the merge cannot take).
+
+This module is over 600 lines because each subcommand's option table (``_add_apply``, ...) is a
+flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._cli_batch``.
 """
 
 from __future__ import annotations
@@ -406,7 +409,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    _add_apply(sub)
+    _add_run(sub)
+    _add_demo(sub)
+    _add_mcp(sub)
+    _cli_batch.add_parser(sub, CliError)
+    return parser
 
+
+def _add_apply(sub: Any) -> None:
+    """``apply``: merge a change request file into a payload file."""
     apply = sub.add_parser(
         "apply",
         help="merge a change request into a payload and print the result",
@@ -473,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     apply.set_defaults(func=_cmd_apply)
 
+
+def _add_run(sub: Any) -> None:
+    """``run``: ask a model to edit a payload."""
     run = sub.add_parser(
         "run",
         help="ask a model to edit a payload",
@@ -532,6 +547,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     run.set_defaults(func=_cmd_run)
 
+
+def _add_demo(sub: Any) -> None:
+    """``demo``: the main job end to end."""
     demo = sub.add_parser(
         "demo",
         help="run the main job end to end (offline replay when no API key is set)",
@@ -546,6 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-color", action="store_true", help="no ANSI colour")
     demo.set_defaults(func=_cmd_demo)
 
+
+def _add_mcp(sub: Any) -> None:
+    """``mcp``: serve a JSON file to MCP hosts."""
     mcp = sub.add_parser(
         "mcp",
         help="serve a JSON file to MCP hosts (stdio): read it, edit it with change requests",
@@ -598,8 +619,6 @@ def build_parser() -> argparse.ArgumentParser:
         "schema is derived from it, and a change whose result does not match is refused",
     )
     mcp.set_defaults(func=_cmd_mcp)
-    _cli_batch.add_parser(sub, CliError)
-    return parser
 
 
 def _non_negative_int(text: str) -> int:
