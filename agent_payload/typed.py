@@ -781,7 +781,35 @@ def validate_merged(
     excluded fields through).
     """
     name = _type_name(payload_type)
-    ta = adapter(payload_type)
+    value = _validate(payload_type, name, original, before_json, merged_json, report)
+    validated_json = adapter(payload_type).dump_python(value, mode="json", by_alias=True)
+    if json_equal(validated_json, merged_json):
+        return value, validated_json
+    refusals = _lost_changes(payload_type, name, report.changes, validated_json)
+    if refusals:
+        raise PayloadValidationError(
+            f"The merged payload does not fit {name}: "
+            + "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in refusals[:10]),
+            errors=refusals,
+            payload=merged_json,
+        )
+    changes = diff_changes(before_json, validated_json, report.changes)
+    if guard is not None:
+        _judge_side_effects(name, changes, report, guard)
+    report.changes[:] = changes
+    return value, validated_json
+
+
+def _validate(
+    payload_type: Any,
+    name: str,
+    original: Any,
+    before_json: Any,
+    merged_json: Any,
+    report: MergeReport,
+) -> Any:
+    """The merged JSON validated as the type, secret and excluded fields carried through from
+    ``original`` (a request writing them is refused first)."""
     carries = original is not None and _is_model_class(type(original))
     if carries:
         refusals = _opaque_refusals(original, before_json, merged_json, report.changes, name)
@@ -794,7 +822,7 @@ def validate_merged(
             )
     prepared = _strip_computed(payload_type, merged_json)
     try:
-        value = ta.validate_python(prepared)
+        value = adapter(payload_type).validate_python(prepared)
     except ValidationError as exc:
         errors = validation_errors(exc, merged_json)
         raise PayloadValidationError(
@@ -806,12 +834,18 @@ def validate_merged(
         ) from exc
     if carries:
         _restore_opaque(original, value, report.changes)
-    validated_json = ta.dump_python(value, mode="json", by_alias=True)
-    if json_equal(validated_json, merged_json):
-        return value, validated_json
-    refusals = []
-    paths = _PathMap(report.changes)
-    for change in report.changes:
+    return value
+
+
+def _lost_changes(
+    payload_type: Any, name: str, changes: Sequence[Change], validated_json: Any
+) -> list[tuple[PayloadPath, str]]:
+    """The merge's changes that validation drops (a key the type ignores), turns back into the
+    old value (a computed field, a validator) or makes a no-op (deleting a field to its
+    default), each with the correction for the model."""
+    refusals: list[tuple[PayloadPath, str]] = []
+    paths = _PathMap(changes)
+    for change in changes:
         at: PayloadPath | None = change.path
         if change.op == "delete" and change.path:  # an original path: where is it now?
             parent = paths.result_path(change.path[:-1])
@@ -855,15 +889,15 @@ def validate_merged(
                     "instead, or leave the field out.",
                 )
             )
-    if refusals:
-        raise PayloadValidationError(
-            f"The merged payload does not fit {name}: "
-            + "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in refusals[:10]),
-            errors=refusals,
-            payload=merged_json,
-        )
+    return refusals
+
+
+def _judge_side_effects(
+    name: str, changes: Sequence[Change], report: MergeReport, guard: Guard
+) -> None:
+    """Ask ``guard`` about each change validation made that the merge did not already judge
+    (a union switch, a validator, a default); its findings join the report."""
     judged = {_key(c): c for c in report.changes}
-    changes = diff_changes(before_json, validated_json, report.changes)
     for change in changes:
         seen = judged.get(_key(change))
         if (
@@ -871,8 +905,6 @@ def validate_merged(
             and json_equal(seen.old, change.old)
             and json_equal(seen.new, change.new)
         ):
-            continue
-        if guard is None:
             continue
         for finding in guard(change):
             where = format_payload_path(change.path) or "the root"
@@ -882,8 +914,6 @@ def validate_merged(
             )
             issue = Issue(finding.code, where, message, change.path, finding.severity)
             (report.conflicts if finding.severity == "conflict" else report.warnings).append(issue)
-    report.changes[:] = changes
-    return value, validated_json
 
 
 def _verb(op: str) -> str:
