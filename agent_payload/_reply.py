@@ -1,8 +1,9 @@
 """How a model replies: the words the prompts, the parser, the tool surfaces and the provider
 adapters share, defined once here at the bottom of the layers (data, no logic beyond lookups).
 
-* ``OutputMode``: ``text`` (JSON in the text reply, every model), ``tool`` (a forced tool call
-  whose input is the change request) or ``json_schema`` (structured outputs).
+* ``OutputMode`` (its values: ``OUTPUT_MODES``): ``text`` (JSON in the text reply, every
+  model), ``tool`` (a forced tool call whose input is the change request) or ``json_schema``
+  (structured outputs).
 * ``DEFAULT_TOOL_NAME``: the name of the change-request tool when none is given.
 * ``TRUNCATION_FINISH_REASONS`` / ``REFUSAL_FINISH_REASONS``: the providers' finish / stop
   reasons that mean the reply was cut off by a token limit, or refused; ``is_truncation`` and
@@ -11,10 +12,11 @@ adapters share, defined once here at the bottom of the layers (data, no logic be
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 __all__ = [
     "DEFAULT_TOOL_NAME",
+    "OUTPUT_MODES",
     "REFUSAL_FINISH_REASONS",
     "TRUNCATION_FINISH_REASONS",
     "OutputMode",
@@ -25,6 +27,9 @@ __all__ = [
 OutputMode = Literal["text", "tool", "json_schema"]
 """``text``: JSON in the text reply (default, every model). ``tool``: a forced tool call whose
 input is the change request. ``json_schema``: OpenAI structured outputs."""
+
+OUTPUT_MODES: Final[tuple[str, ...]] = get_args(OutputMode)
+"""The values of ``OutputMode``, for checks and command-line choices."""
 
 DEFAULT_TOOL_NAME: Final = "apply_change_request"
 """The change-request tool's name when the caller gives none."""

@@ -56,6 +56,7 @@ from agent_payload import _cli_batch, _jsontext
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
+from agent_payload._reply import OUTPUT_MODES
 from agent_payload.agent import PayloadAgent
 from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.demo import run_demo
@@ -527,7 +528,7 @@ def _add_run(sub: Any) -> None:
     )
     run.add_argument(
         "--output-mode",
-        choices=("text", "tool", "json_schema"),
+        choices=OUTPUT_MODES,
         default="text",
         help="how the model returns the change request (default: text)",
     )
