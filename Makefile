@@ -11,6 +11,7 @@ lint:
 	$(PYTHON) -m ruff check agent_payload tests bench
 	$(PYTHON) -m ruff format --check agent_payload tests bench
 	$(PYTHON) -m mypy
+	$(PYTHON) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
 
 # -n auto: one pytest-xdist worker per CPU (each with its own fake provider server).
 test:

@@ -42,7 +42,6 @@ from agent_payload.guards import (
 from agent_payload.merge import Limits, apply_change_request, choose_marker
 from agent_payload.parse import ParsedReply, parse_change_request, parse_change_request_with_repairs
 from agent_payload.prompts import (
-    PromptBuilder,
     PromptParts,
     render_confirm,
     render_correction,
@@ -103,7 +102,6 @@ __all__ = [
     "PayloadValidationError",
     "Permissions",
     "Problem",
-    "PromptBuilder",
     "PromptParts",
     "ProviderError",
     "ReadScope",

@@ -10,13 +10,13 @@ import argparse
 import asyncio
 import json
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data
-
-if TYPE_CHECKING:
-    from agent_payload.batch import BatchJob, BatchProgress
+from agent_payload.agent import AsyncPayloadAgent, PayloadAgent
+from agent_payload.batch import BatchJob, BatchProgress
+from agent_payload.providers import infer_model
 
 __all__ = ["add_parser"]
 
@@ -115,10 +115,6 @@ def _items(path: str) -> Iterator[dict[str, Any]]:
 
 
 def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Exception]) -> int:
-    from agent_payload.agent import AsyncPayloadAgent, PayloadAgent
-    from agent_payload.batch import BatchJob
-    from agent_payload.providers import infer_model
-
     if args.concurrent is not None and args.concurrent < 1:
         raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None

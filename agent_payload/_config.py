@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from agent_payload.errors import ConfigurationError
 
 __all__ = [
@@ -38,8 +40,6 @@ def check_payload_type(payload_type: Any, where: str = "payload_type") -> None:
     validate (checked by building its ``TypeAdapter``)."""
     if payload_type is None:
         return
-    from pydantic import TypeAdapter
-
     try:
         TypeAdapter(payload_type)
     except Exception as exc:  # pydantic's schema errors, TypeError for a non-type

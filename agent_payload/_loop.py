@@ -26,40 +26,36 @@ payload is accepted as confirmed; ``accepted`` becomes the ``AgentResult``.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib
-import math
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, NoReturn
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
 from agent_payload import _callables, _jsontext
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
+from agent_payload import schema as _schema
 from agent_payload import typed as _typed
-from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload._reply import OutputMode
 from agent_payload.errors import (
     InvalidPayloadError,
     ModelReplyError,
     NoChangeRequestError,
-    PayloadValidationError,
     RefusalError,
     ReplySyntaxError,
     RetriesExhaustedError,
     UnknownFieldError,
+    UsageError,
 )
-from agent_payload.providers.base import Message, ModelReply, ModelRequest, OutputMode
+from agent_payload.providers.base import Message, ModelReply, ModelRequest
 from agent_payload.report import (
-    Change,
-    Finding,
     Guard,
-    MergeReport,
     Problem,
 )
-from agent_payload.usage import Usage
+from agent_payload.result import AgentResult
+from agent_payload.usage import Usage, estimate_tokens
 
 __all__ = [
     "AgentResult",
@@ -70,8 +66,6 @@ __all__ = [
     "format_payload_path",
     "validation_errors",
 ]
-
-P = TypeVar("P")
 
 Validator = Callable[[Any], object]
 """A user validator: called with the merged payload (the kind the caller will get back: a
@@ -87,47 +81,6 @@ _REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
 
 MAX_REFUSALS = 2
 """A run stops with ``RefusalError`` at the second refusal (the first one is retried once)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AgentResult(Generic[P]):
-    """What a successful run returns.
-
-    ``payload`` is the updated payload, of the kind given (dict, list, or the same pydantic
-    class); ``change_request`` the request that was applied; ``report`` the merge report
-    (effective changes, warnings); ``attempts`` how many model requests the run made;
-    ``usage`` the tokens summed over all of them; ``replies`` every raw reply text in order.
-    ``rewrite_tokens`` estimates what a full rewrite of the result (minified JSON) would have
-    cost in output tokens, ``change_tokens`` what the applied reply cost, counted the same way
-    (see ``estimate_tokens``). ``marker`` is the DELETE marker that was active; ``repairs`` what the
-    parser had to fix in the applied reply; ``confirmed`` the guard findings the model
-    confirmed; ``run_id`` the run's id (``run(..., run_id=)`` or a fresh one; also on the
-    ``agent_payload`` log records as ``run_id`` and on a failed run's error).
-    """
-
-    payload: P
-    change_request: AgentPayloadChangeRequest[Any]
-    report: MergeReport
-    reasoning: str | None
-    attempts: int
-    usage: Usage
-    replies: tuple[str, ...]
-    marker: str
-    rewrite_tokens: int
-    change_tokens: int
-    repairs: tuple[str, ...] = ()
-    confirmed: tuple[Finding, ...] = ()
-    run_id: str = ""
-
-    @property
-    def changes(self) -> list[Change]:
-        """The effective changes (``report.changes``)."""
-        return self.report.changes
-
-    @property
-    def tokens_saved(self) -> int:
-        """``rewrite_tokens - change_tokens`` (negative when the change request cost more)."""
-        return self.rewrite_tokens - self.change_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,76 +123,6 @@ format_payload_path = _prompts.format_payload_path
 """``("items", 3, "price")`` -> ``items[3].price`` (the prompts' own spelling)."""
 
 validation_errors = _merge.validation_errors
-
-
-def _check_type(payload_json: Any, payload_type: Any) -> None:
-    """The caller's payload must already fit ``payload_type``: otherwise every attempt would be
-    blamed on the model. ``PayloadValidationError`` before any request."""
-    try:
-        TypeAdapter(payload_type).validate_python(payload_json)
-    except ValidationError as exc:
-        errors = validation_errors(exc, payload_json)
-        name = getattr(payload_type, "__name__", str(payload_type))
-        raise PayloadValidationError(
-            f"The payload given to run() does not validate as {name} before any change: "
-            f"{_merge.list_validation_errors(errors)}. Fix the payload (or the payload_type) "
-            "first; no model request was made.",
-            errors=errors,
-            payload=payload_json,
-        ) from exc
-
-
-@functools.cache
-def _encoding() -> Any:
-    try:
-        module = importlib.import_module("bpe_openai")
-        return module.get_encoding("o200k_base")
-    except Exception:  # the tokenizer is optional; any failure falls back to the estimate
-        return None
-
-
-ESTIMATE_CHUNK_CHARS = 50_000
-"""``estimate_tokens`` encodes long texts in pieces of about this many characters (the
-tokenizer refuses very long inputs); each piece ends after a comma, space or newline when one
-is near, so almost no token is split."""
-
-
-def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
-    pieces: list[str] = []
-    start = 0
-    while len(text) - start > size:
-        end = start + size
-        cut = max(text.rfind(",", start + size // 2, end), text.rfind(" ", start + size // 2, end))
-        cut = max(cut, text.rfind("\n", start + size // 2, end))
-        end = cut + 1 if cut > start else end
-        pieces.append(text[start:end])
-        start = end
-    pieces.append(text[start:])
-    return pieces
-
-
-def estimate_tokens(text: str) -> int:
-    """Output tokens of ``text``: counted with OpenAI's o200k_base tokenizer when the optional
-    ``bpe-openai`` package is importable, else estimated as ``ceil(len(text) / 4)``.
-
-    ``AgentResult.rewrite_tokens`` is this count for the result as minified JSON (the cheapest
-    full rewrite a model could send), ``change_tokens`` for the applied reply's text as the
-    model sent it (reasoning included), so the two are counted the same way. Other tokenizers
-    (Anthropic's) differ by some percent; the ratio is what matters.
-
-    An estimate never fails a run: long texts are encoded in pieces (``ESTIMATE_CHUNK_CHARS``;
-    a token split at a piece's edge may count one more), and a piece the tokenizer refuses is
-    counted by the length estimate."""
-    encoding = _encoding()
-    if encoding is None:
-        return math.ceil(len(text) / 4)
-    total = 0
-    for piece in _chunks(text):
-        try:
-            total += len(encoding.encode(piece))
-        except Exception:  # an estimate never fails a run: count this piece by its length
-            total += math.ceil(len(piece) / 4)
-    return total
 
 
 _summary = _judge.summary
@@ -330,8 +213,6 @@ class RunState:
         """Check the payload (``InvalidPayloadError`` / ``LimitExceededError`` before any
         request), choose the marker, render the prompt and the schema."""
         if not isinstance(task, str) or not task.strip():
-            from agent_payload.errors import UsageError
-
             raise UsageError(
                 f"task: expected a non-empty string saying what to change, found {task!r}; "
                 "pass the instruction for the model as the second argument of run()"
@@ -342,7 +223,7 @@ class RunState:
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
         elif payload_type is not None and not isinstance(payload, BaseModel):
-            _check_type(payload_json, payload_type)
+            _judge.check_payload_fits(payload_json, payload_type)
         # issue 17: exact round trip up front; the marker is never a value the type admits.
         _typed.check_round_trip(payload, payload_type)
         if payload_type is not None and not isinstance(payload, BaseModel):
@@ -372,8 +253,6 @@ class RunState:
             ) from exc
         schema: Mapping[str, Any] | None = None
         if settings.output_mode != "text":
-            from agent_payload import schema as _schema
-
             schema = _schema.change_request_schema(
                 payload_type, marker=marker, strict=settings.output_mode == "json_schema"
             )

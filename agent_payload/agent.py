@@ -33,25 +33,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
-import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel
 from tenacity import (
     AsyncRetrying,
-    RetryCallState,
     RetryError,
     Retrying,
-    retry_all,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_none,
 )
-from tenacity.stop import stop_base
 
 from agent_payload import _callables
 from agent_payload._config import (
@@ -60,22 +50,29 @@ from agent_payload._config import (
     check_payload_type,
     check_validators,
 )
-from agent_payload._loop import (
-    AgentResult,
-    RunSettings,
-    RunState,
-    Validator,
-    estimate_tokens,
-)
+from agent_payload._drive import Hooks
+from agent_payload._drive import RunLog as _RunLog
+from agent_payload._drive import acall as _acall
+from agent_payload._drive import call as _call
+from agent_payload._drive import exhausted as _exhausted
+from agent_payload._drive import is_last as _is_last
+from agent_payload._drive import log_failure as _log_failure
+from agent_payload._drive import more_nodes_than as _more_nodes_than
+from agent_payload._drive import retry_is_last as _retry_is_last
+from agent_payload._drive import retrying as _retrying
+from agent_payload._loop import RunSettings, RunState, Validator
+from agent_payload._reply import OUTPUT_MODES, OutputMode
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
     ModelReplyError,
-    RetriesExhaustedError,
 )
 from agent_payload.guards.versions import check_version
-from agent_payload.providers.base import Model, ModelReply, ModelRequest, OutputMode
+from agent_payload.providers import infer_model
+from agent_payload.providers.base import Model, ModelReply, ModelRequest
 from agent_payload.report import Guard, Problem
+from agent_payload.result import AgentResult
+from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
     from agent_payload.guards import Permissions, ReadScope
@@ -93,29 +90,14 @@ __all__ = [
     "estimate_tokens",
 ]
 
-logger = logging.getLogger("agent_payload")
-logger.addHandler(logging.NullHandler())  # a library logs nothing unless the app configures it
 
 P = TypeVar("P")
 T = TypeVar("T")
-
-_OUTPUT_MODES: tuple[str, ...] = ("text", "tool", "json_schema")
 
 
 OFFLOAD_NODES = 20_000
 """``AsyncPayloadAgent``: payloads with more values than this (about 200 KB of JSON) are
 rendered, parsed and merged in a worker thread (``offload_nodes=``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Hooks:
-    """Callbacks of a run (all optional). See the module docstring for when each is called."""
-
-    on_request: Callable[[int, ModelRequest, bool], Any] | None = None
-    on_response: Callable[[int, ModelReply, bool], Any] | None = None
-    on_retry: Callable[[int, Sequence[Problem], bool], Any] | None = None
-    on_success: Callable[[AgentResult[Any]], Any] | None = None
-    on_error: Callable[[BaseException, int], Any] | None = None
 
 
 def _resolve_model(
@@ -138,8 +120,6 @@ def _resolve_model(
                 "used as it is (drop api=)"
             )
         return model
-    from agent_payload.providers import infer_model
-
     if not isinstance(model, str) and model_name is None:
         raise ConfigurationError(
             f"model: expected a Model, a 'provider:MODEL' string or an SDK client with "
@@ -149,6 +129,59 @@ def _resolve_model(
     if isinstance(model, str):
         return infer_model(model, model_name, async_client=async_client, api=api)
     return infer_model(model, model_name, api=api)
+
+
+def _check_options(
+    output_mode: Any, max_retries: Any, token_budget: Any, offload_nodes: Any
+) -> None:
+    """``ConfigurationError`` for an option of the wrong kind (before any request)."""
+    if output_mode not in OUTPUT_MODES:
+        raise ConfigurationError(
+            f"output_mode: expected one of {', '.join(OUTPUT_MODES)}, found {output_mode!r}"
+        )
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int | Retrying | AsyncRetrying):
+        raise ConfigurationError(
+            f"max_retries: expected an int >= 0 or a tenacity Retrying/AsyncRetrying, "
+            f"found {type(max_retries).__name__}"
+        )
+    if isinstance(max_retries, int) and max_retries < 0:
+        raise ConfigurationError(f"max_retries: expected an int >= 0, found {max_retries}")
+    if token_budget is not None and (
+        isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
+    ):
+        raise ConfigurationError(
+            f"token_budget: expected a positive int or None, found {token_budget!r}"
+        )
+    if offload_nodes is not None and (
+        isinstance(offload_nodes, bool) or not isinstance(offload_nodes, int) or offload_nodes < 0
+    ):
+        raise ConfigurationError(
+            f"offload_nodes: expected an int >= 0 or None, found {offload_nodes!r}"
+        )
+
+
+def _guards_and_rules(
+    guards: Sequence[Guard],
+    permissions: Any,
+    read_scope: Any,
+    permissions_text: str | Sequence[str] | None,
+) -> tuple[list[Guard], str | None]:
+    """Every guard of the agent (``permissions`` and ``read_scope`` included, each checked)
+    and the rules text of the system prompt (``permissions_text``, then each guard's
+    ``describe()``)."""
+    all_guards = list(check_guards(guards, "guards"))
+    if permissions is not None:
+        all_guards.append(check_guard(permissions, "permissions"))
+    if read_scope is not None:
+        if not callable(getattr(read_scope, "project", None)):
+            raise ConfigurationError(
+                f"read_scope: expected an object with project(payload) (such as "
+                f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
+            )
+        all_guards.append(check_guard(read_scope, "read_scope"))
+    described = [_describe(g) for g in all_guards]
+    rules = "\n".join(text for text in (_text(permissions_text), *described) if text)
+    return all_guards, rules or None
 
 
 class _BaseAgent:
@@ -185,33 +218,7 @@ class _BaseAgent:
         prompt_caching: bool = True,
         prompt_cache_key: str | None = None,
     ) -> None:
-        if output_mode not in _OUTPUT_MODES:
-            raise ConfigurationError(
-                f"output_mode: expected one of {', '.join(_OUTPUT_MODES)}, found {output_mode!r}"
-            )
-        if isinstance(max_retries, bool) or not isinstance(
-            max_retries, int | Retrying | AsyncRetrying
-        ):
-            raise ConfigurationError(
-                f"max_retries: expected an int >= 0 or a tenacity Retrying/AsyncRetrying, "
-                f"found {type(max_retries).__name__}"
-            )
-        if isinstance(max_retries, int) and max_retries < 0:
-            raise ConfigurationError(f"max_retries: expected an int >= 0, found {max_retries}")
-        if token_budget is not None and (
-            isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
-        ):
-            raise ConfigurationError(
-                f"token_budget: expected a positive int or None, found {token_budget!r}"
-            )
-        if offload_nodes is not None and (
-            isinstance(offload_nodes, bool)
-            or not isinstance(offload_nodes, int)
-            or offload_nodes < 0
-        ):
-            raise ConfigurationError(
-                f"offload_nodes: expected an int >= 0 or None, found {offload_nodes!r}"
-            )
+        _check_options(output_mode, max_retries, token_budget, offload_nodes)
         self.offload_nodes = offload_nodes
         if not isinstance(prompt_caching, bool):
             raise ConfigurationError(
@@ -243,19 +250,9 @@ class _BaseAgent:
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens
-        all_guards = list(check_guards(guards, "guards"))
-        if permissions is not None:
-            all_guards.append(check_guard(permissions, "permissions"))
-        if read_scope is not None:
-            if not callable(getattr(read_scope, "project", None)):
-                raise ConfigurationError(
-                    f"read_scope: expected an object with project(payload) (such as "
-                    f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
-                )
-            all_guards.append(check_guard(read_scope, "read_scope"))
-        described = [_describe(g) for g in all_guards]
-        rules = "\n".join(text for text in (_text(permissions_text), *described) if text)
-        permissions_text = rules or None
+        all_guards, permissions_text = _guards_and_rules(
+            guards, permissions, read_scope, permissions_text
+        )
         self.guards: tuple[Guard, ...] = tuple(all_guards)
         self.read_scope = read_scope
         self.permissions_text = permissions_text
@@ -329,53 +326,6 @@ class _BaseAgent:
         state.run_id = run_id or uuid.uuid4().hex
         return state
 
-    @overload
-    def _retrying(self, state: RunState, kind: type[Retrying]) -> Retrying: ...
-    @overload
-    def _retrying(self, state: RunState, kind: type[AsyncRetrying]) -> AsyncRetrying: ...
-    def _retrying(
-        self, state: RunState, kind: type[Retrying] | type[AsyncRetrying]
-    ) -> Retrying | AsyncRetrying:
-        """A fresh retry controller for one run: ours (``max_retries`` + 1 attempts, no
-        waiting) or a copy of the user's, whose ``retry`` condition is combined (and) with
-        ours, whose ``stop`` also stops on the token budget, and which never reraises (we wrap
-        ``RetryError``)."""
-
-        ours = retry_if_exception(state.should_retry)
-        policy = self.max_retries
-        if isinstance(policy, int):
-            return kind(
-                stop=_StopWhen(stop_after_attempt(policy + 1), state),
-                wait=wait_none(),
-                retry=ours,
-                reraise=False,
-            )
-        options: dict[str, Any] = {
-            "stop": _StopWhen(policy.stop, state),
-            "wait": policy.wait,
-            "retry": retry_all(ours, policy.retry),
-            "before": policy.before,
-            "after": policy.after,
-            "before_sleep": policy.before_sleep,
-            "reraise": False,
-            "retry_error_cls": RetryError,
-            "retry_error_callback": None,
-        }
-        if isinstance(policy, kind):
-            return policy.copy(**options)
-        return kind(**options)
-
-
-class _StopWhen(stop_base):
-    """Stop when the policy's ``stop`` says so or the run's token budget is spent."""
-
-    def __init__(self, stop: Callable[[RetryCallState], Any], state: RunState) -> None:
-        self.stop = stop
-        self.state = state
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.state.over_budget() or bool(self.stop(retry_state))
-
 
 def _describe(guard: Any) -> str | None:
     describe = getattr(guard, "describe", None)
@@ -389,61 +339,6 @@ def _text(value: str | Sequence[str] | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return "\n".join(f"* {item}" for item in value)
-
-
-def _is_last(retrying: Retrying | AsyncRetrying, retry_state: RetryCallState) -> bool:
-    try:
-        verdict = retrying.stop(retry_state)
-    except Exception:  # a time-based stop cannot answer before the attempt's outcome
-        return False
-    if inspect.isawaitable(verdict):
-        close = getattr(verdict, "close", None)
-        if callable(close):
-            close()
-        return False
-    return bool(verdict)
-
-
-def _retry_is_last(
-    retrying: Retrying | AsyncRetrying,
-    retry_state: RetryCallState,
-    state: RunState,
-    error: ModelReplyError,
-) -> bool:
-    """After a reply that could not be used (logged here): True when no attempt follows."""
-    last = _is_last(retrying, retry_state) or not state.should_retry(error)
-    logger.info(
-        "[run %s] attempt %d: reply not usable, asking again: %s",
-        state.run_id,
-        state.attempt,
-        error,
-        extra={"run_id": state.run_id},
-    )
-    return last
-
-
-def _exhausted(state: RunState) -> RetriesExhaustedError:
-    """The error of a run out of attempts or tokens (logged here)."""
-    error = state.exhausted()
-    error.run_id = state.run_id
-    logger.info("[run %s] %s", state.run_id, error, extra={"run_id": state.run_id})
-    return error
-
-
-def _log_failure(state: RunState, error: AgentPayloadError) -> None:
-    """Log a run's failure and record on the error what the run spent."""
-    if error.attempts is None:
-        error.attempts = state.attempt
-        error.usage = state.usage
-    if error.run_id is None:
-        error.run_id = state.run_id
-    logger.info(
-        "[run %s] run failed after %d attempt(s): %s",
-        state.run_id,
-        state.attempt,
-        error,
-        extra={"run_id": state.run_id},
-    )
 
 
 class PayloadAgent(_BaseAgent):
@@ -520,7 +415,7 @@ class PayloadAgent(_BaseAgent):
         state = self._start(
             payload, task, payload_type, validators, extra_instructions, expected_version, run_id
         )
-        retrying = self._retrying(state, Retrying)
+        retrying = _retrying(self.max_retries, state, Retrying)
         hook_sets = (self.hooks, hooks)
         log = _RunLog(state)
         try:
@@ -594,7 +489,7 @@ class AsyncPayloadAgent(_BaseAgent):
             run_id,
         )
         state = await _callables.off_loop(start) if offload else start()
-        retrying = self._retrying(state, AsyncRetrying)
+        retrying = _retrying(self.max_retries, state, AsyncRetrying)
         hook_sets = (self.hooks, hooks)
         log = _RunLog(state)
         try:
@@ -624,61 +519,3 @@ class AsyncPayloadAgent(_BaseAgent):
             raise
         await _acall(hook_sets, "on_success", result)
         return result
-
-
-def _more_nodes_than(payload: Any, limit: int) -> bool:
-    """True when ``payload`` holds more than ``limit`` values (a bounded walk: it stops at
-    ``limit``; a pydantic model counts its fields and their values)."""
-    count = 0
-    stack = [payload]
-    while stack:
-        value = stack.pop()
-        count += 1
-        if count > limit:
-            return True
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend(value)
-        elif isinstance(value, BaseModel):
-            stack.extend(value.__dict__.values())
-    return False
-
-
-class _RunLog:
-    """The ``agent_payload`` logger with the run's id on every record (``record.run_id``)."""
-
-    def __init__(self, state: RunState) -> None:
-        self.extra = {"run_id": state.run_id}
-
-    def debug(self, message: str, *args: Any) -> None:
-        logger.debug("[run %s] " + message, self.extra["run_id"], *args, extra=self.extra)
-
-
-def _hooks_named(hook_sets: Sequence[Hooks | None], name: str) -> list[Callable[..., Any]]:
-    found = []
-    for hooks in hook_sets:
-        hook = getattr(hooks, name, None) if hooks is not None else None
-        if hook is not None:
-            found.append(hook)
-    return found
-
-
-def _call(hook_sets: Sequence[Hooks | None], name: str, *args: Any) -> None:
-    for hook in _hooks_named(hook_sets, name):
-        outcome = hook(*args)
-        if inspect.isawaitable(outcome):  # a sync-looking hook that returned a coroutine
-            close = getattr(outcome, "close", None)
-            if callable(close):
-                close()
-            raise ConfigurationError(
-                f"PayloadAgent: the hook {name} returned an awaitable, which PayloadAgent "
-                "cannot await; use AsyncPayloadAgent, or make it a plain function"
-            )
-
-
-async def _acall(hook_sets: Sequence[Hooks | None], name: str, *args: Any) -> None:
-    for hook in _hooks_named(hook_sets, name):
-        outcome = hook(*args)
-        if inspect.isawaitable(outcome):
-            await outcome

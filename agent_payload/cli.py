@@ -35,6 +35,9 @@ Exit status: 0 success; 1 the job was refused or failed (conflicts, unless ``--l
 correction loop gave up; the provider failed; the ``-o`` file could not be written: writes are
 atomic, so it is then exactly as it was); 2 usage or input errors (bad arguments, unreadable
 files, invalid JSON, a payload or change request the merge cannot take).
+
+This module is over 600 lines because each subcommand's option table (``_add_apply``, ...) is a
+flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._cli_batch``.
 """
 
 from __future__ import annotations
@@ -45,13 +48,18 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from agent_payload import _jsontext
+from agent_payload import _cli_batch, _jsontext
 from agent_payload._files import atomic_write_text
+from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
+from agent_payload._reply import OUTPUT_MODES
+from agent_payload.agent import PayloadAgent
 from agent_payload.changes import DEFAULT_MARKERS
+from agent_payload.demo import run_demo
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -62,6 +70,10 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     UsageError,
 )
+from agent_payload.mcp import PayloadFileEditor, serve
+from agent_payload.merge import apply_change_request
+from agent_payload.parse import parse_change_request_with_repairs
+from agent_payload.providers import infer_model
 from agent_payload.usage import Usage
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
@@ -206,8 +218,6 @@ def _print_reasoning(reasoning: str | None, style: Style, stderr: TextIO) -> Non
 
 
 def _to_jsonable(payload: Any) -> Any:
-    from agent_payload._jsondata import json_data
-
     return json_data(payload)
 
 
@@ -224,8 +234,6 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         )
     markers = _parse_markers(args.markers)
 
-    from agent_payload.merge import apply_change_request
-
     payload_name, payload_text = _read_text(payload_file, stdin)
     change_name, change_text = _read_text(change_file, stdin)
     payload = _loads(payload_text, payload_name)
@@ -233,8 +241,6 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
 
     change: Any
     if args.reply:
-        from agent_payload.parse import parse_change_request_with_repairs
-
         try:
             parsed = parse_change_request_with_repairs(change_text)
         except ModelReplyError as exc:
@@ -308,9 +314,6 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     if not task.strip():
         raise CliError("the task is empty: say what should change in the payload")
 
-    from agent_payload.agent import PayloadAgent
-    from agent_payload.providers import infer_model
-
     style = Style(use_color(stderr, no_color=args.no_color))
     try:
         model = infer_model(args.model)
@@ -359,8 +362,6 @@ def _cached_note(usage: Usage) -> str:
 
 
 def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    from agent_payload.demo import run_demo
-
     try:
         return run_demo(
             out=stdout,
@@ -391,8 +392,6 @@ def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         schema = _loads(schema_text, schema_name)
         if not isinstance(schema, dict):
             raise CliError(f"{schema_name}: expected a JSON Schema (an object)")
-    from agent_payload.mcp import PayloadFileEditor, serve
-
     try:
         editor = PayloadFileEditor(
             args.payload, allow=args.allow, deny=args.deny, hide=args.hide, payload_schema=schema
@@ -417,7 +416,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    _add_apply(sub)
+    _add_run(sub)
+    _add_demo(sub)
+    _add_mcp(sub)
+    _cli_batch.add_parser(sub, CliError)
+    return parser
 
+
+def _add_apply(sub: Any) -> None:
+    """``apply``: merge a change request file into a payload file."""
     apply = sub.add_parser(
         "apply",
         help="merge a change request into a payload and print the result",
@@ -484,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     apply.set_defaults(func=_cmd_apply)
 
+
+def _add_run(sub: Any) -> None:
+    """``run``: ask a model to edit a payload."""
     run = sub.add_parser(
         "run",
         help="ask a model to edit a payload",
@@ -523,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--output-mode",
-        choices=("text", "tool", "json_schema"),
+        choices=OUTPUT_MODES,
         default="text",
         help="how the model returns the change request (default: text)",
     )
@@ -543,6 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     run.set_defaults(func=_cmd_run)
 
+
+def _add_demo(sub: Any) -> None:
+    """``demo``: the main job end to end."""
     demo = sub.add_parser(
         "demo",
         help="run the main job end to end (offline replay when no API key is set)",
@@ -557,6 +571,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-color", action="store_true", help="no ANSI colour")
     demo.set_defaults(func=_cmd_demo)
 
+
+def _add_mcp(sub: Any) -> None:
+    """``mcp``: serve a JSON file to MCP hosts."""
     mcp = sub.add_parser(
         "mcp",
         help="serve a JSON file to MCP hosts (stdio): read it, edit it with change requests",
@@ -609,10 +626,6 @@ def build_parser() -> argparse.ArgumentParser:
         "schema is derived from it, and a change whose result does not match is refused",
     )
     mcp.set_defaults(func=_cmd_mcp)
-    from agent_payload import _cli_batch
-
-    _cli_batch.add_parser(sub, CliError)
-    return parser
 
 
 def _non_negative_int(text: str) -> int:
@@ -627,8 +640,6 @@ def _non_negative_int(text: str) -> int:
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("agent-payload")
     except Exception:
         return "unknown"

@@ -21,7 +21,6 @@ What is rendered:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import math
@@ -32,15 +31,17 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
 from agent_payload import errors as _errors
 from agent_payload._jsondata import json_data
+from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
+from agent_payload.merge import choose_marker
 from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
 
 __all__ = [
@@ -49,7 +50,6 @@ __all__ = [
     "DEFAULT_TOOL_NAME",
     "ConfirmItem",
     "OutputMode",
-    "PromptBuilder",
     "PromptParts",
     "format_payload_path",
     "load_template",
@@ -410,13 +410,6 @@ class PromptParts:
         return self.user[self.payload_end :]
 
 
-OutputMode = Literal["text", "tool", "json_schema"]
-"""How the model replies (the same values as ``providers.base.OutputMode``): ``text`` and
-``json_schema`` are told to reply with one minified JSON object, ``tool`` to call the tool."""
-
-DEFAULT_TOOL_NAME = "apply_change_request"
-
-
 def _lines(value: str | Sequence[str]) -> str:
     """A text as given, or a sequence of items as a bulleted list."""
     if isinstance(value, str):
@@ -493,8 +486,6 @@ def render_prompt(
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
     if marker is None:
-        from agent_payload.merge import choose_marker
-
         marker = choose_marker(payload, avoid=(task,))
     system = render_system(
         marker=marker,
@@ -642,74 +633,3 @@ def render_confirm(
         lines.append(f"  after: {after}")
         blocks.append("\n".join(lines))
     return _render("confirm", changes="\n".join(blocks), reply=reply).rstrip() + "\n"
-
-
-# --- builder ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PromptBuilder:
-    """The rendering options of one agent, held together.
-
-    ``build(payload, task)`` gives the first request's messages; ``correction(problems)`` and
-    ``confirm(suspects)`` the follow-ups, all naming the same marker and reply contract.
-    ``with_marker(m)`` returns a copy for a call whose payload needs another marker.
-    """
-
-    marker: str = MARKER
-    payload_type: Any = None
-    permissions: str | Sequence[str] | None = None
-    read_only: str | Sequence[str] | None = None
-    extra_instructions: str | None = None
-    index_threshold: int | None = DEFAULT_INDEX_THRESHOLD
-    indent: int | None = DEFAULT_INDENT
-    output_mode: OutputMode = "text"
-    tool_name: str = DEFAULT_TOOL_NAME
-
-    def with_marker(self, marker: str) -> PromptBuilder:
-        """A copy of this builder with another active marker."""
-        _check_marker(marker)
-        return dataclasses.replace(self, marker=marker)
-
-    def system(self) -> str:
-        """The system prompt alone (it depends only on the options)."""
-        return render_system(
-            marker=self.marker,
-            permissions=self.permissions,
-            read_only=self.read_only,
-            extra_instructions=self.extra_instructions,
-        )
-
-    def build(self, payload: Any, task: str) -> PromptParts:
-        """The system prompt and user message for ``payload`` and ``task``."""
-        return render_prompt(
-            payload,
-            task,
-            marker=self.marker,
-            payload_type=self.payload_type,
-            permissions=self.permissions,
-            read_only=self.read_only,
-            extra_instructions=self.extra_instructions,
-            index_threshold=self.index_threshold,
-            indent=self.indent,
-            output_mode=self.output_mode,
-            tool_name=self.tool_name,
-        )
-
-    def correction(self, problems: Sequence[Problem], *, reply_was_truncated: bool = False) -> str:
-        """The correction message for ``problems``."""
-        return render_correction(
-            problems,
-            marker=self.marker,
-            reply_was_truncated=reply_was_truncated,
-            index_threshold=self.index_threshold,
-            indent=self.indent,
-            output_mode=self.output_mode,
-            tool_name=self.tool_name,
-        )
-
-    def confirm(self, suspects: Sequence[ConfirmItem]) -> str:
-        """The confirmation request for ``suspects``."""
-        return render_confirm(
-            suspects, marker=self.marker, output_mode=self.output_mode, tool_name=self.tool_name
-        )

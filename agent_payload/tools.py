@@ -32,12 +32,14 @@ from pydantic import BaseModel
 from agent_payload import _callables
 from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
+from agent_payload import schema as _schema_module
 from agent_payload import typed as _typed
 from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
 from agent_payload._jsondata import json_data
+from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
-from agent_payload.judge import Judge, Verdict
+from agent_payload.judge import Judge, Verdict, check_payload_fits
 from agent_payload.report import Change, Guard, MergeReport, Problem
 
 if TYPE_CHECKING:
@@ -62,8 +64,6 @@ __all__ = [
     "tool_description",
 ]
 
-DEFAULT_TOOL_NAME = "apply_change_request"
-
 
 def tool_description(marker: str = MARKER) -> str:
     """What the tool does, in words for the model (names the active DELETE marker)."""
@@ -84,8 +84,6 @@ def _schema(payload_type: Any, marker: str, strict: bool) -> tuple[dict[str, Any
     """The tool's input schema, and whether OpenAI's strict mode may be asked for: only when
     ``strict`` is wanted and the schema fits it (OpenAI answers 400 otherwise; change-request
     schemas fall back to non-strict, see ``agent_payload.schema``)."""
-    from agent_payload import schema as _schema_module
-
     schema = _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
     return schema, strict and _schema_module.is_strict_compatible(schema)
 
@@ -264,9 +262,7 @@ class ChangeRequestToolHandler:
         self.payload_type = payload_type
         # issue 17: exact round trip up front; the marker is never a value the type admits.
         if payload_type is not None and not isinstance(payload, BaseModel):
-            from agent_payload._loop import _check_type
-
-            _check_type(json_data(payload) or {}, payload_type)  # PayloadValidationError now
+            check_payload_fits(json_data(payload) or {}, payload_type)  # PayloadValidationError now
         _typed.check_round_trip(payload, payload_type)
         self.payload = _typed.normalize(payload, payload_type)
         self.marker = (

@@ -1,4 +1,6 @@
-"""Token usage, summed over attempts (data, no logic beyond addition).
+"""Tokens: what the provider counted (``Usage``, summed over attempts) and what a text would
+cost (``estimate_tokens``, the one estimate: o200k_base when ``bpe-openai`` is installed, else
+``length_estimate``, a quarter of the characters).
 
 ``input_tokens`` counts every input token of the requests, cached or not (OpenAI's
 ``prompt_tokens`` / ``input_tokens``; for Anthropic, ``input_tokens`` plus
@@ -12,9 +14,13 @@ billed a little above the price; OpenAI reports none). So the uncached input is
 
 from __future__ import annotations
 
+import functools
+import importlib
+import math
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Usage"]
+__all__ = ["ESTIMATE_CHUNK_CHARS", "Usage", "estimate_tokens", "length_estimate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +50,61 @@ class Usage:
             self.cached_input_tokens + other.cached_input_tokens,
             self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
+
+
+def length_estimate(text: str) -> int:
+    """``ceil(len(text) / 4)``: the estimate without a tokenizer (and the fake models' usage)."""
+    return math.ceil(len(text) / 4)
+
+
+@functools.cache
+def _encoding() -> Any:
+    try:
+        module = importlib.import_module("bpe_openai")
+        return module.get_encoding("o200k_base")
+    except Exception:  # the tokenizer is optional; any failure falls back to the estimate
+        return None
+
+
+ESTIMATE_CHUNK_CHARS = 50_000
+"""``estimate_tokens`` encodes long texts in pieces of about this many characters (the
+tokenizer refuses very long inputs); each piece ends after a comma, space or newline when one
+is near, so almost no token is split."""
+
+
+def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = max(text.rfind(",", start + size // 2, end), text.rfind(" ", start + size // 2, end))
+        cut = max(cut, text.rfind("\n", start + size // 2, end))
+        end = cut + 1 if cut > start else end
+        pieces.append(text[start:end])
+        start = end
+    pieces.append(text[start:])
+    return pieces
+
+
+def estimate_tokens(text: str) -> int:
+    """Output tokens of ``text``: counted with OpenAI's o200k_base tokenizer when the optional
+    ``bpe-openai`` package is importable, else estimated as ``ceil(len(text) / 4)``.
+
+    ``AgentResult.rewrite_tokens`` is this count for the result as minified JSON (the cheapest
+    full rewrite a model could send), ``change_tokens`` for the applied reply's text as the
+    model sent it (reasoning included), so the two are counted the same way. Other tokenizers
+    (Anthropic's) differ by some percent; the ratio is what matters.
+
+    An estimate never fails a run: long texts are encoded in pieces (``ESTIMATE_CHUNK_CHARS``;
+    a token split at a piece's edge may count one more), and a piece the tokenizer refuses is
+    counted by the length estimate."""
+    encoding = _encoding()
+    if encoding is None:
+        return length_estimate(text)
+    total = 0
+    for piece in _chunks(text):
+        try:
+            total += len(encoding.encode(piece))
+        except Exception:  # an estimate never fails a run: count this piece by its length
+            total += length_estimate(piece)
+    return total

@@ -31,11 +31,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
-from agent_payload._loop import RunSettings, RunState, estimate_tokens
+from agent_payload._loop import RunSettings, RunState
 from agent_payload.errors import ModelReplyError
 from agent_payload.prompts import render_prompt
 from agent_payload.providers.base import ModelReply
 from agent_payload.schema import change_request_schema
+from agent_payload.usage import estimate_tokens
 
 RESULTS = Path(__file__).parent / "results"
 TARGET = 2.0

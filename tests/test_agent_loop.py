@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_payload._loop import RunSettings, RunState, estimate_tokens
+from agent_payload._loop import RunSettings, RunState
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import (
     ModelReplyError,
@@ -20,10 +20,10 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     TruncatedReplyError,
 )
-from agent_payload.judge import _current
+from agent_payload.judge._problems import value_at as _current
 from agent_payload.providers.base import ModelReply
 from agent_payload.testing import ScriptedModel
-from agent_payload.usage import Usage
+from agent_payload.usage import Usage, estimate_tokens
 
 PAYLOAD = {"a": {"b": [1, 2, 3]}, "c": "text"}
 

@@ -26,7 +26,6 @@ from pydantic import BaseModel
 import agent_payload.prompts as prompts
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
 from agent_payload.prompts import (
-    PromptBuilder,
     PromptParts,
     format_payload_path,
     load_template,
@@ -704,53 +703,6 @@ def test_confirm_needs_a_suspect() -> None:
     """Asking to confirm nothing is a programming error."""
     with pytest.raises(ConfigurationError, match="at least one"):
         render_confirm([])
-
-
-# --- builder ------------------------------------------------------------------------------
-
-
-def test_builder_matches_the_functions() -> None:
-    """PromptBuilder renders exactly what the functions render with the same options."""
-    options: dict[str, Any] = {
-        "marker": "__DELETE__",
-        "payload_type": Order,
-        "permissions": "lines only",
-        "read_only": ["id"],
-        "extra_instructions": "Be brief.",
-        "index_threshold": 3,
-        "indent": 2,
-        "output_mode": "tool",
-        "tool_name": "edit",
-    }
-    builder = PromptBuilder(**options)
-    order = _order()
-    assert builder.build(order, "task") == render_prompt(order, "task", **options)
-    assert builder.system() == builder.build(order, "task").system
-    correction = builder.correction(PROBLEMS, reply_was_truncated=True)
-    assert correction == render_correction(
-        PROBLEMS,
-        marker="__DELETE__",
-        reply_was_truncated=True,
-        index_threshold=3,
-        indent=2,
-        output_mode="tool",
-        tool_name="edit",
-    )
-    assert builder.confirm(SUSPECTS) == render_confirm(
-        SUSPECTS, marker="__DELETE__", output_mode="tool", tool_name="edit"
-    )
-
-
-def test_builder_with_marker() -> None:
-    """with_marker returns a copy naming another marker; the original is unchanged."""
-    builder = PromptBuilder(permissions="x")
-    other = builder.with_marker("__DELETE__")
-    assert builder.marker == "DELETE"
-    assert other.marker == "__DELETE__"
-    assert other.permissions == "x"
-    assert '"__DELETE__"' in other.system()
-    with pytest.raises(ConfigurationError):
-        builder.with_marker("")
 
 
 # --- what the system prompt teaches is what the merge does ----------------------------------

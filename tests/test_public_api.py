@@ -43,7 +43,6 @@ PUBLIC = [
     "PayloadValidationError",
     "Permissions",
     "Problem",
-    "PromptBuilder",
     "PromptParts",
     "ProviderError",
     "REFERENCE_MARKER",

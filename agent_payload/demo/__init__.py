@@ -25,15 +25,19 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any, TextIO
 
 from agent_payload._render import Style, render_changes, render_issues
+from agent_payload.agent import PayloadAgent
 from agent_payload.errors import ConfigurationError
+from agent_payload.providers import infer_model
 from agent_payload.providers.base import Model, ModelReply, ModelRequest
 from agent_payload.report import Problem
-from agent_payload.usage import Usage
+from agent_payload.result import AgentResult
+from agent_payload.testing import ScriptedModel
+from agent_payload.usage import Usage, estimate_tokens
 
 __all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
 
@@ -106,9 +110,6 @@ class _Recorder:
 def _replay_model(replay: dict[str, Any]) -> Model:
     """A ``ScriptedModel`` that plays the recorded replies back, in order, with token usage
     counted from the actual request and reply text (o200k_base when bpe-openai is installed)."""
-    from agent_payload._loop import estimate_tokens as count_tokens
-    from agent_payload.testing import ScriptedModel
-
     replies: list[dict[str, Any]] = list(replay["replies"])
     played = 0
 
@@ -123,7 +124,7 @@ def _replay_model(replay: dict[str, Any]) -> Model:
         played += 1
         text: str = item["text"]
         prompt = "\n".join(message.content for message in request.messages)
-        usage = Usage(count_tokens(prompt), count_tokens(text), 1)
+        usage = Usage(estimate_tokens(prompt), estimate_tokens(text), 1)
         return ModelReply(
             text=text,
             finish_reason=item.get("finish_reason", "stop"),
@@ -135,8 +136,6 @@ def _replay_model(replay: dict[str, Any]) -> Model:
 
 
 def _real_model(provider: str, model_name: str | None) -> Model:
-    from agent_payload.providers import infer_model
-
     name = model_name or DEFAULT_MODELS[provider]
     model: Model = infer_model(f"{provider}:{name}")
     return model
@@ -202,9 +201,6 @@ def run_demo(
     not. Errors of a real provider (``ProviderError``) and of the loop
     (``RetriesExhaustedError``) propagate to the caller.
     """
-    from agent_payload._loop import estimate_tokens as count_tokens
-    from agent_payload.agent import PayloadAgent
-
     out = out if out is not None else sys.stdout
     style = Style(color)
     invoice = load_data("invoice")
@@ -215,6 +211,40 @@ def run_demo(
     def say(text: str = "") -> None:
         out.write(text + "\n")
 
+    recorder = _introduce(say, style, chosen, offline, model, replay, invoice, task)
+    rejections: dict[int, list[Problem]] = {}
+
+    def on_retry(attempt: int, problems: Sequence[Problem], last: bool) -> None:
+        rejections[attempt] = list(problems)
+
+    agent = PayloadAgent(recorder, max_retries=max_retries, on_retry=on_retry)
+    result = agent.run(invoice, task)
+    _show_attempts(say, style, recorder, rejections)
+    if result.attempts == 1:
+        say(style.dim("  (no correction was needed this time)"))
+    say()
+    _show_result(say, style, result, replayed=chosen is None)
+    if chosen is None:
+        expected = load_data("expected")
+        if result.payload != expected:
+            say(style.red("Check: the result differs from expected.json; this is a bug."))
+            return 1
+        say(style.green("Check: the result equals the expected invoice (expected.json)."))
+    return 0
+
+
+def _introduce(
+    say: Callable[..., None],
+    style: Style,
+    chosen: str | None,
+    offline: bool,
+    model: str | None,
+    replay: dict[str, Any],
+    invoice: dict[str, Any],
+    task: str,
+) -> _Recorder:
+    """Say which model answers (live or the replay), the payload and the task; return the
+    recording model."""
     say(style.bold("agent-payload demo"))
     if chosen is None:
         reason = (
@@ -233,7 +263,6 @@ def run_demo(
         say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
         recorder = _Recorder(_real_model(chosen, model))
     say()
-
     items = invoice["lineItems"]
     payload_text = json.dumps(invoice, ensure_ascii=False)
     say(
@@ -243,15 +272,16 @@ def run_demo(
     say(style.bold("Task:"))
     say(_indent(textwrap.fill(task, width=92)))
     say()
+    return recorder
 
-    rejections: dict[int, list[Problem]] = {}
 
-    def on_retry(attempt: int, problems: Sequence[Problem], last: bool) -> None:
-        rejections[attempt] = list(problems)
-
-    agent = PayloadAgent(recorder, max_retries=max_retries, on_retry=on_retry)
-    result = agent.run(invoice, task)
-
+def _show_attempts(
+    say: Callable[..., None],
+    style: Style,
+    recorder: _Recorder,
+    rejections: dict[int, list[Problem]],
+) -> None:
+    """Each attempt: the correction sent before it, what the model replied, the verdict."""
     for number, (request, reply) in enumerate(
         zip(recorder.requests, recorder.replies, strict=False), start=1
     ):
@@ -275,16 +305,19 @@ def run_demo(
             + (f": {why}" if why else "")
         )
         say(_indent(_wrap(reply.text, 100, 12)))
-    if result.attempts == 1:
-        say(style.dim("  (no correction was needed this time)"))
-    say()
 
-    wire = result.change_request.to_wire()
-    compact = _compact(wire)
-    say(style.bold("Change request applied") + f" (compact JSON, {count_tokens(compact)} tokens):")
+
+def _show_result(
+    say: Callable[..., None], style: Style, result: AgentResult[Any], *, replayed: bool
+) -> None:
+    """The change request applied, the diff of the payload, the tokens and the usage."""
+    compact = _compact(result.change_request.to_wire())
+    say(
+        style.bold("Change request applied")
+        + f" (compact JSON, {estimate_tokens(compact)} tokens):"
+    )
     say(_indent(_wrap(compact, 100, 30)))
     say()
-
     report = result.report
     say(style.bold(f"Diff of the payload ({len(report.changes)} changes):"))
     for line in render_changes(report.changes, style=style, width=96):
@@ -292,7 +325,6 @@ def run_demo(
     for line in render_issues(report, style=style):
         say(_indent(line, "  "))
     say()
-
     rewrite = result.rewrite_tokens
     change = result.change_tokens
     saved = f"{rewrite / change:.1f}x fewer" if change > 0 else "n/a"
@@ -307,14 +339,6 @@ def run_demo(
         f"{usage.input_tokens:,} input"
         + (f" ({usage.cached_input_tokens:,} cached)" if usage.cached_input_tokens else "")
         + f" + {usage.output_tokens:,} output tokens"
-        + (" (replay: counted from the text)" if chosen is None else "")
+        + (" (replay: counted from the text)" if replayed else "")
         + "."
     )
-
-    if chosen is None:
-        expected = load_data("expected")
-        if result.payload != expected:
-            say(style.red("Check: the result differs from expected.json; this is a bug."))
-            return 1
-        say(style.green("Check: the result equals the expected invoice (expected.json)."))
-    return 0

@@ -136,8 +136,7 @@ def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
             key, end = decoder.raw_decode(rule, i)
         except json.JSONDecodeError as exc:
             raise _error(rule, i, "a JSON string key in double quotes") from exc
-        if not isinstance(key, str):  # pragma: no cover - raw_decode at '"' yields a str
-            raise _error(rule, i, "a JSON string key")
+        assert isinstance(key, str)  # raw_decode at '"' yields a str
         if end >= len(rule) or rule[end] != "]":
             raise _error(rule, end, "']' after the quoted key")
         return ("key", key), end + 1

@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import SchemaValidator, core_schema
 
+from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.errors import ConfigurationError
 from agent_payload.integrations._common import handle, require, tool_spec
-from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler
+from agent_payload.tools import ChangeRequestToolHandler
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext, Tool
@@ -84,52 +85,9 @@ def change_request_tool(
 
     tool: Tool[Any]
     if isinstance(handler, ChangeRequestToolHandler):
-        fixed = handler
-        spec = tool_spec(fixed, name=name, description=description, caller=_CALLER)
-
-        def call(**arguments: Any) -> str:
-            return apply(fixed, arguments)
-
-        tool = pydantic_ai.Tool.from_schema(
-            call, name=spec.name, description=spec.description, json_schema=spec.schema
-        )
+        tool = _tool_of_handler(pydantic_ai, handler, name, description, apply)
     elif callable(handler):
-        get_handler = handler
-
-        def run_handler(ctx: RunContext[Any]) -> ChangeRequestToolHandler:
-            found = get_handler(ctx)
-            if not isinstance(found, ChangeRequestToolHandler):
-                raise ConfigurationError(
-                    f"{_CALLER}: the handler function returned {type(found).__name__}; "
-                    "expected the run's ChangeRequestToolHandler"
-                )
-            return found
-
-        def call_in_run(ctx: RunContext[Any], **arguments: Any) -> str:
-            return apply(run_handler(ctx), arguments)
-
-        registered = name or DEFAULT_TOOL_NAME
-
-        def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition:
-            # The tool keeps the name it was registered under: each run's handler must use it.
-            spec = tool_spec(
-                run_handler(ctx), name=registered, description=description, caller=_CALLER
-            )
-            return dataclasses.replace(
-                tool_def, description=spec.description, parameters_json_schema=spec.schema
-            )
-
-        # The schema for an untyped payload until ``prepare`` builds the run's own.
-        placeholder = ChangeRequestToolHandler({}, name=registered)
-        spec = tool_spec(placeholder, name=name, description=description, caller=_CALLER)
-        tool = pydantic_ai.Tool.from_schema(
-            call_in_run,
-            name=spec.name,
-            description=spec.description,
-            json_schema=spec.schema,
-            takes_ctx=True,
-        )
-        tool.prepare = prepare
+        tool = _tool_of_each_run(pydantic_ai, handler, name, description, apply)
     else:
         raise ConfigurationError(
             f"{_CALLER}: expected a ChangeRequestToolHandler or a function of the RunContext "
@@ -147,4 +105,71 @@ def change_request_tool(
     )
     if max_retries is not None:
         tool.max_retries = max_retries
+    return tool
+
+
+Apply = Callable[[ChangeRequestToolHandler, dict[str, Any]], str]
+
+
+def _tool_of_handler(
+    pydantic_ai: Any,
+    handler: ChangeRequestToolHandler,
+    name: str | None,
+    description: str | None,
+    apply: Apply,
+) -> Tool[Any]:
+    """The tool of one handler (one payload for every run)."""
+    spec = tool_spec(handler, name=name, description=description, caller=_CALLER)
+
+    def call(**arguments: Any) -> str:
+        return apply(handler, arguments)
+
+    tool: Tool[Any] = pydantic_ai.Tool.from_schema(
+        call, name=spec.name, description=spec.description, json_schema=spec.schema
+    )
+    return tool
+
+
+def _tool_of_each_run(
+    pydantic_ai: Any,
+    get_handler: Callable[[RunContext[Any]], ChangeRequestToolHandler],
+    name: str | None,
+    description: str | None,
+    apply: Apply,
+) -> Tool[Any]:
+    """The tool whose handler each run gives (``get_handler(ctx)``, for a payload in
+    ``deps``); its schema is rebuilt for each run by ``prepare``."""
+
+    def run_handler(ctx: RunContext[Any]) -> ChangeRequestToolHandler:
+        found = get_handler(ctx)
+        if not isinstance(found, ChangeRequestToolHandler):
+            raise ConfigurationError(
+                f"{_CALLER}: the handler function returned {type(found).__name__}; "
+                "expected the run's ChangeRequestToolHandler"
+            )
+        return found
+
+    def call_in_run(ctx: RunContext[Any], **arguments: Any) -> str:
+        return apply(run_handler(ctx), arguments)
+
+    registered = name or DEFAULT_TOOL_NAME
+
+    def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition:
+        # The tool keeps the name it was registered under: each run's handler must use it.
+        spec = tool_spec(run_handler(ctx), name=registered, description=description, caller=_CALLER)
+        return dataclasses.replace(
+            tool_def, description=spec.description, parameters_json_schema=spec.schema
+        )
+
+    # The schema for an untyped payload until ``prepare`` builds the run's own.
+    placeholder = ChangeRequestToolHandler({}, name=registered)
+    spec = tool_spec(placeholder, name=name, description=description, caller=_CALLER)
+    tool: Tool[Any] = pydantic_ai.Tool.from_schema(
+        call_in_run,
+        name=spec.name,
+        description=spec.description,
+        json_schema=spec.schema,
+        takes_ctx=True,
+    )
+    tool.prepare = prepare
     return tool

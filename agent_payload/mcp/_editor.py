@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_payload import prompts as _prompts
 from agent_payload._files import atomic_write_text
+from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -25,7 +26,7 @@ from agent_payload.errors import (
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.merge import choose_marker
 from agent_payload.schema import change_request_schema
-from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler, ToolResult
+from agent_payload.tools import ChangeRequestToolHandler, ToolResult
 
 __all__ = ["Outcome", "PayloadFileEditor", "parse_path"]
 

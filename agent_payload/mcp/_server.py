@@ -7,6 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agent_payload import __version__
 from agent_payload.errors import ConfigurationError
 from agent_payload.mcp._editor import APPLY_TOOL, READ_TOOL, UNDO_TOOL, Outcome, PayloadFileEditor
 
@@ -33,16 +34,8 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
     ``undo_last_change`` on the editor's file. Run it with ``.run("stdio")``."""
     _require_mcp()
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import CallToolResult, TextContent, ToolAnnotations
+    from mcp_types import CallToolResult, TextContent
     from mcp_types import Tool as MCPTool
-
-    from agent_payload import __version__
-
-    def result(outcome: Outcome) -> CallToolResult:
-        return CallToolResult(
-            content=[TextContent(type="text", text=outcome.text)], is_error=outcome.is_error
-        )
 
     class PayloadServer(MCPServer[Any]):
         """Lists the three tools with the change request's own input schema and hands each
@@ -50,62 +43,15 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
         function does not name, and the handler must see exactly what the model wrote)."""
 
         async def list_tools(self) -> list[MCPTool]:
-            return [
-                MCPTool(
-                    name=READ_TOOL,
-                    description=editor.read_description(),
-                    input_schema=editor.read_schema(),
-                    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-                ),
-                MCPTool(
-                    name=APPLY_TOOL,
-                    description=editor.apply_description(),
-                    input_schema=editor.apply_schema(),
-                    annotations=ToolAnnotations(
-                        read_only_hint=False,
-                        destructive_hint=True,
-                        idempotent_hint=False,
-                        open_world_hint=False,
-                    ),
-                ),
-                MCPTool(
-                    name=UNDO_TOOL,
-                    description=editor.undo_description(),
-                    input_schema={
-                        "type": "object",
-                        "properties": {},
-                        "additionalProperties": False,
-                    },
-                    annotations=ToolAnnotations(
-                        read_only_hint=False, destructive_hint=True, open_world_hint=False
-                    ),
-                ),
-            ]
+            return _tools(editor)
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-            arguments = arguments if isinstance(arguments, Mapping) else {}
-            if name == READ_TOOL:
-                extra = sorted(set(arguments) - {"path"})
-                if extra:
-                    outcome = Outcome(
-                        f"{READ_TOOL} takes only an optional path; unknown argument(s): "
-                        f"{', '.join(extra)}",
-                        True,
-                    )
-                else:
-                    outcome = editor.read(arguments.get("path"))
-            elif name == APPLY_TOOL:
-                outcome = editor.apply(dict(arguments))
-            elif name == UNDO_TOOL:
-                outcome = editor.undo()
-            else:
-                raise ToolError(
-                    f"Unknown tool {name!r}; this server has {READ_TOOL}, {APPLY_TOOL} and "
-                    f"{UNDO_TOOL}"
-                )
+            outcome = _call(editor, name, arguments)
             if name != READ_TOOL:
                 logger.info("%s: %s", name, "refused" if outcome.is_error else "done")
-            return result(outcome)
+            return CallToolResult(
+                content=[TextContent(type="text", text=outcome.text)], is_error=outcome.is_error
+            )
 
     return PayloadServer(
         name="agent-payload",
@@ -117,6 +63,62 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
             "change."
         ),
         log_level="INFO",
+    )
+
+
+def _tools(editor: PayloadFileEditor) -> list[Any]:
+    """The three tools as MCP lists them, with the editor's descriptions and schemas."""
+    from mcp_types import Tool as MCPTool
+    from mcp_types import ToolAnnotations
+
+    return [
+        MCPTool(
+            name=READ_TOOL,
+            description=editor.read_description(),
+            input_schema=editor.read_schema(),
+            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        ),
+        MCPTool(
+            name=APPLY_TOOL,
+            description=editor.apply_description(),
+            input_schema=editor.apply_schema(),
+            annotations=ToolAnnotations(
+                read_only_hint=False,
+                destructive_hint=True,
+                idempotent_hint=False,
+                open_world_hint=False,
+            ),
+        ),
+        MCPTool(
+            name=UNDO_TOOL,
+            description=editor.undo_description(),
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=True, open_world_hint=False
+            ),
+        ),
+    ]
+
+
+def _call(editor: PayloadFileEditor, name: str, arguments: Any) -> Outcome:
+    """One tool call handed to the editor with the arguments as the model wrote them."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    arguments = arguments if isinstance(arguments, Mapping) else {}
+    if name == READ_TOOL:
+        extra = sorted(set(arguments) - {"path"})
+        if extra:
+            return Outcome(
+                f"{READ_TOOL} takes only an optional path; unknown argument(s): {', '.join(extra)}",
+                True,
+            )
+        return editor.read(arguments.get("path"))
+    if name == APPLY_TOOL:
+        return editor.apply(dict(arguments))
+    if name == UNDO_TOOL:
+        return editor.undo()
+    raise ToolError(
+        f"Unknown tool {name!r}; this server has {READ_TOOL}, {APPLY_TOOL} and {UNDO_TOOL}"
     )
 
 

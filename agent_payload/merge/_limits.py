@@ -109,8 +109,7 @@ def _limit_error(
 
 
 def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
-    if problem is None:  # pragma: no cover - the locator finds what the copy refused
-        return InvalidPayloadError("The payload is not JSON data.")
+    assert problem is not None, "the locator finds what the copy refused"
     where = where_in_payload(problem.path)
     exceeded = _limit_error("payload", problem, where, limits)
     if exceeded is not None:

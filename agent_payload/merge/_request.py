@@ -49,13 +49,10 @@ def _copy_request(data: Any, limits: Limits) -> Any:
     except _Bad:
         problem = locate_problem(data, limits.max_depth, limits.max_request_nodes)
         raise _request_problem(problem, limits) from None
-    except RecursionError as exc:  # pragma: no cover - copy_tree is iterative
-        raise InvalidChangeRequestError("The change request is nested too deeply.") from exc
 
 
 def _request_problem(problem: Problem | None, limits: Limits) -> Exception:
-    if problem is None:  # pragma: no cover - the locator finds what the copy refused
-        return InvalidChangeRequestError("The change request is not JSON data.")
+    assert problem is not None, "the locator finds what the copy refused"
     where = format_request_path(problem.path) or "the top level"
     exceeded = _limit_error("request", problem, where, limits)
     if exceeded is not None:

@@ -76,9 +76,10 @@ openings in C, skips whatever an object it read spans, and never rescans.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from agent_payload._normalise import WRAPPERS
+from agent_payload._reply import REFUSAL_FINISH_REASONS, TRUNCATION_FINISH_REASONS
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UsageError
 from agent_payload.parse._errors import _refuse, _truncated
@@ -95,16 +96,6 @@ __all__ = [
     "parse_change_request",
     "parse_change_request_with_repairs",
 ]
-
-TRUNCATION_FINISH_REASONS: Final[frozenset[str]] = frozenset(
-    {"length", "max_tokens", "max_output_tokens", "model_context_window_exceeded"}
-)
-"""Finish/stop reasons (compared lower-cased) meaning the reply was cut off by a token limit."""
-
-REFUSAL_FINISH_REASONS: Final[frozenset[str]] = frozenset(
-    {"refusal", "content_filter", "safety", "prohibited_content", "blocklist", "spii", "recitation"}
-)
-"""Finish/stop reasons (compared lower-cased) meaning the provider or the model refused."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
     ResponseShape,
@@ -46,9 +47,9 @@ from agent_payload.providers._common import (
     missing_sdk,
     not_an_api_response,
     split_system,
-    strict_compatible,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest
+from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
 try:
@@ -76,9 +77,6 @@ DEFAULT_MAX_TOKENS = 8192
 """``max_tokens`` when neither the adapter nor the request sets one (the API requires it)."""
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
-
-_TRUNCATING_STOPS = frozenset({"max_tokens", "model_context_window_exceeded"})
-"""Stop reasons that mean the reply was cut by a token limit (output or context window)."""
 
 
 def _status_detail(exc: anthropic.APIStatusError) -> str:
@@ -250,7 +248,7 @@ class AnthropicModel:
                 "description": request.tool_description,
                 "input_schema": dict(schema),
             }
-            if self.strict is True or (self.strict == "auto" and strict_compatible(schema)):
+            if self.strict is True or (self.strict == "auto" and is_strict_compatible(schema)):
                 tool["strict"] = True
             params["tools"] = [tool]
             params["tool_choice"] = {
@@ -301,7 +299,7 @@ class AnthropicModel:
         text = "".join(texts)
         stop = shape.field(message, "stop_reason", "stop_reason", str, "text", optional=True)
         refusal: str | None = None
-        if stop == "refusal":
+        if is_refusal(stop):
             details = message.stop_details
             explanation = details.explanation if details is not None else None
             refusal = text or explanation or "The model refused (stop_reason 'refusal')."
@@ -320,7 +318,7 @@ class AnthropicModel:
         return ModelReply(
             text=tool_input if tool_input is not None else text,
             finish_reason=stop,
-            truncated=stop in _TRUNCATING_STOPS,
+            truncated=is_truncation(stop),
             refusal=refusal,
             usage=Usage(
                 input_tokens,

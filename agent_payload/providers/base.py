@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.usage import Usage
 
 __all__ = [
@@ -22,10 +23,6 @@ __all__ = [
     "ModelRequest",
     "OutputMode",
 ]
-
-OutputMode = Literal["text", "tool", "json_schema"]
-"""``text``: JSON in the text reply (default, every model). ``tool``: a forced tool call whose
-input is the change request. ``json_schema``: OpenAI structured outputs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +44,7 @@ class ModelRequest:
     output_mode: OutputMode = "text"
     schema: Mapping[str, Any] | None = None
     """JSON Schema of the change request (tool input / structured output); None in text mode."""
-    tool_name: str = "apply_change_request"
+    tool_name: str = DEFAULT_TOOL_NAME
     tool_description: str = "Apply a change request to the payload."
     max_tokens: int | None = None
     temperature: float | None = None

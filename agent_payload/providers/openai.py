@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
+from agent_payload._reply import is_truncation
 from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     ResponseShape,
@@ -41,9 +42,9 @@ from agent_payload.providers._common import (
     missing_sdk,
     not_an_api_response,
     split_system,
-    strict_compatible,
 )
 from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
 try:
@@ -204,7 +205,7 @@ class _OpenAIModel(ABC):
 
     def _strict_for(self, schema: Mapping[str, Any]) -> bool:
         if self.strict == "auto":
-            return strict_compatible(schema)
+            return is_strict_compatible(schema)
         return bool(self.strict)
 
     def _named_schema(self, request: ModelRequest, schema: dict[str, Any]) -> dict[str, Any]:
@@ -358,7 +359,7 @@ class OpenAIChatModel(_OpenAIModel):
         return ModelReply(
             text=text,
             finish_reason=finish,
-            truncated=finish == "length",
+            truncated=is_truncation(finish),
             refusal=refusal or None,
             usage=self._usage(
                 shape,
@@ -473,7 +474,7 @@ class OpenAIResponsesModel(_OpenAIModel):
         return ModelReply(
             text=arguments if arguments is not None else "".join(texts),
             finish_reason=finish,
-            truncated=reason == "max_output_tokens",
+            truncated=is_truncation(reason),
             refusal="\n".join(refusals) or None,
             usage=self._usage(
                 shape,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 from agent_payload.providers.base import ModelReply, ModelRequest
-from agent_payload.usage import Usage
+from agent_payload.usage import Usage, length_estimate
 
 __all__ = ["ScriptExhaustedError", "ScriptedModel", "estimate_tokens"]
 
@@ -24,8 +24,9 @@ ScriptedReply: TypeAlias = "str | ModelReply | BaseException"
 
 
 def estimate_tokens(text: str) -> int:
-    """A rough token count (4 characters a token) for fake usage numbers."""
-    return max(1, (len(text) + 3) // 4)
+    """A rough token count for fake usage numbers: ``usage.length_estimate`` (4 characters a
+    token), at least 1."""
+    return max(1, length_estimate(text))
 
 
 class ScriptedModel:

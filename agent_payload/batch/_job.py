@@ -1,65 +1,35 @@
-"""Batch jobs: thousands of payloads through the providers' batch APIs, resumable from one file.
-
-::
-
-    job = BatchJob(PayloadAgent(openai.OpenAI(), model_name="gpt-5.4-mini"), "job.sqlite")
-    job.add_many({"id": sku, "payload": entry, "task": "raise prices by 5%"} for ...)
-    job.run(poll_interval=30)
-    for item in job.results():
-        ...  # item.id, item.status ("done" | "failed" | "pending"), item.payload, ...
-
-**Rounds.** A round sends the next request of every pending item: in ``mode="batch"`` as
-provider batches (OpenAI Files + Batch API for Chat Completions or Responses; Anthropic
-Message Batches), split at the provider's limits on count and bytes; in ``mode="concurrent"``
-(servers with no batch API: vLLM, Ollama, a LiteLLM proxy) through the async agent's model,
-``concurrency`` at a time. Each reply is judged by the agent's own pipeline, exactly as
-``PayloadAgent.run`` judges it (``_loop.RunState``): an accepted reply makes the item ``done``;
-a reply that needs a correction sends the item to the next round with exactly the message the
-agent would send; an item out of retries (``max_retries`` of the agent), out of its token
-budget, or refused twice is ``failed`` with the last problems. A request that got no reply at
-all (a batch error line, an expired or failed batch, a provider error in concurrent mode) is a
-transport failure: retried in the next round up to ``max_transport_retries`` times, then
-``failed`` with the provider's error. Transport failures do not count as model attempts.
-
-**The state file is the only truth** (SQLite, WAL mode): items, every request line with its
-round and chunk, every raw reply, results. Each step is one transaction, so the process may be
-killed at any moment and ``run()`` called again:
-
-* a round is prepared (its request lines written) in one transaction before anything is sent;
-* before a chunk is submitted its state becomes ``submitting`` with the time; once the provider
-  answers, the batch id is recorded. If the job died in between, the next ``run()`` looks for
-  the batch by its tag (OpenAI: the batch's ``metadata``; Anthropic: created since that time
-  with exactly that many requests) and adopts it instead of submitting again; if several
-  batches could be it, ``BatchStateError`` says so rather than guess;
-* a reply is stored and judged in one transaction, at most once per request line: re-reading a
-  batch's results after a crash skips the lines already applied.
-
-In concurrent mode a request that was in flight when the process died has no stored reply; it
-is sent again on resume (its answer was never received, so nothing of it was applied).
-
-**Progress.** ``run(progress=callback)`` calls ``callback(BatchProgress)`` after each step
-(``phase``: ``prepared``, ``submitted``, ``polling``, ``collected``, ``finished``) with the
-counts and tokens so far and the estimated cost when ``prices`` are given. Raising from the
-callback stops ``run()`` at that point; the state file stays consistent.
-"""
+"""``BatchJob``: the rounds of a job (prepare, submit, wait, collect; or send concurrently) and
+the judging of each reply by the agent's own run state. The state file is ``_state``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from agent_payload import merge as _merge
-from agent_payload._loop import AgentResult, RunState
+from agent_payload._loop import RunState
+from agent_payload.batch._state import (
+    BatchItemResult,
+    BatchProgress,
+    BatchStateError,
+    Phase,
+    StateFile,
+    Status,
+    dumps,
+    problems_json,
+    reply_from,
+    reply_json,
+    report_json,
+    resolve_type,
+    type_name,
+)
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -69,188 +39,8 @@ from agent_payload.errors import (
 )
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.providers.batching import BatchBackend, LineError, backend_for
-from agent_payload.usage import Usage
 
-__all__ = ["BatchItemResult", "BatchJob", "BatchProgress", "BatchStateError"]
-
-Status = Literal["pending", "done", "failed"]
-Phase = Literal["prepared", "submitted", "polling", "collected", "finished"]
-
-FORMAT_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS items (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    payload TEXT NOT NULL,
-    task TEXT NOT NULL,
-    model_type TEXT,
-    payload_type TEXT,
-    status TEXT NOT NULL DEFAULT 'pending',
-    in_round INTEGER,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    transport_failures INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    cached_input_tokens INTEGER NOT NULL DEFAULT 0,
-    cache_write_input_tokens INTEGER NOT NULL DEFAULT 0,
-    result TEXT,
-    change_request TEXT,
-    report TEXT,
-    error TEXT,
-    problems TEXT
-);
-CREATE INDEX IF NOT EXISTS items_status ON items (status, in_round);
-CREATE TABLE IF NOT EXISTS chunks (
-    round INTEGER NOT NULL,
-    chunk INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    batch_id TEXT,
-    submitting_at REAL,
-    PRIMARY KEY (round, chunk)
-);
-CREATE TABLE IF NOT EXISTS requests (
-    custom_id TEXT PRIMARY KEY,
-    round INTEGER NOT NULL,
-    chunk INTEGER NOT NULL,
-    item_seq INTEGER NOT NULL,
-    entry TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'open'
-);
-CREATE INDEX IF NOT EXISTS requests_chunk ON requests (round, chunk, state);
-CREATE TABLE IF NOT EXISTS replies (
-    item_seq INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    round INTEGER NOT NULL,
-    reply TEXT NOT NULL,
-    PRIMARY KEY (item_seq, attempt)
-);
-"""
-
-
-class BatchStateError(AgentPayloadError):
-    """The state file cannot be used as it is (another format, another job's model, or a
-    submission whose fate the provider cannot tell unambiguously). Nothing was sent."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchProgress:
-    """Counts of a job, given to the ``progress`` callback and returned by ``run()``."""
-
-    phase: Phase
-    round: int
-    submitted: int
-    """Request lines sent so far, over all rounds."""
-    done: int
-    failed: int
-    pending: int
-    usage: Usage
-    cost: float | None = None
-    """Estimated cost in the currency of ``prices`` (None without prices)."""
-
-    @property
-    def total(self) -> int:
-        return self.done + self.failed + self.pending
-
-
-@dataclass(frozen=True, slots=True)
-class BatchItemResult:
-    """One item of a job: where it stands and what came of it."""
-
-    id: str
-    status: Status
-    payload: Any
-    """The updated payload when ``done`` (of the kind added: dict, list or pydantic model),
-    else the payload as added."""
-    change_request: dict[str, Any] | None
-    report: dict[str, Any] | None
-    """``{"changes": [{"op", "path", "old", "new"}...], "warnings": [...], "reasoning"}``."""
-    attempts: int
-    usage: Usage
-    error: str | None
-    problems: tuple[dict[str, Any], ...] = ()
-
-
-def _type_name(kind: type) -> str:
-    return f"{kind.__module__}:{kind.__qualname__}"
-
-
-def _resolve_type(name: str, types: Mapping[str, type]) -> type:
-    if name in types:
-        return types[name]
-    module, _, qualname = name.partition(":")
-    try:
-        node: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            node = getattr(node, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(
-            f"BatchJob: the payload type {name} cannot be imported; define it at module level, "
-            "or pass it in BatchJob(types=[...])"
-        ) from exc
-    if not isinstance(node, type):
-        raise ConfigurationError(f"BatchJob: {name} is not a type")
-    return node
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _reply_json(reply: ModelReply) -> str:
-    return _dumps(
-        {
-            "text": reply.text,
-            "finish_reason": reply.finish_reason,
-            "truncated": reply.truncated,
-            "refusal": reply.refusal,
-            "usage": [
-                reply.usage.input_tokens,
-                reply.usage.output_tokens,
-                reply.usage.cached_input_tokens,
-                reply.usage.cache_write_input_tokens,
-            ],
-            "model": reply.model,
-        }
-    )
-
-
-def _reply_from(text: str) -> ModelReply:
-    data = json.loads(text)
-    usage = data.get("usage") or [0, 0]
-    n = [*(int(count) for count in usage), 0, 0]  # [input, output, cached, cache writes]
-    return ModelReply(
-        text=data["text"],
-        finish_reason=data.get("finish_reason"),
-        truncated=bool(data.get("truncated")),
-        refusal=data.get("refusal"),
-        usage=Usage(n[0], n[1], 1, n[2], n[3]),
-        model=data.get("model"),
-    )
-
-
-def _report_json(result: AgentResult[Any]) -> str:
-    report = result.report
-    return _dumps(
-        {
-            "changes": [
-                {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new}
-                for c in report.changes
-            ],
-            "warnings": [
-                {"code": w.code, "path": w.path, "message": w.message} for w in report.warnings
-            ],
-            "reasoning": result.reasoning,
-        }
-    )
-
-
-def _problems_json(error: BaseException) -> str:
-    problems = getattr(error, "last_errors", None) or getattr(error, "problems", None) or []
-    return _dumps(
-        [{"kind": p.kind, "code": p.code, "path": p.path, "message": p.message} for p in problems]
-    )
+__all__ = ["BatchJob"]
 
 
 class BatchJob:
@@ -304,7 +94,7 @@ class BatchJob:
         self.max_attempts = retries + 1
         self.prices = dict(prices) if prices else None
         self._sleep = sleep
-        self._types = {_type_name(t): t for t in types}
+        self._types = {type_name(t): t for t in types}
         model = agent.model
         self._backend: BatchBackend | None = None
         if mode == "batch":
@@ -327,64 +117,14 @@ class BatchJob:
                 f"arequest() sends the requests), found {type(agent).__name__}"
             )
         self.path = Path(state_path)
-        try:
-            self._db = sqlite3.connect(self.path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            self._add_cache_columns()
-        except sqlite3.DatabaseError as exc:
-            raise BatchStateError(f"{self.path}: not a usable batch state file ({exc})") from exc
-        self._check_meta(f"{model.provider}:{model.name}")
+        self._file = StateFile(self.path, f"{model.provider}:{model.name}", mode)
+        self._db = self._file.db
+        self._tx = self._file.tx
 
     # -- the file --
 
-    def _add_cache_columns(self) -> None:
-        """A state file written before the cache counts existed gets their columns (0)."""
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(items)")}
-        for column in ("cached_input_tokens", "cache_write_input_tokens"):
-            if column not in columns:
-                self._db.execute(
-                    f"ALTER TABLE items ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
-                )
-
-    def _check_meta(self, model: str) -> None:
-        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        if not meta:
-            with self._tx():
-                self._db.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
-                    [
-                        ("format_version", str(FORMAT_VERSION)),
-                        ("model", model),
-                        ("mode", self.mode),
-                    ],
-                )
-            return
-        if meta.get("format_version") != str(FORMAT_VERSION):
-            raise BatchStateError(
-                f"{self.path}: state format {meta.get('format_version')!r}, this version reads "
-                f"{FORMAT_VERSION}"
-            )
-        if meta.get("model") != model or meta.get("mode") != self.mode:
-            raise BatchStateError(
-                f"{self.path}: this job runs {meta.get('model')} in {meta.get('mode')} mode; it "
-                f"was reopened with {model} in {self.mode} mode. Resume with the same agent, or "
-                "start a new state file"
-            )
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
     def close(self) -> None:
-        self._db.close()
+        self._file.close()
 
     def __enter__(self) -> BatchJob:
         return self
@@ -430,115 +170,48 @@ class BatchJob:
         if not isinstance(task, str) or not task.strip():
             raise UsageError(f"item {item_id}: task must be a non-empty string, found {task!r}")
         data = _merge.dump_payload(payload)
-        model_type = _type_name(type(payload)) if isinstance(payload, BaseModel) else None
-        type_name = None
+        model_type = type_name(type(payload)) if isinstance(payload, BaseModel) else None
+        declared = None
         if payload_type is not None:
             if not isinstance(payload_type, type):
                 raise ConfigurationError(
                     f"item {item_id}: payload_type must be a type, found {payload_type!r}"
                 )
-            type_name = _type_name(payload_type)
-        for name in filter(None, (model_type, type_name)):
-            kind = payload_type if name == type_name else type(payload)
+            declared = type_name(payload_type)
+        for name in filter(None, (model_type, declared)):
+            kind = payload_type if name == declared else type(payload)
             self._types.setdefault(name, kind)
-        return (item_id, _dumps(data), task, model_type, type_name)
+        return (item_id, dumps(data), task, model_type, declared)
 
     # -- reading --
 
     def results(self) -> Iterator[BatchItemResult]:
         """Every item in the order added."""
-        cursor = self._db.execute(
-            "SELECT id, status, payload, model_type, result, change_request, report, attempts, "
-            "input_tokens, output_tokens, error, problems, cached_input_tokens, "
-            "cache_write_input_tokens FROM items ORDER BY seq"
-        )
-        for row in cursor:
-            (
-                item_id,
-                status,
-                payload,
-                model_type,
-                result,
-                request,
-                report,
-                attempts,
-                tokens_in,
-                tokens_out,
-                error,
-                problems,
-                cached,
-                written,
-            ) = row
-            data = json.loads(result if result is not None else payload)
-            if model_type is not None:
-                data = _resolve_type(model_type, self._types).model_validate(data)  # type: ignore[attr-defined]
-            yield BatchItemResult(
-                id=item_id,
-                status=status,
-                payload=data,
-                change_request=json.loads(request) if request else None,
-                report=json.loads(report) if report else None,
-                attempts=attempts,
-                usage=Usage(tokens_in, tokens_out, attempts, cached, written),
-                error=error,
-                problems=tuple(json.loads(problems)) if problems else (),
-            )
+        return self._file.results(self._types)
 
     def progress(self, phase: Phase = "finished") -> BatchProgress:
         """The counts now."""
-        counts = dict(
-            self._db.execute("SELECT status, COUNT(*) FROM items GROUP BY status").fetchall()
-        )
-        tokens_in, tokens_out, attempts, cached, written = self._db.execute(
-            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
-            "COALESCE(SUM(attempts), 0), COALESCE(SUM(cached_input_tokens), 0), "
-            "COALESCE(SUM(cache_write_input_tokens), 0) FROM items"
-        ).fetchone()
-        (submitted,) = self._db.execute(
-            "SELECT COUNT(*) FROM requests r "
-            "JOIN chunks c ON c.round = r.round AND c.chunk = r.chunk "
-            "WHERE c.state != 'prepared'"
-        ).fetchone()
-        (rnd,) = self._db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
-        cost = None
-        if self.prices is not None:
-            price_in = self.prices.get("input", 0.0)
-            cost = (
-                (tokens_in - cached - written) * price_in
-                + cached * self.prices.get("cached_input", price_in)
-                + written * self.prices.get("cache_write_input", price_in)
-                + tokens_out * self.prices.get("output", 0.0)
-            ) / 1_000_000
-        return BatchProgress(
-            phase=phase,
-            round=rnd,
-            submitted=submitted,
-            done=counts.get("done", 0),
-            failed=counts.get("failed", 0),
-            pending=counts.get("pending", 0),
-            usage=Usage(tokens_in, tokens_out, attempts, cached, written),
-            cost=cost,
-        )
+        return self._file.progress(phase, self.prices)
 
     # -- the judge, rebuilt from the state file --
 
     def _state(self, seq: int) -> RunState:
         """The item's run state: started afresh and fed every stored reply (deterministic:
         the same judge, the same replies, the same corrections)."""
-        payload_text, task, model_type, type_name = self._db.execute(
+        payload_text, task, model_type, declared = self._db.execute(
             "SELECT payload, task, model_type, payload_type FROM items WHERE seq = ?", (seq,)
         ).fetchone()
         payload: Any = json.loads(payload_text)
         if model_type is not None:
-            payload = _resolve_type(model_type, self._types).model_validate(payload)  # type: ignore[attr-defined]
-        payload_type = _resolve_type(type_name, self._types) if type_name else None
+            payload = resolve_type(model_type, self._types).model_validate(payload)  # type: ignore[attr-defined]
+        payload_type = resolve_type(declared, self._types) if declared else None
         state: RunState = self.agent._start(payload, task, payload_type, (), None)
         for (reply_text,) in self._db.execute(
             "SELECT reply FROM replies WHERE item_seq = ? ORDER BY attempt", (seq,)
         ).fetchall():
             state.next_request()
             with contextlib.suppress(ModelReplyError):
-                state.judge(_reply_from(reply_text))
+                state.judge(reply_from(reply_text))
         return state
 
     def _apply_reply(self, seq: int, reply: ModelReply, rnd: int) -> None:
@@ -546,7 +219,7 @@ class BatchJob:
         state = self._state(seq)
         state.next_request()
         self._db.execute(
-            "INSERT INTO replies VALUES (?, ?, ?, ?)", (seq, state.attempt, rnd, _reply_json(reply))
+            "INSERT INTO replies VALUES (?, ?, ?, ?)", (seq, state.attempt, rnd, reply_json(reply))
         )
         try:
             result = state.judge(reply)
@@ -556,22 +229,22 @@ class BatchJob:
                 and state.attempt < self.max_attempts
                 and not state.over_budget()
             ):
-                self._set(seq, state, status="pending", error=None, problems=_problems_json(exc))
+                self._set(seq, state, status="pending", error=None, problems=problems_json(exc))
             else:
                 final = exc if not state.should_retry(exc) else state.exhausted()
                 self._set(
-                    seq, state, status="failed", error=str(final), problems=_problems_json(final)
+                    seq, state, status="failed", error=str(final), problems=problems_json(final)
                 )
             return
         except AgentPayloadError as exc:
-            self._set(seq, state, status="failed", error=str(exc), problems=_problems_json(exc))
+            self._set(seq, state, status="failed", error=str(exc), problems=problems_json(exc))
             return
         self._db.execute(
             "UPDATE items SET result = ?, change_request = ?, report = ? WHERE seq = ?",
             (
-                _dumps(_merge.dump_payload(result.payload)),
-                _dumps(result.change_request.to_wire()),
-                _report_json(result),
+                dumps(_merge.dump_payload(result.payload)),
+                dumps(result.change_request.to_wire()),
+                report_json(result),
                 seq,
             ),
         )
@@ -616,12 +289,6 @@ class BatchJob:
 
     # -- rounds --
 
-    def _open_round(self) -> int | None:
-        row = self._db.execute(
-            "SELECT MIN(round) FROM chunks WHERE state != 'collected'"
-        ).fetchone()
-        return row[0] if row and row[0] is not None else None
-
     def _prepare_round(self) -> int | None:
         """Write the next round's request lines, in one transaction but one item at a time
         (memory does not grow with the job); None when nothing is pending."""
@@ -643,11 +310,11 @@ class BatchJob:
                 except AgentPayloadError as exc:  # refused before any request (payload, limits)
                     db.execute(
                         "UPDATE items SET status = 'failed', error = ?, problems = ? WHERE seq = ?",
-                        (str(exc), _problems_json(exc), seq),
+                        (str(exc), problems_json(exc), seq),
                     )
                     continue
                 custom_id = f"i{seq}-r{rnd}"
-                entry = _dumps(self._entry(custom_id, state.next_request()))
+                entry = dumps(self._entry(custom_id, state.next_request()))
                 cost = len(entry.encode()) + 1
                 if chunk < 0 or count >= self._max_requests or size + cost > self._max_bytes:
                     chunk, count, size = chunk + 1, 0, 0
@@ -699,7 +366,7 @@ class BatchJob:
         are pending (at most ``max_rounds`` new ones)."""
         started = 0
         while True:
-            rnd = self._open_round()
+            rnd = self._file.open_round()
             if rnd is None:
                 if max_rounds is not None and started >= max_rounds:
                     return
@@ -720,19 +387,11 @@ class BatchJob:
         if progress is not None:
             progress(self.progress(phase))
 
-    def _chunks(self, rnd: int, *states: str) -> list[tuple[int, str, str | None, float | None]]:
-        marks = ",".join("?" * len(states))
-        return self._db.execute(
-            f"SELECT chunk, state, batch_id, submitting_at FROM chunks WHERE round = ? "
-            f"AND state IN ({marks}) ORDER BY chunk",
-            (rnd, *states),
-        ).fetchall()
-
     def _submit_round(self, rnd: int, progress: Callable[[BatchProgress], Any] | None) -> None:
         backend = self._backend
         assert backend is not None
-        for chunk, state, _, since in self._chunks(rnd, "prepared", "submitting"):
-            tag = f"{self.path.stem}-{self._job_tag()}-r{rnd}c{chunk}"
+        for chunk, state, _, since in self._file.chunks(rnd, "prepared", "submitting"):
+            tag = f"{self.path.stem}-{self._file.job_tag()}-r{rnd}c{chunk}"
             entries = [
                 entry
                 for (entry,) in self._db.execute(
@@ -744,7 +403,7 @@ class BatchJob:
                 # The job stopped between asking for this batch and hearing of it.
                 found = self._find(backend, rnd, chunk, tag, len(entries), since)
                 if found is not None:
-                    self._record_batch(rnd, chunk, found)
+                    self._file.record_batch(rnd, chunk, found)
                     continue
             now = time.time()
             with self._tx() as db:
@@ -761,7 +420,7 @@ class BatchJob:
                 if found is None:
                     raise  # not created: the next run() submits it (state 'submitting')
                 batch_id = found
-            self._record_batch(rnd, chunk, batch_id)
+            self._file.record_batch(rnd, chunk, batch_id)
             self._report(progress, "submitted")
 
     def _find(
@@ -784,23 +443,7 @@ class BatchJob:
 
     def adopt_batch(self, round: int, chunk: int, batch_id: str) -> None:
         """Record by hand which provider batch a chunk left ``submitting`` is (see run())."""
-        self._record_batch(round, chunk, batch_id)
-
-    def _record_batch(self, rnd: int, chunk: int, batch_id: str) -> None:
-        with self._tx() as db:
-            db.execute(
-                "UPDATE chunks SET state = 'submitted', batch_id = ? WHERE round = ? AND chunk = ?",
-                (batch_id, rnd, chunk),
-            )
-
-    def _job_tag(self) -> str:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'tag'").fetchone()
-        if row:
-            return str(row[0])
-        tag = f"{time.time_ns():x}"
-        with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('tag', ?)", (tag,))
-        return self._job_tag()
+        self._file.record_batch(round, chunk, batch_id)
 
     def _wait_round(
         self, rnd: int, poll_interval: float, progress: Callable[[BatchProgress], Any] | None
@@ -808,7 +451,7 @@ class BatchJob:
         backend = self._backend
         assert backend is not None
         while True:
-            waiting = self._chunks(rnd, "submitted")
+            waiting = self._file.chunks(rnd, "submitted")
             if not waiting:
                 return
             for chunk, _, batch_id, _ in waiting:
@@ -820,7 +463,7 @@ class BatchJob:
                             "UPDATE chunks SET state = 'ended' WHERE round = ? AND chunk = ?",
                             (rnd, chunk),
                         )
-            if self._chunks(rnd, "submitted"):
+            if self._file.chunks(rnd, "submitted"):
                 self._report(progress, "polling")
                 self._sleep(poll_interval)
 
@@ -828,7 +471,7 @@ class BatchJob:
         backend = self._backend
         assert backend is not None
         request = ModelRequest(messages=(), output_mode=self.agent.output_mode)
-        for chunk, _, batch_id, _ in self._chunks(rnd, "ended"):
+        for chunk, _, batch_id, _ in self._file.chunks(rnd, "ended"):
             assert batch_id is not None
             seen: set[str] = set()
             for custom_id, outcome in backend.results(batch_id, request):

@@ -1,205 +1,23 @@
-"""The JSON Schema of a change request, derived from the payload type.
-
-``change_request_schema(Invoice)`` describes ``AgentPayloadChangeRequest[Invoice]`` as the
-model must write it (MERGE.md), for tool definitions and structured outputs::
-
-    {"type": "object", "additionalProperties": false,
-     "properties": {"newElements": ..., "updateElements": ..., "removeElements": ...,
-                    "replaceElements": ..., "reasoning": {"type": "string"}},
-     "$defs": {...}}
-
-Each bucket is derived from the payload's JSON Schema (pydantic's, with its ``$defs``; recursive
-models stay recursive through ``$ref``):
-
-* ``updateElements``: a *deep partial*: no property is required; where a property stands, the
-  marker (``"DELETE"``, or the one given) may stand instead; where an array stands, either a
-  positional array whose items are the element's partial, a ``{}`` placeholder or the marker,
-  or an *index map* (an object whose keys match ``^(0|[1-9][0-9]*)$``, same values).
-* ``removeElements``: the same shape, but its leaves are only the marker (or ``{}`` in arrays).
-* ``newElements``: a deep partial without markers; array items are whole elements (they are
-  appended), ``{}`` placeholders allowed (they are skipped). Where an array stands, an index map
-  may stand instead (MERGE.md section 8): a list of whole elements inserts them, an element's
-  ``newElements`` partial adds inside it (an index map again if the element is an array).
-* ``replaceElements``: the payload's top-level keys with their full (non-partial) types, each
-  optional; for an array payload, the whole array.
-* ``reasoning``: a string.
-
-Objects of the payload type that do not declare ``additionalProperties`` (pydantic's default
-``extra="ignore"``) get ``additionalProperties: false`` in the partials, so the model does not
-invent keys; ``extra="allow"`` and ``dict[str, V]`` keep their free keys. ``Optional[X]``,
-unions, enums, literals, nested and recursive models, lists, tuples and dicts are handled;
-``discriminator`` is dropped from the partials (a partial need not carry the discriminator
-field). ``payload_type=None`` means any JSON: each bucket is an object or an array.
-
-Compact by construction (a schema is sent with every tool-mode attempt; ``bench/schema.py``
-measures it at 1.3-1.8x the payload's own schema for a 200-field and a 20x10 nested model):
-
-* ``title``, ``default`` and ``examples`` are stripped everywhere (full copies included);
-* the marker (``$defs/DEL``) and the ``{}`` placeholder (``$defs/KEEP``) are defined once and
-  referenced, and so is every other sub-schema that repeats (``$defs/T0``, ``T1``, ...: a
-  200-field model repeats a handful of field types hundreds of times);
-* the marker is admitted only where a deletion can validate: an optional property (not in
-  ``required``), an array element, a free (dict) key. ``removeElements`` does not name a
-  required property except to remove something inside it;
-* for pydantic types, whose JSON form always holds every field, ``newElements`` leaves out the
-  fields that cannot hold anything new (a new value for a string field is an update); a JSON
-  Schema given as a dict promises no such thing and keeps them.
-
-The payload's own JSON Schema is shown in the user message in ``"text"`` mode only: in tool
-and ``json_schema`` modes this schema, sent beside the messages, already carries the types.
-
-Where strict modes cannot express the format
----------------------------------------------
-
-OpenAI's strict structured outputs and strict function calling (``strict: true``) require
-every object to list all its properties in ``required`` and to set ``additionalProperties:
-false``; optional fields must be written as required-and-nullable, and ``patternProperties``
-and free-form values (``{}``, ``additionalProperties: {...}``) are not accepted. The change
-request cannot be expressed that way without changing its meaning:
-
-* **Deep partials** (every payload type): a partial's properties are optional by design. A
-  required-but-nullable property would make the model write ``null`` for every key it does not
-  change, and in the merge ``null`` *sets the value to null*. So no bucket of a typed payload
-  fits strict mode.
-* **Index maps**: an object keyed by indices needs ``patternProperties``.
-* **Free keys** (``dict[str, V]``, ``extra="allow"``) need ``additionalProperties: {...}``.
-* **Any JSON** (``payload_type=None``, ``Any`` fields): schema-less values.
-
-Therefore ``strict=True`` returns the **non-strict** schema (the same dict as ``strict=False``)
-whenever any of the above occurs, which is the case for every payload type; it differs only
-in that the envelope's five fields are then listed as required-and-nullable when, and only
-when, the whole schema would be strict-compatible (never, in practice). Use
-``is_strict_compatible(schema)`` to decide the ``strict`` flag you send: the provider adapters
-do exactly that (``strict="auto"``) and send ``strict: false`` with this schema, so OpenAI
-treats it as guidance (structured outputs without the strict guarantee; function calling with
-the schema as a hint) and ``agent_payload.parse`` + the correction loop catch what slips
-through. Anthropic's ``tool_use`` takes the schema as it is (``strict`` is not sent).
-"""
+"""Deriving the four buckets of a change request from the payload's JSON Schema (``Builder``,
+one pass per bucket with memoised ``$defs``) and wrapping them in the envelope with their
+descriptions. See ``agent_payload.schema`` for what each bucket admits."""
 
 from __future__ import annotations
 
 import copy
-import json
-from collections.abc import Mapping
 from typing import Any
 
-from agent_payload.changes import MARKER
-from agent_payload.providers._common import strict_compatible
+from agent_payload.schema._compact import free_name, hoist_repeats, strip_annotations
 
-__all__ = [
-    "INDEX_KEY_PATTERN",
-    "MAX_SCHEMA_DEPTH",
-    "change_request_schema",
-    "is_strict_compatible",
-]
+__all__ = ["ANY_CONTAINER", "INDEX_KEY_PATTERN", "Builder", "Schema", "envelope"]
 
 INDEX_KEY_PATTERN = "^(0|[1-9][0-9]*)$"
 """Keys of an index map (MERGE.md section 7): decimal indices without sign or leading zero."""
 
 _DROPPED_IN_PARTIALS = frozenset({"title", "default", "examples", "discriminator", "required"})
-_ANY_CONTAINER: dict[str, Any] = {"anyOf": [{"type": "object"}, {"type": "array"}]}
+ANY_CONTAINER: dict[str, Any] = {"anyOf": [{"type": "object"}, {"type": "array"}]}
 
 Schema = dict[str, Any]
-
-
-def is_strict_compatible(schema: object) -> bool:
-    """True when ``schema`` fits OpenAI's strict mode (all properties required,
-    ``additionalProperties: false`` everywhere, no ``patternProperties`` or schema-less values).
-    """
-    return strict_compatible(schema)
-
-
-def change_request_schema(
-    payload_type: Any = None, *, marker: str = MARKER, strict: bool = False
-) -> dict[str, Any]:
-    """The JSON Schema of a change request for payloads of ``payload_type``.
-
-    ``payload_type``: a pydantic model class, or any type pydantic's ``TypeAdapter`` accepts
-    (``list[Item]``, a ``TypedDict``, ...), or a dict holding the payload's own JSON Schema
-    (local ``$defs`` refs only), or None for any JSON. ``marker`` is the DELETE
-    marker the model is told to use. ``strict``: see "Where strict modes cannot express the
-    format" in the module docstring (a schema strict mode cannot express is returned
-    non-strict). A fresh dict on each call.
-    """
-    if not isinstance(marker, str) or not marker:
-        from agent_payload.errors import ConfigurationError
-
-        raise ConfigurationError(
-            f"change_request_schema(marker=...): expected a non-empty string such as "
-            f"'DELETE', got {marker!r}."
-        )
-    if isinstance(payload_type, dict):
-        _check_depth(payload_type)
-        schema = _Builder(copy.deepcopy(payload_type), marker).build()
-    elif payload_type is None:
-        schema = _envelope(
-            {
-                "newElements": copy.deepcopy(_ANY_CONTAINER),
-                "updateElements": copy.deepcopy(_ANY_CONTAINER),
-                "removeElements": copy.deepcopy(_ANY_CONTAINER),
-                "replaceElements": copy.deepcopy(_ANY_CONTAINER),
-            },
-            {},
-            marker,
-        )
-    else:
-        schema = _Builder(
-            _payload_json_schema(payload_type), marker, fields_always_present=True
-        ).build()
-    if strict:
-        tightened = _strict_envelope(schema)
-        if strict_compatible(tightened):
-            return tightened
-    return schema
-
-
-MAX_SCHEMA_DEPTH = 200
-"""Deepest nesting (of JSON objects and arrays) accepted in a payload JSON Schema given as a
-dict; pydantic's schemas stay shallow (nested models are ``$defs``)."""
-
-
-def _check_depth(schema: Schema) -> None:
-    """Refuse a hand-written schema nested deeper than ``MAX_SCHEMA_DEPTH`` (iteratively, so a
-    hostile schema gives a ConfigurationError, never a RecursionError)."""
-    stack: list[tuple[Any, int]] = [(schema, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_SCHEMA_DEPTH:
-            from agent_payload.errors import ConfigurationError
-
-            raise ConfigurationError(
-                f"change_request_schema(payload_type=<dict>): the JSON Schema is nested deeper "
-                f"than {MAX_SCHEMA_DEPTH} levels; expected a schema that names repeated or "
-                "recursive parts in $defs. Move deep parts into $defs and refer to them."
-            )
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-
-
-def _payload_json_schema(payload_type: Any) -> Schema:
-    from pydantic import TypeAdapter
-
-    from agent_payload.errors import ConfigurationError
-
-    try:
-        result: Schema = TypeAdapter(payload_type).json_schema(ref_template="#/$defs/{model}")
-    except Exception as exc:
-        raise ConfigurationError(
-            f"change_request_schema({payload_type!r}): pydantic cannot derive a JSON Schema "
-            f"from this type ({exc}). Pass a pydantic model class, a type pydantic accepts "
-            "(list[Item], a TypedDict, ...), or None for any JSON."
-        ) from exc
-    return result
-
-
-def _strict_envelope(schema: Schema) -> Schema:
-    """The envelope with its fields required and nullable (what strict mode wants)."""
-    result = copy.deepcopy(schema)
-    properties: dict[str, Any] = result["properties"]
-    for name, sub in list(properties.items()):
-        properties[name] = {"anyOf": [sub, {"type": "null"}]}
-    result["required"] = list(properties)
-    return result
 
 
 _DESCRIPTIONS = {
@@ -222,7 +40,7 @@ _DESCRIPTIONS = {
 }
 
 
-def _envelope(buckets: dict[str, Schema], defs: dict[str, Schema], marker: str) -> Schema:
+def envelope(buckets: dict[str, Schema], defs: dict[str, Schema], marker: str) -> Schema:
     properties: dict[str, Any] = {}
     for name, sub in buckets.items():
         described = dict(sub)
@@ -240,20 +58,20 @@ def _envelope(buckets: dict[str, Schema], defs: dict[str, Schema], marker: str) 
     return schema
 
 
-class _Builder:
+class Builder:
     """Derives the buckets from the payload's JSON Schema (one pass per mode, memoised defs)."""
 
     def __init__(
         self, payload_schema: Schema, marker: str, *, fields_always_present: bool = False
     ) -> None:
-        payload_schema = _strip_annotations(payload_schema)
+        payload_schema = strip_annotations(payload_schema)
         self.fields_always_present = fields_always_present
         self.marker = marker
         self.source_defs: dict[str, Schema] = dict(payload_schema.get("$defs", {}))
         self.root: Schema = {k: v for k, v in payload_schema.items() if k != "$defs"}
         # The marker and the placeholder are defined once in $defs and referenced.
-        self.marker_name = _free_name("DEL", self.source_defs)
-        self.placeholder_name = _free_name("KEEP", self.source_defs)
+        self.marker_name = free_name("DEL", self.source_defs)
+        self.placeholder_name = free_name("KEEP", self.source_defs)
         self.marker_schema: Schema = {"$ref": f"#/$defs/{self.marker_name}"}
         self.placeholder: Schema = {"$ref": f"#/$defs/{self.placeholder_name}"}
         self.defs: dict[str, Schema] = {}
@@ -280,8 +98,8 @@ class _Builder:
             "properties": {},
             "additionalProperties": False,
         }
-        buckets, used = _hoist_repeats(buckets, used)
-        return _envelope(buckets, dict(sorted(used.items())), self.marker)
+        buckets, used = hoist_repeats(buckets, used)
+        return envelope(buckets, dict(sorted(used.items())), self.marker)
 
     def _replace_schema(self, root: Schema) -> Schema:
         if _is_object(root):
@@ -295,7 +113,7 @@ class _Builder:
             return result
         if _is_array(root):
             return _strip_title(copy.deepcopy(root))
-        return copy.deepcopy(_ANY_CONTAINER)
+        return copy.deepcopy(ANY_CONTAINER)
 
     def _full_refs_needed(self) -> set[str]:
         """Original defs referenced (transitively) from anything built or from the root."""
@@ -439,7 +257,7 @@ class _Builder:
             element = _any_of(options)
             return {"anyOf": [{"type": "array", "items": element}, self._index_map(element)]}
         if not schema:  # any JSON: a removal may nest anything
-            return copy.deepcopy(_ANY_CONTAINER)
+            return copy.deepcopy(ANY_CONTAINER)
         return None
 
     def _remove_slot(self, schema: Schema) -> Schema:
@@ -616,110 +434,3 @@ def _call(function: Any, sub: Schema, key: str) -> Any:
         return function(sub, key)
     except TypeError:
         return function(sub)
-
-
-def _free_name(base: str, taken: Mapping[str, Any] | set[str]) -> str:
-    name = base
-    while name in taken:
-        name = "_" + name
-    return name
-
-
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
-_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
-_SCHEMA_ONE = frozenset(
-    {"items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else"}
-)
-_ANNOTATION_KEYS = frozenset({"title", "default", "examples"})
-
-
-def _strip_annotations(schema: Any) -> Any:
-    """A copy of a JSON Schema without ``title``, ``default`` and ``examples`` keywords (they
-    repeat the property names or the data and cost tokens); properties so named are kept."""
-    if not isinstance(schema, dict):
-        return copy.deepcopy(schema)
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _ANNOTATION_KEYS:
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: _strip_annotations(sub) for name, sub in value.items()}
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_strip_annotations(sub) for sub in value]
-        elif key in _SCHEMA_ONE:
-            out[key] = _strip_annotations(value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-_HOIST_MIN = 40
-"""Shortest repeated sub-schema (minified characters) worth a ``$defs`` entry."""
-
-
-def _hoist_repeats(
-    buckets: dict[str, Schema], defs: dict[str, Schema]
-) -> tuple[dict[str, Schema], dict[str, Schema]]:
-    """Define every sub-schema that occurs more than once (and is long enough to gain) once in
-    ``$defs`` and refer to it: a 200-field model repeats a handful of field types hundreds of
-    times across the buckets. Largest first, so nested repeats collapse with their parent."""
-
-    def text(node: Any) -> str:
-        return json.dumps(node, sort_keys=True, separators=(",", ":"))
-
-    counts: dict[str, int] = {}
-
-    def count(node: Any, top: bool) -> None:
-        if not isinstance(node, dict):
-            return
-        if not top and "$ref" not in node:
-            key = text(node)
-            if len(key) >= _HOIST_MIN:
-                counts[key] = counts.get(key, 0) + 1
-        for k, v in node.items():
-            if k in _SCHEMA_MAPS and isinstance(v, dict):
-                for sub in v.values():
-                    count(sub, False)
-            elif k in _SCHEMA_LISTS and isinstance(v, list):
-                for sub in v:
-                    count(sub, False)
-            elif k in _SCHEMA_ONE and isinstance(v, dict):
-                count(v, False)
-
-    for bucket in buckets.values():
-        count(bucket, True)
-    for sub in defs.values():
-        count(sub, True)
-    repeated = sorted((k for k, n in counts.items() if n > 1), key=len, reverse=True)
-    if not repeated:
-        return buckets, defs
-    names: dict[str, str] = {}
-    taken = set(defs)
-    for index, key in enumerate(repeated):
-        name = _free_name(f"T{index}", taken)
-        taken.add(name)
-        names[key] = name
-
-    def rewrite(node: Any, top: bool) -> Any:
-        if not isinstance(node, dict):
-            return node
-        if not top:
-            name = names.get(text(node)) if "$ref" not in node else None
-            if name is not None:
-                return {"$ref": f"#/$defs/{name}"}
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            if k in _SCHEMA_MAPS and isinstance(v, dict):
-                out[k] = {n: rewrite(sub, False) for n, sub in v.items()}
-            elif k in _SCHEMA_LISTS and isinstance(v, list):
-                out[k] = [rewrite(sub, False) for sub in v]
-            elif k in _SCHEMA_ONE and isinstance(v, dict):
-                out[k] = rewrite(v, False)
-            else:
-                out[k] = v
-        return out
-
-    new_defs = {name: rewrite(sub, True) for name, sub in defs.items()}
-    for key, name in names.items():
-        new_defs[name] = rewrite(json.loads(key), True)
-    return {k: rewrite(v, True) for k, v in buckets.items()}, new_defs

@@ -1,0 +1,498 @@
+"""``Judge``: the one pipeline from a reply to a verdict (the steps are listed in
+``agent_payload.judge``), and ``check_payload_fits``, the same validation for the caller's
+payload before any request."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from agent_payload import _callables
+from agent_payload import merge as _merge
+from agent_payload import parse as _parse
+from agent_payload import typed as _typed
+from agent_payload._jsondata import format_payload_path, json_data, json_equal
+from agent_payload._reply import is_refusal, is_truncation
+from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload.errors import (
+    ModelReplyError,
+    NoChangeRequestError,
+    PayloadValidationError,
+    RefusalError,
+    ReplySyntaxError,
+    TruncatedReplyError,
+    UnknownFieldError,
+)
+from agent_payload.judge._problems import MISSING, conflict_problems, lookup, summary, value_at
+from agent_payload.judge._recorder import Recorder
+from agent_payload.judge._verdict import Reply, Stage, Verdict
+from agent_payload.report import Change, Finding, Guard, Issue, MergeReport, PayloadPath, Problem
+
+__all__ = ["Judge", "check_payload_fits", "judge"]
+
+_REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
+    {ModelReplyError, ReplySyntaxError, NoChangeRequestError, UnknownFieldError}
+)
+"""Parser errors kept with their own class (the others become ``ModelReplyError``)."""
+
+_NOTHING: Any = object()
+
+
+class Judge:
+    """Judges replies against one payload and one configuration (pure: no I/O, no state
+    between calls; build one per payload, call it once per reply).
+
+    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
+    active (default ``merge.choose_marker``). ``payload_type``: validates the result (default:
+    the class of a pydantic payload). ``validators``: ``(payload) -> None`` callables, raise
+    ``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``); an ``async def`` one is
+    awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
+    ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
+    ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
+    every text may show.
+    """
+
+    def __init__(
+        self,
+        payload: Any,
+        *,
+        marker: str | None = None,
+        payload_type: Any = None,
+        validators: Sequence[Callable[[Any], object]] = (),
+        guards: Sequence[Guard] = (),
+        permissions: Guard | None = None,
+        read_scope: Any = None,
+        payload_json: Any = _NOTHING,
+        shown_json: Any = _NOTHING,
+    ) -> None:
+        self.payload = payload
+        self.payload_json = (
+            _merge.dump_payload(payload) if payload_json is _NOTHING else payload_json
+        )
+        if payload_type is None and isinstance(payload, BaseModel):
+            payload_type = type(payload)
+        self.payload_type = payload_type
+        self.marker = (
+            marker
+            if marker is not None
+            else _merge.choose_marker(
+                self.payload_json,
+                avoid=_typed.type_strings(payload_type),  # issue 17
+            )
+        )
+        self.validators = tuple(validators)
+        all_guards = list(guards)
+        for extra in (permissions, read_scope):
+            if extra is not None and not any(g is extra for g in all_guards):
+                all_guards.append(extra)
+        self.guards: tuple[Guard, ...] = tuple(all_guards)
+        self.read_scope = read_scope
+        if shown_json is _NOTHING:
+            shown_json = self.shown(self.payload_json)
+        self.shown_json = shown_json
+        self._adapter: TypeAdapter[Any] | None = None
+
+    # -- what the model may see ------------------------------------------------------------
+
+    def shown(self, data: Any) -> Any:
+        """``data`` (JSON data) as the model may see it: projected through the read scope."""
+        scope = self.read_scope
+        return data if scope is None else scope.project(data)
+
+    def hidden(self, path: PayloadPath | None) -> bool:
+        """True when the payload node at ``path`` (or an ancestor) is outside the read scope."""
+        scope = self.read_scope
+        if scope is None or path is None:
+            return False
+        for n in range(1, len(path) + 1):
+            node = lookup(self.payload_json, path[:n])
+            if not scope.visible(path[:n], None if node is MISSING else node):
+                return True
+        return False
+
+    def _redact(self, issues: Sequence[Issue]) -> list[Issue]:
+        """Issues about hidden nodes keep their code and paths; their message (which may
+        describe the hidden value) is replaced by one naming only the path."""
+        out = []
+        for issue in issues:
+            if self.hidden(issue.payload_path):
+                where = format_payload_path(issue.payload_path or ()) or "the payload root"
+                message = (
+                    f"`{where}` is outside the part of the payload you were shown; this entry "
+                    "was not applied there. Change only what you were shown."
+                )
+                issue = Issue(issue.code, issue.path, message, issue.payload_path, issue.severity)
+            out.append(issue)
+        return out
+
+    # -- the verdict -----------------------------------------------------------------------
+
+    def __call__(
+        self,
+        reply: Reply,
+        *,
+        finish_reason: str | None = None,
+        truncated: bool = False,
+        refusal: str | None = None,
+        confirming: Any = _NOTHING,
+    ) -> Verdict:
+        """The verdict on ``reply``. ``finish_reason``/``truncated``/``refusal``: what the
+        provider said of it (a cut-off reply is never parsed). ``confirming``: the payload JSON
+        of the previous ``confirm`` verdict (``verdict.payload_json``); a reply producing the
+        same payload is accepted as confirmed. Sync: an async validator is refused with a
+        configuration error; async callers drive ``steps``, which lets them await it."""
+        steps = self.steps(
+            reply,
+            finish_reason=finish_reason,
+            truncated=truncated,
+            refusal=refusal,
+            confirming=confirming,
+        )
+        return _callables.drive(
+            steps, "Judge", "drive Judge.steps from async code (AsyncPayloadAgent, ahandle)"
+        )
+
+    def steps(
+        self,
+        reply: Reply,
+        *,
+        finish_reason: str | None = None,
+        truncated: bool = False,
+        refusal: str | None = None,
+        confirming: Any = _NOTHING,
+    ) -> Generator[Any, Any, Verdict]:
+        """The judging of ``__call__`` as a generator, for the surfaces that can await: it
+        yields the awaitable of each async validator (the only step that can wait); the driver
+        awaits it and sends back its value, or throws its exception in; the generator returns
+        the verdict. ``agent_payload._callables.drive`` runs it in sync code."""
+        text = _text(reply)
+        if truncated or is_truncation(finish_reason):
+            problem = Problem(
+                kind="truncated",
+                message="your reply was cut off by the output token limit "
+                f"(finish_reason={finish_reason!r}), so none of it was used.",
+            )
+            return self._no(
+                "truncated",
+                (problem,),
+                TruncatedReplyError,
+                "the reply was cut off by the token limit; it was not applied",
+            )
+        if refusal is not None or is_refusal(finish_reason):
+            return self._refused(text or refusal or "", refusal or text)
+        if isinstance(reply, AgentPayloadChangeRequest):
+            request: AgentPayloadChangeRequest[Any] = reply
+            repairs: tuple[str, ...] = ()
+        else:
+            try:
+                parsed = _parse.parse_change_request_with_repairs(text, finish_reason=finish_reason)
+            except RefusalError as exc:
+                return self._refused(text, text, exc.problems, exc)
+            except TruncatedReplyError as exc:
+                problems = tuple(exc.problems) or (Problem(kind="truncated", message=str(exc)),)
+                return self._no("truncated", problems, TruncatedReplyError, str(exc), exc)
+            except ModelReplyError as exc:
+                problems = tuple(exc.problems) or (Problem(kind="parse", message=exc.feedback),)
+                kind = type(exc) if type(exc) in _REPLY_ERRORS else ModelReplyError
+                return self._no("parse", problems, kind, str(exc), exc)
+            request = parsed.change_request
+            repairs = tuple(parsed.repairs)
+        return (yield from self._judge_request(request, repairs, confirming))
+
+    def _judge_request(
+        self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
+    ) -> Generator[Any, Any, Verdict]:
+        """Steps 4 to 8 for a parsed request; each step returns a refusing verdict or None."""
+        recorder = Recorder(self.guards, self.read_scope) if self.guards else None
+        merged = self._merge(request, recorder)
+        if isinstance(merged, Verdict):
+            return merged
+        result, report = merged
+        typed = self._validate_type(request, result, report, recorder)
+        if isinstance(typed, Verdict):
+            return typed
+        result, result_json = typed
+        refused = yield from self._run_validators(request, result, report)
+        if refused is not None:
+            return refused
+        # Step 7: confirmation.
+        flagged = recorder.confirmations(self, result_json, report) if recorder else []
+        if flagged and (confirming is _NOTHING or not json_equal(confirming, result_json)):
+            return self._ask_confirmation(request, repairs, report, result_json, flagged)
+        return Verdict(
+            status="accepted",
+            stage="accepted",
+            marker=self.marker,
+            payload=result,
+            payload_json=result_json,
+            change_request=request,
+            report=report,
+            repairs=repairs,
+            confirmations=tuple(flagged),
+        )
+
+    def _merge(
+        self, request: AgentPayloadChangeRequest[Any], recorder: Recorder | None
+    ) -> Verdict | tuple[Any, MergeReport]:
+        """Step 4: the merge (guards at the original node, whole-merge review included); a
+        conflict, or a part meant to act that did nothing (issue 9), goes back."""
+        try:
+            merged = _merge.apply_change_request(
+                self.payload,
+                request,
+                markers=frozenset({self.marker}),
+                guards=None if recorder is None else [recorder],
+                refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
+            )
+        except PayloadValidationError as exc:
+            return self._invalid(exc.errors, exc.payload, exc, request)
+        report = merged.report
+        report.conflicts[:] = self._redact(report.conflicts)
+        report.warnings[:] = self._redact(report.warnings)
+        if report.conflicts:
+            return self._conflicts(
+                request, report, report.conflicts, "the change request conflicts with the payload"
+            )
+        ineffective = _merge.ineffective_parts(report, request.reasoning)
+        if ineffective:
+            return self._conflicts(
+                request, report, ineffective, "parts of the change request change nothing"
+            )
+        return merged.payload, report
+
+    def _validate_type(
+        self,
+        request: AgentPayloadChangeRequest[Any],
+        result: Any,
+        report: MergeReport,
+        recorder: Recorder | None,
+    ) -> Verdict | tuple[Any, Any]:
+        """Step 5: the payload type (a pydantic payload was validated by the merge). Issue 17:
+        JSON data with a type comes out as its validated form; what validation changes is the
+        report, each change judged by the guards; a change it drops or undoes goes back."""
+        result_json = json_data(result)
+        if self.payload_type is None or isinstance(result, BaseModel):
+            return result, result_json
+        try:
+            _, result_json = _typed.validate_merged(
+                self.payload_type,
+                original=None,
+                before_json=self.payload_json,
+                merged_json=result_json,
+                report=report,
+                guard=recorder,
+            )
+        except PayloadValidationError as exc:
+            return self._invalid(exc.errors, result_json, exc, request)
+        if report.conflicts:
+            report.conflicts[:] = self._redact(report.conflicts)
+            return self._conflicts(
+                request, report, report.conflicts, "the validated payload was refused"
+            )
+        return result_json, result_json
+
+    def _run_validators(
+        self, request: AgentPayloadChangeRequest[Any], result: Any, report: MergeReport
+    ) -> Generator[Any, Any, Verdict | None]:
+        """Step 6: the user's validators (an async one's awaitable is yielded to the driver,
+        which sends back its value or throws its exception in)."""
+        for validator in self.validators:
+            try:
+                outcome = validator(result)
+                if inspect.isawaitable(outcome):
+                    yield outcome
+            except Exception as exc:
+                problem = _callables.validator_problem(exc)
+                if problem is None and isinstance(exc, ModelReplyError):
+                    problem = Problem(
+                        kind="custom", message=exc.feedback, path=getattr(exc, "path", None)
+                    )
+                if problem is None:
+                    raise
+                return self._no(
+                    "validator",
+                    (problem,),
+                    ModelReplyError,
+                    f"a validator asked for another attempt: {problem.message}",
+                    exc,
+                    request=request,
+                    report=report,
+                )
+        return None
+
+    def _ask_confirmation(
+        self,
+        request: AgentPayloadChangeRequest[Any],
+        repairs: tuple[str, ...],
+        report: MergeReport,
+        result_json: Any,
+        flagged: Sequence[tuple[Change, Finding]],
+    ) -> Verdict:
+        problems = tuple(
+            Problem(
+                kind="guard",
+                message=finding.message,
+                path=format_payload_path(change.path),
+                code=finding.code,
+                current=change.old,
+                has_current=change.op != "add",
+            )
+            for change, finding in flagged
+        )
+        return Verdict(
+            status="confirm",
+            stage="confirm",
+            marker=self.marker,
+            problems=problems,
+            payload_json=result_json,
+            change_request=request,
+            report=report,
+            repairs=repairs,
+            confirmations=tuple(flagged),
+            message=f"the change needs the model's confirmation: {summary(problems)}",
+        )
+
+    # -- failures --------------------------------------------------------------------------
+
+    def _conflicts(
+        self,
+        request: AgentPayloadChangeRequest[Any],
+        report: MergeReport,
+        issues: Sequence[Issue],
+        what: str,
+    ) -> Verdict:
+        problems = conflict_problems(issues, self.shown_json)
+        return self._no(
+            "merge",
+            problems,
+            ModelReplyError,
+            f"{what}: {summary(problems)}",
+            request=request,
+            report=report,
+        )
+
+    def _no(
+        self,
+        stage: Stage,
+        problems: Sequence[Problem],
+        error: type[ModelReplyError],
+        message: str,
+        cause: BaseException | None = None,
+        *,
+        request: AgentPayloadChangeRequest[Any] | None = None,
+        report: MergeReport | None = None,
+    ) -> Verdict:
+        return Verdict(
+            status="problems",
+            stage=stage,
+            marker=self.marker,
+            problems=tuple(problems),
+            change_request=request,
+            report=report,
+            error=error,
+            message=message,
+            cause=cause,
+        )
+
+    def _refused(
+        self,
+        reply: str,
+        text: str,
+        problems: Sequence[Problem] = (),
+        cause: BaseException | None = None,
+    ) -> Verdict:
+        if not problems:
+            problems = (
+                Problem(
+                    kind="refusal",
+                    code="refusal",
+                    message=f"your reply declined the task ({text.strip()!r}) and held no "
+                    "change request. The task is an edit of the JSON data shown: reply with "
+                    'the change request that does it, or with {"reasoning": "<why nothing '
+                    'should change>"} if nothing should change.',
+                ),
+            )
+        return self._no(
+            "refusal", problems, RefusalError, f"the model refused: {text.strip()!r}", cause
+        )
+
+    def _invalid(
+        self,
+        errors: Sequence[tuple[Sequence[str | int], str]],
+        data: Any,
+        cause: BaseException,
+        request: AgentPayloadChangeRequest[Any],
+    ) -> Verdict:
+        shown = self.shown(json_data(data))
+        problems = []
+        for loc, msg in errors:
+            path = tuple(loc)
+            current, has_current = value_at(shown, path)
+            if self.hidden(path):
+                msg = "outside the part of the payload you were shown; the change request may "
+                msg += "not change it."
+            problems.append(
+                Problem(
+                    kind="validation",
+                    message=msg,
+                    path=format_payload_path(path),
+                    current=current,
+                    has_current=has_current,
+                )
+            )
+        return self._no(
+            "validation",
+            problems,
+            ModelReplyError,
+            f"the merged payload does not validate: {summary(problems)}",
+            cause,
+            request=request,
+        )
+
+    def _type_adapter(self) -> TypeAdapter[Any]:
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.payload_type)
+        return self._adapter
+
+
+def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
+    """``Judge(payload, **config)(reply)``: one reply judged once (see :class:`Judge`). The
+    keywords of ``Judge.__call__`` (``finish_reason``, ``truncated``, ``refusal``,
+    ``confirming``) are passed to the call."""
+    call = {
+        k: config.pop(k)
+        for k in ("finish_reason", "truncated", "refusal", "confirming")
+        if k in config
+    }
+    return Judge(payload, **config)(reply, **call)
+
+
+def _text(reply: Reply) -> str:
+    if reply is None:
+        return ""
+    if isinstance(reply, str):
+        return reply
+    if isinstance(reply, AgentPayloadChangeRequest):
+        return json.dumps(reply.to_wire(), ensure_ascii=False)
+    return json.dumps(dict(reply), ensure_ascii=False)
+
+
+def check_payload_fits(payload_json: Any, payload_type: Any) -> None:
+    """The caller's payload must already fit ``payload_type``: otherwise every attempt would be
+    blamed on the model. ``PayloadValidationError`` before any request."""
+    try:
+        TypeAdapter(payload_type).validate_python(payload_json)
+    except ValidationError as exc:
+        errors = _merge.validation_errors(exc, payload_json)
+        name = getattr(payload_type, "__name__", str(payload_type))
+        raise PayloadValidationError(
+            f"The payload given to run() does not validate as {name} before any change: "
+            f"{_merge.list_validation_errors(errors)}. Fix the payload (or the payload_type) "
+            "first; no model request was made.",
+            errors=errors,
+            payload=payload_json,
+        ) from exc
