@@ -211,7 +211,7 @@ def _reply_json(reply: ModelReply) -> str:
                 reply.usage.cached_input_tokens,
                 reply.usage.cache_write_input_tokens,
             ],
-            "model": reply.model,
+            "model_name": reply.model_name,
         }
     )
 
@@ -226,7 +226,7 @@ def _reply_from(text: str) -> ModelReply:
         truncated=bool(data.get("truncated")),
         refusal=data.get("refusal"),
         usage=Usage(n[0], n[1], 1, n[2], n[3]),
-        model=data.get("model"),
+        model_name=data.get("model_name", data.get("model")),  # "model": before 0.2
     )
 
 
@@ -247,7 +247,7 @@ def _report_json(result: AgentResult[Any]) -> str:
 
 
 def _problems_json(error: BaseException) -> str:
-    problems = getattr(error, "last_errors", None) or getattr(error, "problems", None) or []
+    problems = getattr(error, "problems", None) or []
     return _dumps(
         [{"kind": p.kind, "code": p.code, "path": p.path, "message": p.message} for p in problems]
     )
@@ -335,7 +335,7 @@ class BatchJob:
             self._add_cache_columns()
         except sqlite3.DatabaseError as exc:
             raise BatchStateError(f"{self.path}: not a usable batch state file ({exc})") from exc
-        self._check_meta(f"{model.provider}:{model.name}")
+        self._check_meta(f"{model.provider}:{model.model_name}")
 
     # -- the file --
 

@@ -318,7 +318,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         result = agent.run(payload, task)
     except RetriesExhaustedError as exc:
         stderr.write(f"{style.red('failed')}: {exc}\n")
-        for problem in exc.last_errors:
+        for problem in exc.problems:
             where = f" at {problem.path}" if problem.path else ""
             stderr.write(f"  {problem.kind}{where}: {problem.message}\n")
         return EXIT_FAILED

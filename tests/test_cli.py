@@ -556,7 +556,7 @@ def test_demo_live_anthropic_when_only_its_key_is_set(monkeypatch: pytest.Monkey
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
         run = cli("demo", "--no-color")
         assert len(server.requests) == 2
-        assert server.requests[0].model == DEFAULT_MODELS["anthropic"]
+        assert server.requests[0].model_name == DEFAULT_MODELS["anthropic"]
     assert run.status == EXIT_OK, run.out + run.err
     assert f"live: anthropic:{DEFAULT_MODELS['anthropic']}" in run.out
     assert "rejected: index_out_of_range" in run.out

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from agent_payload._render import Style, render_changes, render_issues
 from agent_payload.errors import ConfigurationError
-from agent_payload.providers.base import Model, ModelReply, ModelRequest
+from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
 from agent_payload.report import Problem
 from agent_payload.usage import Usage
 
@@ -75,7 +75,8 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
 
 
 class _Recorder:
-    """Wraps a ``Model`` and keeps every request and reply (to show the corrections)."""
+    """Wraps a model (an adapter or the replay's ``ScriptedModel``: both protocols) and keeps
+    every request and reply (to show the corrections)."""
 
     def __init__(self, model: Model) -> None:
         self._model = model
@@ -83,8 +84,8 @@ class _Recorder:
         self.replies: list[ModelReply] = []
 
     @property
-    def name(self) -> str:
-        return self._model.name
+    def model_name(self) -> str:
+        return self._model.model_name
 
     @property
     def provider(self) -> str:
@@ -98,6 +99,7 @@ class _Recorder:
 
     async def arequest(self, request: ModelRequest) -> ModelReply:
         self.requests.append(request)
+        assert isinstance(self._model, AsyncModel)  # the adapters and ScriptedModel are both
         reply = await self._model.arequest(request)
         self.replies.append(reply)
         return reply
@@ -128,10 +130,10 @@ def _replay_model(replay: dict[str, Any]) -> Model:
             text=text,
             finish_reason=item.get("finish_reason", "stop"),
             usage=usage,
-            model=str(replay.get("model", "replay")),
+            model_name=str(replay.get("model", "replay")),
         )
 
-    return ScriptedModel(answer, name=str(replay.get("model", "replay")), provider="replay")
+    return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
 
 
 def _real_model(provider: str, model_name: str | None) -> Model:
