@@ -38,7 +38,7 @@ from agent_payload.usage import Usage
 __all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
 
 DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-5.4-mini", "anthropic": "claude-haiku-5-5"}
-"""The model each provider's demo uses unless ``--model`` says otherwise."""
+"""The model each provider's demo uses unless ``--model-name`` says otherwise."""
 
 _KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
@@ -194,7 +194,7 @@ def run_demo(
     out: TextIO | None = None,
     provider: str | None = None,
     offline: bool = False,
-    model: str | None = None,
+    model_name: str | None = None,
     color: bool = False,
     max_retries: int = 3,
 ) -> int:
@@ -231,9 +231,9 @@ def run_demo(
         )
         recorder = _Recorder(_replay_model(replay))
     else:
-        name = model or DEFAULT_MODELS[chosen]
+        name = model_name or DEFAULT_MODELS[chosen]
         say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
-        recorder = _Recorder(_real_model(chosen, model))
+        recorder = _Recorder(_real_model(chosen, model_name))
     say()
 
     items = invoice["lineItems"]
