@@ -35,9 +35,9 @@ from agent_payload import (
 from agent_payload._jsontext import dumps, loads
 from agent_payload.diff import to_json_patch
 from agent_payload.errors import LimitExceededError, SessionFileError
-from agent_payload.store import VersionedStore
 from agent_payload.report import Change
 from agent_payload.session import SessionState, TurnRecord
+from agent_payload.store import VersionedStore
 from agent_payload.testing import ScriptedModel
 from agent_payload.usage import Usage
 
