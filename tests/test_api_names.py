@@ -290,3 +290,14 @@ def test_every_path_is_a_string() -> None:
     assert (
         ModelReplyError("x", problems=[Problem(kind="parse", message="m")]).problems[0].path == ""
     )
+
+
+def test_batch_state_reads_a_reply_recorded_before_model_name() -> None:
+    """A batch state file written before the rename (the reply's ``"model"``) still resumes;
+    new files record ``"model_name"``."""
+    from agent_payload.batch import _reply_from, _reply_json
+
+    old = _reply_from('{"text": "x", "usage": [1, 2], "model": "gpt-old"}')
+    assert old.model_name == "gpt-old"
+    new = _reply_json(ModelReply(text="x", model_name="gpt-new"))
+    assert '"model_name":"gpt-new"' in new and _reply_from(new).model_name == "gpt-new"
