@@ -324,12 +324,12 @@ class RunState:
             now = f" (now {limit})" if limit is not None else " (the provider's default now)"
             advice = (
                 f"The replies were cut off by the output token limit: raise max_tokens{now}, "
-                "or split the task into smaller ones; inspect .last_reply and .last_errors."
+                "or split the task into smaller ones; inspect .last_reply and .problems."
             )
         else:
             advice = (
                 "Raise max_retries or token_budget, make the task smaller, or inspect "
-                ".last_reply and .last_errors."
+                ".last_reply and .problems."
             )
         return RetriesExhaustedError(
             f"{why}; input {self.usage.input_tokens} + output {self.usage.output_tokens} "

@@ -35,7 +35,7 @@ import dataclasses
 import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from tenacity import (
     AsyncRetrying,
@@ -68,8 +68,8 @@ from agent_payload.errors import (
     ModelReplyError,
 )
 from agent_payload.guards.versions import check_version
-from agent_payload.providers import infer_model
-from agent_payload.providers.base import Model, ModelReply, ModelRequest
+from agent_payload.providers import as_model, infer_model
+from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
 from agent_payload.report import Guard, Problem
 from agent_payload.result import AgentResult
 from agent_payload.usage import estimate_tokens
@@ -93,6 +93,7 @@ __all__ = [
 
 P = TypeVar("P")
 T = TypeVar("T")
+M = TypeVar("M", bound=Model | AsyncModel)
 
 
 OFFLOAD_NODES = 20_000
@@ -106,20 +107,32 @@ def _resolve_model(
     *,
     async_client: bool,
     api: Literal["chat", "responses"] | None = None,
-) -> Model:
-    """A ``Model`` as is; an SDK client (with ``model_name``) or a ``"provider:MODEL"`` string
-    (a client built from the environment; async for ``AsyncPayloadAgent``) through
-    ``providers.infer_model`` (``api`` chooses Chat Completions or the Responses API for
-    OpenAI)."""
+) -> Any:
+    """A ``Model`` (``AsyncModel`` for ``AsyncPayloadAgent``) as is; an SDK client (with
+    ``model_name``) or a ``"provider:MODEL"`` string (a client built from the environment; async
+    for ``AsyncPayloadAgent``) through ``providers.infer_model`` (``api`` chooses Chat
+    Completions or the Responses API for OpenAI)."""
     if api is not None and api not in ("chat", "responses"):
         raise ConfigurationError(f"api: expected 'chat' or 'responses', found {api!r}")
-    if isinstance(model, Model) and not isinstance(model, str) and model_name is None:
+    known = as_model(model) if model_name is None else None
+    if known is not None:
         if api is not None:
             raise ConfigurationError(
                 "api: applies to an OpenAI SDK client or an 'openai:MODEL' string; a Model is "
                 "used as it is (drop api=)"
             )
-        return model
+        wanted, method, other = (
+            (AsyncModel, "arequest", "PayloadAgent")
+            if async_client
+            else (Model, "request", "AsyncPayloadAgent")
+        )
+        if not isinstance(known, wanted):
+            agent = "AsyncPayloadAgent" if async_client else "PayloadAgent"
+            raise ConfigurationError(
+                f"model: {agent} calls {method}() on its model (the {wanted.__name__} protocol), "
+                f"which {type(model).__qualname__} does not have; use {other} with it"
+            )
+        return known
     if not isinstance(model, str) and model_name is None:
         raise ConfigurationError(
             f"model: expected a Model, a 'provider:MODEL' string or an SDK client with "
@@ -184,14 +197,15 @@ def _guards_and_rules(
     return all_guards, rules or None
 
 
-class _BaseAgent:
-    """Configuration shared by the sync and async agents (no I/O)."""
+class _BaseAgent(Generic[M]):
+    """Configuration shared by the sync and async agents (no I/O). ``M`` is the model protocol
+    the agent calls: ``Model`` (``request``) or ``AsyncModel`` (``arequest``)."""
 
     _async_client = False
 
     def __init__(
         self,
-        model: Model | str | SdkClient,
+        model: M | str | SdkClient,
         *,
         model_name: str | None = None,
         api: Literal["chat", "responses"] | None = None,
@@ -232,9 +246,7 @@ class _BaseAgent:
             )
         self.prompt_caching = prompt_caching
         self.prompt_cache_key = prompt_cache_key
-        self.model: Model = _resolve_model(
-            model, model_name, async_client=self._async_client, api=api
-        )
+        self.model: M = _resolve_model(model, model_name, async_client=self._async_client, api=api)
         is_async = getattr(self.model, "is_async", None)
         if isinstance(is_async, bool) and is_async != self._async_client:
             kind, fix = (
@@ -242,8 +254,8 @@ class _BaseAgent:
             )
             prefix = "" if is_async else "Async"
             raise ConfigurationError(
-                f"{type(self).__name__}: the model {self.model.name!r} wraps {kind} SDK client; "
-                f"use {fix} with it, or build this agent on openai.{prefix}OpenAI / "
+                f"{type(self).__name__}: the model {self.model.model_name!r} wraps {kind} SDK "
+                f"client; use {fix} with it, or build this agent on openai.{prefix}OpenAI / "
                 f"anthropic.{prefix}Anthropic"
             )
         self.output_mode: OutputMode = output_mode
@@ -284,7 +296,7 @@ class _BaseAgent:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(model={self.model.provider}:{self.model.name}, "
+            f"{type(self).__name__}(model={self.model.provider}:{self.model.model_name}, "
             f"output_mode={self.output_mode!r}, max_retries={self.max_retries!r})"
         )
 
@@ -341,11 +353,11 @@ def _text(value: str | Sequence[str] | None) -> str | None:
     return "\n".join(f"* {item}" for item in value)
 
 
-class PayloadAgent(_BaseAgent):
+class PayloadAgent(_BaseAgent[Model]):
     """Edit payloads with a model through a sync client (``openai.OpenAI``,
     ``anthropic.Anthropic`` with ``model_name=``), a ``"openai:MODEL"`` /
     ``"anthropic:MODEL"`` string (a client built from the environment's API key), or any
-    ``Model`` (``agent_payload.testing.ScriptedModel`` in tests).
+    ``Model`` (``request``; ``agent_payload.testing.ScriptedModel`` in tests).
 
     Options:
 
@@ -424,7 +436,7 @@ class PayloadAgent(_BaseAgent):
                     request = state.next_request()
                     last = _is_last(retrying, attempt.retry_state)
                     _call(hook_sets, "on_request", state.attempt, request, last)
-                    log.debug("attempt %d: requesting %s", state.attempt, self.model.name)
+                    log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
                     reply = self.model.request(request)
                     _call(hook_sets, "on_response", state.attempt, reply, last)
                     try:
@@ -445,9 +457,9 @@ class PayloadAgent(_BaseAgent):
         return result
 
 
-class AsyncPayloadAgent(_BaseAgent):
+class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
     """``PayloadAgent`` for async clients (``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic``,
-    or any ``Model`` with ``arequest``). Same options; ``max_retries`` may be an
+    or any ``AsyncModel``, whose ``arequest`` is awaited). Same options; ``max_retries`` may be an
     ``AsyncRetrying``; hooks may be coroutine functions. Safe to run many times concurrently:
     each run has its own state and retry controller."""
 
@@ -498,7 +510,7 @@ class AsyncPayloadAgent(_BaseAgent):
                     request = state.next_request()
                     last = _is_last(retrying, attempt.retry_state)
                     await _acall(hook_sets, "on_request", state.attempt, request, last)
-                    log.debug("attempt %d: requesting %s", state.attempt, self.model.name)
+                    log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
                     reply = await self.model.arequest(request)
                     await _acall(hook_sets, "on_response", state.attempt, reply, last)
                     try:

@@ -321,7 +321,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         result = agent.run(payload, task)
     except RetriesExhaustedError as exc:
         stderr.write(f"{style.red('failed')}: {exc}\n")
-        for problem in exc.last_errors:
+        for problem in exc.problems:
             where = f" at {problem.path}" if problem.path else ""
             stderr.write(f"  {problem.kind}{where}: {problem.message}\n")
         return EXIT_FAILED
@@ -362,12 +362,14 @@ def _cached_note(usage: Usage) -> str:
 
 
 def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    if args.old_model_name is not None:
+        stderr.write("agent-payload demo: --model is deprecated; use --model-name\n")
     try:
         return run_demo(
             out=stdout,
             provider=args.provider,
             offline=args.offline,
-            model=args.model,
+            model_name=args.model_name or args.old_model_name,
             color=use_color(stdout, no_color=args.no_color),
         )
     except ProviderError as exc:
@@ -567,7 +569,8 @@ def _add_demo(sub: Any) -> None:
         "--provider", choices=("openai", "anthropic"), help="use this provider (needs its key)"
     )
     demo.add_argument("--offline", action="store_true", help="replay offline even with a key")
-    demo.add_argument("--model", metavar="NAME", help="model name for the real provider")
+    demo.add_argument("--model-name", metavar="NAME", help="model name for the real provider")
+    demo.add_argument("--model", dest="old_model_name", help=argparse.SUPPRESS)  # 0.1's name
     demo.add_argument("--no-color", action="store_true", help="no ANSI colour")
     demo.set_defaults(func=_cmd_demo)
 

@@ -30,6 +30,21 @@ branches, so a caller can catch exactly what it can act on::
 Messages say where (a payload or change-request path), what was expected, what was found,
 and what to do. Errors that the model must see carry a separate ``feedback`` text.
 
+Two attributes mean the same on every error:
+
+* ``problems``: the structured problems behind the error, a sequence of
+  ``agent_payload.report.Problem`` (empty where there are none): a ``ModelReplyError``'s
+  parse/validation/conflict problems, a ``MergeConflictError``'s conflicts, a
+  ``PayloadValidationError``'s validation errors, a ``RetriesExhaustedError``'s problems of the
+  last attempt.
+* ``path``: where, always a ``str`` written as in the report and in every message
+  (``""`` when the error has no place): a change-request path (``updateElements.items[3].qty``,
+  ``InvalidChangeRequestError``, ``LimitExceededError`` of a request, ``RetryWithFeedback``) or a
+  payload path (``items[3].qty``, ``InvalidPayloadError``, ``LimitExceededError`` of a payload).
+  The same holds for ``Problem.path`` and ``Issue.path``. Where a payload path is known as
+  segments it is also ``payload_path``, a tuple of keys and indices (``("items", 3, "qty")``),
+  as on ``Issue``. ``FileWriteError.path`` and ``SessionFileError.file`` name a file.
+
 Any error that ends an agent run (a ``ProviderError`` on the third attempt, a ``RefusalError``,
 a ``StalePayloadError`` ...) carries ``attempts`` and ``usage`` (tokens summed over the run's
 attempts so far), so failed runs can be accounted for; both are ``None`` outside a run.
@@ -39,6 +54,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from agent_payload._deprecated import renamed
+from agent_payload._jsondata import format_payload_path
 
 if TYPE_CHECKING:
     from agent_payload.report import MergeReport, Problem
@@ -81,6 +99,8 @@ class AgentPayloadError(Exception):
     usage: Usage | None = None
     run_id: str | None = None
     """The id of the run this error ended (``run(..., run_id=)``), ``None`` outside a run."""
+    problems: Sequence[Problem] = ()
+    """The structured problems behind the error (empty where there are none)."""
 
 
 # --- misuse by the calling program -------------------------------------------------------
@@ -93,12 +113,14 @@ class UsageError(AgentPayloadError):
 class InvalidPayloadError(UsageError, ValueError):
     """The payload is not JSON data, or its root is neither an object nor an array.
 
-    ``path`` is the payload path of the offending value (``()`` for the root).
+    ``path`` is the payload path of the offending value written ``items[3].price`` (``""`` for
+    the root); ``payload_path`` the same as a tuple of keys and indices (``()`` for the root).
     """
 
     def __init__(self, message: str, *, path: Sequence[str | int] = ()) -> None:
         super().__init__(message)
-        self.path: tuple[str | int, ...] = tuple(path)
+        self.payload_path: tuple[str | int, ...] = tuple(path)
+        self.path: str = format_payload_path(self.payload_path)
 
 
 class SessionFileError(InvalidPayloadError):
@@ -106,13 +128,15 @@ class SessionFileError(InvalidPayloadError):
     a field missing or of the wrong type, no payload, a newer format version.
 
     ``file`` is the file's path, ``where`` the place in it (``turns[2].usage``; ``""`` for the
-    whole file). Always chained to the underlying error where there is one.
+    whole file), which is also ``path``. Always chained to the underlying error where there is
+    one.
     """
 
     def __init__(self, message: str, *, file: str, where: str = "") -> None:
         super().__init__(message)
         self.file = file
         self.where = where
+        self.path = where
 
 
 class InvalidChangeRequestError(UsageError, ValueError):
@@ -169,12 +193,20 @@ class MergeConflictError(AgentPayloadError):
     def __init__(self, message: str, *, report: MergeReport) -> None:
         super().__init__(message)
         self.report = report
+        from agent_payload.report import Problem  # report imports this module
+
+        self.problems = [
+            Problem(kind="conflict", message=issue.message, path=issue.path, code=issue.code)
+            for issue in report.conflicts
+        ]
 
 
 class PayloadValidationError(AgentPayloadError, ValueError):
     """The merged payload does not validate against its pydantic type.
 
-    ``errors`` is a list of ``(payload_path, message)``; ``payload`` the merged (invalid) data.
+    ``errors`` is a list of ``(payload_path, message)``; ``payload`` the merged (invalid) data;
+    ``problems`` the same errors as ``Problem`` of kind ``validation`` (paths written
+    ``items[3].price``).
     """
 
     def __init__(
@@ -187,6 +219,12 @@ class PayloadValidationError(AgentPayloadError, ValueError):
         super().__init__(message)
         self.errors = list(errors)
         self.payload = payload
+        from agent_payload.report import Problem  # report imports this module
+
+        self.problems = [
+            Problem(kind="validation", message=text, path=format_payload_path(where))
+            for where, text in self.errors
+        ]
 
 
 class StalePayloadError(AgentPayloadError):
@@ -235,7 +273,7 @@ class ModelReplyError(AgentPayloadError):
     ) -> None:
         super().__init__(message)
         self.reply = reply
-        self.problems = list(problems)
+        self.problems: list[Problem] = list(problems)
         self._message = message
         self._feedback = feedback
 
@@ -281,11 +319,12 @@ class UnknownFieldError(ModelReplyError):
 
 
 class RetryWithFeedback(ModelReplyError):
-    """Raise from a user validator to ask the model again with ``feedback``."""
+    """Raise from a user validator to ask the model again with ``feedback``; ``path`` (optional)
+    is the payload path the feedback is about, written ``items[3].price``."""
 
     def __init__(self, feedback: str, *, path: str | None = None) -> None:
         super().__init__(feedback, feedback=feedback)
-        self.path = path
+        self.path: str = path or ""
 
 
 # --- the outside world: the provider -----------------------------------------------------------
@@ -328,7 +367,7 @@ class RetriesExhaustedError(AgentPayloadError):
     """The correction loop gave up. The caller's payload is unchanged.
 
     Carries ``attempts``, ``usage`` (summed over all attempts), ``last_reply`` (raw text) and
-    ``last_errors`` (the problems of the last attempt).
+    ``problems`` (the problems of the last attempt; ``last_errors`` is its deprecated name).
     """
 
     def __init__(
@@ -345,5 +384,11 @@ class RetriesExhaustedError(AgentPayloadError):
         self.attempts = attempts
         self.usage = usage
         self.last_reply = last_reply
-        self.last_errors = list(last_errors)
+        self.problems: list[Problem] = list(last_errors)
         self.replies = list(replies)
+
+    @property
+    def last_errors(self) -> list[Problem]:
+        """Deprecated: ``problems``."""
+        renamed("RetriesExhaustedError.last_errors", "RetriesExhaustedError.problems")
+        return self.problems

@@ -2,7 +2,7 @@
 
 ::
 
-    from agent_payload import format_diff
+    from agent_payload.render import format_diff
     print(format_diff(result))           # an AgentResult, a MergeResult, a ToolResult,
                                           # a MergeReport or a list of Change
     + lines[30]: {"sku": "EXP-01", ...}

@@ -190,13 +190,32 @@ class Problem:
     ``kind``: ``parse`` | ``truncated`` | ``refusal`` | ``no_change_request`` (prose, no JSON)
     | ``unknown_field`` | ``conflict`` |
     ``validation`` | ``guard`` | ``custom``. ``path`` is a change-request path (conflicts) or a
-    payload path written ``items[3].price`` (validation); ``current`` is the current value of
-    the payload subtree concerned when there is one (``has_current`` tells None from absent).
+    payload path written ``items[3].price`` (validation), ``""`` when there is none (``None``
+    given is read as ``""``); ``current`` is the current value of the payload subtree concerned
+    when there is one (``has_current`` tells None from absent).
     """
 
     kind: str
     message: str
-    path: str | None = None
+    path: str = ""
     code: str | None = None
     current: Any = None
     has_current: bool = False
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        path: str | None = "",
+        code: str | None = None,
+        current: Any = None,
+        has_current: bool = False,
+    ) -> None:
+        # Written out (not generated) so that 0.1's ``path=None`` is still accepted: the
+        # attribute is always a str.
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "path", path or "")
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "current", current)
+        object.__setattr__(self, "has_current", has_current)

@@ -273,7 +273,7 @@ def test_truncated_reply_with_no_retry_left_leaves_payload(run: Runner) -> None:
     cut = ModelReply(text=wire({"replaceElements": {"name": "X"}}), truncated=True)
     with pytest.raises(RetriesExhaustedError) as info:
         run(ScriptedModel([cut]), payload, "rename", agent={"max_retries": 0})
-    assert [p.kind for p in info.value.last_errors] == ["truncated"]
+    assert [p.kind for p in info.value.problems] == ["truncated"]
     assert payload == CUSTOMER
 
 
@@ -315,7 +315,7 @@ def test_retries_exhausted_carries_details(run: Runner) -> None:
     assert error.usage == model_usage(model, replies)
     assert error.last_reply == "{not json"
     assert error.replies == replies
-    assert error.last_errors and all(isinstance(p, Problem) for p in error.last_errors)
+    assert error.problems and all(isinstance(p, Problem) for p in error.problems)
     assert isinstance(error.__cause__, ModelReplyError)
     assert "unchanged" in str(error)
     assert payload == CUSTOMER
@@ -580,7 +580,7 @@ def test_unconfirmed_change_never_applied(run: Runner) -> None:
     model = ScriptedModel([wire({"removeElements": {"address": "DELETE"}})])
     with pytest.raises(RetriesExhaustedError) as info:
         run(model, payload, "drop", agent={"guards": [shrink_confirm], "max_retries": 0})
-    assert [p.kind for p in info.value.last_errors] == ["guard"]
+    assert [p.kind for p in info.value.problems] == ["guard"]
     assert payload == CUSTOMER
 
 

@@ -125,5 +125,5 @@ def test_refused_everywhere_exhausts_with_guard_problems(run: Runner) -> None:
             "rename",
             agent={"permissions": Permissions(deny=["id"]), "max_retries": 1},
         )
-    assert [p.code for p in info.value.last_errors] == ["permission_denied"]
+    assert [p.code for p in info.value.problems] == ["permission_denied"]
     assert payload == ACCOUNT

@@ -331,7 +331,7 @@ def test_model_string_builds_client_from_environment(
 
         result = asyncio.run(main())
     assert result.payload["notes"] == "env"
-    assert server.requests[0].model == "fake-model"
+    assert server.requests[0].model_name == "fake-model"
 
 
 def test_sync_agent_refuses_async_client_and_back() -> None:

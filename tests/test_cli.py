@@ -474,16 +474,20 @@ def test_demo_live_against_fake_openai_server(monkeypatch: pytest.MonkeyPatch) -
     from agent_payload.testing import FakeProviderServer
 
     replies = [r["text"] for r in load_data("replay")["replies"]]
-    with FakeProviderServer(replies) as server:
+    with FakeProviderServer(replies * 2) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
         monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-        run = cli("demo", "--no-color", "--model", "gpt-test")
+        run = cli("demo", "--no-color", "--model-name", "gpt-test")
         assert len(server.requests) == 2
+        old = cli("demo", "--no-color", "--model", "gpt-old")  # 0.1's flag: still works
+        assert len(server.requests) == 4
+        assert server.requests[-1].model_name == "gpt-old"
         offline = cli("demo", "--no-color", "--offline")
-        assert len(server.requests) == 2
+        assert len(server.requests) == 4
     assert run.status == EXIT_OK, run.out + run.err
     assert "live: openai:gpt-test" in run.out
+    assert old.status == EXIT_OK and "--model is deprecated; use --model-name" in old.err
     assert "offline replay" not in run.out
     assert "correction sent back" in run.out
     assert offline.status == EXIT_OK
@@ -556,7 +560,7 @@ def test_demo_live_anthropic_when_only_its_key_is_set(monkeypatch: pytest.Monkey
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.anthropic_base_url)
         run = cli("demo", "--no-color")
         assert len(server.requests) == 2
-        assert server.requests[0].model == DEFAULT_MODELS["anthropic"]
+        assert server.requests[0].model_name == DEFAULT_MODELS["anthropic"]
     assert run.status == EXIT_OK, run.out + run.err
     assert f"live: anthropic:{DEFAULT_MODELS['anthropic']}" in run.out
     assert "rejected: index_out_of_range" in run.out

@@ -26,20 +26,18 @@ from agent_payload import (
     ChangeRequestToolHandler,
     ConfigurationError,
     DataLossGuard,
-    FileWriteError,
     InvalidPayloadError,
-    LimitExceededError,
     PayloadAgent,
     PayloadSession,
-    SessionFileError,
-    VersionedStore,
     apply_change_request,
     payload_version,
-    to_json_patch,
 )
 from agent_payload._jsontext import dumps, loads
+from agent_payload.diff import to_json_patch
+from agent_payload.errors import LimitExceededError, SessionFileError
 from agent_payload.report import Change
 from agent_payload.session import SessionState, TurnRecord
+from agent_payload.store import VersionedStore
 from agent_payload.testing import ScriptedModel
 from agent_payload.usage import Usage
 
@@ -104,7 +102,8 @@ def test_cli_output_over_its_input_under_a_file_size_limit(tmp_path: Path) -> No
 
 _SAVE_SCRIPT = """
 import json, resource, sys
-from agent_payload import FileWriteError, PayloadAgent, PayloadSession
+from agent_payload import PayloadAgent, PayloadSession
+from agent_payload.errors import FileWriteError
 from agent_payload.testing import ScriptedModel
 
 path = sys.argv[1]
@@ -497,8 +496,8 @@ def test_a_guard_returning_none_is_a_clear_error_through_the_judge() -> None:
 
 
 def test_file_write_error_is_public() -> None:
-    """FileWriteError (and SessionFileError) are importable from the package root."""
-    import agent_payload
+    """FileWriteError and SessionFileError are public in ``agent_payload.errors``."""
+    import agent_payload.errors
 
-    assert agent_payload.FileWriteError is FileWriteError
+    assert "FileWriteError" in agent_payload.errors.__all__
     assert issubclass(SessionFileError, InvalidPayloadError)

@@ -21,19 +21,19 @@ from agent_payload import (
     AsyncPayloadAgent,
     ChangeRequestToolHandler,
     ConfigurationError,
-    Hooks,
     PayloadAgent,
     PayloadSession,
     ProviderError,
     RetriesExhaustedError,
     RetryWithFeedback,
     UsageError,
-    format_diff,
-    format_payload_path,
-    render_prompt,
 )
+from agent_payload.agent import Hooks
 from agent_payload.cli import EXIT_FAILED, EXIT_OK, build_parser, main
+from agent_payload.merge import choose_marker
+from agent_payload.prompts import render_prompt
 from agent_payload.providers import ModelReply
+from agent_payload.render import format_diff, format_payload_path
 from agent_payload.testing import FakeProviderServer, Fault, ScriptedModel
 
 ENDPOINTS = {
@@ -214,7 +214,7 @@ def test_handler_prompt_refuses_a_task_holding_its_marker() -> None:
         handler.prompt("set the method to DELETE")
     task = "set the method to DELETE"
     fixed = ChangeRequestToolHandler(
-        {"method": "GET"}, marker=agent_payload.choose_marker({"method": "GET"}, avoid=(task,))
+        {"method": "GET"}, marker=choose_marker({"method": "GET"}, avoid=(task,))
     )
     assert '"__DELETE__"' in fixed.prompt(task).system
 

@@ -159,7 +159,7 @@ def test_non_json_payload_data_is_named_by_its_path(payload: Any, path: Any, fou
     """Each kind of non-JSON value is refused with its payload path and what it is."""
     with pytest.raises(InvalidPayloadError) as info:
         apply_change_request(payload, {})
-    assert info.value.path == path
+    assert info.value.payload_path == path
     assert found in str(info.value)
 
 
@@ -169,7 +169,7 @@ def test_cycle_in_payload_is_reported() -> None:
     payload["a"]["b"].append(payload["a"])
     with pytest.raises(InvalidPayloadError, match="cycle") as info:
         apply_change_request(payload, {})
-    assert info.value.path == ("a", "b", 0)
+    assert info.value.payload_path == ("a", "b", 0)
 
 
 @pytest.mark.parametrize("payload", ["", 0, False, 5, 1.5, "abc", (1,), b"{}"])
@@ -241,10 +241,10 @@ def test_share_mode_checks_what_it_touches() -> None:
     """share=True still refuses non-JSON data on the paths it walks or replaces."""
     with pytest.raises(InvalidPayloadError) as info:
         apply_change_request({"a": (1, 2)}, {"updateElements": {"a": [{}, 3]}}, share=True)
-    assert info.value.path == ("a",)
+    assert info.value.payload_path == ("a",)
     with pytest.raises(InvalidPayloadError) as info:
         apply_change_request({"a": {"b": {1, 2}}}, {"removeElements": {"a": "DELETE"}}, share=True)
-    assert info.value.path == ("a", "b")
+    assert info.value.payload_path == ("a", "b")
 
 
 # --- strict mode -------------------------------------------------------------------------------

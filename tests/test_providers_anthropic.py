@@ -70,7 +70,7 @@ def test_text_mode(server: FakeProviderServer, mode: str) -> None:
     assert reply.text == '{"updateElements": {"name": "Ada"}}'
     assert reply.finish_reason == "end_turn"
     assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.requests) == (13, 5, 1)
-    assert reply.model == "claude-test"
+    assert reply.model_name == "claude-test"
     assert not reply.truncated and reply.refusal is None
     request = server.requests[0]
     assert request.path == "/v1/messages"
@@ -319,7 +319,11 @@ def test_model_protocol_properties() -> None:
     """name, provider and is_async are exposed as the Model protocol expects."""
     with real_client("http://127.0.0.1:9") as client:
         model = AnthropicModel(client, "claude-x")
-        assert (model.name, model.provider, model.is_async) == ("claude-x", "anthropic", False)
+        assert (model.model_name, model.provider, model.is_async) == (
+            "claude-x",
+            "anthropic",
+            False,
+        )
 
 
 def test_context_window_stop_is_truncation() -> None:

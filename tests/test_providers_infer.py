@@ -59,7 +59,7 @@ def test_provider_strings_build_clients_from_the_environment(
     server.add("hi")
     model = infer_model(spec, max_retries=0)
     assert isinstance(model, cls)
-    assert model.name == spec.split(":")[-1]
+    assert model.model_name == spec.split(":")[-1]
     assert model.request(HELLO).text == "hi"
     assert server.requests[0].path == path
     key = "sk-ant-test" if cls is AnthropicModel else "sk-test"

@@ -87,7 +87,7 @@ def test_text_mode(server: FakeProviderServer, api: str, mode: str) -> None:
     assert reply.usage.input_tokens == 11
     assert reply.usage.output_tokens == 7
     assert reply.usage.requests == 1
-    assert reply.model == "gpt-test"
+    assert reply.model_name == "gpt-test"
     assert not reply.truncated
     assert reply.refusal is None
     body = server.requests[0].body
@@ -164,14 +164,14 @@ def test_json_schema_mode(server: FakeProviderServer, api: str, mode: str) -> No
 
 @pytest.mark.parametrize("api", APIS)
 def test_strict_auto_sends_strict_for_a_strict_schema(server: FakeProviderServer, api: str) -> None:
-    """strict="auto" sends strict: true when the schema fits the strict subset; strict=False
-    never does."""
+    """strict="auto" sends strict: true when the schema fits the strict subset; the default
+    (strict=False, as in the Anthropic adapter) never does, even for a strict schema."""
     server.add("{}", "{}")
     request = ModelRequest(
         messages=(Message("user", "hi"),), output_mode="json_schema", schema=STRICT_SCHEMA
     )
+    call(server, api, "sync", request, model_options={"strict": "auto"})
     call(server, api, "sync", request)
-    call(server, api, "sync", request, model_options={"strict": False})
     specs = [
         r.body["response_format"]["json_schema"] if api == "chat" else r.body["text"]["format"]
         for r in server.requests
@@ -181,14 +181,21 @@ def test_strict_auto_sends_strict_for_a_strict_schema(server: FakeProviderServer
 
 @pytest.mark.parametrize("api", APIS)
 def test_strict_tool_for_a_strict_schema(server: FakeProviderServer, api: str) -> None:
-    """In tool mode a strict-compatible schema gets strict: true on the function tool."""
-    server.add(Reply.tool_call({"reasoning": "r"}))
+    """In tool mode with strict="auto" a strict-compatible schema gets strict: true on the
+    function tool; by default the flag is left out (chat) or false (Responses)."""
+    server.add(Reply.tool_call({"reasoning": "r"}), Reply.tool_call({"reasoning": "r"}))
     request = ModelRequest(
         messages=(Message("user", "hi"),), output_mode="tool", schema=STRICT_SCHEMA
     )
-    assert call(server, api, "sync", request).text == '{"reasoning": "r"}'
-    (tool,) = server.requests[0].body["tools"]
-    assert (tool["function"] if api == "chat" else tool)["strict"] is True
+    options = {"strict": "auto"}
+    assert call(server, api, "sync", request, model_options=options).text == '{"reasoning": "r"}'
+    call(server, api, "sync", request)
+    auto, default = [
+        (tool["function"] if api == "chat" else tool)
+        for tool in (r.body["tools"][0] for r in server.requests)
+    ]
+    assert auto["strict"] is True
+    assert default.get("strict") is (None if api == "chat" else False)
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -419,6 +426,6 @@ def test_model_protocol_properties() -> None:
     """The adapters expose name, provider and is_async as the Model protocol expects."""
     with real_client("http://127.0.0.1:9/v1") as client:
         model = OpenAIChatModel(client, "gpt-x")
-        assert (model.name, model.provider, model.is_async) == ("gpt-x", "openai", False)
+        assert (model.model_name, model.provider, model.is_async) == ("gpt-x", "openai", False)
         with pytest.raises(ConfigurationError, match="model name"):
             OpenAIChatModel(client, "")

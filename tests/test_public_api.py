@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import agent_payload
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PUBLIC = [
     "AgentPayloadChangeRequest",
@@ -13,85 +20,128 @@ PUBLIC = [
     "AgentResult",
     "AsyncPayloadAgent",
     "AsyncPayloadSession",
-    "Change",
     "ChangeRequestToolHandler",
     "ConfigurationError",
-    "DEFAULT_MARKERS",
     "DataLossGuard",
-    "FileWriteError",
-    "Finding",
-    "Hooks",
-    "InvalidChangeRequestError",
     "InvalidPayloadError",
-    "Issue",
-    "LimitExceededError",
-    "Limits",
-    "MARKER",
     "MergeConflictError",
-    "MergeReport",
-    "MergeResult",
-    "Message",
-    "Model",
-    "ModelReply",
     "ModelReplyError",
-    "ModelRequest",
-    "ModelRequestsBlockedError",
-    "NoChangeRequestError",
-    "ParsedReply",
     "PayloadAgent",
     "PayloadSession",
     "PayloadValidationError",
     "Permissions",
-    "Problem",
-    "PromptParts",
     "ProviderError",
-    "REFERENCE_MARKER",
     "ReadScope",
-    "RefusalError",
-    "ReplySyntaxError",
     "RetriesExhaustedError",
     "RetryWithFeedback",
-    "SessionFileError",
     "StalePayloadError",
-    "ToolResult",
-    "TruncatedReplyError",
-    "TurnRecord",
-    "TurnResult",
-    "UnknownFieldError",
-    "Usage",
     "UsageError",
-    "VersionedStore",
     "__version__",
-    "anthropic_tool",
     "apply_change_request",
-    "apply_if_version",
-    "change_request_schema",
-    "check_version",
-    "choose_marker",
-    "combine_guards",
     "diff_payloads",
-    "format_diff",
-    "format_payload_path",
-    "infer_model",
-    "openai_tool",
     "parse_change_request",
-    "parse_change_request_with_repairs",
     "payload_version",
-    "render_confirm",
-    "render_correction",
-    "render_payload",
-    "render_prompt",
-    "responses_tool",
-    "to_json_patch",
-    "undo_change_request",
 ]
 
+# 0.1's top-level names that 0.2 moved to a module: still importable from the top level for one
+# release, with a DeprecationWarning naming the module (CHANGELOG lists each).
+MOVED = {
+    "Change": "agent_payload.report",
+    "DEFAULT_MARKERS": "agent_payload.changes",
+    "Finding": "agent_payload.report",
+    "Hooks": "agent_payload.agent",
+    "InvalidChangeRequestError": "agent_payload.errors",
+    "Issue": "agent_payload.report",
+    "LimitExceededError": "agent_payload.errors",
+    "Limits": "agent_payload.merge",
+    "MARKER": "agent_payload.changes",
+    "MergeReport": "agent_payload.report",
+    "MergeResult": "agent_payload.report",
+    "Message": "agent_payload.providers",
+    "Model": "agent_payload.providers",
+    "ModelReply": "agent_payload.providers",
+    "ModelRequest": "agent_payload.providers",
+    "ModelRequestsBlockedError": "agent_payload.errors",
+    "NoChangeRequestError": "agent_payload.errors",
+    "ParsedReply": "agent_payload.parse",
+    "Problem": "agent_payload.report",
+    "PromptParts": "agent_payload.prompts",
+    "REFERENCE_MARKER": "agent_payload.changes",
+    "RefusalError": "agent_payload.errors",
+    "ReplySyntaxError": "agent_payload.errors",
+    "ToolResult": "agent_payload.tools",
+    "TruncatedReplyError": "agent_payload.errors",
+    "TurnRecord": "agent_payload.session",
+    "UnknownFieldError": "agent_payload.errors",
+    "Usage": "agent_payload.usage",
+    "VersionedStore": "agent_payload.store",
+    "anthropic_tool": "agent_payload.tools",
+    "apply_if_version": "agent_payload.store",
+    "change_request_schema": "agent_payload.schema",
+    "check_version": "agent_payload.guards",
+    "choose_marker": "agent_payload.merge",
+    "combine_guards": "agent_payload.guards",
+    "infer_model": "agent_payload.providers",
+    "openai_tool": "agent_payload.tools",
+    "parse_change_request_with_repairs": "agent_payload.parse",
+    "render_confirm": "agent_payload.prompts",
+    "render_correction": "agent_payload.prompts",
+    "render_payload": "agent_payload.prompts",
+    "render_prompt": "agent_payload.prompts",
+    "responses_tool": "agent_payload.tools",
+    "to_json_patch": "agent_payload.diff",
+    "undo_change_request": "agent_payload.diff",
+}
 
-def test_all_is_frozen() -> None:
-    """Adding or removing a public name is a deliberate act: update PUBLIC and the CHANGELOG."""
-    assert sorted(agent_payload.__all__) == PUBLIC
+
+def test_all_is_frozen_and_sorted() -> None:
+    """Adding or removing a public name is a deliberate act: update PUBLIC, the README's
+    "Public API" table and the CHANGELOG. ``__all__`` is kept sorted."""
+    assert agent_payload.__all__ == sorted(agent_payload.__all__)
+    assert agent_payload.__all__ == PUBLIC
     for name in PUBLIC:
         assert hasattr(agent_payload, name), name
+
+
+def _readme_api_table() -> list[tuple[str, str, str]]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- public-api -->\n((?:\|.*\|\n)+)", text)
+    assert match is not None, "README.md has no <!-- public-api --> table"
+    rows = [line.strip("|").split("|") for line in match.group(1).splitlines()[2:]]
+    return [tuple(cell.strip() for cell in row) for row in rows]  # type: ignore[misc]
+
+
+def test_readme_public_api_table_is_all() -> None:
+    """The README's "Public API" table lists exactly ``__all__``, in its order, one line each
+    with a kind and a description."""
+    rows = _readme_api_table()
+    assert [name.strip("`") for name, _, _ in rows] == agent_payload.__all__
+    for name, kind, what in rows:
+        assert kind in {"class", "exception", "function", "str"}, name
+        assert what, name
+
+
+@pytest.mark.parametrize("name", sorted(MOVED))
+def test_moved_names_still_import_from_the_top_level_with_a_warning(name: str) -> None:
+    """A name 0.1 exported at the top level still imports from there for one release; the
+    warning names the module to import it from, and it is the same object."""
+    module = importlib.import_module(MOVED[name])
+    with pytest.warns(DeprecationWarning, match=rf"from {MOVED[name]} import {name}"):
+        value = getattr(agent_payload, name)
+    assert value is getattr(module, name)
+    assert name not in agent_payload.__all__
+
+
+def test_moved_name_warning_points_at_the_importing_line() -> None:
+    """``from agent_payload import Usage`` warns at the user's line, not inside the package."""
+    with pytest.warns(DeprecationWarning) as caught:
+        from agent_payload import Usage  # noqa: F401
+    assert caught[0].filename == __file__
+
+
+def test_unknown_top_level_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'payload_agent'"):
+        agent_payload.payload_agent  # noqa: B018
 
 
 def test_core_imports_without_the_sdks() -> None:
@@ -124,7 +174,8 @@ def test_missing_sdk_gives_an_install_hint() -> None:
         "        if name.split('.')[0] == 'openai':\n"
         "            raise ImportError('blocked ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from agent_payload import infer_model, ConfigurationError\n"
+        "from agent_payload import ConfigurationError\n"
+        "from agent_payload.providers import infer_model\n"
         "try:\n"
         "    infer_model('openai:gpt-5.4-mini')\n"
         "except ConfigurationError as exc:\n"

@@ -72,10 +72,10 @@ def test_scripted_model_function_and_async() -> None:
     def answer(request: ModelRequest) -> str:
         return request.messages[-1].content.upper()
 
-    model = ScriptedModel(answer, name="echo")
+    model = ScriptedModel(answer, model_name="echo")
     assert model.request(ask("abc")).text == "ABC"
     assert asyncio.run(model.arequest(ask("xyz"))).text == "XYZ"
-    assert model.name == "echo" and model.provider == "test"
+    assert model.model_name == "echo" and model.provider == "test"
     assert len(model.requests) == 2
 
 
@@ -324,7 +324,7 @@ def test_request_helpers_for_chat_tool_loops(server: FakeProviderServer) -> None
     assert request.forced_tool == "edit"
     assert request.output_mode == "tool"
     assert request.retry_count == 0
-    assert request.model == "m"
+    assert request.model_name == "m"
     assert "edit it" in request.text
 
 

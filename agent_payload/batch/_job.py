@@ -117,7 +117,7 @@ class BatchJob:
                 f"arequest() sends the requests), found {type(agent).__name__}"
             )
         self.path = Path(state_path)
-        self._file = StateFile(self.path, f"{model.provider}:{model.name}", mode)
+        self._file = StateFile(self.path, f"{model.provider}:{model.model_name}", mode)
         self._db = self._file.db
         self._tx = self._file.tx
 

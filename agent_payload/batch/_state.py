@@ -176,7 +176,7 @@ def reply_json(reply: ModelReply) -> str:
                 reply.usage.cached_input_tokens,
                 reply.usage.cache_write_input_tokens,
             ],
-            "model": reply.model,
+            "model_name": reply.model_name,
         }
     )
 
@@ -191,7 +191,7 @@ def reply_from(text: str) -> ModelReply:
         truncated=bool(data.get("truncated")),
         refusal=data.get("refusal"),
         usage=Usage(n[0], n[1], 1, n[2], n[3]),
-        model=data.get("model"),
+        model_name=data.get("model_name", data.get("model")),  # "model": before 0.2
     )
 
 
@@ -212,7 +212,7 @@ def report_json(result: AgentResult[Any]) -> str:
 
 
 def problems_json(error: BaseException) -> str:
-    problems = getattr(error, "last_errors", None) or getattr(error, "problems", None) or []
+    problems = getattr(error, "problems", None) or []
     return dumps(
         [{"kind": p.kind, "code": p.code, "path": p.path, "message": p.message} for p in problems]
     )

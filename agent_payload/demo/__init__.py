@@ -33,7 +33,7 @@ from agent_payload._render import Style, render_changes, render_issues
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers import infer_model
-from agent_payload.providers.base import Model, ModelReply, ModelRequest
+from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
 from agent_payload.report import Problem
 from agent_payload.result import AgentResult
 from agent_payload.testing import ScriptedModel
@@ -42,7 +42,7 @@ from agent_payload.usage import Usage, estimate_tokens
 __all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
 
 DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-5.4-mini", "anthropic": "claude-haiku-5-5"}
-"""The model each provider's demo uses unless ``--model`` says otherwise."""
+"""The model each provider's demo uses unless ``--model-name`` says otherwise."""
 
 _KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
@@ -79,7 +79,8 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
 
 
 class _Recorder:
-    """Wraps a ``Model`` and keeps every request and reply (to show the corrections)."""
+    """Wraps a model (an adapter or the replay's ``ScriptedModel``: both protocols) and keeps
+    every request and reply (to show the corrections)."""
 
     def __init__(self, model: Model) -> None:
         self._model = model
@@ -87,8 +88,8 @@ class _Recorder:
         self.replies: list[ModelReply] = []
 
     @property
-    def name(self) -> str:
-        return self._model.name
+    def model_name(self) -> str:
+        return self._model.model_name
 
     @property
     def provider(self) -> str:
@@ -102,6 +103,7 @@ class _Recorder:
 
     async def arequest(self, request: ModelRequest) -> ModelReply:
         self.requests.append(request)
+        assert isinstance(self._model, AsyncModel)  # the adapters and ScriptedModel are both
         reply = await self._model.arequest(request)
         self.replies.append(reply)
         return reply
@@ -129,10 +131,10 @@ def _replay_model(replay: dict[str, Any]) -> Model:
             text=text,
             finish_reason=item.get("finish_reason", "stop"),
             usage=usage,
-            model=str(replay.get("model", "replay")),
+            model_name=str(replay.get("model", "replay")),
         )
 
-    return ScriptedModel(answer, name=str(replay.get("model", "replay")), provider="replay")
+    return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
 
 
 def _real_model(provider: str, model_name: str | None) -> Model:
@@ -191,7 +193,7 @@ def run_demo(
     out: TextIO | None = None,
     provider: str | None = None,
     offline: bool = False,
-    model: str | None = None,
+    model_name: str | None = None,
     color: bool = False,
     max_retries: int = 3,
 ) -> int:
@@ -211,7 +213,7 @@ def run_demo(
     def say(text: str = "") -> None:
         out.write(text + "\n")
 
-    recorder = _introduce(say, style, chosen, offline, model, replay, invoice, task)
+    recorder = _introduce(say, style, chosen, offline, model_name, replay, invoice, task)
     rejections: dict[int, list[Problem]] = {}
 
     def on_retry(attempt: int, problems: Sequence[Problem], last: bool) -> None:
@@ -238,7 +240,7 @@ def _introduce(
     style: Style,
     chosen: str | None,
     offline: bool,
-    model: str | None,
+    model_name: str | None,
     replay: dict[str, Any],
     invoice: dict[str, Any],
     task: str,
@@ -259,9 +261,9 @@ def _introduce(
         )
         recorder = _Recorder(_replay_model(replay))
     else:
-        name = model or DEFAULT_MODELS[chosen]
+        name = model_name or DEFAULT_MODELS[chosen]
         say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
-        recorder = _Recorder(_real_model(chosen, model))
+        recorder = _Recorder(_real_model(chosen, model_name))
     say()
     items = invoice["lineItems"]
     payload_text = json.dumps(invoice, ensure_ascii=False)

@@ -53,7 +53,7 @@ def conflict_problems(conflicts: Sequence[Issue], shown: Any) -> tuple[Problem, 
             Problem(
                 kind="conflict",
                 message=issue.message,
-                path=issue.path or format_payload_path(issue.payload_path or ()) or None,
+                path=issue.path or format_payload_path(issue.payload_path or ()),
                 code=issue.code,
                 current=current,
                 has_current=has_current,

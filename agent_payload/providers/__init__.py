@@ -1,9 +1,12 @@
-"""Model providers: one module per SDK behind the small ``Model`` protocol of ``base``.
+"""Model providers: one module per SDK behind the small ``Model`` / ``AsyncModel`` protocols of
+``base``.
 
 ``openai`` and ``anthropic`` import their SDK lazily; the core works with neither installed.
 ``infer_model`` turns what a user has at hand into a ``Model``:
 
-* a ``Model`` (an adapter, ``agent_payload.testing.ScriptedModel``, your own): returned as is;
+* a ``Model`` or ``AsyncModel`` (an adapter, ``agent_payload.testing.ScriptedModel``, your
+  own): returned as is (one written for 0.1, naming the model ``name`` instead of
+  ``model_name``, is wrapped, with a ``DeprecationWarning``);
 * ``"openai:gpt-4.1-mini"`` (Chat Completions), ``"openai-responses:gpt-4.1"`` (Responses API),
   ``"anthropic:claude-sonnet-4-6"``: a client is built from the environment by the SDK itself
   (``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; ``ANTHROPIC_API_KEY`` and
@@ -18,48 +21,122 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from agent_payload._deprecated import renamed
 from agent_payload.errors import ConfigurationError
-from agent_payload.providers.base import Message, Model, ModelReply, ModelRequest, OutputMode
+from agent_payload.providers.base import (
+    AsyncModel,
+    Message,
+    Model,
+    ModelReply,
+    ModelRequest,
+    OutputMode,
+)
 
-__all__ = ["Message", "Model", "ModelReply", "ModelRequest", "OutputMode", "infer_model"]
+__all__ = [
+    "AsyncModel",
+    "Message",
+    "Model",
+    "ModelReply",
+    "ModelRequest",
+    "OutputMode",
+    "as_model",
+    "infer_model",
+]
 
 _PREFIXES = ("openai", "openai-chat", "openai-responses", "anthropic")
 _OPENAI_NAMES = re.compile(r"^(gpt-|chatgpt-|o\d)")
 
 
+class _NamedModel:
+    """A model written for 0.1's protocol (``name`` instead of ``model_name``), seen through
+    0.2's: everything else is the wrapped model's own."""
+
+    def __init__(self, model: Any) -> None:
+        self.wrapped = model
+
+    @property
+    def model_name(self) -> str:
+        return str(self.wrapped.name)
+
+    @property
+    def provider(self) -> str:
+        return str(self.wrapped.provider)
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        reply: ModelReply = self.wrapped.request(request)
+        return reply
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        reply: ModelReply = await self.wrapped.arequest(request)
+        return reply
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.wrapped, attribute)
+
+
+def as_model(model: object) -> Model | AsyncModel | None:
+    """``model`` as a ``Model`` / ``AsyncModel`` (it has ``model_name``, ``provider`` and
+    ``request`` or ``arequest``), or ``None`` when it is not one. A model of one's own written
+    for 0.1, with ``name`` instead of ``model_name``, is wrapped with a
+    ``DeprecationWarning``."""
+    if isinstance(model, str):
+        return None
+    if isinstance(model, Model | AsyncModel):
+        return model
+    if (
+        hasattr(model, "name")
+        and hasattr(model, "provider")
+        and (
+            callable(getattr(model, "request", None)) or callable(getattr(model, "arequest", None))
+        )
+    ):
+        renamed(f"{type(model).__name__}.name (a Model's name)", "model_name", stacklevel=4)
+        return _NamedModel(model)
+    return None
+
+
 def infer_model(
-    model: Model | str | Any,
-    name: str | None = None,
+    model: Model | AsyncModel | str | Any,
+    model_name: str | None = None,
     *,
     async_client: bool = False,
     api: Literal["chat", "responses"] | None = None,
     **client_kwargs: Any,
-) -> Model:
-    """A ``Model`` from a ``Model``, a ``"provider:model"`` string, or an SDK client + ``name``.
+) -> Any:
+    """A model from a ``Model`` / ``AsyncModel``, a ``"provider:model"`` string, or an SDK
+    client + ``model_name``. A string or a client gives an adapter, which is both a ``Model``
+    and an ``AsyncModel`` (the client, sync or async, decides which one works).
 
     ``async_client`` picks ``AsyncOpenAI`` / ``AsyncAnthropic`` when a client is built from a
     string; ``client_kwargs`` go to that client (``max_retries``, ``timeout``, ``base_url``...).
     ``api`` chooses the OpenAI API for an OpenAI client or string (default: Chat Completions;
-    the ``openai-responses:`` prefix means ``"responses"``).
+    the ``openai-responses:`` prefix means ``"responses"``). ``name=`` is the deprecated
+    spelling of ``model_name=``.
     """
+    if "name" in client_kwargs:
+        renamed("infer_model(name=...)", "infer_model(model_name=...)")
+        name = client_kwargs.pop("name")
+        model_name = name if model_name is None else model_name
+    name = model_name
     if isinstance(model, str):
         if name is not None:
             raise ConfigurationError(
                 f"infer_model({model!r}, {name!r}): a 'provider:model' string already names the "
-                "model; pass name= only together with an SDK client."
+                "model; pass model_name= only together with an SDK client."
             )
         provider, model_name = _split(model)
         if provider == "anthropic":
             return _anthropic_from_env(model_name, async_client, client_kwargs)
         chosen_api = api or ("responses" if provider == "openai-responses" else "chat")
         return _openai_from_env(model_name, async_client, chosen_api, client_kwargs)
-    if isinstance(model, Model):
+    known = as_model(model)
+    if known is not None:
         if name is not None or client_kwargs:
             raise ConfigurationError(
                 f"infer_model({type(model).__name__}, ...): a Model is used as it is; drop the "
-                "name and client options."
+                "model_name and client options."
             )
-        return model
+        return known
     package = type(model).__module__.split(".", 1)[0]
     if package in ("openai", "anthropic"):
         if not name:
@@ -70,7 +147,7 @@ def infer_model(
             )
         if client_kwargs:
             raise ConfigurationError(
-                "infer_model(client, name, ...): client options apply when building a client "
+                "infer_model(client, model_name, ...): client options apply when building a client "
                 "from a string; configure your own client directly instead."
             )
         if package == "anthropic":

@@ -29,9 +29,10 @@ import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from agent_payload._deprecated import renamed
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -44,11 +45,14 @@ __all__ = [
     "REQUESTS_ENV_SWITCH",
     "ResponseShape",
     "SdkErrors",
+    "Strict",
     "check_client_kind",
+    "check_strict",
     "ensure_requests_allowed",
     "environment_allows_requests",
     "is_loopback_url",
     "missing_sdk",
+    "model_name_argument",
     "not_an_api_response",
     "retryable_status",
     "set_request_gate",
@@ -436,3 +440,30 @@ class SdkErrors:
                 retryable=True,
             )
         return None
+
+
+# --- constructor arguments both adapters take ----------------------------------------------------
+
+Strict = bool | Literal["auto"]
+"""The adapters' ``strict=``: ``False`` (the default of both, safe with every model and every
+compatible server: ``strict: true`` is never sent), ``"auto"`` (sent only when the schema fits
+the strict subset, ``schema.is_strict_compatible``), ``True`` (always sent)."""
+
+
+def check_strict(adapter: str, strict: object) -> None:
+    """``ConfigurationError`` unless ``strict`` is ``True``, ``False`` or ``"auto"``."""
+    if strict is not True and strict is not False and strict != "auto":
+        raise ConfigurationError(
+            f"{adapter}(strict=...): expected True, False or 'auto', got {strict!r}."
+        )
+
+
+def model_name_argument(adapter: str, model_name: str | None, defaults: dict[str, Any]) -> Any:
+    """The adapter's ``model_name``, also from 0.1's ``model=`` keyword (which would otherwise
+    land in ``defaults``), with a ``DeprecationWarning``."""
+    if "model" in defaults:
+        renamed(f"{adapter}(model=...)", f"{adapter}(model_name=...)", stacklevel=4)
+        old = defaults.pop("model")
+        if model_name is None:
+            return old
+    return model_name

@@ -37,14 +37,18 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from agent_payload._deprecated import renamed
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
     ResponseShape,
     SdkErrors,
+    Strict,
     check_client_kind,
+    check_strict,
     ensure_requests_allowed,
     missing_sdk,
+    model_name_argument,
     not_an_api_response,
     split_system,
 )
@@ -154,21 +158,24 @@ def _cached_blocks(message: Message) -> list[dict[str, Any]]:
 class AnthropicModel:
     """A ``Model`` on the Messages API (``client.messages.create``).
 
-    ``max_tokens`` is sent when the request sets none (the API requires one). ``strict``
-    adds ``strict: true`` to the tool in tool mode (``"auto"``: only when the schema fits the
-    strict subset; default ``False`` for compatibility with models without strict tool use).
+    ``max_tokens`` is sent when the request sets none (the API requires one). ``strict``, as in
+    the OpenAI adapters: ``False`` (default) never sends ``strict: true`` (safe with models and
+    gateways without strict tool use; the change-request schema never fits the strict subset
+    anyway), ``"auto"`` adds it to the tool only when the schema fits the strict subset, ``True``
+    always.
     ``defaults`` are passed to every call (``ModelRequest.extra`` overrides them).
     """
 
     def __init__(
         self,
         client: Any,
-        model: str,
+        model_name: str | None = None,
         *,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        strict: bool | str = False,
+        strict: Strict = False,
         **defaults: Any,
     ) -> None:
+        model_name = model_name_argument("AnthropicModel", model_name, defaults)
         is_async = _is_async_client(client)
         if is_async is None:
             raise ConfigurationError(
@@ -177,25 +184,30 @@ class AnthropicModel:
                 f"{type(client).__qualname__}. Build one with anthropic.Anthropic(api_key=...) "
                 "or use agent_payload.providers.infer_model('anthropic:MODEL')."
             )
-        if not isinstance(model, str) or not model:
+        if not isinstance(model_name, str) or not model_name:
             raise ConfigurationError(
-                f"AnthropicModel(model=...): expected a model name such as "
-                f"'claude-sonnet-4-6', got {model!r}."
+                f"AnthropicModel(model_name=...): expected a model name such as "
+                f"'claude-sonnet-4-6', got {model_name!r}."
             )
-        if strict not in (True, False, "auto"):
-            raise ConfigurationError(
-                f"AnthropicModel(strict=...): expected True, False or 'auto', got {strict!r}."
-            )
+        check_strict("AnthropicModel", strict)
         self.client = client
-        self.model = model
+        self.model_name = model_name
         self.max_tokens = max_tokens
-        self.strict = strict
+        self.strict: Strict = strict
         self.defaults: dict[str, Any] = dict(defaults)
         self._is_async = is_async
 
     @property
+    def model(self) -> str:
+        """Deprecated: ``model_name``."""
+        renamed("AnthropicModel.model", "AnthropicModel.model_name")
+        return self.model_name
+
+    @property
     def name(self) -> str:
-        return self.model
+        """Deprecated: ``model_name``."""
+        renamed("AnthropicModel.name", "AnthropicModel.model_name")
+        return self.model_name
 
     @property
     def provider(self) -> str:
@@ -208,13 +220,13 @@ class AnthropicModel:
     def _check(self, wanted_async: bool) -> None:
         check_client_kind(
             "AnthropicModel",
-            self.model,
+            self.model_name,
             is_async=self._is_async,
             wanted_async=wanted_async,
             sync_client="anthropic.Anthropic",
             async_client="anthropic.AsyncAnthropic",
         )
-        ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model)
+        ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model_name)
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments for ``messages.create`` (pure; public for tests)."""
@@ -229,7 +241,7 @@ class AnthropicModel:
             else:
                 messages.append({"role": m.role, "content": m.content})
         params: dict[str, Any] = {
-            "model": self.model,
+            "model": self.model_name,
             "max_tokens": request.max_tokens if request.max_tokens is not None else self.max_tokens,
             "messages": messages,
         }
@@ -268,12 +280,16 @@ class AnthropicModel:
         """A ``ModelReply`` from an Anthropic ``Message`` (pure; public for tests)."""
         if not isinstance(message, AnthropicMessage):
             raise not_an_api_response(
-                provider=PROVIDER, api="Anthropic", model=self.model, kind="message", result=message
+                provider=PROVIDER,
+                api="Anthropic",
+                model=self.model_name,
+                kind="message",
+                result=message,
             )
         shape = ResponseShape(
             provider=PROVIDER,
             api="Anthropic",
-            model=self.model,
+            model=self.model_name,
             kind="message",
             expected_server=_ERRORS.expected_server,
         )
@@ -327,23 +343,23 @@ class AnthropicModel:
                 cached_input_tokens=cache_read,
                 cache_write_input_tokens=cache_write,
             ),
-            model=model,
+            model_name=model,
             raw=message,
         )
 
     def request(self, request: ModelRequest) -> ModelReply:
         self._check(wanted_async=False)
         params = self.build_params(request)
-        with map_anthropic_errors(self.model, self.client):
+        with map_anthropic_errors(self.model_name, self.client):
             message = self.client.messages.create(**params)
         return self.parse_reply(message, request)
 
     async def arequest(self, request: ModelRequest) -> ModelReply:
         self._check(wanted_async=True)
         params = self.build_params(request)
-        with map_anthropic_errors(self.model, self.client):
+        with map_anthropic_errors(self.model_name, self.client):
             message = await self.client.messages.create(**params)
         return self.parse_reply(message, request)
 
     def __repr__(self) -> str:
-        return f"AnthropicModel(model={self.model!r}, async={self._is_async})"
+        return f"AnthropicModel(model_name={self.model_name!r}, async={self._is_async})"

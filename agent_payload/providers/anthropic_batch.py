@@ -33,7 +33,7 @@ class AnthropicBatchBackend:
         return {"custom_id": custom_id, "params": request_body(self.model.build_params(request))}
 
     def submit(self, entries: Sequence[str], *, tag: str) -> str:
-        with map_anthropic_errors(self.model.model, self.client):
+        with map_anthropic_errors(self.model.model_name, self.client):
             # No SDK retry of the create (a retry after a lost answer would submit twice).
             client = self.client.with_options(max_retries=0)
             batch = client.messages.batches.create(requests=[json.loads(e) for e in entries])
@@ -41,7 +41,7 @@ class AnthropicBatchBackend:
 
     def find(self, tag: str, *, count: int, since: float) -> list[str]:
         found: list[str] = []
-        with map_anthropic_errors(self.model.model, self.client):
+        with map_anthropic_errors(self.model.model_name, self.client):
             for batch in self.client.messages.batches.list(limit=100):
                 created = batch.created_at.timestamp()
                 if created < since - 300:
@@ -59,7 +59,7 @@ class AnthropicBatchBackend:
         return found
 
     def poll(self, batch_id: str) -> BatchStatus:
-        with map_anthropic_errors(self.model.model, self.client):
+        with map_anthropic_errors(self.model.model_name, self.client):
             batch = self.client.messages.batches.retrieve(batch_id)
         return BatchStatus(
             batch_id=batch_id,
@@ -70,7 +70,7 @@ class AnthropicBatchBackend:
     def results(
         self, batch_id: str, request: ModelRequest
     ) -> Iterator[tuple[str, ModelReply | LineError]]:
-        with map_anthropic_errors(self.model.model, self.client):
+        with map_anthropic_errors(self.model.model_name, self.client):
             lines = list(self.client.messages.batches.results(batch_id))
         for line in lines:
             result = line.result

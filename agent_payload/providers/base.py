@@ -1,22 +1,35 @@
 """The narrow protocol between the agent and a model provider.
 
 The agent builds a ``ModelRequest`` (provider-neutral messages plus the output mode) and gets a
-``ModelReply`` back. One adapter per SDK implements ``Model`` (``providers/openai.py``,
-``providers/anthropic.py``); ``agent_payload.testing`` ships fakes that implement it too.
-Adapters never retry transport errors themselves (the SDK client does, with its own settings)
-and map SDK exceptions to ``ProviderError`` in one place.
+``ModelReply`` back. Two protocols, one per way of calling:
+
+* ``Model``: ``request(request) -> ModelReply``, what ``PayloadAgent`` (and ``BatchJob`` in
+  batch mode) calls;
+* ``AsyncModel``: ``async arequest(request) -> ModelReply``, what ``AsyncPayloadAgent`` (and
+  ``BatchJob`` in concurrent mode) awaits.
+
+Both carry ``model_name`` (the provider's name of the model, ``"gpt-5.4-mini"``) and
+``provider`` (``"openai"``, ``"anthropic"``, ...). A model of your own implements the one its
+agent calls. The adapters (``providers/openai.py``, ``providers/anthropic.py``) and
+``agent_payload.testing.ScriptedModel`` implement both; an adapter built on a sync SDK client
+raises ``ConfigurationError`` from ``arequest`` and the reverse (the client decides). Adapters
+never retry transport errors themselves (the SDK client does, with its own settings) and map
+SDK exceptions to ``ProviderError`` in one place.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from agent_payload._deprecated import renamed
 from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.usage import Usage
 
 __all__ = [
+    "AsyncModel",
     "Message",
     "Model",
     "ModelReply",
@@ -76,22 +89,57 @@ class ModelReply:
     truncated: bool = False
     refusal: str | None = None
     usage: Usage = field(default_factory=Usage)
-    model: str | None = None
+    model_name: str | None = None
+    """The model that answered, as the provider names it (``None`` when it does not say)."""
     raw: Any = None
+
+    @property
+    def model(self) -> str | None:
+        """Deprecated: ``model_name``."""
+        renamed("ModelReply.model", "ModelReply.model_name")
+        return self.model_name
 
 
 @runtime_checkable
 class Model(Protocol):
-    """A model the agent can talk to. ``request`` is used by ``PayloadAgent``, ``arequest`` by
-    ``AsyncPayloadAgent``; an adapter built on a sync client raises ``ConfigurationError`` from
-    ``arequest`` and the reverse."""
+    """A model ``PayloadAgent`` can talk to: ``request`` sends one request and waits."""
 
     @property
-    def name(self) -> str: ...
+    def model_name(self) -> str: ...
 
     @property
     def provider(self) -> str: ...
 
     def request(self, request: ModelRequest) -> ModelReply: ...
 
+
+@runtime_checkable
+class AsyncModel(Protocol):
+    """A model ``AsyncPayloadAgent`` can talk to: ``arequest`` is awaited."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
     async def arequest(self, request: ModelRequest) -> ModelReply: ...
+
+
+def _accept_model_keyword(cls: type[ModelReply]) -> type[ModelReply]:
+    """``ModelReply(model=...)``, 0.1's spelling of ``model_name=``, still works for one
+    release (with a ``DeprecationWarning``)."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: ModelReply, *args: Any, **kwargs: Any) -> None:
+        if "model" in kwargs:
+            renamed("ModelReply(model=...)", "ModelReply(model_name=...)")
+            kwargs["model_name"] = kwargs.pop("model")
+        init(self, *args, **kwargs)
+
+    setattr(cls, "__init__", __init__)  # noqa: B010 - mypy does not let a method be assigned
+    return cls
+
+
+_accept_model_keyword(ModelReply)

@@ -21,8 +21,11 @@ itself; the agent keeps that prefix long (system prompt, payload, then the task)
 ``cached_tokens`` (counted in ``input_tokens``, as OpenAI counts it) and
 ``Usage.cache_write_input_tokens`` its ``cache_write_tokens`` where the server reports them.
 
-``strict`` (constructor): ``"auto"`` (default) sends ``strict: true`` only when the schema fits
-OpenAI's strict mode (see ``agent_payload.schema``), ``True``/``False`` force it.
+``strict`` (constructor), the same in both adapters: ``False`` (default) never sends
+``strict: true`` (the Responses API, which defaults to strict, gets ``strict: false``), which
+every model and every OpenAI-compatible server accepts; the change-request schema never fits
+the strict subset anyway (``agent_payload.schema``). ``"auto"`` sends ``strict: true`` only when
+the schema fits it, ``True`` always.
 """
 
 from __future__ import annotations
@@ -32,14 +35,18 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
+from agent_payload._deprecated import renamed
 from agent_payload._reply import is_truncation
 from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     ResponseShape,
     SdkErrors,
+    Strict,
     check_client_kind,
+    check_strict,
     ensure_requests_allowed,
     missing_sdk,
+    model_name_argument,
     not_an_api_response,
     split_system,
 )
@@ -73,8 +80,6 @@ ResponsesToolOutputParam = FunctionCallOutput
 __all__ = ["OpenAIChatModel", "OpenAIResponsesModel", "build_openai_client", "map_openai_errors"]
 
 PROVIDER = "openai"
-
-Strict = bool | Literal["auto"]
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -121,8 +126,14 @@ class _OpenAIModel(ABC):
     _api = "OpenAI"
 
     def __init__(
-        self, client: Any, model: str, *, strict: Strict = "auto", **defaults: Any
+        self,
+        client: Any,
+        model_name: str | None = None,
+        *,
+        strict: Strict = False,
+        **defaults: Any,
     ) -> None:
+        model_name = model_name_argument(type(self).__name__, model_name, defaults)
         if isinstance(client, openai.AsyncOpenAI):
             self._is_async = True
         elif isinstance(client, openai.OpenAI):
@@ -134,19 +145,28 @@ class _OpenAIModel(ABC):
                 f"{type(client).__qualname__}. Build one with openai.OpenAI(api_key=..., "
                 "base_url=...) or use agent_payload.providers.infer_model('openai:MODEL')."
             )
-        if not isinstance(model, str) or not model:
+        if not isinstance(model_name, str) or not model_name:
             raise ConfigurationError(
-                f"{type(self).__name__}(model=...): expected a model name such as "
-                f"'gpt-4.1-mini', got {model!r}."
+                f"{type(self).__name__}(model_name=...): expected a model name such as "
+                f"'gpt-4.1-mini', got {model_name!r}."
             )
+        check_strict(type(self).__name__, strict)
         self.client = client
-        self.model = model
+        self.model_name = model_name
         self.strict: Strict = strict
         self.defaults: dict[str, Any] = dict(defaults)
 
     @property
+    def model(self) -> str:
+        """Deprecated: ``model_name``."""
+        renamed(f"{type(self).__name__}.model", f"{type(self).__name__}.model_name")
+        return self.model_name
+
+    @property
     def name(self) -> str:
-        return self.model
+        """Deprecated: ``model_name``."""
+        renamed(f"{type(self).__name__}.name", f"{type(self).__name__}.model_name")
+        return self.model_name
 
     @property
     def provider(self) -> str:
@@ -159,19 +179,19 @@ class _OpenAIModel(ABC):
     def _check_sync(self, wanted_async: bool) -> None:
         check_client_kind(
             type(self).__name__,
-            self.model,
+            self.model_name,
             is_async=self._is_async,
             wanted_async=wanted_async,
             sync_client="openai.OpenAI",
             async_client="openai.AsyncOpenAI",
         )
-        ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model)
+        ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model_name)
 
     def _shape(self, kind: str) -> ResponseShape:
         return ResponseShape(
             provider=PROVIDER,
             api=self._api,
-            model=self.model,
+            model=self.model_name,
             kind=kind,
             expected_server=_ERRORS.expected_server,
         )
@@ -233,19 +253,19 @@ class _OpenAIModel(ABC):
     def request(self, request: ModelRequest) -> ModelReply:
         self._check_sync(wanted_async=False)
         params = self.build_params(request)
-        with map_openai_errors(self.model, self.client):
+        with map_openai_errors(self.model_name, self.client):
             result = self._create(params)
         return self.parse_reply(result, request)
 
     async def arequest(self, request: ModelRequest) -> ModelReply:
         self._check_sync(wanted_async=True)
         params = self.build_params(request)
-        with map_openai_errors(self.model, self.client):
+        with map_openai_errors(self.model_name, self.client):
             result = await self._create(params)
         return self.parse_reply(result, request)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, async={self._is_async})"
+        return f"{type(self).__name__}(model_name={self.model_name!r}, async={self._is_async})"
 
 
 class OpenAIChatModel(_OpenAIModel):
@@ -259,19 +279,19 @@ class OpenAIChatModel(_OpenAIModel):
     def __init__(
         self,
         client: Any,
-        model: str,
+        model_name: str | None = None,
         *,
-        strict: Strict = "auto",
+        strict: Strict = False,
         max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
         **defaults: Any,
     ) -> None:
-        super().__init__(client, model, strict=strict, **defaults)
+        super().__init__(client, model_name, strict=strict, **defaults)
         self.max_tokens_param = max_tokens_param
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create`` (pure; public for tests)."""
         params: dict[str, Any] = {
-            "model": self.model,
+            "model": self.model_name,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
         }
         if request.max_tokens is not None:
@@ -305,13 +325,13 @@ class OpenAIChatModel(_OpenAIModel):
             raise not_an_api_response(
                 provider=PROVIDER,
                 api="OpenAI",
-                model=self.model,
+                model=self.model_name,
                 kind="chat.completion",
                 result=completion,
             )
         if not completion.choices:
             raise ProviderError(
-                f"OpenAI model {self.model!r}: the chat completion {completion.id!r} has no "
+                f"OpenAI model {self.model_name!r}: the chat completion {completion.id!r} has no "
                 "choices; expected one. Try again, or check the server behind base_url.",
                 provider=PROVIDER,
                 status_code=200,
@@ -367,7 +387,7 @@ class OpenAIChatModel(_OpenAIModel):
                 ("prompt_tokens", "completion_tokens", "prompt_tokens_details"),
                 PromptTokensDetails,
             ),
-            model=model,
+            model_name=model,
             raw=completion,
         )
 
@@ -391,7 +411,7 @@ class OpenAIResponsesModel(_OpenAIModel):
         """The keyword arguments for ``responses.create`` (pure; public for tests)."""
         system, rest = split_system(request.messages)
         params: dict[str, Any] = {
-            "model": self.model,
+            "model": self.model_name,
             "input": [{"role": m.role, "content": m.content} for m in rest],
         }
         if system is not None:
@@ -425,7 +445,11 @@ class OpenAIResponsesModel(_OpenAIModel):
         """A ``ModelReply`` from a ``Response`` (pure; public for tests)."""
         if not isinstance(response, Response):
             raise not_an_api_response(
-                provider=PROVIDER, api="OpenAI", model=self.model, kind="response", result=response
+                provider=PROVIDER,
+                api="OpenAI",
+                model=self.model_name,
+                kind="response",
+                result=response,
             )
         shape = self._shape("response")
         with shape.guarded():
@@ -482,7 +506,7 @@ class OpenAIResponsesModel(_OpenAIModel):
                 ("input_tokens", "output_tokens", "input_tokens_details"),
                 InputTokensDetails,
             ),
-            model=model,
+            model_name=model,
             raw=response,
         )
 

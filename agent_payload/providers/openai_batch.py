@@ -46,7 +46,7 @@ class OpenAIBatchBackend:
 
     def submit(self, entries: Sequence[str], *, tag: str) -> str:
         data = "".join(entry + "\n" for entry in entries).encode()
-        with map_openai_errors(self.model.model, self.client):
+        with map_openai_errors(self.model.model_name, self.client):
             uploaded = self.client.files.create(
                 file=(f"agent-payload-{tag}.jsonl", io.BytesIO(data)), purpose="batch"
             )
@@ -62,7 +62,7 @@ class OpenAIBatchBackend:
 
     def find(self, tag: str, *, count: int, since: float) -> list[str]:
         found: list[str] = []
-        with map_openai_errors(self.model.model, self.client):
+        with map_openai_errors(self.model.model_name, self.client):
             for batch in self.client.batches.list(limit=100):
                 if batch.created_at < since - 300:
                     break  # newest first: older batches cannot be ours
@@ -71,7 +71,7 @@ class OpenAIBatchBackend:
         return found
 
     def poll(self, batch_id: str) -> BatchStatus:
-        with map_openai_errors(self.model.model, self.client):
+        with map_openai_errors(self.model.model_name, self.client):
             batch = self.client.batches.retrieve(batch_id)
         message = None
         if batch.errors is not None and batch.errors.data:
@@ -87,7 +87,7 @@ class OpenAIBatchBackend:
     def results(
         self, batch_id: str, request: ModelRequest
     ) -> Iterator[tuple[str, ModelReply | LineError]]:
-        with map_openai_errors(self.model.model, self.client):
+        with map_openai_errors(self.model.model_name, self.client):
             batch = self.client.batches.retrieve(batch_id)
             texts = [
                 self.client.files.content(file_id).text

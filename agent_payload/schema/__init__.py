@@ -69,11 +69,13 @@ Therefore ``strict=True`` returns the **non-strict** schema (the same dict as ``
 whenever any of the above occurs, which is the case for every payload type; it differs only
 in that the envelope's five fields are then listed as required-and-nullable when, and only
 when, the whole schema would be strict-compatible (never, in practice). Use
-``is_strict_compatible(schema)`` to decide the ``strict`` flag you send: the provider adapters
-do exactly that (``strict="auto"``) and send ``strict: false`` with this schema, so OpenAI
-treats it as guidance (structured outputs without the strict guarantee; function calling with
-the schema as a hint) and ``agent_payload.parse`` + the correction loop catch what slips
-through. Anthropic's ``tool_use`` takes the schema as it is (``strict`` is not sent).
+``is_strict_compatible(schema)`` to decide the ``strict`` flag you send. The provider adapters
+agree on one default, ``strict=False``: ``strict: true`` is never sent (OpenAI's Responses API,
+strict unless told otherwise, gets ``strict: false``), so OpenAI treats this schema as guidance
+(structured outputs without the strict guarantee; function calling with the schema as a hint),
+Anthropic's ``tool_use`` takes it as it is, and no model or compatible server rejects it;
+``agent_payload.parse`` + the correction loop catch what slips through. ``strict="auto"`` (both
+adapters) sends ``strict: true`` exactly when ``is_strict_compatible`` says so.
 """
 
 from __future__ import annotations

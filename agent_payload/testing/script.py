@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from agent_payload._deprecated import renamed
+
 __all__ = [
     "API_PATHS",
     "Api",
@@ -255,9 +257,16 @@ class FakeRequest:
     raw: bytes = field(repr=False)
 
     @property
-    def model(self) -> str:
+    def model_name(self) -> str:
+        """The model the request names (``"fake-model"`` when it names none)."""
         body = self.body if isinstance(self.body, dict) else {}
         return str(body.get("model", "fake-model"))
+
+    @property
+    def model(self) -> str:
+        """Deprecated: ``model_name``."""
+        renamed("FakeRequest.model", "FakeRequest.model_name")
+        return self.model_name
 
     @property
     def retry_count(self) -> int:

@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
+from agent_payload._deprecated import renamed
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.usage import Usage, length_estimate
 
@@ -44,9 +45,16 @@ class ScriptedModel:
         self,
         replies: Sequence[ScriptedReply] | Callable[[ModelRequest], str | ModelReply],
         *,
-        name: str = "scripted",
+        model_name: str = "scripted",
         provider: str = "test",
+        **deprecated: str,
     ) -> None:
+        if "name" in deprecated:
+            renamed("ScriptedModel(name=...)", "ScriptedModel(model_name=...)")
+            model_name = deprecated.pop("name")
+        if deprecated:
+            unexpected = next(iter(deprecated))
+            raise TypeError(f"ScriptedModel() got an unexpected keyword argument {unexpected!r}")
         self._function: Callable[[ModelRequest], str | ModelReply] | None
         self._script: deque[ScriptedReply]
         if callable(replies):
@@ -60,14 +68,20 @@ class ScriptedModel:
                 )
             self._function = None
             self._script = deque(replies)
-        self._name = name
+        self._name = model_name
         self._provider = provider
         self._lock = threading.Lock()
         self.requests: list[ModelRequest] = []
         """Every request received, in order (also the ones answered with an exception)."""
 
     @property
+    def model_name(self) -> str:
+        return self._name
+
+    @property
     def name(self) -> str:
+        """Deprecated: ``model_name``."""
+        renamed("ScriptedModel.name", "ScriptedModel.model_name")
         return self._name
 
     @property
@@ -107,7 +121,7 @@ class ScriptedModel:
                 text=item,
                 finish_reason="stop",
                 usage=Usage(estimate_tokens(prompt), estimate_tokens(item), 1),
-                model=self._name,
+                model_name=self._name,
             )
         raise TypeError(
             f"ScriptedModel {self._name!r}: reply #{number} is a {type(item).__name__}; "

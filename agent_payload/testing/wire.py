@@ -72,7 +72,7 @@ def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
         "id": new_id("chatcmpl-"),
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": request.model,
+        "model": request.model_name,
         "system_fingerprint": "fp_fake",
         "choices": [
             {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
@@ -133,7 +133,7 @@ def _response(reply: Reply, request: FakeRequest) -> dict[str, Any]:
         "incomplete_details": {"reason": "max_output_tokens"} if reply.length_limited else None,
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
-        "model": request.model,
+        "model": request.model_name,
         "output": output,
         "parallel_tool_calls": True,
         "temperature": body.get("temperature"),
@@ -195,7 +195,7 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
         "id": new_id("msg_"),
         "type": "message",
         "role": "assistant",
-        "model": request.model,
+        "model": request.model_name,
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,

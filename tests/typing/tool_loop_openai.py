@@ -8,7 +8,8 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolUnionParam
 from openai.types.responses import ResponseInputParam, ToolParam
 
-from agent_payload import ChangeRequestToolHandler, openai_tool, responses_tool
+from agent_payload import ChangeRequestToolHandler
+from agent_payload.tools import openai_tool, responses_tool
 
 
 def run(client: openai.OpenAI, payload: dict[str, object], task: str) -> object:

@@ -1,0 +1,303 @@
+"""An API you can guess: ``model_name`` wherever a model's name is meant (0.1's spellings kept
+one release with a ``DeprecationWarning``), separate sync and async model protocols, one
+``strict`` default for both providers, and ``.problems`` / ``.path`` of one type on every
+error."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from agent_payload import (
+    AsyncPayloadAgent,
+    ConfigurationError,
+    InvalidPayloadError,
+    MergeConflictError,
+    PayloadAgent,
+    PayloadValidationError,
+    RetriesExhaustedError,
+    RetryWithFeedback,
+    apply_change_request,
+)
+from agent_payload import errors as errors_module
+from agent_payload.errors import (
+    AgentPayloadError,
+    InvalidChangeRequestError,
+    LimitExceededError,
+    ModelReplyError,
+    ProviderError,
+    SessionFileError,
+)
+from agent_payload.providers import (
+    AsyncModel,
+    Message,
+    Model,
+    ModelReply,
+    ModelRequest,
+    infer_model,
+)
+from agent_payload.providers.anthropic import AnthropicModel
+from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+from agent_payload.report import Problem
+from agent_payload.testing import FakeProviderServer, ScriptedModel
+from agent_payload.usage import Usage
+
+REQUEST = ModelRequest(messages=(Message("user", "hi"),))
+REPLY = '{"updateElements": {"a": 2}}'
+
+
+# --- model_name ----------------------------------------------------------------------------------
+
+
+def test_model_reply_names_the_model_model_name() -> None:
+    """``ModelReply.model_name``; 0.1's ``model`` (keyword and attribute) still works, warned."""
+    reply = ModelReply(text="x", model_name="gpt-x")
+    assert reply.model_name == "gpt-x"
+    with pytest.warns(DeprecationWarning, match=r"ModelReply\.model_name"):
+        assert reply.model == "gpt-x"
+    with pytest.warns(DeprecationWarning, match=r"ModelReply\(model_name=\.\.\.\)"):
+        old = ModelReply(text="x", model="gpt-y")  # type: ignore[call-arg]
+    assert old.model_name == "gpt-y"
+
+
+def test_adapters_take_and_expose_model_name() -> None:
+    """The three adapters: ``model_name`` positional or by keyword, exposed as ``model_name``;
+    ``model=``, ``.model`` and ``.name`` are the deprecated spellings."""
+    oa = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
+    an = anthropic.Anthropic(api_key="test", base_url="http://127.0.0.1:9")
+    for cls, client in [
+        (OpenAIChatModel, oa),
+        (OpenAIResponsesModel, oa),
+        (AnthropicModel, an),
+    ]:
+        model: Any = cls(client, "m-1")
+        assert model.model_name == "m-1"
+        assert cls(client, model_name="m-2").model_name == "m-2"
+        with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}\(model_name=\.\.\.\)"):
+            assert cls(client, model="m-3").model_name == "m-3"
+        with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}\.model_name"):
+            assert model.model == "m-1"
+        with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}\.model_name"):
+            assert model.name == "m-1"
+        assert "model_name='m-1'" in repr(model)
+        with pytest.raises(ConfigurationError, match=r"model_name=\.\.\."):
+            cls(client)
+    oa.close()
+    an.close()
+
+
+def test_infer_model_takes_model_name() -> None:
+    client = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
+    assert infer_model(client, model_name="gpt-x").model_name == "gpt-x"
+    with pytest.warns(DeprecationWarning, match=r"infer_model\(model_name=\.\.\.\)"):
+        assert infer_model(client, name="gpt-y").model_name == "gpt-y"
+    client.close()
+
+
+def test_scripted_model_and_fake_request_name_the_model_model_name() -> None:
+    model = ScriptedModel([REPLY], model_name="echo")
+    assert model.model_name == "echo"
+    assert model.request(REQUEST).model_name == "echo"
+    with pytest.warns(DeprecationWarning, match=r"ScriptedModel\(model_name=\.\.\.\)"):
+        assert ScriptedModel([], name="old").model_name == "old"  # type: ignore[arg-type]
+    with pytest.warns(DeprecationWarning, match=r"ScriptedModel\.model_name"):
+        assert model.name == "echo"
+    with FakeProviderServer([REPLY]) as server:
+        client = openai.OpenAI(api_key="test", base_url=server.openai_base_url)
+        PayloadAgent(client, model_name="gpt-z").run({"a": 1}, "set a to 2")
+        client.close()
+        assert server.requests[0].model_name == "gpt-z"
+        with pytest.warns(DeprecationWarning, match=r"FakeRequest\.model_name"):
+            assert server.requests[0].model == "gpt-z"
+
+
+class _OldStyleModel:
+    """A model written for 0.1's protocol: the model's name is ``name``."""
+
+    name = "mine"
+    provider = "local"
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        return ModelReply(text=REPLY)
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        return ModelReply(text=REPLY)
+
+
+def test_a_model_written_for_0_1_still_runs_with_a_warning() -> None:
+    """A user's own model with ``name`` (0.1) instead of ``model_name`` is accepted for one
+    release by both agents, with a warning naming ``model_name``."""
+    with pytest.warns(DeprecationWarning, match="use model_name"):
+        agent = PayloadAgent(_OldStyleModel())
+    assert agent.model.model_name == "mine"
+    assert agent.run({"a": 1}, "set a to 2").payload == {"a": 2}
+    with pytest.warns(DeprecationWarning, match="use model_name"):
+        async_agent = AsyncPayloadAgent(_OldStyleModel())
+    assert asyncio.run(async_agent.run({"a": 1}, "set a to 2")).payload == {"a": 2}
+
+
+# --- sync and async protocols --------------------------------------------------------------
+
+
+class _SyncOnly:
+    model_name = "sync-only"
+    provider = "local"
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        return ModelReply(text=REPLY)
+
+
+class _AsyncOnly:
+    model_name = "async-only"
+    provider = "local"
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        return ModelReply(text=REPLY)
+
+
+def test_sync_and_async_protocols_are_separate() -> None:
+    """A model of one's own implements the one protocol its agent calls."""
+    assert isinstance(_SyncOnly(), Model) and not isinstance(_SyncOnly(), AsyncModel)
+    assert isinstance(_AsyncOnly(), AsyncModel) and not isinstance(_AsyncOnly(), Model)
+    scripted = ScriptedModel([])
+    assert isinstance(scripted, Model) and isinstance(scripted, AsyncModel)
+    assert PayloadAgent(_SyncOnly()).run({"a": 1}, "set a").payload == {"a": 2}
+    result = asyncio.run(AsyncPayloadAgent(_AsyncOnly()).run({"a": 1}, "set a"))
+    assert result.payload == {"a": 2}
+
+
+def test_an_agent_refuses_a_model_of_the_other_protocol() -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"PayloadAgent calls request\(\).*AsyncPayloadAgent"
+    ):
+        PayloadAgent(_AsyncOnly())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"AsyncPayloadAgent calls arequest\(\)"):
+        AsyncPayloadAgent(_SyncOnly())  # type: ignore[arg-type]
+
+
+# --- strict --------------------------------------------------------------------------------------
+
+
+STRICT_SCHEMA = {
+    "type": "object",
+    "properties": {"reasoning": {"type": "string"}},
+    "required": ["reasoning"],
+    "additionalProperties": False,
+}
+
+
+def _tool_strict(params: dict[str, Any]) -> Any:
+    tool = params["tools"][0]
+    return tool.get("function", tool).get("strict")
+
+
+def test_both_providers_default_to_strict_false_and_agree_on_auto() -> None:
+    """The default never sends ``strict: true`` (OpenAI Chat leaves the flag out, Responses and
+    Anthropic get no true); ``"auto"`` sends it in both exactly for a strict-compatible schema;
+    both refuse anything else."""
+    oa = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
+    an = anthropic.Anthropic(api_key="test", base_url="http://127.0.0.1:9")
+    strict_tool = ModelRequest(REQUEST.messages, "tool", STRICT_SCHEMA)
+    loose_tool = ModelRequest(REQUEST.messages, "tool", {"type": "object"})
+    adapters: list[tuple[Any, Any]] = [
+        (OpenAIChatModel, oa),
+        (OpenAIResponsesModel, oa),
+        (AnthropicModel, an),
+    ]
+    for cls, client in adapters:
+        default = cls(client, "m")
+        assert default.strict is False
+        assert _tool_strict(default.build_params(strict_tool)) in (None, False)
+        auto = cls(client, "m", strict="auto")
+        assert _tool_strict(auto.build_params(strict_tool)) is True
+        assert _tool_strict(auto.build_params(loose_tool)) in (None, False)
+        with pytest.raises(ConfigurationError, match=r"strict=\.\.\.\): expected True, False"):
+            cls(client, "m", strict="sometimes")
+    oa.close()
+    an.close()
+
+
+# --- .problems and .path -------------------------------------------------------------------------
+
+
+def _every_error_class() -> list[type[AgentPayloadError]]:
+    found = [
+        getattr(errors_module, name)
+        for name in errors_module.__all__
+        if isinstance(getattr(errors_module, name), type)
+    ]
+    return [cls for cls in found if issubclass(cls, AgentPayloadError)]
+
+
+def test_every_error_class_has_problems() -> None:
+    """``problems`` is on every error: empty where there are none."""
+    for cls in _every_error_class():
+        assert hasattr(cls, "problems"), cls
+    assert AgentPayloadError("x").problems == ()
+    assert ProviderError("down", provider="openai").problems == ()
+    assert LimitExceededError("deep", limit="max_depth", value=9, maximum=8).problems == ()
+
+
+def test_merge_conflict_error_problems_are_its_conflicts() -> None:
+    with pytest.raises(MergeConflictError) as caught:
+        apply_change_request({"a": [1]}, {"updateElements": {"a": [{}, {}, 3]}}, strict=True)
+    (problem,) = caught.value.problems
+    (conflict,) = caught.value.report.conflicts
+    assert (problem.kind, problem.code, problem.path) == ("conflict", conflict.code, conflict.path)
+    assert problem.path == "updateElements.a[1]"
+
+
+def test_payload_validation_error_problems_are_its_errors() -> None:
+    error = PayloadValidationError("bad", errors=[(("items", 3, "qty"), "not an int")])
+    (problem,) = error.problems
+    assert (problem.kind, problem.path, problem.message) == (
+        "validation",
+        "items[3].qty",
+        "not an int",
+    )
+
+
+def test_retries_exhausted_error_problems_and_the_old_name() -> None:
+    last = [Problem(kind="parse", message="no JSON")]
+    error = RetriesExhaustedError(
+        "gave up", attempts=3, usage=Usage(), last_reply="x", last_errors=last
+    )
+    assert error.problems == last
+    with pytest.warns(DeprecationWarning, match=r"RetriesExhaustedError\.problems"):
+        assert error.last_errors == last
+
+
+def test_every_path_is_a_string() -> None:
+    """``.path`` is the formatted string everywhere (``""`` for none); an invalid payload's
+    segments are ``payload_path``."""
+    with pytest.raises(InvalidPayloadError) as caught:
+        apply_change_request({"a": {"b": [float("nan")]}}, {})
+    assert caught.value.path == "a.b[0]"
+    assert caught.value.payload_path == ("a", "b", 0)
+    assert InvalidPayloadError("root").path == ""
+    with pytest.raises(InvalidChangeRequestError) as request_error:
+        apply_change_request({"a": 1}, {"updateElements": {"a": {1, 2}}})
+    assert request_error.value.path == "updateElements.a"
+    assert RetryWithFeedback("no").path == ""
+    assert RetryWithFeedback("no", path="lines[0].qty").path == "lines[0].qty"
+    assert SessionFileError("bad", file="s.json", where="turns[2]").path == "turns[2]"
+    assert Problem(kind="custom", message="m").path == ""
+    assert Problem(kind="custom", message="m", path=None).path == ""  # type: ignore[arg-type]
+    assert (
+        ModelReplyError("x", problems=[Problem(kind="parse", message="m")]).problems[0].path == ""
+    )
+
+
+def test_batch_state_reads_a_reply_recorded_before_model_name() -> None:
+    """A batch state file written before the rename (the reply's ``"model"``) still resumes;
+    new files record ``"model_name"``."""
+    from agent_payload.batch import _reply_from, _reply_json
+
+    old = _reply_from('{"text": "x", "usage": [1, 2], "model": "gpt-old"}')
+    assert old.model_name == "gpt-old"
+    new = _reply_json(ModelReply(text="x", model_name="gpt-new"))
+    assert '"model_name":"gpt-new"' in new and _reply_from(new).model_name == "gpt-new"
