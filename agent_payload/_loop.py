@@ -26,6 +26,7 @@ payload is accepted as confirmed; ``accepted`` becomes the ``AgentResult``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -35,6 +36,7 @@ from pydantic import BaseModel
 from agent_payload import _callables, _jsontext
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
+from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema
 from agent_payload import typed as _typed
@@ -43,13 +45,20 @@ from agent_payload.errors import (
     InvalidPayloadError,
     ModelReplyError,
     NoChangeRequestError,
+    ReadsExhaustedError,
     RefusalError,
     ReplySyntaxError,
     RetriesExhaustedError,
     UnknownFieldError,
     UsageError,
 )
-from agent_payload.providers.base import Message, ModelReply, ModelRequest
+from agent_payload.providers.base import (
+    Message,
+    ModelReply,
+    ModelRequest,
+    ToolCall,
+    ToolSpec,
+)
 from agent_payload.report import (
     Guard,
     Problem,
@@ -101,6 +110,8 @@ class RunSettings:
     token_budget: int | None = None
     prompt_caching: bool = True
     prompt_cache_key: str | None = None
+    max_payload_tokens: int | None = None
+    max_reads: int = _outline.DEFAULT_MAX_READS
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +181,7 @@ class RunState:
         payload_type: Any,
         settings: RunSettings,
         payload_end: int = 0,
+        outlined: bool = False,
     ) -> None:
         self.payload = payload
         self.payload_json = payload_json
@@ -194,6 +206,18 @@ class RunState:
         self.last_error: ModelReplyError | None = None
         self.refusals = 0
         self.pending: _Pending | None = None
+        self.outlined = outlined
+        """Outline mode: the user message carries the payload's outline and the model may
+        read (``read_turn``)."""
+        self.tools: tuple[ToolSpec, ...] = ()
+        if outlined and settings.max_payload_tokens is not None:
+            specs = _outline.tool_specs(budget=settings.max_payload_tokens)
+            self.tools = tuple(ToolSpec(*spec) for spec in specs)
+        self.reads: list[Message] = []
+        """The read exchanges so far (each: the assistant's calls, then one result per call)."""
+        self.reads_before_failure = 0
+        """How many of ``reads`` came before the last failed reply (they are sent before it)."""
+        self.reads_used = 0
         self.judge_reply = _judge.Judge(
             payload,
             marker=marker,
@@ -233,6 +257,10 @@ class RunState:
         )
         scope = settings.read_scope
         shown_json = payload_json if scope is None else scope.project(payload_json)
+        budget = settings.max_payload_tokens
+        outline: str | None = None
+        if budget is not None and _outline.exceeds(shown_json, budget, count=estimate_tokens):
+            outline = _outline.outline(shown_json, budget, count=estimate_tokens)
         parts = _prompts.render_prompt(
             shown_json,
             task,
@@ -242,6 +270,9 @@ class RunState:
             read_only=settings.read_only,
             extra_instructions=settings.extra_instructions,
             output_mode=settings.output_mode,
+            outline=outline,
+            outline_budget=budget or 0,
+            max_reads=settings.max_reads,
         )
         try:
             parts.user.encode("utf-8")
@@ -268,23 +299,31 @@ class RunState:
             payload_type=payload_type,
             settings=settings,
             payload_end=parts.payload_end,
+            outlined=outline is not None,
         )
 
     # -- what to send --------------------------------------------------------------------
 
     def conversation(self) -> tuple[Message, ...]:
-        """The original messages, plus the last failed reply and its correction if any."""
+        """The original messages, plus the last failed reply and its correction if any (in
+        outline mode the reads, each where it happened: before or after that failure)."""
         if self.last_failure is None:
-            return self.messages
+            return (*self.messages, *self.reads)
+        cut = self.reads_before_failure
         return (
             *self.messages,
+            *self.reads[:cut],
             Message("assistant", self.last_failure.reply),
             Message("user", self.last_failure.correction),
+            *self.reads[cut:],
         )
 
     def next_request(self) -> ModelRequest:
         """The request of the next attempt (and count it)."""
         self.attempt += 1
+        return self._request()
+
+    def _request(self) -> ModelRequest:
         s = self.settings
         return ModelRequest(
             messages=self.conversation(),
@@ -295,6 +334,63 @@ class RunState:
             extra=dict(s.extra),
             prompt_caching=s.prompt_caching,
             prompt_cache_key=s.prompt_cache_key,
+            tools=self.tools,
+        )
+
+    # -- outline mode: the reads ---------------------------------------------------------
+
+    def read_turn(self, reply: ModelReply) -> ModelRequest | None:
+        """Outline mode: when ``reply`` calls a read tool, answer every call of it (from the
+        payload as the model may see it, within ``max_payload_tokens``) and return the request
+        that carries the answers; None when the reply is to be judged. Raises
+        ``ReadsExhaustedError`` for a read beyond ``max_reads``, ``RetriesExhaustedError`` when
+        the token budget is spent (the payload is unchanged either way)."""
+        if not self.tools or not any(c.name in _outline.READ_TOOLS for c in reply.tool_calls):
+            return None
+        self._count(reply)
+        s = self.settings
+        budget = s.max_payload_tokens
+        assert budget is not None  # tools are offered only with a budget
+        results: list[Message] = []
+        for call in reply.tool_calls:
+            if call.name not in _outline.READ_TOOLS:
+                text = _outline.not_applied_note()
+            else:
+                if self.reads_used >= s.max_reads:
+                    raise self._reads_exhausted(call)
+                self.reads_used += 1
+                text = _outline.answer(
+                    call.name, call.arguments, self.shown_json, budget, count=estimate_tokens
+                )
+                if self.reads_used == s.max_reads:
+                    text += "\n\n" + _outline.last_read_note(s.max_reads)
+            results.append(Message("tool", text, tool_call_id=call.id))
+        self.reads += [Message("assistant", reply.text, tool_calls=reply.tool_calls), *results]
+        if self.over_budget():
+            raise self.exhausted()
+        return self._request()
+
+    def _count(self, reply: ModelReply) -> None:
+        usage = reply.usage
+        if usage.requests == 0:
+            usage = dataclasses.replace(usage, requests=1)
+        self.usage = self.usage + usage
+
+    def _reads_exhausted(self, call: ToolCall) -> ReadsExhaustedError:
+        limit = self.settings.max_reads
+        asked = f"{call.name}({call.arguments})"
+        return ReadsExhaustedError(
+            f"the model asked for read {limit + 1} of the payload ({asked}, attempt "
+            f"{self.attempt}) but max_reads={limit} allows {limit} per run, and it sent no "
+            f"change request; input {self.usage.input_tokens} + output "
+            f"{self.usage.output_tokens} tokens. The payload is unchanged. Raise max_reads, "
+            "raise max_payload_tokens so the outline shows more, or name in the task the "
+            "elements to change.",
+            attempts=self.attempt,
+            usage=self.usage,
+            reads=self.reads_used,
+            last_call=asked,
+            replies=self.replies,
         )
 
     # -- the loop's conditions -----------------------------------------------------------
@@ -357,10 +453,7 @@ class RunState:
         (``Judge.steps``), which yield the awaitable of each async validator; the driver awaits
         it and sends back its value (or throws its exception in), and the generator's return
         value is the result."""
-        usage = reply.usage
-        if usage.requests == 0:
-            usage = dataclasses.replace(usage, requests=1)
-        self.usage = self.usage + usage
+        self._count(reply)
         self.replies.append(reply.text)
 
         pending: dict[str, Any] = {}
@@ -400,19 +493,33 @@ class RunState:
             repairs=verdict.repairs,
             confirmed=tuple(finding for _, finding in verdict.confirmations),
             run_id=self.run_id,
+            outlined=self.outlined,
+            reads=self.reads_used,
         )
 
     # -- failures ------------------------------------------------------------------------
+
+    def _render_current(self) -> Callable[[Any], str] | None:
+        """Outline mode: a correction shows each subtree concerned within half the payload
+        budget (complete when it fits, else outlined); full mode: as rendered today."""
+        budget = self.settings.max_payload_tokens
+        if not self.outlined or budget is None:
+            return None
+        half = max(budget // 2, _outline.MIN_PAYLOAD_TOKENS)
+        return functools.partial(_outline.value_text, budget=half, count=estimate_tokens)
 
     def _fail(
         self, reply: str, verdict: _judge.Verdict, error_type: type[ModelReplyError]
     ) -> NoReturn:
         """Keep the failed reply and the judge's correction for the next attempt; raise."""
         truncated = verdict.stage == "truncated"
-        correction = verdict.feedback(output_mode=self.settings.output_mode)
+        correction = verdict.feedback(
+            output_mode=self.settings.output_mode, render_current=self._render_current()
+        )
         self.last_failure = _Failure(
             _echo(reply, truncated=truncated), correction, verdict.problems
         )
+        self.reads_before_failure = len(self.reads)
         error = error_type(
             f"attempt {self.attempt}: {verdict.message}",
             reply=reply,
@@ -447,6 +554,7 @@ class RunState:
     def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
         correction = verdict.feedback(output_mode=self.settings.output_mode)
         self.last_failure = _Failure(_echo(reply), correction, verdict.problems)
+        self.reads_before_failure = len(self.reads)
         self.pending = _Pending(verdict.payload_json)
         error = ModelReplyError(
             f"attempt {self.attempt}: {verdict.message}",

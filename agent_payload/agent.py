@@ -68,6 +68,11 @@ from agent_payload.errors import (
     ModelReplyError,
 )
 from agent_payload.guards.versions import check_version
+from agent_payload.outline import (
+    DEFAULT_MAX_READS,
+    MIN_PAYLOAD_TOKENS,
+    default_max_payload_tokens,
+)
 from agent_payload.providers import as_model, infer_model
 from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
 from agent_payload.report import Guard, Problem
@@ -231,6 +236,8 @@ class _BaseAgent(Generic[M]):
         offload_nodes: int | None = OFFLOAD_NODES,
         prompt_caching: bool = True,
         prompt_cache_key: str | None = None,
+        max_payload_tokens: int | Literal["auto"] | None = "auto",
+        max_reads: int = DEFAULT_MAX_READS,
     ) -> None:
         _check_options(output_mode, max_retries, token_budget, offload_nodes)
         self.offload_nodes = offload_nodes
@@ -246,6 +253,9 @@ class _BaseAgent(Generic[M]):
             )
         self.prompt_caching = prompt_caching
         self.prompt_cache_key = prompt_cache_key
+        if isinstance(max_reads, bool) or not isinstance(max_reads, int) or max_reads < 1:
+            raise ConfigurationError(f"max_reads: expected an int >= 1, found {max_reads!r}")
+        self.max_reads = max_reads
         self.model: M = _resolve_model(model, model_name, async_client=self._async_client, api=api)
         is_async = getattr(self.model, "is_async", None)
         if isinstance(is_async, bool) and is_async != self._async_client:
@@ -258,6 +268,7 @@ class _BaseAgent(Generic[M]):
                 f"client; use {fix} with it, or build this agent on openai.{prefix}OpenAI / "
                 f"anthropic.{prefix}Anthropic"
             )
+        self.max_payload_tokens: int | None = _payload_budget(max_payload_tokens, self.model)
         self.output_mode: OutputMode = output_mode
         self.max_retries = max_retries
         self.temperature = temperature
@@ -333,10 +344,27 @@ class _BaseAgent(Generic[M]):
             token_budget=self.token_budget,
             prompt_caching=self.prompt_caching,
             prompt_cache_key=self.prompt_cache_key,
+            max_payload_tokens=self.max_payload_tokens,
+            max_reads=self.max_reads,
         )
         state = RunState.start(payload, task, settings)
         state.run_id = run_id or uuid.uuid4().hex
         return state
+
+
+def _payload_budget(value: int | str | None, model: Model) -> int | None:
+    """``max_payload_tokens`` resolved: ``"auto"`` from the model's name
+    (``outline.default_max_payload_tokens``), ``None`` as is, an int checked."""
+    if value is None:
+        return None
+    if value == "auto":
+        return default_max_payload_tokens(model.model_name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_PAYLOAD_TOKENS:
+        raise ConfigurationError(
+            f"max_payload_tokens: expected an int >= {MIN_PAYLOAD_TOKENS}, 'auto' or None (never "
+            f"outline), found {value!r}"
+        )
+    return value
 
 
 def _describe(guard: Any) -> str | None:
@@ -392,6 +420,18 @@ class PayloadAgent(_BaseAgent[Model]):
     * ``api``: ``"chat"`` (default) or ``"responses"`` for an OpenAI client or string.
     * ``offload_nodes`` (``AsyncPayloadAgent``): see ``AsyncPayloadAgent.run``.
     * ``extra_instructions``: added to the system prompt. Hooks: see the module docstring.
+    * ``max_payload_tokens`` (default ``"auto"``: a quarter of the model's context window when
+      its name is known, else ``outline.DEFAULT_MAX_PAYLOAD_TOKENS``, 24,000; ``None``: never):
+      when the payload as the user message would carry it (read scope applied) counts more
+      tokens than this, the model is sent an **outline** of it within the budget
+      (``agent_payload.outline``) and may call the read tools ``read_payload`` and
+      ``find_in_payload`` (each answer within the budget too) before it sends the change
+      request, which is judged exactly as in full mode. ``max_reads`` (default
+      ``outline.DEFAULT_MAX_READS``, 8): read calls per run; one more ends the run with
+      ``ReadsExhaustedError``, the payload unchanged. Reads are not attempts; their tokens
+      count in ``usage`` and ``token_budget``; ``AgentResult.reads`` counts them and
+      ``AgentResult.outlined`` says the outline was sent. Hooks ``on_request`` and
+      ``on_response`` are called for read requests too.
     """
 
     def run(
@@ -439,6 +479,11 @@ class PayloadAgent(_BaseAgent[Model]):
                     log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
                     reply = self.model.request(request)
                     _call(hook_sets, "on_response", state.attempt, reply, last)
+                    while (follow := state.read_turn(reply)) is not None:
+                        log.debug("attempt %d: answered read %d", state.attempt, state.reads_used)
+                        _call(hook_sets, "on_request", state.attempt, follow, last)
+                        reply = self.model.request(follow)
+                        _call(hook_sets, "on_response", state.attempt, reply, last)
                     try:
                         result: AgentResult[Any] = state.judge(reply)
                     except ModelReplyError as exc:
@@ -513,6 +558,18 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
                     log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
                     reply = await self.model.arequest(request)
                     await _acall(hook_sets, "on_response", state.attempt, reply, last)
+                    while True:
+                        follow = (
+                            await _callables.off_loop(state.read_turn, reply)
+                            if offload
+                            else state.read_turn(reply)
+                        )
+                        if follow is None:
+                            break
+                        log.debug("attempt %d: answered read %d", state.attempt, state.reads_used)
+                        await _acall(hook_sets, "on_request", state.attempt, follow, last)
+                        reply = await self.model.arequest(follow)
+                        await _acall(hook_sets, "on_response", state.attempt, reply, last)
                     try:
                         result: AgentResult[Any] = await _callables.adrive(
                             state.judge_steps(reply), offload

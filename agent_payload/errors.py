@@ -26,6 +26,7 @@ branches, so a caller can catch exactly what it can act on::
     ├── ProviderError                 transport failure after the SDK's own retries (chained)
     ├── FileWriteError                a file could not be written; the old file is whole (chained)
     └── RetriesExhaustedError         the correction loop ran out of attempts or tokens
+        └── ReadsExhaustedError       outline mode: the model used up max_reads without replying
 
 Messages say where (a payload or change-request path), what was expected, what was found,
 and what to do. Errors that the model must see carry a separate ``feedback`` text.
@@ -76,6 +77,7 @@ __all__ = [
     "NoChangeRequestError",
     "PayloadValidationError",
     "ProviderError",
+    "ReadsExhaustedError",
     "RefusalError",
     "ReplySyntaxError",
     "RetriesExhaustedError",
@@ -392,3 +394,30 @@ class RetriesExhaustedError(AgentPayloadError):
         """Deprecated: ``problems``."""
         renamed("RetriesExhaustedError.last_errors", "RetriesExhaustedError.problems")
         return self.problems
+
+
+class ReadsExhaustedError(RetriesExhaustedError):
+    """Outline mode: the model asked for more reads of the payload than ``max_reads`` allows
+    and sent no change request. The caller's payload is unchanged. ``reads`` is how many reads
+    were answered; ``last_call`` names the read that was refused."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        usage: Usage,
+        reads: int,
+        last_call: str,
+        replies: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            message,
+            attempts=attempts,
+            usage=usage,
+            last_reply=None,
+            last_errors=(),
+            replies=replies,
+        )
+        self.reads = reads
+        self.last_call = last_call

@@ -25,7 +25,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -467,6 +467,9 @@ def render_prompt(
     indent: int | None = DEFAULT_INDENT,
     output_mode: OutputMode = "text",
     tool_name: str = DEFAULT_TOOL_NAME,
+    outline: str | None = None,
+    outline_budget: int = 0,
+    max_reads: int = 0,
 ) -> PromptParts:
     """The system prompt and the user message for one call.
 
@@ -482,6 +485,9 @@ def render_prompt(
     ``index_threshold``/``indent``: see ``render_payload``. ``output_mode``/``tool_name``: how
     the model is told to reply; the payload's JSON Schema is shown in ``"text"`` mode only (in
     the other modes the change-request schema sent beside the messages carries it).
+    ``outline``: the payload's outline (``agent_payload.outline``) to send instead of the
+    payload, which is then not rendered; the message says it is an outline of more than
+    ``outline_budget`` tokens and that up to ``max_reads`` reads show the rest.
     """
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
@@ -503,6 +509,19 @@ def render_prompt(
             payload_schema(payload_type), ensure_ascii=False, separators=(",", ":")
         )
         schema = _render("schema", schema=_escape_fences(schema_json))
+    reply = _reply_contract(output_mode, marker, tool_name)
+    if outline is not None:  # the outline block is the stable prefix, as the payload's is
+        head, tail = _render_split(
+            "outline_user",
+            "</payload>",
+            schema=schema,
+            budget=str(outline_budget),
+            max_reads=str(max_reads),
+            outline=outline,
+            task=task.strip(),
+            reply=reply,
+        )
+        return PromptParts(system=system, user=head + tail.rstrip() + "\n", payload_end=len(head))
     text, annotated = _render_json(payload, indent=indent, index_threshold=index_threshold)
     # The payload block first and the task after it, rendered apart so that the payload
     # block is a stable prefix (prompt caching) and its end is known exactly.
@@ -513,7 +532,7 @@ def render_prompt(
         index_note=_render("index_note").rstrip("\n") if annotated else "",
         payload=text,
         task=task.strip(),
-        reply=_reply_contract(output_mode, marker, tool_name),
+        reply=reply,
     )
     return PromptParts(system=system, user=head + tail.rstrip() + "\n", payload_end=len(head))
 
@@ -521,7 +540,13 @@ def render_prompt(
 # --- correction and confirmation ----------------------------------------------------------
 
 
-def _problem_text(problem: Problem, *, indent: int | None, index_threshold: int | None) -> str:
+def _problem_text(
+    problem: Problem,
+    *,
+    indent: int | None,
+    index_threshold: int | None,
+    render_current: Callable[[Any], str] | None = None,
+) -> str:
     label = _PROBLEM_LABELS.get(problem.kind, _PROBLEM_LABELS["custom"])
     head = f"- {label}"
     if problem.code and problem.code != problem.kind:
@@ -530,7 +555,12 @@ def _problem_text(problem: Problem, *, indent: int | None, index_threshold: int 
         head += f" at {problem.path}"
     text = f"{head}: {problem.message.strip()}"
     if problem.has_current:
-        current = render_payload(problem.current, index_threshold=index_threshold, indent=indent)
+        if render_current is not None:
+            current = render_current(problem.current)
+        else:
+            current = render_payload(
+                problem.current, index_threshold=index_threshold, indent=indent
+            )
         # A validation error is found in the payload the change request would have produced:
         # what is shown is that proposed value, not the payload's current one.
         shown = (
@@ -552,6 +582,7 @@ def render_correction(
     output_mode: OutputMode = "text",
     tool_name: str = DEFAULT_TOOL_NAME,
     earlier_calls_kept: bool = False,
+    render_current: Callable[[Any], str] | None = None,
 ) -> str:
     """The message sent after a reply that could not be used.
 
@@ -563,9 +594,17 @@ def render_correction(
     ``earlier_calls_kept``: for a tool loop in which earlier calls were applied
     (``ChangeRequestToolHandler``): the message says they are kept and asks again only for what
     the failed call was meant to change, so an obedient model does not apply them twice.
+
+    ``render_current``: how a problem's current value is written (default: ``render_payload``);
+    outline mode passes one that keeps it within the budget.
     """
     reply = _reply_contract(output_mode, marker, tool_name)
-    items = [_problem_text(p, indent=indent, index_threshold=index_threshold) for p in problems]
+    items = [
+        _problem_text(
+            p, indent=indent, index_threshold=index_threshold, render_current=render_current
+        )
+        for p in problems
+    ]
     truncated = reply_was_truncated or any(p.kind == "truncated" for p in problems)
     if not items and not truncated:
         raise ConfigurationError(

@@ -45,6 +45,11 @@ class AgentResult(Generic[P]):
     repairs: tuple[str, ...] = ()
     confirmed: tuple[Finding, ...] = ()
     run_id: str = ""
+    outlined: bool = False
+    """True when the payload was too large for ``max_payload_tokens`` and the model was sent
+    its outline (``agent_payload.outline``) with the read tools."""
+    reads: int = 0
+    """How many read-tool calls (``read_payload``, ``find_in_payload``) were answered."""
 
     @property
     def changes(self) -> list[Change]:

@@ -154,7 +154,41 @@ def _golden_renders() -> dict[str, str]:
             PROBLEMS[:1], output_mode="tool", tool_name="edit_payload", earlier_calls_kept=True
         ),
         "confirm.txt": render_confirm(SUSPECTS),
+        **_outline_renders(task),
     }
+
+
+def _outline_renders(task: str) -> dict[str, str]:
+    """Outline mode's templates: the user message with an outline, the read tools'
+    descriptions, an outlined read and the notes of the read loop."""
+    from agent_payload import outline
+
+    catalogue = {
+        "title": "Spring catalogue " * 20,
+        "lines": [{"sku": f"SKU-{i:03d}", "qty": i % 5, "tags": ["a", "b"]} for i in range(200)],
+    }
+    user = render_prompt(
+        catalogue,
+        task,
+        outline=outline.outline(catalogue, 400),
+        outline_budget=400,
+        max_reads=8,
+    )
+    tools = "\n\n".join(
+        f"{name}: {description}\n{json.dumps(schema)}"
+        for name, description, schema in outline.tool_specs(budget=400)
+    )
+    reads = "\n\n".join(
+        [
+            outline.answer(
+                "read_payload", {"path": "lines", "start": 10, "end": 40}, catalogue, 300
+            ),
+            outline.answer("find_in_payload", {"text": "sku-00"}, catalogue, 300),
+            outline.last_read_note(8),
+            outline.not_applied_note(),
+        ]
+    )
+    return {"user_outline.txt": user.user, "read_tools.txt": tools, "reads.txt": reads + "\n"}
 
 
 # --- golden files -------------------------------------------------------------------------
@@ -212,6 +246,12 @@ TEMPLATE_VARIABLES = {
     "correction_call": {"problems", "truncation", "reply"},
     "truncated": set(),
     "confirm": {"changes", "reply"},
+    "outline_user": {"schema", "budget", "max_reads", "outline", "task", "reply"},
+    "tool_read_payload": {"budget"},
+    "tool_find_in_payload": {"limit"},
+    "read_outlined": set(),
+    "read_last": {"max_reads"},
+    "read_not_applied": set(),
 }
 
 

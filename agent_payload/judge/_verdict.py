@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -120,9 +120,12 @@ class Verdict:
         output_mode: Any = "text",
         tool_name: str = DEFAULT_TOOL_NAME,
         earlier_calls_kept: bool = False,
+        render_current: Callable[[Any], str] | None = None,
     ) -> str:
         """The text to send back to the model: the correction for ``problems``, the
-        before/after for ``confirm`` (``""`` for an accepted reply)."""
+        before/after for ``confirm`` (``""`` for an accepted reply). ``render_current``: how
+        the current value of a problem's subtree is written (outline mode keeps it within
+        its budget; see ``prompts.render_correction``)."""
         if self.status == "confirm":
             return _prompts.render_confirm(
                 self.confirmations, marker=self.marker, output_mode=output_mode, tool_name=tool_name
@@ -136,4 +139,5 @@ class Verdict:
             output_mode=output_mode,
             tool_name=tool_name,
             earlier_calls_kept=earlier_calls_kept,
+            render_current=render_current,
         )

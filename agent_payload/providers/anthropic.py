@@ -52,7 +52,7 @@ from agent_payload.providers._common import (
     not_an_api_response,
     split_system,
 )
-from agent_payload.providers.base import Message, ModelReply, ModelRequest
+from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
 from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
@@ -235,7 +235,9 @@ class AnthropicModel:
         breakpoints = MAX_CACHE_BREAKPOINTS - (1 if caching and system is not None else 0)
         messages: list[dict[str, Any]] = []
         for m in rest:
-            if caching and m.stable_prefix > 0 and breakpoints > 0:
+            if m.role == "tool" or m.tool_calls:  # outline mode's reads
+                _append_tool_message(messages, m)
+            elif caching and m.stable_prefix > 0 and breakpoints > 0:
                 breakpoints -= 1
                 messages.append({"role": m.role, "content": _cached_blocks(m)})
             else:
@@ -268,6 +270,13 @@ class AnthropicModel:
                 "name": request.tool_name,
                 "disable_parallel_tool_use": True,
             }
+        if request.tools:  # outline mode's read tools, after the change-request tool
+            params.setdefault("tools", []).extend(
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                for t in request.tools
+            )
+            if request.output_mode in ("tool", "json_schema"):
+                params["tool_choice"] = {"type": "any", "disable_parallel_tool_use": True}
         params.update(self.defaults)
         params.update(request.extra)
         if request.temperature is not None:
@@ -301,10 +310,19 @@ class AnthropicModel:
     ) -> ModelReply:
         texts: list[str] = []
         tool_input: str | None = None
+        calls: list[ToolCall] = []
         for n, block in enumerate(shape.items(message, "content", "content", "content blocks")):
             kind = shape.field(block, "type", f"content[{n}].type", str, "text")
             if kind == "text":
                 texts.append(shape.field(block, "text", f"content[{n}].text", str, "text"))
+            elif kind == "tool_use" and request.tools:
+                name = shape.field(block, "name", f"content[{n}].name", str, "text")
+                block_id = shape.field(block, "id", f"content[{n}].id", str, "text")
+                arguments = shape.field(block, "input", f"content[{n}].input", dict, "an object")
+                dumped = json.dumps(arguments, ensure_ascii=False)
+                calls.append(ToolCall(block_id, name, dumped))
+                if request.output_mode in ("tool", "json_schema") and name == request.tool_name:
+                    tool_input = dumped
             elif kind == "tool_use" and request.output_mode in ("tool", "json_schema"):
                 name = shape.field(block, "name", f"content[{n}].name", str, "text")
                 if tool_input is None or name == request.tool_name:
@@ -333,6 +351,7 @@ class AnthropicModel:
         model = shape.field(message, "model", "model", str, "text", optional=True)
         return ModelReply(
             text=tool_input if tool_input is not None else text,
+            tool_calls=tuple(calls),
             finish_reason=stop,
             truncated=is_truncation(stop),
             refusal=refusal,
@@ -363,3 +382,39 @@ class AnthropicModel:
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model_name={self.model_name!r}, async={self._is_async})"
+
+
+def _append_tool_message(out: list[dict[str, Any]], m: Message) -> None:
+    """Add an assistant message with tool calls (``tool_use`` blocks after its text, if any)
+    or a tool result (a ``tool_result`` block of a user message; consecutive results share
+    one, as the Messages API requires) to ``out``."""
+    if m.role == "tool":
+        block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+        previous = out[-1] if out else None
+        if (
+            previous is not None
+            and previous["role"] == "user"
+            and isinstance(previous["content"], list)
+            and all(b.get("type") == "tool_result" for b in previous["content"])
+        ):
+            previous["content"].append(block)
+        else:
+            out.append({"role": "user", "content": [block]})
+        return
+    blocks: list[dict[str, Any]] = []
+    if m.content:
+        blocks.append({"type": "text", "text": m.content})
+    for call in m.tool_calls:
+        try:
+            arguments = json.loads(call.arguments) if call.arguments else {}
+        except ValueError:
+            arguments = {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": arguments if isinstance(arguments, dict) else {},
+            }
+        )
+    out.append({"role": "assistant", "content": blocks})

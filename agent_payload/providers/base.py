@@ -35,18 +35,46 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "OutputMode",
+    "ToolCall",
+    "ToolSpec",
 ]
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the model made: its id (echoed in the tool result), the tool's name and the
+    arguments as JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool offered to the model besides the change request (the read tools of outline
+    mode): its name, its description and the JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
-    role: Literal["system", "user", "assistant"]
+    """One message. An ``assistant`` message may carry the ``tool_calls`` the model made (its
+    ``content`` is then the text it wrote beside them, maybe empty); a ``tool`` message is the
+    result of the call ``tool_call_id``. Each adapter maps both to its API's shape."""
+
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
     stable_prefix: int = 0
     """How many characters at the start of ``content`` stay the same across the attempts of a
     run and across tasks on the same payload (the payload block of the first user message; 0:
     none). An adapter that marks prompt-cache breakpoints (Anthropic) sends that start as a
     content block of its own, marked; the text the model reads is ``content`` either way."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +99,10 @@ class ModelRequest:
     prompt_cache_key: str | None = None
     """OpenAI's ``prompt_cache_key`` (Chat Completions and Responses), which routes requests
     sharing a prefix to the same cache; not sent when None. Anthropic has none (ignored)."""
+    tools: tuple[ToolSpec, ...] = ()
+    """Tools offered besides the change request (outline mode's read tools). In ``"text"``
+    mode the model may call one or answer with text; in ``"tool"`` mode it must call a tool,
+    the change-request tool (offered first) or one of these."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +124,9 @@ class ModelReply:
     model_name: str | None = None
     """The model that answered, as the provider names it (``None`` when it does not say)."""
     raw: Any = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Every tool call of the reply when the request offered ``tools`` (empty otherwise). In
+    tool mode ``text`` holds only a call of the change-request tool, never a read's arguments."""
 
     @property
     def model(self) -> str | None:

@@ -50,7 +50,7 @@ from agent_payload.providers._common import (
     not_an_api_response,
     split_system,
 )
-from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
 from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
@@ -292,7 +292,7 @@ class OpenAIChatModel(_OpenAIModel):
         """The keyword arguments for ``chat.completions.create`` (pure; public for tests)."""
         params: dict[str, Any] = {
             "model": self.model_name,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [_chat_message(m) for m in request.messages],
         }
         if request.max_tokens is not None:
             params[self.max_tokens_param] = request.max_tokens
@@ -315,6 +315,20 @@ class OpenAIChatModel(_OpenAIModel):
                 "json_schema": self._named_schema(request, schema),
             }
         params.update(self._cache_params(request))
+        if request.tools:  # outline mode's read tools, after the change-request tool
+            params.setdefault("tools", []).extend(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in request.tools
+            )
+            if request.output_mode == "tool":
+                params["tool_choice"] = "required"
         params.update(self.defaults)
         params.update(request.extra)
         return params
@@ -352,17 +366,22 @@ class OpenAIChatModel(_OpenAIModel):
         where = "choices[0].message"
         text = shape.field(message, "content", f"{where}.content", str, "text", optional=True)
         text = text or ""
-        if request.output_mode == "tool":
-            calls = shape.field(
-                message, "tool_calls", f"{where}.tool_calls", list, "an array", optional=True
+        calls: list[Any] = []
+        if request.output_mode == "tool" or request.tools:
+            calls = (
+                shape.field(
+                    message, "tool_calls", f"{where}.tool_calls", list, "an array", optional=True
+                )
+                or []
             )
+        if request.output_mode == "tool":
             functions = [
                 call.function
-                for call in calls or []
+                for call in calls
                 if isinstance(call, ChatCompletionMessageFunctionToolCall)
             ]
             chosen = next((f for f in functions if f.name == request.tool_name), None)
-            if chosen is None and functions:
+            if chosen is None and functions and not request.tools:
                 chosen = functions[0]
             if chosen is not None:
                 text = shape.field(
@@ -376,8 +395,16 @@ class OpenAIChatModel(_OpenAIModel):
             completion, "usage", "usage", CompletionUsage, "a usage object", optional=True
         )
         model = shape.field(completion, "model", "model", str, "text", optional=True)
+        tool_calls: tuple[ToolCall, ...] = ()
+        if request.tools:
+            tool_calls = tuple(
+                ToolCall(call.id, call.function.name, call.function.arguments)
+                for call in calls
+                if isinstance(call, ChatCompletionMessageFunctionToolCall)
+            )
         return ModelReply(
             text=text,
+            tool_calls=tool_calls,
             finish_reason=finish,
             truncated=is_truncation(finish),
             refusal=refusal or None,
@@ -412,7 +439,7 @@ class OpenAIResponsesModel(_OpenAIModel):
         system, rest = split_system(request.messages)
         params: dict[str, Any] = {
             "model": self.model_name,
-            "input": [{"role": m.role, "content": m.content} for m in rest],
+            "input": [item for m in rest for item in _responses_items(m)],
         }
         if system is not None:
             params["instructions"] = system
@@ -437,6 +464,19 @@ class OpenAIResponsesModel(_OpenAIModel):
                 "format": {"type": "json_schema", **self._named_schema(request, schema)}
             }
         params.update(self._cache_params(request))
+        if request.tools:  # outline mode's read tools, after the change-request tool
+            params.setdefault("tools", []).extend(
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                    "strict": False,
+                }
+                for t in request.tools
+            )
+            if request.output_mode == "tool":
+                params["tool_choice"] = "required"
         params.update(self.defaults)
         params.update(request.extra)
         return params
@@ -461,6 +501,7 @@ class OpenAIResponsesModel(_OpenAIModel):
         texts: list[str] = []
         refusals: list[str] = []
         arguments: str | None = None
+        calls: list[ToolCall] = []
         for n, item in enumerate(shape.items(response, "output", "output", "output items")):
             kind = shape.field(item, "type", f"output[{n}].type", str, "text")
             if kind == "message":
@@ -474,12 +515,18 @@ class OpenAIResponsesModel(_OpenAIModel):
                         refusals.append(
                             shape.field(part, "refusal", f"{where}.refusal", str, "text")
                         )
-            elif kind == "function_call" and request.output_mode == "tool":
+            elif kind == "function_call" and (request.output_mode == "tool" or request.tools):
                 name = shape.field(item, "name", f"output[{n}].name", str, "text")
-                if arguments is None or name == request.tool_name:
-                    arguments = shape.field(
-                        item, "arguments", f"output[{n}].arguments", str, "text"
-                    )
+                call_arguments = shape.field(
+                    item, "arguments", f"output[{n}].arguments", str, "text"
+                )
+                if request.tools:
+                    call_id = shape.field(item, "call_id", f"output[{n}].call_id", str, "text")
+                    calls.append(ToolCall(call_id, name, call_arguments))
+                if request.output_mode == "tool" and (
+                    name == request.tool_name or (arguments is None and not request.tools)
+                ):
+                    arguments = call_arguments
         status = shape.field(response, "status", "status", str, "text", optional=True)
         details = response.incomplete_details
         reason = (
@@ -497,6 +544,7 @@ class OpenAIResponsesModel(_OpenAIModel):
         model = shape.field(response, "model", "model", str, "text", optional=True)
         return ModelReply(
             text=arguments if arguments is not None else "".join(texts),
+            tool_calls=tuple(calls),
             finish_reason=finish,
             truncated=is_truncation(reason),
             refusal="\n".join(refusals) or None,
@@ -512,3 +560,49 @@ class OpenAIResponsesModel(_OpenAIModel):
 
     def _create(self, params: dict[str, Any]) -> Any:
         return self.client.responses.create(**params)
+
+
+def _chat_message(message: Message) -> dict[str, Any]:
+    """One message in the Chat Completions shape (tool calls and tool results included)."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def _responses_items(message: Message) -> list[dict[str, Any]]:
+    """One message as Responses input items: a tool call is a ``function_call`` item (after
+    the text written beside it, if any), a tool result a ``function_call_output`` item."""
+    if message.role == "tool":
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message.tool_call_id,
+                "output": message.content,
+            }
+        ]
+    items: list[dict[str, Any]] = []
+    if message.content or not message.tool_calls:
+        items.append({"role": message.role, "content": message.content})
+    items.extend(
+        {
+            "type": "function_call",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        }
+        for call in message.tool_calls
+    )
+    return items

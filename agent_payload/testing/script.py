@@ -100,6 +100,30 @@ class Reply:
         )
 
     @classmethod
+    def read_payload(cls, path: str, *, start: int | None = None, end: int | None = None) -> Reply:
+        """A call of outline mode's ``read_payload`` tool (in each API's wire format)."""
+        arguments: dict[str, Any] = {"path": path}
+        if start is not None:
+            arguments["start"] = start
+        if end is not None:
+            arguments["end"] = end
+        return cls.tool_call(arguments, name="read_payload")
+
+    @classmethod
+    def find_in_payload(
+        cls, text: str | None = None, *, number: float | None = None, path: str | None = None
+    ) -> Reply:
+        """A call of outline mode's ``find_in_payload`` tool (``text`` or ``number``)."""
+        arguments: dict[str, Any] = {}
+        if text is not None:
+            arguments["text"] = text
+        if number is not None:
+            arguments["number"] = number
+        if path is not None:
+            arguments["path"] = path
+        return cls.tool_call(arguments, name="find_in_payload")
+
+    @classmethod
     def refusal(
         cls,
         text: str = "I'm sorry, but I can't help with that.",
