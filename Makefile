@@ -27,6 +27,7 @@ bench:
 	$(PYTHON) bench/parse.py
 	$(PYTHON) bench/tokens.py
 	$(PYTHON) bench/schema.py
+	$(PYTHON) bench/context.py
 
 # mypy --strict on the README's examples and on a typed OpenAI tool loop (also part of `test`).
 typecheck-examples:

@@ -1,3 +1,4 @@
+# ``_BaseAgent.__init__`` is 86 lines: it checks and stores one keyword per documented option.
 """``PayloadAgent`` and ``AsyncPayloadAgent``: hand over a payload and a task, get back the
 updated payload, with the model's mistakes corrected or reported and nothing lost.
 

@@ -1,3 +1,5 @@
+# Over 600 lines (674): one loader and one render function per template, kept beside each other;
+# ``render_prompt`` (81 lines) is one keyword per option of the system and user templates.
 """Load and render the prompt templates in ``prompts/``.
 
 The templates are plain text files the model reads. In an installed wheel they live in the

@@ -218,18 +218,28 @@ def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(invoice_file: Pa
             "params": {"name": "apply_change_request", "arguments": {"updateElements": {"x": 1}}},
         },
     ]
-    done = subprocess.run(
+    # A client waits for each answer before it closes stdin (the SDK's stdio server cancels
+    # the requests still running at end of input), so this one does too.
+    proc = subprocess.Popen(
         [sys.executable, "-m", "agent_payload.mcp", str(invoice_file)],
-        input="".join(json.dumps(r) + "\n" for r in requests),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
-    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert proc.stdin is not None and proc.stdout is not None
+    lines = []
+    for request in requests:
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        if "id" in request:
+            lines.append(proc.stdout.readline())
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    replies = [json.loads(line) for line in [*lines, *out.splitlines()] if line.strip()]
     assert [r.get("id") for r in replies] == [1, 2]
     assert replies[1]["result"]["isError"] is False
-    assert "serving" in done.stderr and "apply_change_request: done" in done.stderr
+    assert "serving" in err and "apply_change_request: done" in err
 
 
 # --- the command line ----------------------------------------------------------------------------

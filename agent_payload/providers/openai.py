@@ -1,3 +1,5 @@
+# Over 600 lines (608): two adapters (Chat Completions and Responses) sharing one base, with
+# the tool-call mapping of each API beside its request builder.
 """OpenAI adapters: Chat Completions (``OpenAIChatModel``) and the Responses API
 (``OpenAIResponsesModel``), on the user's own ``openai.OpenAI`` / ``openai.AsyncOpenAI`` client.
 

@@ -1,0 +1,329 @@
+# The outline itself: the budget (known context windows, the default), whether a payload fits,
+# the levels of detail, the writer that renders a value at one level, and ``outline``, which
+# picks the most detailed level that fits the budget.
+"""Outlines: a payload's shape within a token budget (pure)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_payload import prompts as _prompts
+from agent_payload.usage import estimate_tokens
+
+READ_PAYLOAD = "read_payload"
+FIND_IN_PAYLOAD = "find_in_payload"
+READ_TOOLS = frozenset({READ_PAYLOAD, FIND_IN_PAYLOAD})
+
+DEFAULT_MAX_PAYLOAD_TOKENS = 24_000
+"""``max_payload_tokens`` for a model whose context window is not known (``MODEL_CONTEXT_TOKENS``
+has no prefix of its name): fits the 32k-token context of small local models with room for the
+system prompt (about 1,500 tokens), reads and the reply."""
+
+CONTEXT_SHARE = 4
+"""For a known model the default budget is its context window divided by this: the rest is
+left for the system prompt, reads, corrections and the reply."""
+
+MIN_PAYLOAD_TOKENS = 200
+"""The smallest ``max_payload_tokens`` accepted: the outline of any payload fits it."""
+
+DEFAULT_MAX_READS = 8
+"""Read-tool calls (``read_payload``, ``find_in_payload``) a run may make."""
+
+FIND_LIMIT = 20
+"""``find_in_payload`` lists at most this many places (fewer when the budget is smaller)."""
+
+MODEL_CONTEXT_TOKENS: tuple[tuple[str, int], ...] = (
+    ("gpt-4.1", 1_047_576),
+    ("gpt-5", 400_000),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4", 8_192),
+    ("gpt-3.5-turbo", 16_385),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4", 200_000),
+    ("claude", 200_000),
+)
+"""Context windows (tokens) by model-name prefix; the longest matching prefix wins. A name
+with a provider prefix (``openai/gpt-4o``) is looked up without it."""
+
+
+def context_window(model_name: str | None) -> int | None:
+    """The context window of ``model_name`` from ``MODEL_CONTEXT_TOKENS``, or None."""
+    if not model_name:
+        return None
+    name = model_name.rsplit("/", 1)[-1].lower()
+    best: tuple[int, int] | None = None
+    for prefix, tokens in MODEL_CONTEXT_TOKENS:
+        if name.startswith(prefix) and (best is None or len(prefix) > best[0]):
+            best = (len(prefix), tokens)
+    return None if best is None else best[1]
+
+
+def default_max_payload_tokens(model_name: str | None) -> int:
+    """``context_window(model_name) // CONTEXT_SHARE`` when known, else
+    ``DEFAULT_MAX_PAYLOAD_TOKENS``."""
+    window = context_window(model_name)
+    if window is None:
+        return DEFAULT_MAX_PAYLOAD_TOKENS
+    return max(MIN_PAYLOAD_TOKENS, window // CONTEXT_SHARE)
+
+
+Count = Callable[[str], int]
+
+
+def _estimate(text: str) -> int:
+    return estimate_tokens(text)
+
+
+# --- does the payload fit? -------------------------------------------------------------------
+
+
+def _tokens_over(text: str, budget: int, count: Count) -> bool:
+    """True when ``text`` counts more than ``budget`` tokens; counts piece by piece and stops
+    as soon as the budget is passed (a 50 MB text costs what its first pieces cost)."""
+    total = 0
+    step = 20_000
+    for start in range(0, len(text), step):
+        total += count(text[start : start + step])
+        if total > budget:
+            return True
+    return False
+
+
+def exceeds(shown: Any, budget: int, *, count: Count | None = None) -> bool:
+    """True when the payload ``shown`` (the read scope's projection), rendered as the user
+    message carries it (``prompts.render_payload``), counts more than ``budget`` tokens.
+
+    Its compact JSON is counted first (a piece at a time, stopping past the budget): when even
+    that is over, the full rendering (which only adds index comments and line breaks) is never
+    built."""
+    count = count or _estimate
+    from agent_payload import _jsontext
+
+    compact = _jsontext.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    if _tokens_over(compact, budget, count):
+        return True
+    return _tokens_over(_prompts.render_payload(shown), budget, count)
+
+
+# --- levels of detail ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """How much an outline shows: containers ``depth`` levels deep (deeper ones are a count),
+    the first ``items`` elements of an array (and its last one), the first ``keys`` keys of an
+    object, the first ``chars`` characters of a string."""
+
+    depth: int
+    items: int
+    keys: int
+    chars: int
+
+
+FULL = Level(depth=100, items=10**12, keys=10**12, chars=10**12)
+"""Everything (down to 100 levels): tried first for a read."""
+
+LEVELS: tuple[Level, ...] = (
+    Level(12, 20, 100, 400),
+    Level(8, 10, 60, 200),
+    Level(6, 5, 40, 120),
+    Level(4, 3, 25, 80),
+    Level(3, 2, 15, 60),
+    Level(2, 1, 10, 40),
+    Level(1, 1, 8, 30),
+    Level(1, 0, 5, 20),
+    Level(0, 0, 0, 0),
+)
+"""The outline's levels of detail, most detailed first; the last one shows only the root's
+kind and size, and fits any budget of at least ``MIN_PAYLOAD_TOKENS``."""
+
+INDEX_THRESHOLD = _prompts.DEFAULT_INDEX_THRESHOLD
+CHARS_PER_TOKEN_CAP = 12
+"""A rendering longer than ``budget * CHARS_PER_TOKEN_CAP`` characters is abandoned before it
+is counted (no tokenizer packs JSON that densely), so a huge subtree costs little to refuse."""
+
+
+class _TooLong(Exception):
+    pass
+
+
+_FENCE_CLOSE = re.compile(r"</(?=payload|schema|task)", re.IGNORECASE)
+
+
+class _Writer:
+    """Writes one outline at one level. ``cut`` tells whether anything was left out."""
+
+    def __init__(self, level: Level, cap: int) -> None:
+        self.level = level
+        self.cap = cap
+        self.size = 0
+        self.out: list[str] = []
+        self.cut = False
+
+    def emit(self, text: str) -> None:
+        self.size += len(text)
+        if self.size > self.cap:
+            raise _TooLong
+        self.out.append(text)
+
+    def text(self) -> str:
+        return _FENCE_CLOSE.sub(r"<\\/", "".join(self.out))
+
+    # -- values --
+
+    def value(
+        self, value: Any, depth: int, indent: int, window: tuple[int, int] | None = None
+    ) -> None:
+        if isinstance(value, dict):
+            self.obj(value, depth, indent, window)
+        elif isinstance(value, list):
+            self.arr(value, depth, indent, window)
+        elif isinstance(value, str):
+            limit = self.level.chars
+            if len(value) <= limit:
+                self.emit(json.dumps(value, ensure_ascii=False))
+            else:
+                self.cut = True
+                shown = json.dumps(value[:limit] + "…", ensure_ascii=False)
+                self.emit(f"{shown}/*cut: {len(value)} characters in all*/")
+        else:
+            self.emit(json.dumps(value))
+
+    def _break(self, indent: int) -> str:
+        return "\n" + " " * indent
+
+    def obj(
+        self, value: dict[str, Any], depth: int, indent: int, window: tuple[int, int] | None
+    ) -> None:
+        n = len(value)
+        if n == 0:
+            self.emit("{}")
+            return
+        if depth <= 0:
+            self.cut = True
+            self.emit(f"{{/*{_count(n, 'key')}*/}}")
+            return
+        lo, hi = window if window is not None else (0, n)
+        last = min(hi, lo + self.level.keys)
+        broken = indent == 0  # the root's keys stand one per line
+        self.emit("{")
+        first = True
+        if lo > 0:  # keys before the window read
+            self.emit(self._break(indent + 1) if broken else "")
+            self.emit(f"/*keys 0 to {lo - 1} not shown ({_count(lo, 'key')})*/")
+        for key, item in itertools.islice(value.items(), lo, last):
+            if not first:
+                self.emit(",")
+            first = False
+            if broken:
+                self.emit(self._break(indent + 1))
+            self.emit(json.dumps(key, ensure_ascii=False) + ":")
+            self.value(item, depth - 1, indent + 1 if broken else indent)
+        if last < n:
+            self.cut |= last < hi
+            if broken:
+                self.emit(self._break(indent + 1))
+            self.emit(f"/*keys {last} to {n - 1} not shown ({_count(n - last, 'key')})*/")
+        if broken:
+            self.emit(self._break(indent))
+        self.emit("}")
+
+    def arr(
+        self, value: list[Any], depth: int, indent: int, window: tuple[int, int] | None
+    ) -> None:
+        n = len(value)
+        if n == 0:
+            self.emit("[]")
+            return
+        if depth <= 0:
+            self.cut = True
+            self.emit(f"[/*{_count(n, 'element')}*/]")
+            return
+        lo, hi = window if window is not None else (0, n)
+        wanted = self.level.items
+        if hi - lo <= wanted + 1:
+            positions: list[int] = list(range(lo, hi))
+        else:
+            positions = [*range(lo, lo + wanted), hi - 1]
+        annotate = window is not None or n > INDEX_THRESHOLD or len(positions) < n
+        containers = any(isinstance(value[i], dict | list) for i in positions)
+        broken = indent == 0 or (annotate and containers)
+        inner = indent + 1 if broken else indent
+        self.emit("[")
+        previous = -1
+
+        def gap(start: int, end: int) -> None:  # elements start..end (inclusive) left out
+            if lo <= end and start < hi:  # outside the window read, nothing is missing
+                self.cut = True
+            if broken:
+                self.emit(self._break(inner))
+            where = f"{start}" if start == end else f"{start} to {end}"
+            self.emit(f"/*{where} not shown ({_count(end - start + 1, 'element')})*/")
+            if not broken and end < n - 1:
+                self.emit(" ")
+
+        for number, i in enumerate(positions):
+            if i > previous + 1:
+                gap(previous + 1, i - 1)
+            if broken:
+                self.emit(self._break(inner))
+            if annotate:
+                self.emit(f"/*{i}*/")
+            self.value(value[i], depth - 1, inner)
+            if number < len(positions) - 1:
+                self.emit(",")
+            previous = i
+        if previous < n - 1:
+            gap(previous + 1, n - 1)
+        if broken:
+            self.emit(self._break(indent))
+        self.emit("]")
+
+
+def _count(n: int, noun: str) -> str:
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
+
+
+def _render(
+    value: Any, level: Level, cap: int, window: tuple[int, int] | None = None
+) -> tuple[str, bool] | None:
+    """``(text, complete)`` at ``level``, or None when longer than ``cap`` characters."""
+    writer = _Writer(level, cap)
+    try:
+        writer.value(value, level.depth, 0, window)
+    except _TooLong:
+        return None
+    return writer.text(), not writer.cut
+
+
+def _fit(
+    value: Any,
+    budget: int,
+    count: Count,
+    levels: Sequence[Level],
+    window: tuple[int, int] | None = None,
+) -> tuple[str, bool]:
+    """The most detailed rendering of ``value`` among ``levels`` that fits ``budget``."""
+    cap = budget * CHARS_PER_TOKEN_CAP
+    for level in levels:
+        rendered = _render(value, level, cap, window)
+        if rendered is not None and count(rendered[0]) <= budget:
+            return rendered
+    # The last level shows one count: it always fits a budget of MIN_PAYLOAD_TOKENS.
+    rendered = _render(value, LEVELS[-1], 10**9, window)
+    assert rendered is not None
+    return rendered
+
+
+def outline(shown: Any, budget: int, *, count: Count | None = None) -> str:
+    """The outline of ``shown`` (the payload the model may see) within ``budget`` tokens."""
+    return _fit(shown, budget, count or _estimate, LEVELS)[0]
