@@ -23,9 +23,9 @@ from agent_payload.outline._shape import (
     READ_PAYLOAD,
     Count,
     _count,
-    _estimate,
     _fit,
 )
+from agent_payload.usage import estimate_tokens
 
 # --- paths -----------------------------------------------------------------------------------
 
@@ -305,7 +305,7 @@ def read(
     to ``end``, end excluded, of an array, or keys of an object by position), complete when it
     fits ``budget`` tokens, else outlined; a text saying why when there is nothing to read."""
     try:
-        return _read(shown, tuple(path), budget, start, end, count or _estimate)
+        return _read(shown, tuple(path), budget, start, end, count or estimate_tokens)
     except _ReadError as exc:
         return str(exc)
 
@@ -352,7 +352,7 @@ def _read(
 def value_text(value: Any, budget: int, *, count: Count | None = None) -> str:
     """``value`` written for the model within ``budget`` tokens: complete when it fits, else
     its outline after a line saying so (outline mode's corrections show a subtree this way)."""
-    count = count or _estimate
+    count = count or estimate_tokens
     note = _prompts.load_template("read_outlined").strip()
     body_budget = max(budget - count(note + "\n"), MIN_PAYLOAD_TOKENS // 2)
     text, complete = _fit(value, body_budget, count, (FULL, *LEVELS))
@@ -372,7 +372,7 @@ def find(
     """The answer to ``find_in_payload``: the paths under ``path`` where ``text`` occurs in a
     key or a string value (case-insensitive), or where a number equals ``number``; at most
     ``limit`` of them and never more than ``budget`` tokens, with how many more there are."""
-    count = count or _estimate
+    count = count or estimate_tokens
     try:
         root = _resolve(shown, tuple(path))
     except _ReadError as exc:

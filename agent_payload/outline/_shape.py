@@ -77,10 +77,6 @@ def default_max_payload_tokens(model_name: str | None) -> int:
 Count = Callable[[str], int]
 
 
-def _estimate(text: str) -> int:
-    return estimate_tokens(text)
-
-
 # --- does the payload fit? -------------------------------------------------------------------
 
 
@@ -103,7 +99,7 @@ def exceeds(shown: Any, budget: int, *, count: Count | None = None) -> bool:
     Its compact JSON is counted first (a piece at a time, stopping past the budget): when even
     that is over, the full rendering (which only adds index comments and line breaks) is never
     built."""
-    count = count or _estimate
+    count = count or estimate_tokens
     from agent_payload import _jsontext
 
     compact = _jsontext.dumps(shown, ensure_ascii=False, separators=(",", ":"))
@@ -326,4 +322,4 @@ def _fit(
 
 def outline(shown: Any, budget: int, *, count: Count | None = None) -> str:
     """The outline of ``shown`` (the payload the model may see) within ``budget`` tokens."""
-    return _fit(shown, budget, count or _estimate, LEVELS)[0]
+    return _fit(shown, budget, count or estimate_tokens, LEVELS)[0]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from agent_payload._deprecated import renamed
+from agent_payload.outline import FIND_IN_PAYLOAD, READ_PAYLOAD
 
 __all__ = [
     "API_PATHS",
@@ -107,7 +108,7 @@ class Reply:
             arguments["start"] = start
         if end is not None:
             arguments["end"] = end
-        return cls.tool_call(arguments, name="read_payload")
+        return cls.tool_call(arguments, name=READ_PAYLOAD)
 
     @classmethod
     def find_in_payload(
@@ -121,7 +122,7 @@ class Reply:
             arguments["number"] = number
         if path is not None:
             arguments["path"] = path
-        return cls.tool_call(arguments, name="find_in_payload")
+        return cls.tool_call(arguments, name=FIND_IN_PAYLOAD)
 
     @classmethod
     def refusal(
