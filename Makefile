@@ -2,10 +2,22 @@
 # lint, format check, type check and the whole test suite.
 PYTHON ?= python3
 
+# Python writes .pyc files here even where the environment says not to: the suite starts the
+# CLI and the MCP server as child processes, each of which would otherwise compile the package
+# again, and pytest would rewrite the asserts of every test module in every worker.
+unexport PYTHONDONTWRITEBYTECODE
+
+# `install` runs pip once per environment and again only when pyproject.toml changes (the stamp
+# lives in the environment, so a fresh venv installs); `make -B install` forces it.
+STAMP := $(shell $(PYTHON) -c "import sys; print(sys.prefix)")/.agent-payload-dev-installed
+
 .PHONY: install check lint test wheel-smoke bench typecheck-examples
 
-install:
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
 	$(PYTHON) -m pip install -q -e ".[dev]"
+	@touch "$@"
 
 lint:
 	$(PYTHON) -m ruff check agent_payload tests bench
