@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,12 @@ def length_estimate(text: str) -> int:
 @functools.cache
 def _encoding() -> Any:
     try:
-        module = importlib.import_module("bpe_openai")
+        # bpe-openai's import warns about its own use of importlib.resources; under `-W error`
+        # (or pytest's filterwarnings = error) that warning would silently cost the tokenizer,
+        # and the counts would depend on which code imported it first.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = importlib.import_module("bpe_openai")
         return module.get_encoding("o200k_base")
     except Exception:  # the tokenizer is optional; any failure falls back to the estimate
         return None

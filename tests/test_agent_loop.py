@@ -4,6 +4,8 @@ any driver: what is sent on each attempt and how each kind of reply is judged.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -136,6 +138,19 @@ def test_current_subtree_falls_back_to_parent_but_never_root() -> None:
 def test_estimate_tokens_counts_something() -> None:
     """Token estimates grow with the text."""
     assert 0 < estimate_tokens('{"a":1}') < estimate_tokens(json.dumps(PAYLOAD) * 10)
+
+
+def test_the_tokenizer_counts_where_warnings_are_errors() -> None:
+    """bpe-openai warns (DeprecationWarning) while it is imported. In a process where warnings
+    are errors, the counts are still the tokenizer's, not the length estimate: "hello world"
+    is 2 o200k tokens where the estimate says 3."""
+    pytest.importorskip("bpe_openai")
+    code = "from agent_payload.usage import estimate_tokens; print(estimate_tokens('hello world'))"
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2"]
 
 
 def test_empty_and_long_truncated_replies_are_echoed_short() -> None:
