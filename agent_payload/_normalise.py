@@ -21,6 +21,7 @@ only ``changes`` and ``_jsondata``.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -76,16 +77,25 @@ def _norm(name: str) -> str:
 _SHAPE_NAMES: Final[tuple[str, ...]] = tuple({_norm(n) for n in (*KNOWN, *WRAPPERS)})
 
 
+_BY_NORM: Final[dict[str, str]] = {
+    _norm(n): (n if n in FIELDS else WIRE_NAMES.get(n, n)) for n in KNOWN
+}
+"""Each accepted field name, normalised -> its camelCase spelling."""
+
+
+# A model repeats its misspellings (a batch job judges the same one for many items): the
+# difflib searches are remembered (pure functions of one string).
+@functools.lru_cache(maxsize=1024)
 def suggest(name: str) -> str | None:
     """The valid top-level field closest to ``name`` (camelCase), if one is close enough."""
-    by_norm = {_norm(n): (n if n in FIELDS else WIRE_NAMES.get(n, n)) for n in KNOWN}
-    exact = by_norm.get(_norm(name))
+    exact = _BY_NORM.get(_norm(name))
     if exact is not None:
         return exact
-    close = difflib.get_close_matches(_norm(name), list(by_norm), n=1, cutoff=0.6)
-    return by_norm[close[0]] if close else None
+    close = difflib.get_close_matches(_norm(name), list(_BY_NORM), n=1, cutoff=0.6)
+    return _BY_NORM[close[0]] if close else None
 
 
+@functools.lru_cache(maxsize=1024)
 def near_bucket(key: str) -> bool:
     """``key`` is a bucket or wrapper name in some spelling, or a near miss of one (not of
     ``reasoning``): an object holding it is meant as a change request."""

@@ -14,8 +14,8 @@ The SDKs' own retry backoff (``INITIAL_RETRY_DELAY``, 0.5 s doubling, used when 
 carries no ``retry-after``: a timeout, a reset connection) is zero in every test, so a fault
 test retries at once; a ``retry-after`` header the server sends is still honoured.
 
-``fake_server``: the process's one ``FakeProviderServer`` (started once: stopping one costs
-~50 ms), ``reset()`` before each test, so a test starts from an empty script; call
+``fake_server``: the process's one ``FakeProviderServer`` (started once: each server costs a
+thread and a port), ``reset()`` before each test, so a test starts from an empty script; call
 ``fake_server.reset(replies, handler=...)`` (or ``.add(...)``) to script it. ``serve``: the
 same server as a context manager, ``with serve(replies, handler=...) as server:``, the shape of
 ``with FakeProviderServer(replies, handler=...) as server:`` without starting a server.

@@ -162,6 +162,12 @@ def check(job: BatchJob) -> None:
             assert r.error is not None and r.problems and r.problems[0]["kind"] == "unknown_field"
 
 
+JOB_ITEMS = 30
+JOB_CHUNK = 10
+"""The resume tests' job: 30 items (6 of each kind) in batches of at most 10, so two rounds of
+three batches each (30 lines, then 24: fix, never, flaky, down), every kind in every batch."""
+
+
 def run_job(
     tmp: Path,
     api: str,
@@ -169,8 +175,8 @@ def run_job(
     output_mode: str = "text",
     kill: Callable[[BatchProgress], None] | None = None,
     setup: Callable[[FakeProviderServer], None] | None = None,
-    n: int = 60,
-    chunk: int = 20,
+    n: int = JOB_ITEMS,
+    chunk: int = JOB_CHUNK,
 ) -> tuple[list[tuple[Any, ...]], int, int]:
     """Run a job to the end (resuming after each kill, as a new process would); return its
     results, the number of batches created and of request lines answered."""
@@ -299,11 +305,11 @@ def test_failed_result_download_resumes(tmp_path: Path, api: str) -> None:
     with FakeProviderServer(handler=Script()) as server:
         setup(server)
         agent = PayloadAgent(make_model(server, api), max_retries=1)
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
-            job.add_many(items(60))
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=JOB_CHUNK) as job:
+            job.add_many(items(JOB_ITEMS))
             with pytest.raises(Exception, match=r"500|Internal|injected"):
                 job.run(poll_interval=0)
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=JOB_CHUNK) as job:
             job.run(poll_interval=0)
             assert snapshot(job) == baseline[0]
         assert server.batches_created == baseline[1]
@@ -321,19 +327,19 @@ def test_kill_while_reading_results_applies_each_line_once(tmp_path: Path) -> No
 
     def dies_once(payload: Any) -> None:
         calls[0] += 1
-        if calls[0] == 15:
+        if calls[0] == 15:  # round 1 validates 6 (good), round 2's second batch the 15th
             raise _Crash
 
     state = tmp_path / "crash.sqlite"
     with FakeProviderServer(handler=Script()) as server:
         agent = PayloadAgent(make_model(server, "chat"), max_retries=1, validators=[dies_once])
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
-            job.add_many(items(60))
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=JOB_CHUNK) as job:
+            job.add_many(items(JOB_ITEMS))
             with pytest.raises(_Crash):
                 job.run(poll_interval=0)
             done_before = job.progress().done
-            assert 0 < done_before < 36
-        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=20) as job:
+            assert 0 < done_before < sum(r[1] == "done" for r in baseline[0])
+        with BatchJob(agent, state, max_transport_retries=1, max_batch_requests=JOB_CHUNK) as job:
             job.run(poll_interval=0)
             assert snapshot(job) == baseline[0]
         assert server.batches_created == baseline[1]
@@ -388,7 +394,7 @@ def test_concurrent_mode_resumes(tmp_path: Path) -> None:
             for _ in range(5):
                 try:
                     job = asyncio.run(
-                        arun_concurrent(server, state, 30, concurrency=1, progress=kill)
+                        arun_concurrent(server, state, 15, concurrency=1, progress=kill)
                     )
                 except Killed:
                     continue
@@ -397,7 +403,8 @@ def test_concurrent_mode_resumes(tmp_path: Path) -> None:
                     return snapshot(job), len(posts)
         raise AssertionError("never finished")
 
-    assert run(kill_at("collected", 17), tmp_path / "k.sqlite") == run(None, tmp_path / "b.sqlite")
+    # killed after the 8th of round 1's 15 answers
+    assert run(kill_at("collected", 8), tmp_path / "k.sqlite") == run(None, tmp_path / "b.sqlite")
 
 
 def test_misuse(tmp_path: Path) -> None:

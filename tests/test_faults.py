@@ -216,6 +216,12 @@ RUNS = 200
 FAULT_RATE = 0.2
 SEED = 20_261_129
 _RUN_ID = re.compile(r"run R(\d{3})")
+CONCURRENT_TIMEOUT = 4.0
+"""The client's timeout with 200 runs at once: one read can wait ~1.5 s for the busy event loop
+on an idle 2-core machine, and a spurious timeout would hide a reply from the counts."""
+_HELD = 3
+"""Index of ``Fault.delay`` in ``_concurrent_faults()``: the server holds the request."""
+_HELD_HEADER = "x-test-held"
 
 
 def _concurrent_faults() -> list[Callable[[], ScriptItem]]:
@@ -238,6 +244,15 @@ def _concurrent_faults() -> list[Callable[[], ScriptItem]]:
 
 _MALFORMED = ("9", "10", "11")
 """Indices of the malformed bodies in ``_concurrent_faults()``."""
+
+
+def _planned_fault(run: int, n: int) -> int | None:
+    """The index in ``_concurrent_faults()`` of the fault injected into run ``run``'s ``n``-th
+    request (0-based), or None: a function of the seed, so server and client agree on it."""
+    rng = random.Random(f"{SEED}:{run}:{n}")
+    if rng.random() < FAULT_RATE:
+        return rng.randrange(len(_concurrent_faults()))
+    return None
 
 
 def _chat_message_null(body: dict[str, Any]) -> dict[str, Any]:
@@ -263,7 +278,8 @@ def test_200_concurrent_async_agents_with_injected_faults(
     requests (seeded), malformed 200 bodies (``"message": null`` ...) among them. All 200 are
     accounted for: every success holds exactly its own right payload, every failure is a
     documented error (a malformed body: ProviderError naming the field), no input is
-    changed."""
+    changed. The client knows the seed too: a request the server holds times out after
+    ``TIMEOUT``, the others have ``CONCURRENT_TIMEOUT``."""
     faults = _concurrent_faults()
     lock = threading.Lock()
     seen: Counter[int] = Counter()
@@ -276,13 +292,28 @@ def test_200_concurrent_async_agents_with_injected_faults(
         with lock:
             n = seen[run]
             seen[run] += 1
-        rng = random.Random(f"{SEED}:{run}:{n}")
-        if rng.random() < FAULT_RATE:
-            fault = rng.randrange(len(faults))
+        fault = _planned_fault(run, n)
+        # the client foresaw exactly the requests held here (see hold_timeout)
+        assert (request.headers.get(_HELD_HEADER) == "1") == (fault == _HELD), (run, n)
+        if fault is not None:
             with lock:
                 injected[str(fault)] += 1
             return faults[fault]()
         return f'{{"updateElements": {{"value": {run * 7}}}}}'
+
+    sent: Counter[int] = Counter()
+
+    async def hold_timeout(request: Any) -> None:
+        """An httpx request hook: a request the server will hold times out after TIMEOUT, as in
+        the tests above, instead of CONCURRENT_TIMEOUT (the other requests keep that margin)."""
+        match = _RUN_ID.search(request.content.decode())
+        assert match is not None
+        run = int(match.group(1))
+        n = sent[run]  # a run's requests go one after another: no lock needed in one loop
+        sent[run] += 1
+        if _planned_fault(run, n) == _HELD:
+            request.headers[_HELD_HEADER] = "1"
+            request.extensions["timeout"] = {**request.extensions["timeout"], "read": TIMEOUT}
 
     payloads = [
         {"run": run, "value": 0, "items": [{"sku": f"S{run}-{i}"} for i in range(3)]}
@@ -297,7 +328,13 @@ def test_200_concurrent_async_agents_with_injected_faults(
             return exc
 
     async def main(server: FakeProviderServer) -> list[Any]:
-        async with server.openai_client(async_client=True, max_retries=1, timeout=4.0) as sdk:
+        http = openai.DefaultAsyncHttpxClient(
+            verify=False,  # plain HTTP: no certificates to load
+            event_hooks={"request": [hold_timeout]},
+        )
+        async with server.openai_client(
+            async_client=True, max_retries=1, timeout=CONCURRENT_TIMEOUT, http_client=http
+        ) as sdk:
             agent = AsyncPayloadAgent(sdk, model_name="gpt-test", max_retries=1)
             return await asyncio.gather(*(one(agent, run) for run in range(RUNS)))
 

@@ -227,7 +227,7 @@ def test_timeout(server: FakeProviderServer, mode: str) -> None:
     APITimeoutError."""
     server.add(Fault.delay(30))
     with pytest.raises(ProviderError, match="timed out") as caught:
-        call(server, mode, ask(), timeout=0.2)
+        call(server, mode, ask(), timeout=0.1)
     assert isinstance(caught.value.__cause__, anthropic.APITimeoutError)
     assert caught.value.retryable
 

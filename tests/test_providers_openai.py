@@ -316,7 +316,7 @@ def test_timeout(server: FakeProviderServer, api: str, mode: str) -> None:
     SDK's APITimeoutError (after the SDK's retry)."""
     server.add(Fault.delay(30), Fault.delay(30))
     with pytest.raises(ProviderError, match="timed out") as caught:
-        call(server, api, mode, ask(), timeout=0.2, max_retries=1)
+        call(server, api, mode, ask(), timeout=0.1, max_retries=1)
     assert isinstance(caught.value.__cause__, openai.APITimeoutError)
     assert caught.value.retryable
     assert len(server.requests) == 2
