@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from itertools import compress, repeat
+from operator import is_
 from typing import Any, Final
 
 __all__ = [
@@ -93,6 +95,8 @@ def _plain_scalar(v: Any) -> Any:
 _FAST_DEPTH = 100
 """Levels the recursive fast copy goes down before it hands over to the explicit stack."""
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+_CONTAINER_TYPES = frozenset({dict, list})
+_FAST_TYPES = _PLAIN_SCALARS | {float} | _CONTAINER_TYPES
 
 
 class _Slow(Exception):
@@ -141,21 +145,21 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
         budget -= len(src)
         if budget < 0:
             raise _Slow
-        if set(map(type, src)) <= _PLAIN_SCALARS:
+        kinds = set(map(type, src))
+        if kinds <= _PLAIN_SCALARS:
             return src[:]
+        if not kinds <= _FAST_TYPES:
+            raise _Slow
+        if float in kinds and not all(
+            map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
+        ):
+            raise _Slow
         dst = src[:]
-        i = -1
-        for v in src:
-            i += 1
-            t = type(v)
-            if t is dict:
-                dst[i] = copy_dict(v, depth + 1)
-            elif t is list:
-                dst[i] = copy_list(v, depth + 1)
-            elif not (
-                t is str or t is int or t is bool or v is None or (t is float and v - v == 0.0)
-            ):
-                raise _Slow
+        # only the containers need a copy of their own: found at C speed, so a list of a
+        # million numbers and a few objects is not walked element by element
+        for i in compress(range(len(src)), map(_CONTAINER_TYPES.__contains__, map(type, src))):
+            v = src[i]
+            dst[i] = copy_dict(v, depth + 1) if type(v) is dict else copy_list(v, depth + 1)
         return dst
 
     def copy_root(root: Any) -> Any:

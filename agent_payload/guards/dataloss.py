@@ -460,10 +460,9 @@ class DataLossGuard:
     def _removal(self, path: PayloadPath, value: Any) -> _Hit | None:
         if "large_removal" not in self.rules:
             return None
-        size = json_size(value, self.large_removal_chars)
-        if size < self.large_removal_chars:
+        full = json_size(value)  # (the capped count would stop early only to count it all)
+        if full < self.large_removal_chars:
             return None
-        full = json_size(value)
         return _Hit(
             path,
             "large_removal",

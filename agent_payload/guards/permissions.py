@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any, Literal
 
 from agent_payload._jsondata import Link, json_equal, materialize
@@ -219,6 +220,19 @@ def _walk_side(
         if isinstance(node, dict):
             children: Iterable[tuple[str | int, Any]] = node.items()
         elif isinstance(node, list):
+            if node and not ruleset.names_an_index_below(len(node)):
+                containers = _container_indices(node)
+                if containers is not None:
+                    # Every element has the same state, so the same verdict: the first
+                    # element is refused or none is (a million elements judged at once).
+                    child_state = ruleset.step(here_state, 0)
+                    refused, rule = verdict(ruleset, child_state, op, node[0])
+                    if refused:
+                        return (here, 0), rule
+                    if RuleSet.alive(child_state):
+                        for i in containers:
+                            stack.append(((here, i), child_state, node[i]))
+                    continue
             children = enumerate(node)
         else:
             continue
@@ -234,6 +248,21 @@ def _walk_side(
             if container and last_alive:
                 stack.append(((here, segment), child_state, child))
     return None
+
+
+_PLAIN_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
+_CONTAINER_TYPES = frozenset({dict, list})
+
+
+def _container_indices(items: list[Any]) -> Iterable[int] | None:
+    """The indices of the dicts and lists among ``items`` (found at C speed), or None when an
+    element is of another type (a subclass is judged element by element)."""
+    kinds = set(map(type, items))
+    if not kinds <= _PLAIN_TYPES:
+        return None
+    if not kinds & _CONTAINER_TYPES:
+        return ()
+    return compress(range(len(items)), map(_CONTAINER_TYPES.__contains__, map(type, items)))
 
 
 # --- Permissions ---------------------------------------------------------------------------

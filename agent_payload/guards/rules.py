@@ -292,6 +292,11 @@ class RuleSet:
             new_states.append(nxt)
         return tuple(new_states), frozenset(new_covered)
 
+    def names_an_index_below(self, length: int) -> bool:
+        """True when a rule names a literal index of an array of ``length`` elements: else
+        every element steps alike (one state for all of them, see ``step``)."""
+        return any(0 <= index < length for index in self._indices)
+
     @staticmethod
     def alive(state: tuple[tuple[frozenset[int], ...], frozenset[int]]) -> bool:
         return any(state[0])

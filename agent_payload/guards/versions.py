@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import sys
+from json.encoder import encode_basestring
 from typing import Any
 
 from agent_payload._jsondata import Link, json_data, materialize
@@ -28,6 +29,11 @@ __all__ = ["check_version", "payload_version"]
 
 _CHUNK = 1 << 16
 _VALUE, _TEXT, _CLOSE = 0, 1, 2
+# The walk writes each value as ``json.dumps(value, ensure_ascii=False)`` writes it, through
+# the functions json.dumps itself ends in (a call of json.dumps builds an encoder each time,
+# the most of what a node of a deep payload cost): ``encode_basestring`` for strings,
+# ``int.__repr__`` and ``float.__repr__`` for numbers.
+_WORDS = {None: "null", True: "true", False: "false"}
 
 
 def payload_version(payload: Any) -> str:
@@ -107,7 +113,7 @@ def _iterative_version(data: Any) -> str:
             last = len(keys) - 1
             for n, key in enumerate(reversed(keys)):
                 stack.append((_VALUE, item[key], (linked, key)))
-                prefix = json.dumps(_key_text(key, linked), ensure_ascii=False) + ":"
+                prefix = encode_basestring(_key_text(key, linked)) + ":"
                 if n != last:
                     prefix = "," + prefix
                 stack.append((_TEXT, prefix, linked))
@@ -135,7 +141,7 @@ def _iterative_version(data: Any) -> str:
 def _scalar(value: Any, linked: Link) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         try:
-            return json.dumps(value)
+            return int.__repr__(value)
         except ValueError as exc:  # more digits than int -> str converts
             path = materialize(linked)
             raise InvalidPayloadError(
@@ -145,10 +151,12 @@ def _scalar(value: Any, linked: Link) -> str:
                 "cannot be hashed or sent as JSON; store it as a string",
                 path=path,
             ) from exc
-    if value is None or isinstance(value, bool | str):
-        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if value is None or isinstance(value, bool):
+        return _WORDS[value]
     if isinstance(value, float) and math.isfinite(value):
-        return json.dumps(value)
+        return float.__repr__(value)
     path = materialize(linked)
     if isinstance(value, float):
         raise InvalidPayloadError(

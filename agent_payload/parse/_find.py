@@ -369,6 +369,8 @@ class _Reader:
     def _choose(
         self, text: str, requests: list[_Candidate], count: int
     ) -> tuple[dict[str, Any], str]:
+        if len(requests) == 1:  # nothing to compare it with
+            return self._take(text, requests[0], count)
         damaged = [c for c in requests if c.damage is not None]
         distinct: dict[str, _Candidate] = {}
         for candidate in requests:
@@ -474,6 +476,8 @@ class _Reader:
         """Blank out thinking blocks (keeping lines and columns); a lone closing tag, at the
         start or end of a line with no opening tag before it, ends thinking that began with the
         reply."""
+        if "<" not in text:  # no tag at all (a megabyte of JSON need not be searched)
+            return text, None
         pieces: list[str] = []
         pos = 0
         first_open = _THINKING_OPEN.search(text)

@@ -46,6 +46,16 @@ _STRICT: Final = json.JSONDecoder(
 _SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
+def _suspect(text: str, pos: int = 0, end: int | None = None) -> bool:
+    """``_SUSPECT`` occurs in ``text[pos:end]``: a surrogate, written as an escape or as itself
+    (an ASCII text with no ``\\u`` has none: a megabyte reply need not be searched)."""
+    if end is None:
+        end = len(text)
+    if text.isascii() and text.find("\\u", pos, end) == -1:
+        return False
+    return _SUSPECT.search(text, pos, end) is not None
+
+
 # Can strict JSON start here? (A failed strict read raises an exception that costs more than
 # the read: hostile prose of broken objects is sent to the grammar reader directly.)
 _STRICT_START: Final = re.compile(
@@ -87,7 +97,7 @@ def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, 
         value, end = None, pos + 1  # not strict JSON from its first member on: no C attempt
     else:
         value, end = _strict_at(text, pos)
-    if value is not None and _SUSPECT.search(text, pos, end) is None:
+    if value is not None and not _suspect(text, pos, end):
         return value, end, []
     grammar = _Grammar(text, context)
     try:
@@ -105,7 +115,7 @@ def _read_whole(text: str, context: str | None = None) -> tuple[Any, list[str]]:
     except (ValueError, RecursionError):
         pass
     else:
-        if isinstance(value, dict) and _SUSPECT.search(text) is None:
+        if isinstance(value, dict) and not _suspect(text):
             return value, []
     grammar = _Grammar(text, context)
     return grammar.read_whole(), list(grammar.repairs)
