@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_payload import outline
+from agent_payload import _jsontext, outline
 from agent_payload._jsondata import format_payload_path
 from agent_payload._loop import estimate_tokens
 from agent_payload.guards import ReadScope
@@ -244,6 +244,52 @@ def test_exceeds_counts_the_payload_as_the_user_message_carries_it() -> None:
     small = {"a": list(range(10))}
     assert not outline.exceeds(small, outline.MIN_PAYLOAD_TOKENS)
     assert outline.exceeds({"a": list(range(5_000))}, 1_000)
+
+
+def _nested(levels: int) -> list[Any]:
+    """``[[[...]]]``, ``levels`` lists deep."""
+    root: list[Any] = []
+    for _ in range(levels - 1):
+        root = [root]
+    return root
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        {
+            "title": "t",
+            "lines": [{"sku": f"SKU-{i}", "tags": ["a", 1.5, None]} for i in range(2_000)],
+        },
+        {f"key {i} ü": {"n": i, "s": "x" * (i % 50)} for i in range(1_500)},  # more than 64 keys
+        [[[[i, str(i), {"d": [True] * 10}] for i in range(100)]] * 5, "end"],
+        {"deep": _nested(3_000), "tail": list(range(8_000))},  # deeper than json's recursion
+    ],
+)
+def test_exceeds_counts_the_compact_json_a_piece_at_a_time(shown: Any) -> None:
+    """``exceeds`` counts the payload's compact JSON in pieces of 20,000 characters, exactly
+    those of ``json.dumps`` (written only as far as they are counted), and stops at the first
+    piece past the budget."""
+    text = _jsontext.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    pieces = [text[i : i + 20_000] for i in range(0, len(text), 20_000)]
+    for budget in (1_000, 30_000, 10**8):
+        total, expected = 0, []
+        for piece in pieces:
+            expected.append(piece)
+            total += len(piece)
+            if total > budget:
+                break
+        counted: list[str] = []
+
+        def count(piece: str, counted: list[str] = counted) -> int:
+            counted.append(piece)
+            return len(piece)
+
+        over = outline.exceeds(shown, budget, count=count)
+        if total > budget:
+            assert over and counted == expected
+        else:  # the whole compact JSON fits: the rendering as the prompt shows it is counted
+            assert counted[: len(pieces)] == pieces
 
 
 def test_the_readme_outline_example_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,11 +1,13 @@
 """Outline mode end to end: the REAL openai and anthropic SDKs against ``FakeProviderServer``.
 
-A payload of several megabytes (50,000 catalogue lines) with ``max_payload_tokens`` a few
-thousand: the first request carries an outline within the budget, the model reads one element
-by path, finds another by text, sends the change request (as text, or as the change-request
-tool), and the merged payload is exact. For Chat Completions, Responses and Anthropic
-Messages, sync and async. Plus: a hidden path reads as absent, ``max_reads`` exhausted ends the
-run with a clear error and the payload untouched.
+A payload too big for ``max_payload_tokens`` (a few thousand): the first request carries an
+outline within the budget, the model reads one element by path, finds another by text, sends
+the change request (as text, or as the change-request tool), and the merged payload is exact.
+For Chat Completions, Responses and Anthropic Messages, sync and async, text and tool output
+(on a 2,000-line catalogue); and through each API on a payload of more than 5 MB (50,000
+lines, built once for the module) with a first request under 20,000 tokens. Plus: a hidden
+path reads as absent, ``max_reads`` exhausted ends the run with a clear error and the payload
+untouched.
 """
 
 from __future__ import annotations
@@ -44,12 +46,16 @@ def _line(i: int) -> dict[str, Any]:
     }
 
 
-PAYLOAD: dict[str, Any] = {
-    "catalogue": "spring",
-    "currency": "EUR",
-    "lines": [_line(i) for i in range(50_000)],
-}
-PAYLOAD_TEXT = json.dumps(PAYLOAD)
+def catalogue(lines: int) -> dict[str, Any]:
+    return {"catalogue": "spring", "currency": "EUR", "lines": [_line(i) for i in range(lines)]}
+
+
+@pytest.fixture(scope="module")
+def five_mb() -> tuple[dict[str, Any], str]:
+    """The 5 MB payload and its JSON text, built once for the module: no test may change it
+    (each one checks that the caller's payload is untouched)."""
+    payload = catalogue(50_000)
+    return payload, json.dumps(payload)
 
 
 @pytest.fixture
@@ -99,30 +105,32 @@ def tool_names(request: FakeRequest) -> list[str]:
     return request.tools
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("output", OUTPUTS)
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("api", APIS)
-def test_a_5_mb_payload_is_edited_through_its_outline(
-    server: FakeProviderServer, api: str, mode: str, output: str
+def edit_through_the_outline(
+    server: FakeProviderServer,
+    api: str,
+    mode: str,
+    output: str,
+    payload: dict[str, Any],
+    payload_text: str,
 ) -> None:
-    """The first request is an outline within the budget (and the whole request far under
-    20,000 tokens for a 5 MB payload); a read by path and a find by text are answered from the
-    payload; the change request sent after them is merged exactly; the caller's payload is
-    untouched."""
-    assert len(PAYLOAD_TEXT) > 5_000_000
-    change = {"updateElements": {"lines": {"31": {"qty": 40}, "40001": {"price": 9.5}}}}
+    """The first request is an outline within the budget (and the whole request under 20,000
+    tokens); a read by path and a find by text are answered from the payload; the change
+    request sent after them is merged exactly; the caller's payload (whose JSON text is
+    ``payload_text``) is untouched."""
+    far = len(payload["lines"]) * 4 // 5 + 1  # an element the outline does not show
+    sku = f"SKU-{far:05d}"
+    change = {"updateElements": {"lines": {"31": {"qty": 40}, str(far): {"price": 9.5}}}}
     server.add(
         Reply.read_payload("lines[31]"),
-        Reply.find_in_payload("sku-40001"),
-        json.dumps({**change, "reasoning": "qty of 31 and price of 40001"}),
+        Reply.find_in_payload(sku.lower()),
+        json.dumps({**change, "reasoning": f"qty of 31 and price of {far}"}),
     )
     result = run(
         server,
         api,
         mode,
-        PAYLOAD,
-        "Set the quantity of SKU-00031 to 40 and the price of SKU-40001 to 9.5",
+        payload,
+        f"Set the quantity of SKU-00031 to 40 and the price of {sku} to 9.5",
         output_mode=output,
         max_payload_tokens=BUDGET,
     )
@@ -132,27 +140,61 @@ def test_a_5_mb_payload_is_edited_through_its_outline(
     assert "OUTLINE" in first.text
     assert estimate_tokens(outline) <= BUDGET
     assert estimate_tokens(first.text) < 20_000
-    assert "SKU-40001" not in outline
+    assert sku not in outline
     assert set(tool_names(first)) >= {"read_payload", "find_in_payload"}
     if output == "tool":
         assert tool_names(first)[0] == "apply_change_request"
         assert first.forced_tool == "apply_change_request"  # some tool must be called
     else:
         assert first.forced_tool is None
-    # the read answered lines[31] exactly; the find located SKU-40001
+    # the read answered lines[31] exactly; the find located the far element
     assert '"sku":"SKU-00031"' in read.last_user_text
     assert '"cost":"secret-cost-31"' in read.last_user_text
-    assert 'lines[40001].sku: "SKU-40001"' in found.last_user_text
+    assert f'lines[{far}].sku: "{sku}"' in found.last_user_text
     assert estimate_tokens(read.last_user_text) <= BUDGET
     # the change request was judged and merged exactly
-    lines = list(PAYLOAD["lines"])
+    lines = list(payload["lines"])
     lines[31] = {**lines[31], "qty": 40}
-    lines[40001] = {**lines[40001], "price": 9.5}
-    assert result.payload == {**PAYLOAD, "lines": lines}
+    lines[far] = {**lines[far], "price": 9.5}
+    assert result.payload == {**payload, "lines": lines}
     assert result.outlined and result.reads == 2 and result.attempts == 1
     assert result.usage.requests == 3
-    assert PAYLOAD["lines"][31]["qty"] == 31 % 9  # the caller's payload is untouched
-    assert json.dumps(PAYLOAD) == PAYLOAD_TEXT
+    assert payload["lines"][31]["qty"] == 31 % 9  # the caller's payload is untouched
+    assert json.dumps(payload) == payload_text
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("api", APIS)
+def test_a_payload_over_the_budget_is_edited_through_its_outline(
+    server: FakeProviderServer, api: str, mode: str, output: str
+) -> None:
+    """Every API, sync and async, text and tool output: the outline, a read, a find, the
+    change request merged exactly (``edit_through_the_outline``), on a 2,000-line catalogue
+    (about 97,000 tokens for a budget of 3,000)."""
+    payload = catalogue(2_000)
+    edit_through_the_outline(server, api, mode, output, payload, json.dumps(payload))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("api", "mode", "output"),
+    [("chat", "sync", "text"), ("responses", "sync", "tool"), ("anthropic", "async", "tool")],
+)
+def test_a_5_mb_payload_is_edited_through_its_outline(
+    server: FakeProviderServer,
+    five_mb: tuple[dict[str, Any], str],
+    api: str,
+    mode: str,
+    output: str,
+) -> None:
+    """The same edit through each API on a payload of more than 5 MB: the first request stays
+    under 20,000 tokens (the outline within 3,000), the read, the find and the merge are
+    exact, and the caller's payload is untouched. (Sync and async, text and tool output, do
+    not depend on the payload's size: the test above runs each of them.)"""
+    payload, text = five_mb
+    assert len(text) > 5_000_000
+    edit_through_the_outline(server, api, mode, output, payload, text)
 
 
 SMALL: dict[str, Any] = {"title": "small catalogue", "lines": [_line(i) for i in range(2_000)]}

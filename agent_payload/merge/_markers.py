@@ -101,6 +101,31 @@ def _strings(payload: Any) -> Iterator[str]:
             stack.extend(v.values() if isinstance(v, dict) else v)
 
 
+def _strings_holding(payload: Any, part: str) -> set[str]:
+    """The string values of the payload's data (keys excluded) in which ``part`` occurs: what
+    ``{s for s in _strings(payload) if part in s}`` is, walked without a generator's step
+    per value (the agent asks this of every payload, however large)."""
+    data = json_data(payload) if isinstance(payload, BaseModel) else payload
+    if isinstance(data, str):
+        return {data} if part in data else set()
+    held: set[str] = set()
+    seen: set[int] = set()
+    containers = (dict, list)
+    stack = [data] if isinstance(data, containers) else []
+    while stack:  # only containers are stacked; each visited once
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        for child in v.values() if isinstance(v, dict) else v:
+            if isinstance(child, str):
+                if part in child:
+                    held.add(child)
+            elif isinstance(child, containers):
+                stack.append(child)
+    return held
+
+
 def payload_holds_string(payload: Any, value: str) -> bool:
     """True when ``value`` occurs as a string value anywhere in the payload's data.
 
@@ -122,7 +147,7 @@ def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
     active as the marker, or the model could only write it by rewriting the element whole; so
     a marker found inside any of these texts is passed over like one the data holds.
     """
-    held = {s for s in _strings(payload) if "DELETE" in s}
+    held = _strings_holding(payload, "DELETE")
     texts = [text for text in avoid if "DELETE" in text]
 
     def free(candidate: str) -> bool:

@@ -394,25 +394,49 @@ def find(
         elif isinstance(value, int | float) and not isinstance(value, bool) and value == number:
             hit(where, f": {json.dumps(value)}")
 
-    # An explicit stack (any depth); a path is built only for a container or a match.
+    # An explicit stack (any depth); a path is built only for a container or a match. The
+    # test of a scalar is written out in each loop (no call per value: this is the hot part).
+    containers = (dict, list)
     stack: list[tuple[tuple[str | int, ...], Any]] = [(tuple(path), root)]
     while stack:
         where, node = stack.pop()
         later: list[tuple[tuple[str | int, ...], Any]] = []
         if isinstance(node, dict):
-            for key, item in node.items():
-                if needle is not None and needle in key.casefold():
-                    hit((*where, key), f" (the key {json.dumps(key, ensure_ascii=False)})")
-                if isinstance(item, dict | list):
-                    later.append(((*where, key), item))
-                elif _may_match(item, needle, number):
-                    scalar((*where, key), item)
+            if needle is not None:
+                for key, item in node.items():
+                    if needle in key.casefold():
+                        hit((*where, key), f" (the key {json.dumps(key, ensure_ascii=False)})")
+                    if isinstance(item, containers):
+                        later.append(((*where, key), item))
+                    elif isinstance(item, str) and needle in item.casefold():
+                        scalar((*where, key), item)
+            else:
+                for key, item in node.items():
+                    if isinstance(item, containers):
+                        later.append(((*where, key), item))
+                    elif (
+                        isinstance(item, int | float)
+                        and not isinstance(item, bool)
+                        and item == number
+                    ):
+                        scalar((*where, key), item)
         elif isinstance(node, list):
-            for index, item in enumerate(node):
-                if isinstance(item, dict | list):
-                    later.append(((*where, index), item))
-                elif _may_match(item, needle, number):
-                    scalar((*where, index), item)
+            if needle is not None:
+                for index, item in enumerate(node):
+                    if isinstance(item, containers):
+                        later.append(((*where, index), item))
+                    elif isinstance(item, str) and needle in item.casefold():
+                        scalar((*where, index), item)
+            else:
+                for index, item in enumerate(node):
+                    if isinstance(item, containers):
+                        later.append(((*where, index), item))
+                    elif (
+                        isinstance(item, int | float)
+                        and not isinstance(item, bool)
+                        and item == number
+                    ):
+                        scalar((*where, index), item)
         else:
             scalar(where, node)
         stack.extend(reversed(later))
@@ -444,13 +468,6 @@ def _snippet(value: str, needle: str, width: int = 80) -> str:
     before = "…" if at else ""
     after = "…" if at + width < len(value) else ""
     return f"{before}{json.dumps(piece, ensure_ascii=False)}{after} ({len(value)} characters)"
-
-
-def _may_match(value: Any, needle: str | None, number: float | None) -> bool:
-    """A cheap test before the path of ``value`` is built."""
-    if needle is not None:
-        return isinstance(value, str) and needle in value.casefold()
-    return isinstance(value, int | float) and not isinstance(value, bool) and value == number
 
 
 def answer(

@@ -8,10 +8,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_payload import _jsontext
 from agent_payload import prompts as _prompts
 from agent_payload.usage import estimate_tokens
 
@@ -80,32 +81,99 @@ Count = Callable[[str], int]
 # --- does the payload fit? -------------------------------------------------------------------
 
 
-def _tokens_over(text: str, budget: int, count: Count) -> bool:
-    """True when ``text`` counts more than ``budget`` tokens; counts piece by piece and stops
-    as soon as the budget is passed (a 50 MB text costs what its first pieces cost)."""
+def _tokens_over(pieces: Iterable[str], budget: int, count: Count) -> bool:
+    """True when the text made of ``pieces`` counts more than ``budget`` tokens; counts it
+    20,000 characters at a time and stops as soon as the budget is passed (a 50 MB text
+    costs what its first pieces cost, and so does producing it when ``pieces`` is lazy)."""
     total = 0
     step = 20_000
-    for start in range(0, len(text), step):
-        total += count(text[start : start + step])
-        if total > budget:
-            return True
-    return False
+    buffered: list[str] = []
+    size = 0
+    for piece in pieces:
+        buffered.append(piece)
+        size += len(piece)
+        if size < step:
+            continue
+        text = "".join(buffered)
+        whole = len(text) - len(text) % step
+        for start in range(0, whole, step):
+            total += count(text[start : start + step])
+            if total > budget:
+                return True
+        buffered, size = [text[whole:]], len(text) - whole
+    return size > 0 and total + count("".join(buffered)) > budget
+
+
+_OPENED_DEPTH = 3
+"""``_compact_pieces`` writes containers this many levels deep a part at a time."""
+_OPENED_KEYS = 64
+"""... and an object of at most this many keys one key at a time (a larger one, like an array,
+in growing slices)."""
+_SLICE = 1_024
+"""The largest slice of an array (or a large object) written at once."""
+
+
+def _compact_pieces(value: Any, depth: int = _OPENED_DEPTH) -> Iterator[str]:
+    """The compact JSON of ``value`` (``_jsontext.dumps`` with ``separators=(",", ":")``,
+    ``ensure_ascii=False``) in pieces whose concatenation is that text, produced lazily: the
+    containers of the first ``depth`` levels are written a part at a time (each key of a small
+    object; the first element of an array, then slices that double in size), so a reader that
+    stops early never writes the rest. Everything else is written by ``json`` (C speed)."""
+    t = type(value)
+    if depth > 0 and t is dict and value and all(type(key) is str for key in value):
+        if len(value) <= _OPENED_KEYS:
+            separator = "{"
+            for key, item in value.items():
+                yield separator + _COMPACT.encode(key) + ":"
+                yield from _compact_pieces(item, depth - 1)
+                separator = ","
+            yield "}"
+            return
+        items = iter(value.items())
+        yield "{"
+        size = 1
+        first = True
+        while part := dict(itertools.islice(items, size)):
+            yield ("" if first else ",") + _compact(part)[1:-1]
+            first = False
+            size = min(2 * size, _SLICE)
+        yield "}"
+    elif depth > 0 and t is list and value:
+        yield "["
+        yield from _compact_pieces(value[0], depth - 1)
+        start, size = 1, 1
+        while start < len(value):
+            yield "," + _compact(value[start : start + size])[1:-1]
+            start += size
+            size = min(2 * size, _SLICE)
+        yield "]"
+    else:
+        yield _compact(value)
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` without building an encoder
+for each of the many small parts."""
+
+
+def _compact(value: Any) -> str:
+    try:
+        return _COMPACT.encode(value)
+    except RecursionError:  # deeper than json goes: the same text by _jsontext's writer
+        return _jsontext.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def exceeds(shown: Any, budget: int, *, count: Count | None = None) -> bool:
     """True when the payload ``shown`` (the read scope's projection), rendered as the user
     message carries it (``prompts.render_payload``), counts more than ``budget`` tokens.
 
-    Its compact JSON is counted first (a piece at a time, stopping past the budget): when even
-    that is over, the full rendering (which only adds index comments and line breaks) is never
-    built."""
+    Its compact JSON is counted first (a piece at a time, written only as far as it is counted,
+    stopping past the budget): when even that is over, the full rendering (which only adds
+    index comments and line breaks) is never built."""
     count = count or estimate_tokens
-    from agent_payload import _jsontext
-
-    compact = _jsontext.dumps(shown, ensure_ascii=False, separators=(",", ":"))
-    if _tokens_over(compact, budget, count):
+    if _tokens_over(_compact_pieces(shown), budget, count):
         return True
-    return _tokens_over(_prompts.render_payload(shown), budget, count)
+    return _tokens_over((_prompts.render_payload(shown),), budget, count)
 
 
 # --- levels of detail ------------------------------------------------------------------------
