@@ -36,7 +36,6 @@ json_values = st.recursive(
 budgets = st.integers(outline.MIN_PAYLOAD_TOKENS, 3_000)
 
 
-@settings(max_examples=60)
 @given(value=json_values, budget=budgets)
 def test_an_outline_never_exceeds_its_budget(value: Any, budget: int) -> None:
     """Whatever the payload and the budget (at least MIN_PAYLOAD_TOKENS), the outline counts
@@ -111,7 +110,6 @@ def test_a_hidden_key_reads_like_a_missing_one() -> None:
     assert "DE123" not in outline.answer("find_in_payload", {"text": "DE1"}, shown, 500)
 
 
-@settings(max_examples=60)
 @given(value=json_values)
 def test_a_complete_read_is_the_value_itself(value: Any) -> None:
     """A read that is not marked as an outline is exactly the value (its index comments
