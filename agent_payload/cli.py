@@ -59,7 +59,6 @@ from agent_payload._render import Style, render_changes, render_issues, summariz
 from agent_payload._reply import OUTPUT_MODES
 from agent_payload.agent import PayloadAgent
 from agent_payload.changes import DEFAULT_MARKERS
-from agent_payload.demo import run_demo
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -70,7 +69,6 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from agent_payload.mcp import PayloadFileEditor, serve
 from agent_payload.merge import apply_change_request
 from agent_payload.parse import parse_change_request_with_repairs
 from agent_payload.providers import infer_model
@@ -362,6 +360,8 @@ def _cached_note(usage: Usage) -> str:
 
 
 def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from agent_payload.demo import run_demo  # the fake servers and the replay: demo only
+
     if args.old_model_name is not None:
         stderr.write("agent-payload demo: --model is deprecated; use --model-name\n")
     try:
@@ -388,6 +388,8 @@ def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: T
 
 
 def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from agent_payload.mcp import PayloadFileEditor, serve
+
     schema: Any = None
     if args.payload_schema is not None:
         schema_name, schema_text = _read_text(args.payload_schema, stdin)
