@@ -43,6 +43,7 @@ flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -313,6 +314,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         raise CliError("the task is empty: say what should change in the payload")
 
     style = Style(use_color(stderr, no_color=args.no_color))
+    model: Any = None
     try:
         model = infer_model(args.model)
         agent = PayloadAgent(model, max_retries=args.max_retries, output_mode=args.output_mode)
@@ -328,6 +330,8 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         return EXIT_FAILED
     except (UsageError, ConfigurationError, LimitExceededError) as exc:
         raise CliError(str(exc)) from exc
+    finally:
+        _close_client(model)
 
     if not args.dry_run:
         _write_result(
@@ -349,6 +353,14 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         f"{'; dry run: nothing written' if args.dry_run else ''}\n"
     )
     return EXIT_OK
+
+
+def _close_client(model: object) -> None:
+    """Close the SDK client the model built from ``--model`` holds (its open connections), so
+    ``main`` called in process leaves no socket behind."""
+    close = getattr(getattr(model, "client", None), "close", None)
+    if callable(close) and not inspect.iscoroutinefunction(close):
+        close()
 
 
 def _cached_note(usage: Usage) -> str:
