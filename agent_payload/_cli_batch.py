@@ -10,13 +10,15 @@ import argparse
 import asyncio
 import json
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data
 from agent_payload.agent import AsyncPayloadAgent, PayloadAgent
-from agent_payload.batch import BatchJob, BatchProgress
 from agent_payload.providers import infer_model
+
+if TYPE_CHECKING:  # imported when the command runs: `agent-payload --help` needs no SQLite
+    from agent_payload.batch import BatchJob, BatchProgress
 
 __all__ = ["add_parser"]
 
@@ -115,6 +117,8 @@ def _items(path: str) -> Iterator[dict[str, Any]]:
 
 
 def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Exception]) -> int:
+    from agent_payload.batch import BatchJob
+
     if args.concurrent is not None and args.concurrent < 1:
         raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None

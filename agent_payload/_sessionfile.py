@@ -59,9 +59,10 @@ LEGACY_FORMAT = "agent_payload.session/1"
 
 
 class _Record(BaseModel):
-    """Strict: no coercion (``"3"`` is not an int, ``true`` is not a number), no unknown keys."""
+    """Strict: no coercion (``"3"`` is not an int, ``true`` is not a number), no unknown keys.
+    The validators are built when the first file is read, not when the package is imported."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
 
 
 class UsageData(_Record):

@@ -43,6 +43,7 @@ flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -59,7 +60,6 @@ from agent_payload._render import Style, render_changes, render_issues, summariz
 from agent_payload._reply import OUTPUT_MODES
 from agent_payload.agent import PayloadAgent
 from agent_payload.changes import DEFAULT_MARKERS
-from agent_payload.demo import run_demo
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -70,7 +70,6 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from agent_payload.mcp import PayloadFileEditor, serve
 from agent_payload.merge import apply_change_request
 from agent_payload.parse import parse_change_request_with_repairs
 from agent_payload.providers import infer_model
@@ -315,6 +314,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         raise CliError("the task is empty: say what should change in the payload")
 
     style = Style(use_color(stderr, no_color=args.no_color))
+    model: Any = None
     try:
         model = infer_model(args.model)
         agent = PayloadAgent(model, max_retries=args.max_retries, output_mode=args.output_mode)
@@ -330,6 +330,8 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         return EXIT_FAILED
     except (UsageError, ConfigurationError, LimitExceededError) as exc:
         raise CliError(str(exc)) from exc
+    finally:
+        _close_client(model)
 
     if not args.dry_run:
         _write_result(
@@ -353,6 +355,14 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     return EXIT_OK
 
 
+def _close_client(model: object) -> None:
+    """Close the SDK client the model built from ``--model`` holds (its open connections), so
+    ``main`` called in process leaves no socket behind."""
+    close = getattr(getattr(model, "client", None), "close", None)
+    if callable(close) and not inspect.iscoroutinefunction(close):
+        close()
+
+
 def _cached_note(usage: Usage) -> str:
     """`` (N cached)`` when part of the input came from the provider's prompt cache."""
     return f" ({usage.cached_input_tokens} cached)" if usage.cached_input_tokens else ""
@@ -362,6 +372,8 @@ def _cached_note(usage: Usage) -> str:
 
 
 def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from agent_payload.demo import run_demo  # the fake servers and the replay: demo only
+
     if args.old_model_name is not None:
         stderr.write("agent-payload demo: --model is deprecated; use --model-name\n")
     try:
@@ -388,6 +400,8 @@ def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: T
 
 
 def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    from agent_payload.mcp import PayloadFileEditor, serve
+
     schema: Any = None
     if args.payload_schema is not None:
         schema_name, schema_text = _read_text(args.payload_schema, stdin)

@@ -2,6 +2,9 @@
 
 The file on disk is the witness: a refused call leaves it byte-identical, a good call is on disk,
 undo restores the exact bytes, and an edit made by someone else meanwhile is never overwritten.
+The whole tool protocol and the stdout/stderr split are proven over stdio against the real
+process; the other scenarios drive the server that ``agent-payload mcp`` builds from its
+options with the same client connected in process (no interpreter to start per test).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from typing import Any
 
 import pytest
 
+import agent_payload.mcp
 from agent_payload import Permissions, ReadScope, cli
-from agent_payload.mcp import PayloadFileEditor, parse_path
+from agent_payload.mcp import PayloadFileEditor, build_server, parse_path
 from agent_payload.prompts import render_system
 from agent_payload.schema import change_request_schema
 
@@ -46,6 +50,22 @@ async def connect(path: Path, *options: str) -> AsyncIterator[Any]:
         command=sys.executable, args=["-m", "agent_payload.mcp", str(path), *options]
     )
     async with Client(params) as client:
+        yield client
+
+
+@asynccontextmanager
+async def connect_in_process(path: Path, *options: str) -> AsyncIterator[Any]:
+    """The server ``agent-payload mcp PATH OPTIONS`` serves, built by the command line from its
+    options, with the official client connected to it in process."""
+    from mcp import Client
+
+    editors: list[PayloadFileEditor] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(agent_payload.mcp, "serve", editors.append)
+        status, out, err = cli_run("mcp", str(path), *options)
+    assert (status, out, err) == (0, "", "")
+    (editor,) = editors
+    async with Client(build_server(editor)) as client:
         yield client
 
 
@@ -131,7 +151,7 @@ def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
 
 def test_an_edit_made_meanwhile_is_never_overwritten(invoice_file: Path) -> None:
     async def main() -> None:
-        async with connect(invoice_file) as client:
+        async with connect_in_process(invoice_file) as client:
             await client.call_tool("read_payload", {})
             theirs = invoice_file.read_text(encoding="utf-8").replace('"Ann"', '"Bob"')
             invoice_file.write_text(theirs, encoding="utf-8")  # someone else's edit
@@ -180,7 +200,7 @@ def test_payload_schema_shapes_the_tool_and_refuses_a_result_that_breaks_it(
     original = config.read_bytes()
 
     async def main() -> None:
-        async with connect(config, "--payload-schema", str(schema_file)) as client:
+        async with connect_in_process(config, "--payload-schema", str(schema_file)) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert tools["apply_change_request"].input_schema == change_request_schema(
                 schema, marker="DELETE"

@@ -21,6 +21,7 @@ Package data (``invoice.json``, ``replay.json``, ``expected.json``) is read with
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -83,28 +84,28 @@ class _Recorder:
     every request and reply (to show the corrections)."""
 
     def __init__(self, model: Model) -> None:
-        self._model = model
+        self.model = model
         self.requests: list[ModelRequest] = []
         self.replies: list[ModelReply] = []
 
     @property
     def model_name(self) -> str:
-        return self._model.model_name
+        return self.model.model_name
 
     @property
     def provider(self) -> str:
-        return self._model.provider
+        return self.model.provider
 
     def request(self, request: ModelRequest) -> ModelReply:
         self.requests.append(request)
-        reply = self._model.request(request)
+        reply = self.model.request(request)
         self.replies.append(reply)
         return reply
 
     async def arequest(self, request: ModelRequest) -> ModelReply:
         self.requests.append(request)
-        assert isinstance(self._model, AsyncModel)  # the adapters and ScriptedModel are both
-        reply = await self._model.arequest(request)
+        assert isinstance(self.model, AsyncModel)  # the adapters and ScriptedModel are both
+        reply = await self.model.arequest(request)
         self.replies.append(reply)
         return reply
 
@@ -135,6 +136,14 @@ def _replay_model(replay: dict[str, Any]) -> Model:
         )
 
     return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
+
+
+def _close_client(model: object) -> None:
+    """Close the SDK client of an adapter built from a ``provider:model`` string (its open
+    connections); nothing for a model without one (the replay)."""
+    close = getattr(getattr(model, "client", None), "close", None)
+    if callable(close) and not inspect.iscoroutinefunction(close):
+        close()
 
 
 def _real_model(provider: str, model_name: str | None) -> Model:
@@ -220,7 +229,10 @@ def run_demo(
         rejections[attempt] = list(problems)
 
     agent = PayloadAgent(recorder, max_retries=max_retries, on_retry=on_retry)
-    result = agent.run(invoice, task)
+    try:
+        result = agent.run(invoice, task)
+    finally:
+        _close_client(recorder.model)
     _show_attempts(say, style, recorder, rejections)
     if result.attempts == 1:
         say(style.dim("  (no correction was needed this time)"))
