@@ -25,9 +25,11 @@ lint:
 	$(PYTHON) -m mypy
 	$(PYTHON) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
 
-# -n auto: one pytest-xdist worker per CPU (each with its own fake provider server).
+# -n auto: one pytest-xdist worker per CPU (each with its own fake provider server);
+# --dist worksteal: a worker that runs out of tests takes some from the other's queue, so a few
+# long tests at the end do not leave a CPU idle.
 test:
-	$(PYTHON) -m pytest -q -n auto
+	$(PYTHON) -m pytest -q -n auto --dist worksteal
 
 check: install lint test
 

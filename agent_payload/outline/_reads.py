@@ -1,6 +1,8 @@
 # The read tools: the path grammar (``parse_path``), the tool descriptions (``tool_specs``) and
 # notes, and the answers to ``read_payload`` and ``find_in_payload`` calls (``read``, ``find``,
 # ``answer``), each a text for the model; a bad call gets an error text, never an exception.
+# ``find`` runs a little over 80 lines: its scan is written out for each container and each
+# kind of search, with no call per value (the hot part on a payload of megabytes).
 """Answers to the read tools of outline mode (pure)."""
 
 from __future__ import annotations
@@ -440,6 +442,20 @@ def find(
         else:
             scalar(where, node)
         stack.extend(reversed(later))
+    return _found(lines, total, text, number, path, budget, count)
+
+
+def _found(
+    lines: list[str],
+    total: int,
+    text: str | None,
+    number: float | None,
+    path: Sequence[str | int],
+    budget: int,
+    count: Count,
+) -> str:
+    """The text of ``find``'s answer: the first ``lines`` of ``total`` matches, as many as fit
+    ``budget``, with how many more there are."""
     what = json.dumps(text, ensure_ascii=False) if text is not None else json.dumps(number)
     inside = "the payload" if not path else _show_path(path)
     if total == 0:
