@@ -43,7 +43,6 @@ flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -72,7 +71,7 @@ from agent_payload.errors import (
 )
 from agent_payload.merge import apply_change_request
 from agent_payload.parse import parse_change_request_with_repairs
-from agent_payload.providers import infer_model
+from agent_payload.providers import close_client, infer_model
 from agent_payload.usage import Usage
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
@@ -331,7 +330,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     except (UsageError, ConfigurationError, LimitExceededError) as exc:
         raise CliError(str(exc)) from exc
     finally:
-        _close_client(model)
+        close_client(model)
 
     if not args.dry_run:
         _write_result(
@@ -353,14 +352,6 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         f"{'; dry run: nothing written' if args.dry_run else ''}\n"
     )
     return EXIT_OK
-
-
-def _close_client(model: object) -> None:
-    """Close the SDK client the model built from ``--model`` holds (its open connections), so
-    ``main`` called in process leaves no socket behind."""
-    close = getattr(getattr(model, "client", None), "close", None)
-    if callable(close) and not inspect.iscoroutinefunction(close):
-        close()
 
 
 def _cached_note(usage: Usage) -> str:

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from agent_payload.errors import ConfigurationError
-from agent_payload.providers import Model, infer_model
+from agent_payload.providers import Model, close_client, infer_model
 from agent_payload.providers.anthropic import AnthropicModel
 from agent_payload.providers.base import Message, ModelRequest
 from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -65,6 +65,8 @@ def test_provider_strings_build_clients_from_the_environment(
     key = "sk-ant-test" if cls is AnthropicModel else "sk-test"
     headers = server.requests[0].headers
     assert key in (headers.get("authorization", "") + headers.get("x-api-key", ""))
+    close_client(model)  # the client built from the string is the caller's to close
+    assert model.client.is_closed()  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("spec", ["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-6"])
@@ -73,6 +75,9 @@ def test_async_client_flag(env: pytest.MonkeyPatch, server: FakeProviderServer, 
     server.add("async hi")
     model = infer_model(spec, async_client=True, max_retries=0)
     assert isinstance(model.client, openai.AsyncOpenAI | anthropic.AsyncAnthropic)  # type: ignore[attr-defined]
+    close_client(model)  # an async client is closed in its own event loop, not here
+    assert not model.client.is_closed()  # type: ignore[attr-defined]
+    close_client(ScriptedModel([]))  # a model without a client: nothing to close
 
     async def go() -> str:
         try:

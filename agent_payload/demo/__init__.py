@@ -21,7 +21,6 @@ Package data (``invoice.json``, ``replay.json``, ``expected.json``) is read with
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import os
 import sys
@@ -33,7 +32,7 @@ from typing import Any, TextIO
 from agent_payload._render import Style, render_changes, render_issues
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import ConfigurationError
-from agent_payload.providers import infer_model
+from agent_payload.providers import close_client, infer_model
 from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
 from agent_payload.report import Problem
 from agent_payload.result import AgentResult
@@ -138,14 +137,6 @@ def _replay_model(replay: dict[str, Any]) -> Model:
     return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
 
 
-def _close_client(model: object) -> None:
-    """Close the SDK client of an adapter built from a ``provider:model`` string (its open
-    connections); nothing for a model without one (the replay)."""
-    close = getattr(getattr(model, "client", None), "close", None)
-    if callable(close) and not inspect.iscoroutinefunction(close):
-        close()
-
-
 def _real_model(provider: str, model_name: str | None) -> Model:
     name = model_name or DEFAULT_MODELS[provider]
     model: Model = infer_model(f"{provider}:{name}")
@@ -232,7 +223,7 @@ def run_demo(
     try:
         result = agent.run(invoice, task)
     finally:
-        _close_client(recorder.model)
+        close_client(recorder.model)
     _show_attempts(say, style, recorder, rejections)
     if result.attempts == 1:
         say(style.dim("  (no correction was needed this time)"))

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any, Literal
 
@@ -40,6 +41,7 @@ __all__ = [
     "ModelRequest",
     "OutputMode",
     "as_model",
+    "close_client",
     "infer_model",
 ]
 
@@ -164,6 +166,16 @@ def infer_model(
         f"{', '.join(_PREFIXES)}) or an openai/anthropic SDK client, got "
         f"{type(model).__module__}.{type(model).__qualname__}."
     )
+
+
+def close_client(model: object) -> None:
+    """Close the sync SDK client an adapter holds (``model.client``) with its open connections;
+    nothing for a model without a client or with an async one (``await model.client.close()``
+    in its own event loop). A client ``infer_model`` built from a ``"provider:model"`` string
+    is yours to close."""
+    close = getattr(getattr(model, "client", None), "close", None)
+    if callable(close) and not inspect.iscoroutinefunction(close):
+        close()
 
 
 def _split(spec: str) -> tuple[str, str]:
