@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import compress, repeat
 from operator import is_
 from typing import Any, Final
 
 __all__ = [
+    "JSON_TYPES",
     "Link",
     "Problem",
+    "container_positions",
     "copy_tree",
     "describe",
     "format_payload_path",
@@ -92,11 +94,21 @@ def _plain_scalar(v: Any) -> Any:
     raise _Bad
 
 
+_CONTAINER_TYPES: Final = frozenset({dict, list})
+JSON_TYPES: Final = frozenset({dict, list, str, int, float, bool, type(None)})
+"""The exact types of JSON data (a subclass of one of them is not in it)."""
+
+
+def container_positions(items: Sequence[Any]) -> Iterator[int]:
+    """The positions of the dicts and lists (exactly those types) among ``items``, found at C
+    speed: a list of a million scalars and a few containers is not walked element by element
+    in Python."""
+    return compress(range(len(items)), map(_CONTAINER_TYPES.__contains__, map(type, items)))
+
+
 _FAST_DEPTH = 100
 """Levels the recursive fast copy goes down before it hands over to the explicit stack."""
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
-_CONTAINER_TYPES = frozenset({dict, list})
-_FAST_TYPES = _PLAIN_SCALARS | {float} | _CONTAINER_TYPES
 
 
 class _Slow(Exception):
@@ -148,16 +160,14 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
         kinds = set(map(type, src))
         if kinds <= _PLAIN_SCALARS:
             return src[:]
-        if not kinds <= _FAST_TYPES:
+        if not kinds <= JSON_TYPES:
             raise _Slow
         if float in kinds and not all(
             map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
         ):
             raise _Slow
         dst = src[:]
-        # only the containers need a copy of their own: found at C speed, so a list of a
-        # million numbers and a few objects is not walked element by element
-        for i in compress(range(len(src)), map(_CONTAINER_TYPES.__contains__, map(type, src))):
+        for i in container_positions(src):  # only the containers need a copy of their own
             v = src[i]
             dst[i] = copy_dict(v, depth + 1) if type(v) is dict else copy_list(v, depth + 1)
         return dst

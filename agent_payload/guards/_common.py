@@ -30,9 +30,9 @@ def path_below(base: PayloadPath, linked: Link) -> PayloadPath:
     return base + materialize(linked)
 
 
-def json_size(value: Any, cap: int | None = None) -> int:
+def json_size(value: Any) -> int:
     """The approximate length of ``value`` serialised as compact JSON, counted without
-    serialising (iteratively). Stops counting once ``cap`` is reached and returns ``cap``."""
+    serialising (iteratively)."""
     total = 0
     stack: list[Any] = [value]
     while stack:
@@ -51,8 +51,6 @@ def json_size(value: Any, cap: int | None = None) -> int:
             total += 4 if node is not False else 5
         else:
             total += len(repr(node))
-        if cap is not None and total >= cap:
-            return cap
     return total
 
 

@@ -460,7 +460,7 @@ class DataLossGuard:
     def _removal(self, path: PayloadPath, value: Any) -> _Hit | None:
         if "large_removal" not in self.rules:
             return None
-        full = json_size(value)  # (the capped count would stop early only to count it all)
+        full = json_size(value)
         if full < self.large_removal_chars:
             return None
         return _Hit(

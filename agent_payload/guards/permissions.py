@@ -60,10 +60,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import compress
 from typing import Any, Literal
 
-from agent_payload._jsondata import Link, json_equal, materialize
+from agent_payload._jsondata import (
+    JSON_TYPES,
+    Link,
+    container_positions,
+    json_equal,
+    materialize,
+)
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, path_below, verb
 from agent_payload.guards.rules import ALL_OPS, PathRule, RuleSet, _parse_rules, _State, parse_rule
@@ -250,19 +255,10 @@ def _walk_side(
     return None
 
 
-_PLAIN_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
-_CONTAINER_TYPES = frozenset({dict, list})
-
-
 def _container_indices(items: list[Any]) -> Iterable[int] | None:
     """The indices of the dicts and lists among ``items`` (found at C speed), or None when an
     element is of another type (a subclass is judged element by element)."""
-    kinds = set(map(type, items))
-    if not kinds <= _PLAIN_TYPES:
-        return None
-    if not kinds & _CONTAINER_TYPES:
-        return ()
-    return compress(range(len(items)), map(_CONTAINER_TYPES.__contains__, map(type, items)))
+    return container_positions(items) if set(map(type, items)) <= JSON_TYPES else None
 
 
 # --- Permissions ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Final
 
 from pydantic import BaseModel
@@ -84,27 +84,10 @@ def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
 # --- markers -----------------------------------------------------------------------------------
 
 
-def _strings(payload: Any) -> Iterator[str]:
-    """Every string value of the payload's data (keys excluded), each container visited once
-    (so shared subtrees and cycles cost nothing extra). Iterative: any depth is fine."""
-    data = json_data(payload) if isinstance(payload, BaseModel) else payload
-    seen: set[int] = set()
-    stack = [data]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            yield v
-        elif isinstance(v, dict | list):
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            stack.extend(v.values() if isinstance(v, dict) else v)
-
-
 def _strings_holding(payload: Any, part: str) -> set[str]:
-    """The string values of the payload's data (keys excluded) in which ``part`` occurs: what
-    ``{s for s in _strings(payload) if part in s}`` is, walked without a generator's step
-    per value (the agent asks this of every payload, however large)."""
+    """The string values of the payload's data (keys excluded) in which ``part`` occurs, each
+    container visited once (so shared subtrees and cycles cost nothing extra). Iterative: any
+    depth is fine; no call per value (the agent asks this of every payload, however large)."""
     data = json_data(payload) if isinstance(payload, BaseModel) else payload
     if isinstance(data, str):
         return {data} if part in data else set()
@@ -132,7 +115,7 @@ def payload_holds_string(payload: Any, value: str) -> bool:
     Keys do not count (a marker is only ever read as a value). Pydantic models are dumped in JSON
     mode first. Iterative: any depth is fine; a cycle does not hang it.
     """
-    return any(s == value for s in _strings(payload))
+    return value in _strings_holding(payload, value)
 
 
 def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:

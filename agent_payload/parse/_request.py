@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress
-from typing import Any, Final, NoReturn
+from itertools import chain
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from agent_payload._jsondata import kind_word
+from agent_payload._jsondata import JSON_TYPES, container_positions, kind_word
 from agent_payload._normalise import (
     Reactions,
     UnknownField,
@@ -181,9 +181,8 @@ def _depth(value: Any) -> int:
     depth = 0
     level = [value]
     while True:
-        kinds = set(map(type, level))
-        if kinds <= _PLAIN:
-            containers = list(compress(level, map(_CONTAINERS.__contains__, map(type, level))))
+        if set(map(type, level)) <= JSON_TYPES:
+            containers = [level[i] for i in container_positions(level)]
         else:  # a subclass of dict or list: asked one by one
             containers = [node for node in level if isinstance(node, (dict, list))]
         if not containers:
@@ -194,7 +193,3 @@ def _depth(value: Any) -> int:
                 node.values() if isinstance(node, dict) else node for node in containers
             )
         )
-
-
-_CONTAINERS: Final = frozenset({dict, list})
-_PLAIN: Final = frozenset({dict, list, str, int, float, bool, type(None)})
