@@ -14,12 +14,15 @@ billed a little above the price; OpenAI reports none). So the uncached input is
 
 from __future__ import annotations
 
-import functools
 import importlib
+import importlib.machinery
+import importlib.util
 import math
+import sys
+import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 __all__ = ["ESTIMATE_CHUNK_CHARS", "Usage", "estimate_tokens", "length_estimate"]
 
@@ -58,18 +61,90 @@ def length_estimate(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-@functools.cache
-def _encoding() -> Any:
+class _Counter(Protocol):
+    def count(self, text: str, /) -> int: ...
+
+
+_ENCODING_NAME = "o200k_base"
+_BINDINGS = "bpe_openai._bindings"
+_tokenizer_lock = threading.Lock()
+_tokenizer_loaded = False
+_tokenizer: _Counter | None = None
+
+
+def _tokenizer_or_none() -> _Counter | None:
+    """o200k_base's tokenizer, loaded once per process (thread-safe), or None without
+    ``bpe-openai``.
+
+    bpe-openai is a Python wrapper round a Rust tokenizer that carries its own vocabularies.
+    Importing the wrapper parses all three bundled vocabularies in Python (~1.2 s per process,
+    a CLI run or a test worker), which only its ``decode`` needs; counting needs the Rust part
+    alone (~0.1 s). So the extension module is loaded by itself when it is where this version
+    of bpe-openai keeps it (registered under its own name, so a later ``import bpe_openai``
+    uses the same module: a Rust extension loads once per process); any other layout goes
+    through the public ``bpe_openai.get_encoding``. ``tests/test_agent_loop.py`` checks that
+    both give the same counts."""
+    global _tokenizer_loaded, _tokenizer
+    if _tokenizer_loaded:
+        return _tokenizer
+    with _tokenizer_lock:
+        if not _tokenizer_loaded:
+            _tokenizer = _load_tokenizer()
+            _tokenizer_loaded = True
+    return _tokenizer
+
+
+def _load_tokenizer() -> _Counter | None:
     try:
+        return _rust_tokenizer()
+    except Exception:  # another layout of bpe-openai: its public API below
+        pass
+    try:
+        return _public_tokenizer()
+    except Exception:  # the tokenizer is optional; any failure falls back to the estimate
+        return None
+
+
+def _rust_tokenizer() -> _Counter:
+    bindings = sys.modules.get(_BINDINGS)
+    if bindings is None:
+        package = importlib.util.find_spec("bpe_openai")  # finds it without importing it
+        if package is None or not package.submodule_search_locations:
+            raise ImportError("bpe_openai is not installed")
+        found = importlib.machinery.PathFinder.find_spec(
+            "_bindings", list(package.submodule_search_locations)
+        )
+        if found is None or found.origin is None:
+            raise ImportError("bpe_openai has no _bindings module")
+        spec = importlib.util.spec_from_file_location(_BINDINGS, found.origin)
+        assert spec is not None and spec.loader is not None
+        bindings = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bindings)
+        sys.modules[_BINDINGS] = bindings
+    tokenizer: _Counter = bindings.tokenizer_for_encoding(_ENCODING_NAME)
+    if tokenizer.count("hello world") != 2:  # o200k_base's count; anything else is not it
+        raise ImportError("bpe_openai._bindings does not count as o200k_base")
+    return tokenizer
+
+
+class _PublicTokenizer:
+    """``count`` through bpe-openai's public, tiktoken-like API."""
+
+    def __init__(self) -> None:
         # bpe-openai's import warns about its own use of importlib.resources; under `-W error`
         # (or pytest's filterwarnings = error) that warning would silently cost the tokenizer,
         # and the counts would depend on which code imported it first.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             module = importlib.import_module("bpe_openai")
-        return module.get_encoding("o200k_base")
-    except Exception:  # the tokenizer is optional; any failure falls back to the estimate
-        return None
+            self._encoding = module.get_encoding(_ENCODING_NAME)
+
+    def count(self, text: str, /) -> int:
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+
+def _public_tokenizer() -> _Counter:
+    return _PublicTokenizer()
 
 
 ESTIMATE_CHUNK_CHARS = 50_000
@@ -104,13 +179,20 @@ def estimate_tokens(text: str) -> int:
     An estimate never fails a run: long texts are encoded in pieces (``ESTIMATE_CHUNK_CHARS``;
     a token split at a piece's edge may count one more), and a piece the tokenizer refuses is
     counted by the length estimate."""
-    encoding = _encoding()
-    if encoding is None:
+    tokenizer = _tokenizer_or_none()
+    if tokenizer is None:
         return length_estimate(text)
     total = 0
     for piece in _chunks(text):
         try:
-            total += len(encoding.encode(piece))
+            total += _count(tokenizer, piece)
         except Exception:  # an estimate never fails a run: count this piece by its length
             total += length_estimate(piece)
     return total
+
+
+def _count(tokenizer: _Counter, piece: str) -> int:
+    try:
+        return tokenizer.count(piece)
+    except UnicodeEncodeError:  # a lone surrogate (JSON may hold one): counted as U+FFFD
+        return tokenizer.count(piece.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,17 +141,42 @@ def test_estimate_tokens_counts_something() -> None:
     assert 0 < estimate_tokens('{"a":1}') < estimate_tokens(json.dumps(PAYLOAD) * 10)
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+_TOKENIZER_CHECK = """
+import json, sys, warnings
+from agent_payload.usage import estimate_tokens
+texts = ["hello world", "", "<|endoftext|> and <|endofprompt|>", "lone \\ud800 surrogate",
+         "\u00e9\u4e2d\U0001f600" * 50, json.dumps({"rows": [{"id": i, "DELETE": None}
+         for i in range(3000)]}, separators=(",", ":")), open(sys.argv[1]).read()]
+ours = [estimate_tokens(text) for text in texts]
+print(ours[0], "bpe_openai" in sys.modules)
+warnings.simplefilter("ignore", DeprecationWarning)
+import bpe_openai
+encoding = bpe_openai.get_encoding("o200k_base")
+def public(text):
+    return sum(len(encoding.encode(piece, disallowed_special=()))
+               for piece in __import__("agent_payload.usage").usage._chunks(text))
+print(ours == [public(text) for text in texts])
+"""
+
+
 def test_the_tokenizer_counts_where_warnings_are_errors() -> None:
-    """bpe-openai warns (DeprecationWarning) while it is imported. In a process where warnings
-    are errors, the counts are still the tokenizer's, not the length estimate: "hello world"
-    is 2 o200k tokens where the estimate says 3."""
+    """In a process where warnings are errors (bpe-openai's import warns), the counts are
+    still the tokenizer's, not the length estimate: "hello world" is 2 o200k tokens where the
+    estimate says 3. The count loads bpe-openai's Rust tokenizer without importing the Python
+    package (which parses every bundled vocabulary); it gives bpe-openai's public counts on
+    special tokens, a lone surrogate, wide characters, a long payload and the README, and a
+    later ``import bpe_openai`` works beside it."""
     pytest.importorskip("bpe_openai")
-    code = "from agent_payload.usage import estimate_tokens; print(estimate_tokens('hello world'))"
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=False
+        [sys.executable, "-W", "error", "-c", _TOKENIZER_CHECK, str(ROOT / "README.md")],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["2"]
+    assert done.stdout.split() == ["2", "False", "True"]
 
 
 def test_empty_and_long_truncated_replies_are_echoed_short() -> None:

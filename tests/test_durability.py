@@ -103,7 +103,6 @@ def test_cli_output_over_its_input_under_a_file_size_limit(tmp_path: Path) -> No
 
 _SAVE_SCRIPT = """
 import json, resource, sys
-sys.modules["bpe_openai"] = None  # no token counts are checked: spare the child ~1.5 s of import
 from agent_payload import PayloadAgent, PayloadSession
 from agent_payload.errors import FileWriteError
 from agent_payload.testing import ScriptedModel
