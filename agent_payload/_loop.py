@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
-from agent_payload import _callables, _jsontext
+from agent_payload import _callables
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
 from agent_payload import outline as _outline
@@ -486,9 +486,6 @@ class RunState:
             usage=self.usage,
             replies=tuple(self.replies),
             marker=self.marker,
-            rewrite_tokens=estimate_tokens(  # issue 11: _jsontext, any depth the merge accepts
-                _jsontext.dumps(verdict.payload_json, ensure_ascii=False, separators=(",", ":"))
-            ),
             change_tokens=estimate_tokens(reply.text),
             repairs=verdict.repairs,
             confirmed=tuple(finding for _, finding in verdict.confirmations),

@@ -3,12 +3,14 @@ was applied, the merge report, the attempts, the usage and the token counts)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from agent_payload import _jsontext
+from agent_payload._jsondata import json_data
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.report import Change, Finding, MergeReport
-from agent_payload.usage import Usage
+from agent_payload.usage import Usage, estimate_tokens
 
 __all__ = ["AgentResult"]
 
@@ -24,12 +26,12 @@ class AgentResult(Generic[P]):
     (effective changes, warnings); ``attempts`` how many model requests the run made;
     ``usage`` the tokens summed over all of them; ``replies`` every raw reply text in order.
     ``rewrite_tokens`` estimates what a full rewrite of the result (minified JSON) would have
-    cost in output tokens, ``change_tokens`` what the applied reply cost, counted the same way
-    (see ``agent_payload.usage.estimate_tokens``). ``marker`` is the DELETE marker that was
-    active; ``repairs`` what the parser had to fix in the applied reply; ``confirmed`` the
-    guard findings the model confirmed; ``run_id`` the run's id (``run(..., run_id=)`` or a
-    fresh one; also on the ``agent_payload`` log records as ``run_id`` and on a failed run's
-    error).
+    cost in output tokens (counted when first read), ``change_tokens`` what the applied reply
+    cost, counted the same way (see ``agent_payload.usage.estimate_tokens``). ``marker`` is the
+    DELETE marker that was active; ``repairs`` what the parser had to fix in the applied
+    reply; ``confirmed`` the guard findings the model confirmed; ``run_id`` the run's id
+    (``run(..., run_id=)`` or a fresh one; also on the ``agent_payload`` log records as
+    ``run_id`` and on a failed run's error).
     """
 
     payload: P
@@ -40,7 +42,6 @@ class AgentResult(Generic[P]):
     usage: Usage
     replies: tuple[str, ...]
     marker: str
-    rewrite_tokens: int
     change_tokens: int
     repairs: tuple[str, ...] = ()
     confirmed: tuple[Finding, ...] = ()
@@ -50,6 +51,20 @@ class AgentResult(Generic[P]):
     its outline (``agent_payload.outline``) with the read tools."""
     reads: int = 0
     """How many read-tool calls (``read_payload``, ``find_in_payload``) were answered."""
+    _rewrite_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def rewrite_tokens(self) -> int:
+        """What a full rewrite of ``payload`` as minified JSON would cost in output tokens.
+
+        Counted when first read, then kept: the count writes and tokenizes the whole payload
+        (about 0.05 s per MB), which a run does not need. On an event loop, read it for a
+        payload of megabytes in a worker thread (``asyncio.to_thread``)."""
+        if self._rewrite_tokens is None:
+            text = _jsontext.dumps(json_data(self.payload), separators=(",", ":"))
+            object.__setattr__(self, "_rewrite_tokens", estimate_tokens(text))
+        assert self._rewrite_tokens is not None
+        return self._rewrite_tokens
 
     @property
     def changes(self) -> list[Change]:

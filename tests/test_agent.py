@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, Retrying, stop_after_attempt
 
 from agent_payload.agent import AgentResult, AsyncPayloadAgent, Hooks, PayloadAgent
@@ -31,7 +31,7 @@ from agent_payload.errors import (
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.report import Change, Finding, Problem
 from agent_payload.testing import ScriptedModel
-from agent_payload.usage import Usage
+from agent_payload.usage import Usage, estimate_tokens
 
 Runner = Callable[..., AgentResult[Any]]
 
@@ -155,6 +155,28 @@ def test_rewrite_tokens_compared_with_change_tokens(run: Runner) -> None:
     assert result.payload["items"][150]["label"] == "x"
     assert result.rewrite_tokens > 20 * result.change_tokens > 0
     assert result.tokens_saved == result.rewrite_tokens - result.change_tokens
+
+
+def test_rewrite_tokens_count_the_result_as_minified_json_by_alias(run: Runner) -> None:
+    """``rewrite_tokens`` is counted when first read (a run does not write and tokenize the
+    whole result for it): the estimate of the result's minified JSON, by alias for a model,
+    the same on every read and on a copy."""
+
+    class Line(BaseModel):
+        model_config = {"populate_by_name": True}
+        unit_price: int = Field(alias="unitPrice")
+
+    class Order(BaseModel):
+        lines: list[Line]
+
+    order = Order(lines=[Line(unit_price=i) for i in range(50)])
+    model = ScriptedModel([wire({"updateElements": {"lines": {"3": {"unitPrice": 99}}}})])
+    result = run(model, order, "line 4 costs 99")
+    text = result.payload.model_dump_json(by_alias=True)
+    assert '"unitPrice":99' in text
+    assert result.rewrite_tokens == estimate_tokens(text) == result.rewrite_tokens
+    assert copy.deepcopy(result).rewrite_tokens == result.rewrite_tokens
+    assert "rewrite_tokens" not in repr(result)  # a count is not part of what the result is
 
 
 # --- corrections -------------------------------------------------------------------------------
