@@ -27,6 +27,7 @@ import atexit
 import contextlib
 import gc
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -65,6 +66,15 @@ def _no_sdk_backoff() -> Iterator[None]:
                 continue
             patch.setattr(client, "INITIAL_RETRY_DELAY", 0.0)
         yield
+
+
+@pytest.fixture
+def o200k() -> None:
+    """Skips the test unless ``bpe-openai`` (the dev extra) is installed, so ``estimate_tokens``
+    counts o200k_base tokens. (Not ``importorskip``: importing the package costs ~1.2 s that
+    ``estimate_tokens`` does not pay.)"""
+    if importlib.util.find_spec("bpe_openai") is None:
+        pytest.skip("bpe-openai (the dev extra) counts o200k tokens")
 
 
 @pytest.fixture(scope="session")

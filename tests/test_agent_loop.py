@@ -161,6 +161,7 @@ print(ours == [public(text) for text in texts])
 """
 
 
+@pytest.mark.usefixtures("o200k")
 def test_the_tokenizer_counts_where_warnings_are_errors() -> None:
     """In a process where warnings are errors (bpe-openai's import warns), the counts are
     still the tokenizer's, not the length estimate: "hello world" is 2 o200k tokens where the
@@ -168,7 +169,6 @@ def test_the_tokenizer_counts_where_warnings_are_errors() -> None:
     package (which parses every bundled vocabulary); it gives bpe-openai's public counts on
     special tokens, a lone surrogate, wide characters, a long payload and the README, and a
     later ``import bpe_openai`` works beside it."""
-    pytest.importorskip("bpe_openai")
     done = subprocess.run(
         [sys.executable, "-W", "error", "-c", _TOKENIZER_CHECK, str(ROOT / "README.md")],
         capture_output=True,

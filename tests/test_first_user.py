@@ -224,10 +224,10 @@ def test_handler_prompt_refuses_a_task_holding_its_marker() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("o200k")
 def test_rewrite_estimate_never_fails_on_a_10_mb_payload() -> None:
     """With bpe-openai installed (dev extra), a 10 MB payload used to raise "Input too long to
     encode safely" after the model replied; the estimate is now counted in pieces."""
-    pytest.importorskip("bpe_openai")
     rows = [{"id": i, "name": f"customer {i}", "note": "x" * 40} for i in range(130_000)]
     payload = {"rows": rows}
     size = len(json.dumps(payload, separators=(",", ":")))

@@ -7,7 +7,6 @@ fails here, on purpose, so that it is seen in review. To accept a change, regene
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -663,10 +662,9 @@ def test_system_prompt_example_agrees_with_the_merge() -> None:
     assert result.payload == json.loads(found["Result"])
 
 
+@pytest.mark.usefixtures("o200k")
 def test_system_prompt_is_compact() -> None:
     """The system prompt is paid on every call: it stays under 1,000 o200k tokens."""
-    if importlib.util.find_spec("bpe_openai") is None:
-        pytest.skip("bpe-openai (the dev extra) counts o200k tokens")
     assert estimate_tokens(render_system()) < 1000
 
 
