@@ -100,7 +100,7 @@ def _load_tokenizer() -> _Counter | None:
     except Exception:  # another layout of bpe-openai: its public API below
         pass
     try:
-        return _public_tokenizer()
+        return _PublicTokenizer()
     except Exception:  # the tokenizer is optional; any failure falls back to the estimate
         return None
 
@@ -141,10 +141,6 @@ class _PublicTokenizer:
 
     def count(self, text: str, /) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
-
-
-def _public_tokenizer() -> _Counter:
-    return _PublicTokenizer()
 
 
 ESTIMATE_CHUNK_CHARS = 50_000

@@ -151,13 +151,9 @@ texts = ["hello world", "", "<|endoftext|> and <|endofprompt|>", "lone \\ud800 s
          for i in range(3000)]}, separators=(",", ":")), open(sys.argv[1]).read()]
 ours = [estimate_tokens(text) for text in texts]
 print(ours[0], "bpe_openai" in sys.modules)
-warnings.simplefilter("ignore", DeprecationWarning)
-import bpe_openai
-encoding = bpe_openai.get_encoding("o200k_base")
-def public(text):
-    return sum(len(encoding.encode(piece, disallowed_special=()))
-               for piece in __import__("agent_payload.usage").usage._chunks(text))
-print(ours == [public(text) for text in texts])
+from agent_payload import usage
+usage._tokenizer = usage._PublicTokenizer()  # the fallback: bpe-openai's public API
+print(ours == [estimate_tokens(text) for text in texts], "bpe_openai" in sys.modules)
 """
 
 
@@ -176,7 +172,7 @@ def test_the_tokenizer_counts_where_warnings_are_errors() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["2", "False", "True"]
+    assert done.stdout.split() == ["2", "False", "True", "True"]
 
 
 def test_empty_and_long_truncated_replies_are_echoed_short() -> None:
