@@ -11,7 +11,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # lives in the environment, so a fresh venv installs); `make -B install` forces it.
 STAMP := $(shell $(PYTHON) -c "import sys; print(sys.prefix)")/.agent-payload-dev-installed
 
-.PHONY: install check lint test wheel-smoke bench typecheck-examples
+.PHONY: install check quick lint test wheel-smoke bench typecheck-examples
 
 install: $(STAMP)
 
@@ -35,6 +35,12 @@ lint:
 
 test:
 	$(PYTEST)
+
+# The inner loop while editing: every test but the `slow` ones (hypothesis properties, load
+# tests, child processes, agent frameworks; see tests/conftest.py). Not a gate: `make check`
+# runs them all.
+quick:
+	$(PYTEST) -m "not slow"
 
 # `check` runs mypy beside the tests: a cold mypy (a fresh clone, CI) is ~20 s of one CPU, which
 # the tests' workers share; its report follows the tests' and fails the check the same way.

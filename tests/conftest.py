@@ -108,6 +108,28 @@ def serve(_session_fake_server: FakeProviderServer) -> Serve:
     return scripted
 
 
+# The modules that import the agent frameworks and the MCP client (~6 s of imports in a process).
+FRAMEWORK_MODULES = ("test_integrations.py", "test_readme_integrations.py", "test_mcp.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks and order (before pytest's own ``-m`` selection reads the marks).
+
+    Every hypothesis property is ``slow`` (its examples are most of the suite's time, and
+    generating them most of that), besides the tests marked by hand: a load test, a child
+    process, an agent framework, ~0.5 s of CPU or more. ``make quick`` (``pytest -m "not
+    slow"``) leaves them out; ``make check`` runs everything.
+
+    The tests of FRAMEWORK_MODULES run first: pytest-xdist's work stealing gives the first
+    worker the first run of tests and steals only from the end of a queue, so they all run in
+    one worker and the frameworks are imported once, not once per worker."""
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.path.name not in FRAMEWORK_MODULES)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The garbage collector skips what importing and collecting built (the SDKs, hypothesis,
     ~2,900 test items: never garbage) and runs less often (a young collection every 50,000

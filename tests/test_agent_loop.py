@@ -158,6 +158,7 @@ print(ours == [estimate_tokens(text) for text in texts], "bpe_openai" in sys.mod
 
 
 @pytest.mark.usefixtures("o200k")
+@pytest.mark.slow
 def test_the_tokenizer_counts_where_warnings_are_errors() -> None:
     """In a process where warnings are errors (bpe-openai's import warns), the counts are
     still the tokenizer's, not the length estimate: "hello world" is 2 o200k tokens where the

@@ -214,6 +214,7 @@ class Killed(Exception):
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+@pytest.mark.slow
 def test_two_hundred_items_exact_verdicts(tmp_path: Path, api: str) -> None:
     """200 items: good, corrected once, never right, a flaky error line, always an error line:
     exact statuses, attempts and payloads, each reply judged as the agent would."""
@@ -269,6 +270,7 @@ def kill_at(phase: str, nth: int) -> Callable[[BatchProgress], None]:
     ("phase", "nth"),
     [("prepared", 1), ("submitted", 2), ("polling", 1), ("collected", 2), ("collected", 5)],
 )
+@pytest.mark.slow
 def test_kill_at_each_phase_resumes_to_same_results(
     tmp_path: Path, api: str, phase: str, nth: int
 ) -> None:
@@ -373,6 +375,7 @@ def test_typed_payloads_round_trip_and_resume(tmp_path: Path) -> None:
         assert "price" in correction
 
 
+@pytest.mark.slow
 def test_concurrent_mode(tmp_path: Path) -> None:
     """mode='concurrent' runs the same rounds through an async client, same verdicts."""
     with FakeProviderServer(handler=Script()) as server:
@@ -385,6 +388,7 @@ def test_concurrent_mode(tmp_path: Path) -> None:
         assert len(posts) == 90  # 50, then 40 (fix, never, flaky, down)
 
 
+@pytest.mark.slow
 def test_concurrent_mode_resumes(tmp_path: Path) -> None:
     """Killed between requests in concurrent mode: run again, it finishes with the same results
     and no request sent twice (one at a time, so nothing was in flight at the kill)."""

@@ -261,6 +261,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("module", ["agent_payload.cli", "agent_payload"])
+@pytest.mark.slow
 def test_apply_as_subprocess(tmp_path: Path, module: str) -> None:
     """python -m agent_payload(.cli) apply reads stdin, prints the result and exits 0."""
     change = write(tmp_path, "c.json", CHANGE)
@@ -277,6 +278,7 @@ def test_apply_as_subprocess(tmp_path: Path, module: str) -> None:
     assert json.loads(proc.stdout) == MERGED
 
 
+@pytest.mark.slow
 def test_apply_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     """When the reader of stdout is gone (``... | head`` that exited), the process ends with
     status 1 and no traceback."""
@@ -298,6 +300,7 @@ def test_apply_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     assert "BrokenPipeError" not in err
 
 
+@pytest.mark.slow
 def test_strict_and_bad_json_exit_codes_as_subprocess(tmp_path: Path) -> None:
     """As a process: --strict conflict exits 1, bad JSON exits 2 with line and column."""
     payload = write(tmp_path, "p.json", PAYLOAD)
@@ -441,6 +444,7 @@ def test_demo_offline_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "\x1b[" not in out
 
 
+@pytest.mark.slow
 def test_demo_offline_as_subprocess_with_no_color() -> None:
     """As a process with NO_COLOR and no keys: offline replay, no ANSI codes, exit 0."""
     proc = subprocess.run(

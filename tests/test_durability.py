@@ -64,6 +64,7 @@ def _limited(limit: int) -> Any:
 # --- 1. the CLI writing over its own input under a file-size limit -----------------------------
 
 
+@pytest.mark.slow
 def test_cli_output_over_its_input_under_a_file_size_limit(tmp_path: Path) -> None:
     """``agent-payload apply big.json c.json -o big.json`` with RLIMIT_FSIZE at 8 KB (the
     child's ``ulimit -f``) used to leave big.json cut to 8 KB of invalid JSON. Now the write
@@ -121,6 +122,7 @@ except FileWriteError as exc:
 """
 
 
+@pytest.mark.slow
 def test_a_failed_session_save_leaves_the_earlier_save_whole(tmp_path: Path) -> None:
     """A save over an earlier good save that fails half way (RLIMIT_FSIZE) used to leave a
     0-byte file. Now it raises FileWriteError naming the path, and the earlier save is byte for
@@ -345,6 +347,7 @@ def test_a_deep_session_saves_and_loads(tmp_path: Path) -> None:
     assert payload_version(loaded.payload) == payload_version(deep)
 
 
+@pytest.mark.slow
 def test_json_text_of_any_depth_is_what_json_writes() -> None:
     """``_jsontext`` gives json's own text where json can write it, and reads back what it
     writes at 20,000 levels."""

@@ -270,6 +270,7 @@ def _chat_usage_a_string(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.slow
 def test_200_concurrent_async_agents_with_injected_faults(
     record_property: Callable[[str, object], None], serve: Serve
 ) -> None:

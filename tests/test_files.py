@@ -25,6 +25,7 @@ def test_write_replaces_and_keeps_mode(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
 
 
+@pytest.mark.slow
 def test_failed_write_leaves_old_file_whole(tmp_path: Path) -> None:
     """Under RLIMIT_FSIZE the write fails with FileWriteError and the old file is untouched."""
     target = tmp_path / "big.json"

@@ -92,6 +92,7 @@ def test_million_element_arrays() -> None:
         apply_change_request(payload, {}, limits=Limits(max_nodes=10_000))
 
 
+@pytest.mark.slow
 def test_deleting_a_million_element_array_under_guards() -> None:
     """Deleting a 1,000,000-element array is judged by the permission and data-loss guards
     (the deny rule inside it refuses it; the data-loss guard flags the large removal)."""

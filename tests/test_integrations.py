@@ -23,6 +23,9 @@ from pydantic import BaseModel
 from agent_payload import ChangeRequestToolHandler, ConfigurationError
 from agent_payload.testing import FakeProviderServer, Reply
 
+# Each test imports an agent framework (1-4 s the first time in a process): `make quick` skips them.
+pytestmark = pytest.mark.slow
+
 
 class Line(BaseModel):
     sku: str

@@ -78,6 +78,7 @@ def text(result: Any) -> str:
     return str(block.text)
 
 
+@pytest.mark.slow
 def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
     original = invoice_file.read_bytes()
 
@@ -182,6 +183,7 @@ def test_an_edit_made_meanwhile_is_never_overwritten(invoice_file: Path) -> None
     run(main)
 
 
+@pytest.mark.slow
 def test_payload_schema_shapes_the_tool_and_refuses_a_result_that_breaks_it(
     tmp_path: Path,
 ) -> None:
@@ -218,6 +220,7 @@ def test_payload_schema_shapes_the_tool_and_refuses_a_result_that_breaks_it(
     run(main)
 
 
+@pytest.mark.slow
 def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(invoice_file: Path) -> None:
     requests = [
         {

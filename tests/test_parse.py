@@ -442,6 +442,7 @@ def test_the_parser_imports_no_prompt_text() -> None:
                 )
 
 
+@pytest.mark.slow
 def test_the_feedback_is_rendered_when_only_the_parser_is_imported() -> None:
     """A program that imports only ``agent_payload.parse`` still gets the rendered correction
     as ``feedback`` (the package installs the prompts layer's renderer)."""
@@ -487,6 +488,7 @@ def test_bucket_of_wrong_type_names_its_path() -> None:
     assert caught.value.problems[0].path == "replaceElements"
 
 
+@pytest.mark.slow
 def test_megabyte_chatty_reply_is_read_by_the_grammar() -> None:
     """A 1 MB reply in the chatty style (comments between object members, unquoted keys,
     single quotes, trailing commas, Python literals) is read exactly, and the repairs are

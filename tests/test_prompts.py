@@ -302,6 +302,7 @@ def test_package_folder_wins_over_the_checkout(
         load_template.cache_clear()
 
 
+@pytest.mark.slow
 def test_templates_load_from_an_installed_layout(tmp_path: Path) -> None:
     """Laid out as the wheel installs it (agent_payload/prompts/*.txt beside prompts.py, no
     checkout around it), the package imports and renders from its own prompts folder."""

@@ -136,6 +136,7 @@ def test_other_objects_are_refused() -> None:
         infer_model(ScriptedModel([]), "name")
 
 
+@pytest.mark.slow
 def test_core_works_without_the_sdks() -> None:
     """With neither SDK importable, testing/schema/providers import fine, and asking for an
     adapter is a ConfigurationError that says which extra to install."""

@@ -144,6 +144,7 @@ def test_unknown_top_level_name_is_an_attribute_error() -> None:
         agent_payload.payload_agent  # noqa: B018
 
 
+@pytest.mark.slow
 def test_core_imports_without_the_sdks() -> None:
     """With openai and anthropic made unimportable, the package (agent, merge, parse, prompts,
     guards, session, tools) still imports and merges; neither SDK is loaded."""

@@ -7,6 +7,8 @@ import io
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -53,6 +55,7 @@ def test_merge_example_shows_the_real_report() -> None:
     assert "Issue(code='placeholder_out_of_range', path='updateElements.items[2]'" in text
 
 
+@pytest.mark.slow
 def test_batch_example_runs_as_printed() -> None:
     """The README's batch-job example runs offline and prints what its comments say."""
     code = _block("readme-batch")

@@ -25,6 +25,7 @@ def _block(marker: str, language: str = "python") -> str:
 @pytest.mark.parametrize(
     "marker", ["integration-openai-agents", "integration-pydantic-ai", "integration-langchain"]
 )
+@pytest.mark.slow
 def test_framework_example_runs_and_prints_what_its_comments_say(marker: str) -> None:
     code = _block(marker)
     out = io.StringIO()
