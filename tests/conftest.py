@@ -123,11 +123,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     The tests of FRAMEWORK_MODULES run first: pytest-xdist's work stealing gives the first
     worker the first run of tests and steals only from the end of a queue, so they all run in
-    one worker and the frameworks are imported once, not once per worker."""
+    one worker and the frameworks are imported once, not once per worker. The tests marked
+    ``last`` run after all others (a steal moves them to the end of another worker's run)."""
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.path.name not in FRAMEWORK_MODULES)
+    items.sort(
+        key=lambda item: (
+            item.path.name not in FRAMEWORK_MODULES,
+            item.get_closest_marker("last") is not None,
+        )
+    )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
