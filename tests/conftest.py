@@ -26,11 +26,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import gzip
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
@@ -106,6 +109,29 @@ def serve(_session_fake_server: FakeProviderServer) -> Serve:
         yield _session_fake_server
 
     return scripted
+
+
+@pytest.hookimpl(trylast=True)  # after Hypothesis's own: it ends its initialisation there
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Hypothesis learns which characters UTF-8 encodes (``st.text()``'s default alphabet) by
+    encoding all 1,114,112 code points, ~3 s in every process of a fresh checkout (both xdist
+    workers at once) before caching the answer under ``.hypothesis/``. The answer is known (all
+    but the surrogates, each round-tripping), so it is written to that cache before any test
+    draws. Should Hypothesis move or rename its cache, nothing is written and it computes as
+    before."""
+    try:
+        from hypothesis.internal.charmap import charmap_file
+
+        path = charmap_file("codec-v2-utf-8")
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            answer = [[[0, 0xD7FF], [0xE000, sys.maxunicode]], []]  # encodable, not round-trip
+            fd, temp = tempfile.mkstemp(dir=path.parent)
+            with os.fdopen(fd, "wb") as file, gzip.GzipFile(fileobj=file, mode="wb", mtime=1) as z:
+                z.write(json.dumps(answer).encode())
+            os.replace(temp, path)
+    except (ImportError, AttributeError, TypeError, OSError):
+        pass
 
 
 # The modules that import the agent frameworks and the MCP client (~6 s of imports in a process).
