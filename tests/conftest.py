@@ -127,9 +127,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             answer = [[[0, 0xD7FF], [0xE000, sys.maxunicode]], []]  # encodable, not round-trip
             fd, temp = tempfile.mkstemp(dir=path.parent)
-            with os.fdopen(fd, "wb") as file, gzip.GzipFile(fileobj=file, mode="wb", mtime=1) as z:
-                z.write(json.dumps(answer).encode())
-            os.replace(temp, path)
+            try:
+                with os.fdopen(fd, "wb") as file, gzip.GzipFile(fileobj=file, mode="wb") as z:
+                    z.write(json.dumps(answer).encode())
+                os.replace(temp, path)  # whole or not at all: another worker may read it now
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)
     except (ImportError, AttributeError, TypeError, OSError):
         pass
 
