@@ -42,7 +42,7 @@ test:
 quick:
 	$(PYTEST) -m "not slow"
 
-# `check` runs mypy beside the tests: a cold mypy (a fresh clone, CI) is ~20 s of one CPU, which
+# `check` runs mypy beside the tests: a cold mypy (a fresh clone, CI) is ~15 s of one CPU, which
 # the tests' workers share; its report follows the tests' and fails the check the same way.
 check: install
 	$(RUFF) check agent_payload tests bench
