@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload._loop import RunSettings, RunState
@@ -202,7 +202,6 @@ FAILURES: dict[str, ModelReply] = {
 GOOD = reply('{"updateElements": {"c": "new"}}')
 
 
-@settings(deadline=None)
 @given(
     failures=st.lists(st.sampled_from(sorted(FAILURES)), max_size=6),
     max_retries=st.integers(min_value=0, max_value=5),

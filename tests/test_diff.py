@@ -1,18 +1,17 @@
 """diff_payloads, to_json_patch and undo_change_request: examples and hypothesis properties.
 
-The properties run with the profile's ``max_examples`` (``conftest.py``); run them with many
-more locally with ``AGENT_PAYLOAD_DIFF_EXAMPLES=20000 pytest tests/test_diff.py``.
+The properties run with the Hypothesis profile's ``max_examples`` (``conftest.py``), the slowest
+with half of it; ``pytest --hypothesis-profile=thorough tests/test_diff.py`` runs 1,000 each.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import jsonpatch
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -28,8 +27,6 @@ from agent_payload.diff import (
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import apply_change_request
 from agent_payload.report import Change
-
-_EXAMPLES = int(os.environ.get("AGENT_PAYLOAD_DIFF_EXAMPLES", "0")) or settings.default.max_examples
 
 # --- strategies --------------------------------------------------------------------------------
 
@@ -149,7 +146,6 @@ def _wire(request: AgentPayloadChangeRequest[Any]) -> str:
 # --- properties --------------------------------------------------------------------------------
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PAIRS)
 def test_diff_turns_old_into_new(pair: tuple[Any, Any]) -> None:
     """For any two JSON payloads of the same root kind, merging diff(old, new) into old gives
@@ -159,7 +155,7 @@ def test_diff_turns_old_into_new(pair: tuple[Any, Any]) -> None:
     assert json_equal(_apply(old, request), new), _wire(request)
 
 
-@settings(max_examples=_EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=settings.default.max_examples // 2)
 @given(PAIRS)
 def test_diff_with_a_single_custom_marker(pair: tuple[Any, Any]) -> None:
     """A request written for the marker "__DELETE__" alone, merged with only that marker
@@ -171,7 +167,6 @@ def test_diff_with_a_single_custom_marker(pair: tuple[Any, Any]) -> None:
     assert json_equal(result.payload, new), _wire(request)
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PAIRS)
 def test_undo_restores_the_original(pair: tuple[Any, Any]) -> None:
     """Applying the undo request of a merge to its result gives back the original payload."""
@@ -181,7 +176,6 @@ def test_undo_restores_the_original(pair: tuple[Any, Any]) -> None:
     assert json_equal(_apply(merged.payload, undo), before), _wire(undo)
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload_and_request())
 def test_undo_after_any_request(case: tuple[Any, dict[str, Any]]) -> None:
     """Undo works for any merge, conflicts and warnings included: it restores the payload the
@@ -192,7 +186,6 @@ def test_undo_after_any_request(case: tuple[Any, dict[str, Any]]) -> None:
     assert json_equal(_apply(merged.payload, undo), payload), _wire(undo)
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload_and_request())
 def test_json_patch_reproduces_any_merge(case: tuple[Any, dict[str, Any]]) -> None:
     """The RFC 6902 export of any merge's effective changes, applied by the jsonpatch library
@@ -207,7 +200,7 @@ def test_json_patch_reproduces_any_merge(case: tuple[Any, dict[str, Any]]) -> No
         )
 
 
-@settings(max_examples=_EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=settings.default.max_examples // 2)
 @given(PAIRS)
 def test_json_patch_of_a_diff(pair: tuple[Any, Any]) -> None:
     """The JSON Patch of a merge of diff(old, new) turns old into new."""
@@ -476,7 +469,6 @@ def _unshared(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rearranged_pairs())
 def test_diff_of_insertions_and_moves_turns_old_into_new(pair: tuple[Any, Any]) -> None:
     """Random insertions, moves, deletions and edits at several depths: merging the diff gives
@@ -489,7 +481,6 @@ def test_diff_of_insertions_and_moves_turns_old_into_new(pair: tuple[Any, Any]) 
     assert json_equal(result.payload, new), _wire(custom)
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rearranged_pairs())
 def test_json_patch_of_insertions_reproduces_the_merge(pair: tuple[Any, Any]) -> None:
     """The RFC 6902 export of a merge with insertions (each inserted item an ``add`` at its
@@ -502,7 +493,6 @@ def test_json_patch_of_insertions_reproduces_the_merge(pair: tuple[Any, Any]) ->
         assert json_equal(jsonpatch.apply_patch(old, patch), new), patch
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rearranged_pairs())
 def test_undo_of_insertions_restores_the_original(pair: tuple[Any, Any]) -> None:
     """Undo after a merge with insertions and moves restores the original payload."""

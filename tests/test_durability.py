@@ -307,7 +307,7 @@ _turns = st.builds(
 )
 
 
-@settings(max_examples=20)  # each example writes and fsyncs a file
+@settings(max_examples=settings.default.max_examples // 2)  # each example writes and fsyncs a file
 @given(
     payload=st.dictionaries(st.text(max_size=5), _json, max_size=5),
     turns=st.lists(_turns, max_size=3),

@@ -17,10 +17,7 @@ from agent_payload.merge import apply_change_request
 from agent_payload.parse import parse_change_request
 from agent_payload.report import Change, Finding
 
-FUZZ = settings(
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+FUZZ = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 KEYS = st.one_of(
     st.sampled_from(["a", "b", "items", "0", "1", "DELETE", "a.b", "", "newElements"]),

@@ -163,7 +163,7 @@ def test_combined_guards_ask_every_guard_and_join_descriptions() -> None:
 
 # --- properties ------------------------------------------------------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from agent_payload.merge import apply_change_request  # noqa: E402
@@ -252,7 +252,6 @@ def _excluded(patterns: list[tuple[tuple[Any, ...], ...]], path: tuple[Any, ...]
     return any(_match(p, path[:n]) for p in patterns for n in range(1, len(path) + 1))
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload=_payloads, exclude=st.lists(_rules(), min_size=1, max_size=3))
 def test_projection_property(
     payload: dict[str, Any], exclude: list[tuple[str, tuple[tuple[Any, ...], ...]]]
@@ -278,7 +277,6 @@ def test_projection_property(
             assert value == original and type(value) is type(original)
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     payload=_payloads,
     request=_requests,

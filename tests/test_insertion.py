@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload.diff import to_json_patch
@@ -391,7 +391,6 @@ def _check_json_patch(payload: Any, result: Any) -> None:
         assert jsonpatch.apply_patch(payload, patch) == result.payload, patch
 
 
-@settings(deadline=None)
 @given(flat_edit())
 def test_flat_insertions_follow_the_rule(case: tuple[list[int], dict[str, Any], list[Any]]) -> None:
     """Random insertions beside random updates and deletions give the section's result order;
@@ -444,7 +443,6 @@ def nested_case(draw: st.DrawFn) -> tuple[Any, dict[str, Any]]:
     return payload, request
 
 
-@settings(deadline=None)
 @given(nested_case())
 def test_nested_insertions_are_consistent(case: tuple[Any, dict[str, Any]]) -> None:
     """At any depth, beside deletions and updates: inputs untouched, share mode equal, every

@@ -10,7 +10,7 @@ import contextlib
 import copy
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload.errors import AgentPayloadError
@@ -117,7 +117,6 @@ def report_key(report: Any) -> Any:
     )
 
 
-@settings(deadline=None)
 @given(payload_and_request())
 def test_inputs_never_mutated(case: tuple[Any, Any]) -> None:
     """Neither the payload nor the change request is changed by a merge, in either mode."""
@@ -128,7 +127,6 @@ def test_inputs_never_mutated(case: tuple[Any, Any]) -> None:
         assert (repr(payload), repr(request)) == before
 
 
-@settings(deadline=None)
 @given(payload_and_request())
 def test_result_shares_nothing_with_inputs(case: tuple[Any, Any]) -> None:
     """In default mode no container of the result or of the report's values is an input's."""
@@ -142,7 +140,6 @@ def test_result_shares_nothing_with_inputs(case: tuple[Any, Any]) -> None:
     assert not containers(result.payload).keys() & containers(*values).keys()
 
 
-@settings(deadline=None)
 @given(payload_and_request())
 def test_share_mode_gives_the_same_result(case: tuple[Any, Any]) -> None:
     """share=True merges to the same payload and report as the default mode."""
@@ -153,7 +150,6 @@ def test_share_mode_gives_the_same_result(case: tuple[Any, Any]) -> None:
     assert report_key(shared.report) == report_key(default.report)
 
 
-@settings(deadline=None)
 @given(payloads, json_values | st.dictionaries(keys, json_values, max_size=5))
 def test_only_documented_errors(payload: Any, request: Any) -> None:
     """Arbitrary JSON as a change request (any shape) gives a result or a documented error."""
@@ -161,7 +157,6 @@ def test_only_documented_errors(payload: Any, request: Any) -> None:
         apply_change_request(payload, request)
 
 
-@settings(deadline=None)
 @given(payload_and_request())
 def test_strict_mode_raises_exactly_when_lenient_conflicts(case: tuple[Any, Any]) -> None:
     """strict=True raises MergeConflictError carrying the report iff lenient mode conflicts."""
@@ -177,7 +172,6 @@ def test_strict_mode_raises_exactly_when_lenient_conflicts(case: tuple[Any, Any]
         assert repr(strict.payload) == repr(lenient.payload)
 
 
-@settings(deadline=None)
 @given(payloads, st.sampled_from([None, {}, {"reasoning": "r"}, {"updateElements": None}]))
 def test_empty_request_changes_nothing(payload: Any, request: Any) -> None:
     """An empty change request returns an equal payload and an empty report."""
@@ -188,7 +182,6 @@ def test_empty_request_changes_nothing(payload: Any, request: Any) -> None:
     assert not result.report.conflicts
 
 
-@settings(deadline=None)
 @given(payloads)
 def test_updating_with_own_values_reports_no_change(payload: Any) -> None:
     """updateElements equal to the payload (data holding no marker) changes nothing at all."""
@@ -202,7 +195,6 @@ def test_updating_with_own_values_reports_no_change(payload: Any) -> None:
     assert result.report.conflicts == []
 
 
-@settings(deadline=None)
 @given(payload_and_request())
 def test_changes_describe_the_difference(case: tuple[Any, Any]) -> None:
     """No change is reported when the payload is unchanged, and one is reported when it changed."""
@@ -213,7 +205,6 @@ def test_changes_describe_the_difference(case: tuple[Any, Any]) -> None:
         assert same
 
 
-@settings(deadline=None)
 @given(payload_and_request())
 def test_a_guard_that_refuses_everything_changes_nothing(case: tuple[Any, Any]) -> None:
     """A guard refusing every change: the payload stays equal, each would-be change a conflict."""

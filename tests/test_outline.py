@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload import _jsontext, outline
@@ -44,7 +44,6 @@ def test_an_outline_never_exceeds_its_budget(value: Any, budget: int) -> None:
     assert estimate_tokens(outline.read(value, (), budget)) <= budget
 
 
-@settings(max_examples=40)
 @given(
     values=st.lists(st.integers(-(10**9), 10**9), min_size=1, max_size=3_000, unique=True),
     budget=budgets,
@@ -80,7 +79,6 @@ def _plant(value: Any) -> Any:
     return value
 
 
-@settings(max_examples=40)
 @given(value=json_values.map(_plant), budget=budgets)
 def test_a_hidden_path_is_absent_from_outlines_reads_and_finds(value: Any, budget: int) -> None:
     """With the read scope's projection (as the agent passes it) nothing hidden shows: not in

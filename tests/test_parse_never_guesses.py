@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload import PayloadAgent
@@ -306,7 +306,6 @@ def _structure(text: str) -> tuple[list[int], list[int], list[int], list[int]]:
     return commas, brackets, arrays, values
 
 
-@settings(deadline=None)
 @given(REQUESTS, st.data())
 def test_mutilated_request_reads_as_itself_or_raises(
     request: dict[str, Any], data: st.DataObject

@@ -8,14 +8,12 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import ModelReplyError, ReplySyntaxError, TruncatedReplyError
 from agent_payload.parse import parse_change_request, parse_change_request_with_repairs
-
-SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Characters that drive the scanner into its corners: braces, quotes, escapes, comments, tags,
 # fences, Python literals.
@@ -37,7 +35,6 @@ def _outcome(text: str, finish_reason: str | None = None) -> dict[str, Any] | No
         return None
 
 
-@SETTINGS
 @given(st.text())
 def test_arbitrary_text_raises_only_reply_errors(text: str) -> None:
     """On any text the parser returns a change request or raises a ModelReplyError with
@@ -50,7 +47,6 @@ def test_arbitrary_text_raises_only_reply_errors(text: str) -> None:
     assert isinstance(parsed.change_request, AgentPayloadChangeRequest)
 
 
-@SETTINGS
 @given(JSONISH, st.sampled_from([None, "stop", "end_turn", "tool_calls"]))
 def test_json_like_noise_raises_only_reply_errors(text: str, finish_reason: str | None) -> None:
     """Noise made of JSON, JSON5, fence, tag and Python-literal fragments gives a change
@@ -152,7 +148,7 @@ def _printable(value: Any) -> bool:
 
 
 @pytest.mark.slow
-@settings(SETTINGS, max_examples=20)  # each example parses every truncation of its reply
+@settings(max_examples=settings.default.max_examples // 2)  # each example parses every truncation
 @given(REQUESTS, st.sampled_from(STYLES), PROSE, AFTER)
 def test_valid_replies_and_every_truncation(
     request: dict[str, Any], style: str, before: str, after: str
@@ -172,7 +168,6 @@ def test_valid_replies_and_every_truncation(
             assert got == expected
 
 
-@SETTINGS
 @given(REQUESTS, st.sampled_from(STYLES), st.data())
 def test_truncated_object_raises_truncated(
     request: dict[str, Any], style: str, data: st.DataObject
@@ -190,7 +185,6 @@ def test_truncated_object_raises_truncated(
     raise AssertionError(f"no TruncatedReplyError for {text[:cut]!r}")
 
 
-@SETTINGS
 @given(REQUESTS, st.sampled_from(STYLES), st.data())
 def test_inserted_junk_raises_only_reply_errors(
     request: dict[str, Any], style: str, data: st.DataObject
@@ -204,7 +198,6 @@ def test_inserted_junk_raises_only_reply_errors(
     _outcome(text[:at] + junk + text[at:])
 
 
-@settings(SETTINGS)
 @given(REQUESTS, st.sampled_from(STYLES), st.sampled_from(["length", "max_tokens", "MAX_TOKENS"]))
 def test_token_limit_is_always_truncated(
     request: dict[str, Any], style: str, finish_reason: str
@@ -218,7 +211,6 @@ def test_token_limit_is_always_truncated(
     raise AssertionError("a reply stopped by the token limit was accepted")
 
 
-@settings(SETTINGS)
 @given(REQUESTS)
 def test_json_string_of_json_string_decodes(request: dict[str, Any]) -> None:
     """Tool arguments encoded once or twice as a JSON string read back as the change request."""
@@ -284,7 +276,6 @@ def json5_texts(draw: st.DrawFn, value: Any) -> tuple[str, bool]:
     return render(value), pure
 
 
-@SETTINGS
 @given(st.dictionaries(KEYS, VALUES, max_size=5), st.data())
 def test_grammar_reads_what_models_write(value: dict[str, Any], data: st.DataObject) -> None:
     """Comments (//, /* */, #), single quotes, unquoted keys, trailing commas and Python

@@ -154,10 +154,7 @@ def _change_paths(change: Change) -> list[tuple[Any, ...]]:
     return out
 
 
-@settings(
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(payload=payloads, request=requests, deny=st.lists(rules(), min_size=1, max_size=3))
 def test_no_applied_change_touches_a_denied_path(
     payload: dict[str, Any],
@@ -192,7 +189,6 @@ def test_no_applied_change_touches_a_denied_path(
         assert _same(_get(before, path), _get(result.payload, path)), (path, request)
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(payload=payloads, request=requests, allow=st.lists(rules(), min_size=0, max_size=3))
 def test_every_applied_change_is_inside_the_allow_list(
     payload: dict[str, Any],
@@ -209,7 +205,6 @@ def test_every_applied_change_is_inside_the_allow_list(
             assert _denied(patterns, path), (change, path, [t for t, _ in allow])
 
 
-@settings(deadline=None)
 @given(
     path=st.lists(st.one_of(st.sampled_from(KEYS), st.integers(0, 2)), max_size=5),
     rule=rules(),

@@ -19,7 +19,7 @@ from string import Template
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -417,7 +417,6 @@ json_data = st.recursive(
 )
 
 
-@settings(deadline=None)
 @given(
     payload=json_data, threshold=st.sampled_from([0, 1, 3, 8]), indent=st.sampled_from([None, 1, 2])
 )
