@@ -37,6 +37,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -138,6 +139,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                     os.unlink(temp)
     except (ImportError, AttributeError, TypeError, OSError):
         pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    """In a fresh checkout no test module is cached yet, and each xdist worker rewrites the
+    asserts of all of them (~5 s of CPU) while the other does the same. When the whole suite
+    runs, the second worker imports the test modules back to front before it collects, so each
+    worker rewrites about half and reads the other half from the cache the first one wrote.
+    Importing is what collecting does first, so nothing else changes: a module that fails to
+    import here is imported again by the collection, which reports it."""
+    whole_suite = session.config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    if os.environ.get("PYTEST_XDIST_WORKER") != "gw1" or not whole_suite:
+        return
+    for path in sorted(Path(__file__).parent.glob("test_*.py"), reverse=True):
+        with contextlib.suppress(Exception, pytest.skip.Exception):
+            importlib.import_module(path.stem)
 
 
 # The modules that import the agent frameworks and the MCP client (~6 s of imports in a process).
