@@ -43,7 +43,7 @@ quick:
 	$(PYTEST) -m "not slow"
 
 # Every hypothesis property with 1,000 examples (those that ask for half of the profile's count
-# with 500) instead of `make check`'s 25: a deeper search, ~15 minutes on two cores. Not a gate.
+# with 500) instead of `make check`'s 25: a deeper search, ~8 minutes on two cores. Not a gate.
 thorough:
 	$(PYTEST) -m hypothesis --hypothesis-profile=thorough
 
