@@ -222,6 +222,9 @@ on an idle 2-core machine, and a spurious timeout would hide a reply from the co
 _HELD = 3
 """Index of ``Fault.delay`` in ``_concurrent_faults()``: the server holds the request."""
 _HELD_HEADER = "x-test-held"
+_NUMBER_HEADER = "x-test-request"
+"""The client numbers each run's requests: the server picks a request's fault by that number,
+not by the order requests reach it (a retry can overtake the request it replaces)."""
 
 
 def _concurrent_faults() -> list[Callable[[], ScriptItem]]:
@@ -280,7 +283,9 @@ def test_200_concurrent_async_agents_with_injected_faults(
     accounted for: every success holds exactly its own right payload, every failure is a
     documented error (a malformed body: ProviderError naming the field), no input is
     changed. The client knows the seed too: a request the server holds times out after
-    ``TIMEOUT``, the others have ``CONCURRENT_TIMEOUT``."""
+    ``TIMEOUT``, the others have ``CONCURRENT_TIMEOUT``. The client numbers each run's requests
+    and the server plans by that number: on a busy machine the retry of a held request can
+    reach the server before the held one does."""
     faults = _concurrent_faults()
     lock = threading.Lock()
     seen: Counter[int] = Counter()
@@ -290,8 +295,8 @@ def test_200_concurrent_async_agents_with_injected_faults(
         match = _RUN_ID.search(request.text)
         assert match is not None, request.text[:200]
         run = int(match.group(1))
+        n = int(request.headers[_NUMBER_HEADER])
         with lock:
-            n = seen[run]
             seen[run] += 1
         fault = _planned_fault(run, n)
         # the client foresaw exactly the requests held here (see hold_timeout)
@@ -312,6 +317,7 @@ def test_200_concurrent_async_agents_with_injected_faults(
         run = int(match.group(1))
         n = sent[run]  # a run's requests go one after another: no lock needed in one loop
         sent[run] += 1
+        request.headers[_NUMBER_HEADER] = str(n)
         if _planned_fault(run, n) == _HELD:
             request.headers[_HELD_HEADER] = "1"
             request.extensions["timeout"] = {**request.extensions["timeout"], "read": TIMEOUT}
