@@ -7,10 +7,10 @@ client points anywhere but loopback raises ``ModelRequestsBlockedError`` instead
 Hypothesis: no per-example deadline and no "too slow" health check anywhere (a loaded CI machine
 must not turn into a failure); under ``CI`` the examples are derandomized, so a CI run is
 repeatable, while local runs keep exploring new examples. The profile sets how many examples a
-property gets: 25, what keeps ``make check`` at about a minute on two cores (generating the
-examples is most of a property's time). A property names no count of its own; the few whose
-examples cost the most ask for half of the profile's. ``make thorough`` (``pytest -m hypothesis
---hypothesis-profile=thorough``) runs every property with 1,000, the slow ones with 500.
+property gets: 25 (generating the examples is most of a property's time; 50 made ``make check``
+~10 s longer on two cores). A property names no count of its own; the few whose examples cost
+the most ask for half of the profile's. ``make thorough`` (``pytest -m hypothesis --hypothesis-
+profile=thorough``) runs every property with 1,000, the slow ones with 500.
 
 The SDKs' own retry backoff (``INITIAL_RETRY_DELAY``, 0.5 s doubling, used when an answer
 carries no ``retry-after``: a timeout, a reset connection) is zero in every test, so a fault
@@ -54,6 +54,12 @@ settings.register_profile(
 )
 settings.register_profile("thorough", settings.get_profile("agent_payload"), max_examples=1000)
 settings.load_profile("agent_payload")
+
+# The garbage collector runs less often (a young collection every 50,000 allocations instead
+# of 700) from here on: importing the SDKs and running the suite allocate a lot and free almost
+# all of it by reference counting, so the default settings mostly re-scan live objects (~8% of
+# the tests' CPU, ~0.4 s of each process's collection).
+gc.set_threshold(50_000, 50, 100)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -183,13 +189,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.get_closest_marker("last") is not None,
         )
     )
-
-
-# The garbage collector runs less often (a young collection every 50,000 allocations instead
-# of 700) from here on: importing the SDKs and running the suite allocate a lot and free almost
-# all of it by reference counting, so the default settings mostly re-scan live objects (~8% of
-# the tests' CPU, ~0.4 s of each process's collection).
-gc.set_threshold(50_000, 50, 100)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
