@@ -9,8 +9,8 @@ must not turn into a failure); under ``CI`` the examples are derandomized, so a 
 repeatable, while local runs keep exploring new examples. The profile sets how many examples a
 property gets: 25 (generating the examples is most of a property's time; 50 made ``make check``
 ~10 s longer on two cores). A property names no count of its own; the few whose examples cost
-the most ask for half of the profile's. ``make thorough`` (``pytest -m hypothesis --hypothesis-
-profile=thorough``) runs every property with 1,000, the slow ones with 500.
+the most ask for half of the profile's. ``make thorough`` (``pytest -m hypothesis
+--hypothesis-profile=thorough``) runs every property with 1,000, the slow ones with 500.
 
 The SDKs' own retry backoff (``INITIAL_RETRY_DELAY``, 0.5 s doubling, used when an answer
 carries no ``retry-after``: a timeout, a reset connection) is zero in every test, so a fault
