@@ -147,7 +147,6 @@ def _printable(value: Any) -> bool:
     return True
 
 
-@pytest.mark.slow
 @settings(max_examples=settings.default.max_examples // 2)  # each example parses every truncation
 @given(REQUESTS, st.sampled_from(STYLES), PROSE, AFTER)
 def test_valid_replies_and_every_truncation(
