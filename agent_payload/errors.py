@@ -13,6 +13,7 @@ branches, so a caller can catch exactly what it can act on::
     │   └── ModelRequestsBlockedError a real model request while testing forbids them
     ├── LimitExceededError            depth / size / change-request size above a limit
     ├── MergeConflictError            strict merge refused: ``.report`` has every conflict
+    │   └── ConcurrentChangeError     a late request collides with an edit applied since its base
     ├── PayloadValidationError        merged payload fails its pydantic type: ``.errors``
     ├── StalePayloadError             the payload changed since the version the run started from
     ├── ModelReplyError               the model's reply cannot be used: ``.feedback`` for the model
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentPayloadError",
     "AmbiguousReplyError",
+    "ConcurrentChangeError",
     "ConfigurationError",
     "FileWriteError",
     "InvalidChangeRequestError",
@@ -201,6 +203,12 @@ class MergeConflictError(AgentPayloadError):
             Problem(kind="conflict", message=issue.message, path=issue.path, code=issue.code)
             for issue in report.conflicts
         ]
+
+
+class ConcurrentChangeError(MergeConflictError):
+    """A change request collides with what was applied since the payload it was written
+    against (MERGE.md section 9): ``.report`` holds one ``concurrent_change`` conflict per
+    colliding entry; nothing of the request was applied."""
 
 
 class PayloadValidationError(AgentPayloadError, ValueError):

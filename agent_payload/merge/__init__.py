@@ -42,11 +42,13 @@ from agent_payload.merge._markers import (
     payload_holds_string,
 )
 from agent_payload.merge._nodes import _is_index_map as _is_index_map  # the diff reads it
+from agent_payload.merge._rebase import Applied, rebase_change_request
 from agent_payload.merge._reconcile import list_validation_errors, validation_errors
 
 __all__ = [
     "DEFAULT_LIMITS",
     "WRAPPERS",
+    "Applied",
     "Limits",
     "apply_change_request",
     "choose_marker",
@@ -57,5 +59,6 @@ __all__ = [
     "is_library_marker",
     "list_validation_errors",
     "payload_holds_string",
+    "rebase_change_request",
     "validation_errors",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_payload._jsondata import Link, describe, json_equal
+from agent_payload._jsondata import Link, describe, json_equal, materialize
 from agent_payload.merge._nodes import (
     _ARR,
     _MISSING,
@@ -237,6 +237,9 @@ class _ArrayWalker(_Walker):
                 ri = len(a)
                 if self.commit("add", (rlink, ri), None, item, (nlink, j), (olink, ri)):
                     a.append(item)
+        if self.layouts is not None:
+            counts = {i: len(items) for i, items in placed.items()}
+            self.layouts[materialize(olink)] = (length, deleted, counts, len(a))
 
     # --- insertion (section 8) --------------------------------------------------------------
 

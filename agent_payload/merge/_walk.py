@@ -18,6 +18,7 @@ from agent_payload.merge._nodes import _BAD, _OBJ, _PRIM, _SAME, _SCALAR_TYPES, 
 from agent_payload.report import Change, ChangeOp, Finding, Guard, MergeReport, ask_guard
 
 _Walk = Iterator[Any]
+_Layout = tuple[int, list[int], dict[int, int], int]
 
 
 def _run(walk: _Walk) -> None:
@@ -70,6 +71,10 @@ class _Walker(_Reporter):
         self.refuse_stale = refuse_stale
         self.share = share
         self.guard = guard
+        # The rebase (section 9) asks each walked array's layout: original path ->
+        # (original length, deleted original indices, original index -> items inserted before
+        # it, the result's length). None: not asked.
+        self.layouts: dict[tuple[str | int, ...], _Layout] | None = None
 
     def walk_object(self, site: _Site) -> _Walk:
         """Merge into an object (section 3.1): _objects.py."""
