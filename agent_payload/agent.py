@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -78,6 +79,7 @@ from agent_payload.providers import as_model, infer_model
 from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
 from agent_payload.report import Guard, Problem
 from agent_payload.result import AgentResult
+from agent_payload.telemetry import run_trace
 from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
@@ -465,11 +467,12 @@ class PayloadAgent(_BaseAgent[Model]):
         run's own hooks, called after the agent's (to tag logs per request, say).
         """
         self._require_sync(validators, hooks)
+        started = time.time_ns()
         state = self._start(
             payload, task, payload_type, validators, extra_instructions, expected_version, run_id
         )
         retrying = _retrying(self.max_retries, state, Retrying)
-        hook_sets = (self.hooks, hooks)
+        hook_sets = (run_trace(self.model, state, started), self.hooks, hooks)
         log = _RunLog(state)
         try:
             for attempt in retrying:
@@ -536,6 +539,7 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         threads would only make the loop wait longer), so the event loop keeps serving other
         tasks meanwhile; sync validators then run in that thread too."""
         offload = self._offload(payload)
+        started = time.time_ns()
         start = functools.partial(
             self._start,
             payload,
@@ -548,7 +552,7 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         )
         state = await _callables.off_loop(start) if offload else start()
         retrying = _retrying(self.max_retries, state, AsyncRetrying)
-        hook_sets = (self.hooks, hooks)
+        hook_sets = (run_trace(self.model, state, started), self.hooks, hooks)
         log = _RunLog(state)
         try:
             async for attempt in retrying:
