@@ -434,7 +434,7 @@ class RunState:
             attempts=self.attempt,
             usage=self.usage,
             last_reply=self.replies[-1] if self.replies else None,
-            last_errors=problems,
+            problems=problems,
             replies=self.replies,
         )
 

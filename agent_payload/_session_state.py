@@ -144,9 +144,6 @@ class TurnResult(Protocol):
     def changes(self) -> list[Change]: ...
 
 
-_Result = TurnResult  # the former private name
-
-
 _SEGMENT = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 
 

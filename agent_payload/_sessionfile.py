@@ -8,9 +8,8 @@ A file written by ``PayloadSession.save`` is a JSON object::
 where each TURN is what ``TurnRecord.to_json`` writes. A turn's ``usage`` holds
 ``input_tokens``, ``output_tokens`` and ``requests``, plus ``cached_input_tokens`` and
 ``cache_write_input_tokens`` when not 0 (optional in version 1: a file without them reads them
-as 0, so files written before they existed load unchanged). Files written by agent_payload 0.1
-(``"format": "agent_payload.session/1"``, no ``format_version``) have the same layout and load
-as version 1. A ``format_version`` above ``FORMAT_VERSION`` was written by a newer release.
+as 0, so files written before they existed load unchanged). A ``format_version`` above
+``FORMAT_VERSION`` was written by a newer release.
 
 ``read_session_file(path)`` is the only way in: whatever is wrong with the file (not UTF-8,
 not JSON, cut short, nested beyond what can be read, a field missing or of the wrong type, no
@@ -36,7 +35,6 @@ from agent_payload.usage import Usage
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
-    "LEGACY_FORMAT",
     "ChangeData",
     "RedoData",
     "SessionData",
@@ -54,8 +52,6 @@ FORMAT = "agent_payload.session"
 FORMAT_VERSION = 1
 MAX_FILE_DEPTH = DEFAULT_LIMITS.max_depth + 8
 """The deepest session file read: the deepest payload the merge accepts, in its envelope."""
-LEGACY_FORMAT = "agent_payload.session/1"
-"""The ``format`` of files written by agent_payload 0.1 (version 1 without ``format_version``)."""
 
 
 class _Record(BaseModel):
@@ -162,7 +158,7 @@ def validate_session_data(data: Any, file: str) -> SessionData:
         raise session_error(file, "", f"expected a JSON object, found {kind_word(data)}")
     version = data.get("format_version", 1)
     fmt = data.get("format")
-    if fmt not in (FORMAT, LEGACY_FORMAT):
+    if fmt != FORMAT:
         raise session_error(
             file, "format", f"expected {FORMAT!r}, found {fmt!r}: this is not a saved session"
         )

@@ -57,7 +57,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent_payload._deprecated import renamed
 from agent_payload._jsondata import format_payload_path
 
 if TYPE_CHECKING:
@@ -377,7 +376,7 @@ class RetriesExhaustedError(AgentPayloadError):
     """The correction loop gave up. The caller's payload is unchanged.
 
     Carries ``attempts``, ``usage`` (summed over all attempts), ``last_reply`` (raw text) and
-    ``problems`` (the problems of the last attempt; ``last_errors`` is its deprecated name).
+    ``problems`` (the problems of the last attempt).
     """
 
     def __init__(
@@ -387,21 +386,15 @@ class RetriesExhaustedError(AgentPayloadError):
         attempts: int,
         usage: Usage,
         last_reply: str | None,
-        last_errors: Sequence[Problem],
+        problems: Sequence[Problem],
         replies: Sequence[str] = (),
     ) -> None:
         super().__init__(message)
         self.attempts = attempts
         self.usage = usage
         self.last_reply = last_reply
-        self.problems: list[Problem] = list(last_errors)
+        self.problems: list[Problem] = list(problems)
         self.replies = list(replies)
-
-    @property
-    def last_errors(self) -> list[Problem]:
-        """Deprecated: ``problems``."""
-        renamed("RetriesExhaustedError.last_errors", "RetriesExhaustedError.problems")
-        return self.problems
 
 
 class ReadsExhaustedError(RetriesExhaustedError):
@@ -424,7 +417,7 @@ class ReadsExhaustedError(RetriesExhaustedError):
             attempts=attempts,
             usage=usage,
             last_reply=None,
-            last_errors=(),
+            problems=(),
             replies=replies,
         )
         self.reads = reads

@@ -19,7 +19,6 @@ from agent_payload import (
     MergeConflictError,
     PayloadAgent,
     PayloadValidationError,
-    RetriesExhaustedError,
     RetryWithFeedback,
     apply_change_request,
 )
@@ -38,81 +37,17 @@ from agent_payload.providers import (
     Model,
     ModelReply,
     ModelRequest,
-    infer_model,
 )
 from agent_payload.providers.anthropic import AnthropicModel
 from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
 from agent_payload.report import Problem
-from agent_payload.testing import FakeProviderServer, ScriptedModel
-from agent_payload.usage import Usage
+from agent_payload.testing import ScriptedModel
 
 REQUEST = ModelRequest(messages=(Message("user", "hi"),))
 REPLY = '{"updateElements": {"a": 2}}'
 
 
 # --- model_name ----------------------------------------------------------------------------------
-
-
-def test_model_reply_names_the_model_model_name() -> None:
-    """``ModelReply.model_name``; 0.1's ``model`` (keyword and attribute) still works, warned."""
-    reply = ModelReply(text="x", model_name="gpt-x")
-    assert reply.model_name == "gpt-x"
-    with pytest.warns(DeprecationWarning, match=r"ModelReply\.model_name"):
-        assert reply.model == "gpt-x"
-    with pytest.warns(DeprecationWarning, match=r"ModelReply\(model_name=\.\.\.\)"):
-        old = ModelReply(text="x", model="gpt-y")  # type: ignore[call-arg]
-    assert old.model_name == "gpt-y"
-
-
-def test_adapters_take_and_expose_model_name() -> None:
-    """The three adapters: ``model_name`` positional or by keyword, exposed as ``model_name``;
-    ``model=``, ``.model`` and ``.name`` are the deprecated spellings."""
-    oa = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
-    an = anthropic.Anthropic(api_key="test", base_url="http://127.0.0.1:9")
-    for cls, client in [
-        (OpenAIChatModel, oa),
-        (OpenAIResponsesModel, oa),
-        (AnthropicModel, an),
-    ]:
-        model: Any = cls(client, "m-1")
-        assert model.model_name == "m-1"
-        assert cls(client, model_name="m-2").model_name == "m-2"
-        with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}\(model_name=\.\.\.\)"):
-            assert cls(client, model="m-3").model_name == "m-3"
-        with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}\.model_name"):
-            assert model.model == "m-1"
-        with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}\.model_name"):
-            assert model.name == "m-1"
-        assert "model_name='m-1'" in repr(model)
-        with pytest.raises(ConfigurationError, match=r"model_name=\.\.\."):
-            cls(client)
-    oa.close()
-    an.close()
-
-
-def test_infer_model_takes_model_name() -> None:
-    client = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
-    assert infer_model(client, model_name="gpt-x").model_name == "gpt-x"
-    with pytest.warns(DeprecationWarning, match=r"infer_model\(model_name=\.\.\.\)"):
-        assert infer_model(client, name="gpt-y").model_name == "gpt-y"
-    client.close()
-
-
-def test_scripted_model_and_fake_request_name_the_model_model_name() -> None:
-    model = ScriptedModel([REPLY], model_name="echo")
-    assert model.model_name == "echo"
-    assert model.request(REQUEST).model_name == "echo"
-    with pytest.warns(DeprecationWarning, match=r"ScriptedModel\(model_name=\.\.\.\)"):
-        assert ScriptedModel([], name="old").model_name == "old"  # type: ignore[arg-type]
-    with pytest.warns(DeprecationWarning, match=r"ScriptedModel\.model_name"):
-        assert model.name == "echo"
-    with FakeProviderServer([REPLY]) as server:
-        client = openai.OpenAI(api_key="test", base_url=server.openai_base_url)
-        PayloadAgent(client, model_name="gpt-z").run({"a": 1}, "set a to 2")
-        client.close()
-        assert server.requests[0].model_name == "gpt-z"
-        with pytest.warns(DeprecationWarning, match=r"FakeRequest\.model_name"):
-            assert server.requests[0].model == "gpt-z"
 
 
 class _OldStyleModel:
@@ -126,18 +61,6 @@ class _OldStyleModel:
 
     async def arequest(self, request: ModelRequest) -> ModelReply:
         return ModelReply(text=REPLY)
-
-
-def test_a_model_written_for_0_1_still_runs_with_a_warning() -> None:
-    """A user's own model with ``name`` (0.1) instead of ``model_name`` is accepted for one
-    release by both agents, with a warning naming ``model_name``."""
-    with pytest.warns(DeprecationWarning, match="use model_name"):
-        agent = PayloadAgent(_OldStyleModel())
-    assert agent.model.model_name == "mine"
-    assert agent.run({"a": 1}, "set a to 2").payload == {"a": 2}
-    with pytest.warns(DeprecationWarning, match="use model_name"):
-        async_agent = AsyncPayloadAgent(_OldStyleModel())
-    assert asyncio.run(async_agent.run({"a": 1}, "set a to 2")).payload == {"a": 2}
 
 
 # --- sync and async protocols --------------------------------------------------------------
@@ -261,16 +184,6 @@ def test_payload_validation_error_problems_are_its_errors() -> None:
     )
 
 
-def test_retries_exhausted_error_problems_and_the_old_name() -> None:
-    last = [Problem(kind="parse", message="no JSON")]
-    error = RetriesExhaustedError(
-        "gave up", attempts=3, usage=Usage(), last_reply="x", last_errors=last
-    )
-    assert error.problems == last
-    with pytest.warns(DeprecationWarning, match=r"RetriesExhaustedError\.problems"):
-        assert error.last_errors == last
-
-
 def test_every_path_is_a_string() -> None:
     """``.path`` is the formatted string everywhere (``""`` for none); an invalid payload's
     segments are ``payload_path``."""
@@ -302,3 +215,13 @@ def test_batch_state_reads_a_reply_recorded_before_model_name() -> None:
     assert old.model_name == "gpt-old"
     new = _reply_json(ModelReply(text="x", model_name="gpt-new"))
     assert '"model_name":"gpt-new"' in new and _reply_from(new).model_name == "gpt-new"
+
+
+def test_an_adapter_given_model_instead_of_model_name_says_which_keyword() -> None:
+    openai = pytest.importorskip("openai")
+    from agent_payload.errors import ConfigurationError
+    from agent_payload.providers.openai import OpenAIChatModel
+
+    client = openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9")
+    with pytest.raises(ConfigurationError, match=r"model_name='gpt-x'"):
+        OpenAIChatModel(client, model="gpt-x")

@@ -262,18 +262,6 @@ def test_a_payload_that_does_not_fit_payload_type_or_the_limits(tmp_path: Path) 
     assert isinstance(info.value.__cause__, LimitExceededError)
 
 
-def test_files_written_by_version_0_1_still_load(tmp_path: Path) -> None:
-    """A file in the 0.1 layout (``"format": "agent_payload.session/1"``, no version) loads."""
-    file, data = _saved(tmp_path)
-    old = {k: v for k, v in data.items() if k != "format_version"}
-    old["format"] = "agent_payload.session/1"
-    file.write_text(json.dumps(old), encoding="utf-8")
-    loaded = PayloadSession.load(file, PayloadAgent(ScriptedModel([])))
-    assert loaded.payload == data["payload"]
-    assert [t.task for t in loaded.history] == ["send it"]
-    assert loaded.redo() is not None
-
-
 _json = st.recursive(
     st.none()
     | st.booleans()

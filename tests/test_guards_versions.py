@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,23 +158,3 @@ def test_store_apply_is_all_or_nothing_by_default() -> None:
     result = store.apply(request, expected_version=version, strict=False)
     assert store.get()[0] == {"a": 2, "items": [1]}
     assert [c.code for c in result.report.conflicts] == ["index_out_of_range"]
-
-
-def test_the_store_moved_out_of_the_guards_with_a_deprecated_alias() -> None:
-    """``VersionedStore`` and ``apply_if_version`` merge, so they live in ``agent_payload.store``
-    (the guards sit below the merge); the old ``agent_payload.guards`` names still work for one
-    release, with a DeprecationWarning naming the new home."""
-    import agent_payload.guards as guards
-    import agent_payload.guards.versions as versions
-    from agent_payload import store
-
-    for name in ("VersionedStore", "apply_if_version"):
-        with pytest.warns(DeprecationWarning, match=f"agent_payload.guards.{name} is deprecated"):
-            assert getattr(guards, name) is getattr(store, name)
-        assert not hasattr(versions, name)
-    with pytest.raises(AttributeError):
-        guards.NoSuchGuard  # noqa: B018
-    merge_imports = [
-        line for line in Path(versions.__file__).read_text().splitlines() if "merge" in line
-    ]
-    assert not [line for line in merge_imports if "import" in line]

@@ -442,31 +442,6 @@ def test_several_guards_are_each_asked_in_turn() -> None:
     assert [i.code for i in result.report.warnings] == ["review", "review"]
 
 
-def test_guard_is_a_deprecated_spelling_of_guards() -> None:
-    """``guard=g`` still works for one release, with a DeprecationWarning naming ``guards=``,
-    and merges exactly as ``guards=[g]``."""
-
-    def guard(change: Change) -> list[Finding]:
-        return [Finding("permission_denied", "no")] if change.path == ("a",) else []
-
-    request = {"updateElements": {"a": 2, "b": 2}}
-    with pytest.warns(DeprecationWarning, match=r"guards=\[guard\]"):
-        old = apply_change_request({"a": 1, "b": 1}, request, guard=guard)
-    new = apply_change_request({"a": 1, "b": 1}, request, guards=[guard])
-    assert old.payload == new.payload == {"a": 1, "b": 2}
-    assert old.report == new.report
-
-
-def test_guard_and_guards_together_is_a_configuration_error() -> None:
-    """Passing both spellings is refused up front, saying which one to keep."""
-
-    def guard(change: Change) -> list[Finding]:
-        return []
-
-    with pytest.raises(ConfigurationError, match=r"pass guards=\[\.\.\.\] alone"):
-        apply_change_request({"a": 1}, {}, guards=[guard], guard=guard)
-
-
 def test_guards_must_be_a_sequence_of_guards() -> None:
     """A single guard passed as ``guards=`` (not in a list), or a non-callable in the list,
     is a configuration error naming the argument."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 import subprocess
 import sys
@@ -119,24 +118,6 @@ def test_readme_public_api_table_is_all() -> None:
     for name, kind, what in rows:
         assert kind in {"class", "exception", "function", "str"}, name
         assert what, name
-
-
-@pytest.mark.parametrize("name", sorted(MOVED))
-def test_moved_names_still_import_from_the_top_level_with_a_warning(name: str) -> None:
-    """A name 0.1 exported at the top level still imports from there for one release; the
-    warning names the module to import it from, and it is the same object."""
-    module = importlib.import_module(MOVED[name])
-    with pytest.warns(DeprecationWarning, match=rf"from {MOVED[name]} import {name}"):
-        value = getattr(agent_payload, name)
-    assert value is getattr(module, name)
-    assert name not in agent_payload.__all__
-
-
-def test_moved_name_warning_points_at_the_importing_line() -> None:
-    """``from agent_payload import Usage`` warns at the user's line, not inside the package."""
-    with pytest.warns(DeprecationWarning) as caught:
-        from agent_payload import Usage  # noqa: F401
-    assert caught[0].filename == __file__
 
 
 def test_unknown_top_level_name_is_an_attribute_error() -> None:

@@ -1,6 +1,6 @@
 """MERGE.md section 9: rebasing a late change request over the requests applied since its base.
 
-The conformance vectors of ``tests/vectors/rebase.json`` (one per rule of the section), the
+The conformance vectors of ``tests/vectors/rebase/section9.json`` (one per rule of the section), the
 section's example, and properties: a rebase over nothing is the identity, and for disjoint edits
 of two writers on a payload whose elements carry unique ids, rebasing either over the other gives
 the three-way merge by ids.
@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from agent_payload.errors import ConcurrentChangeError, MergeConflictError
 from agent_payload.merge import Applied, apply_change_request, rebase_change_request
 
-CASES = json.loads((Path(__file__).parent / "vectors" / "rebase.json").read_text("utf-8"))
+CASES = json.loads(
+    (Path(__file__).parent / "vectors" / "rebase" / "section9.json").read_text("utf-8")
+)
 
 
 def _markers(case: dict[str, Any]) -> Any:

@@ -25,9 +25,9 @@ LOCAL = HERE / "vectors"
 
 def _vector_files() -> list[Path]:
     """The shared spec's files (else the local copies), the local files the spec does not hold
-    yet, and our own extra cases. ``rebase.json`` (section 9) has cases of another shape: run
-    by test_rebase.py."""
-    spec = {p.name: p for p in sorted(LOCAL.glob("*.json")) if p.name != "rebase.json"}
+    yet, and our own extra cases. (Section 9's cases, of another shape, are in ``rebase/``: run
+    by test_rebase.py.)"""
+    spec = {p.name: p for p in sorted(LOCAL.glob("*.json"))}
     if SHARED.is_dir():
         spec.update({p.name: p for p in sorted(SHARED.glob("*.json"))})
     return [spec[name] for name in sorted(spec)] + sorted((HERE / "vectors_ours").glob("*.json"))

@@ -13,10 +13,6 @@ payload version a change was made against.
 * ``combine_guards(*guards)``: one guard asking each in turn.
 """
 
-import importlib
-import warnings
-from typing import Any
-
 from agent_payload.guards._common import format_path
 from agent_payload.guards.chain import GuardChain, combine_guards
 from agent_payload.guards.dataloss import DATA_LOSS_RULES, DataLossFinding, DataLossGuard
@@ -44,21 +40,3 @@ __all__ = [
     "parse_rule",
     "payload_version",
 ]
-
-
-_MOVED = {"VersionedStore", "apply_if_version"}
-
-
-def __getattr__(name: str) -> Any:
-    """``agent_payload.guards.VersionedStore`` and ``.apply_if_version``: deprecated aliases of
-    ``agent_payload.store``'s, kept for one release. Looked up by name so that the guards never
-    import the merge (they sit below it)."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"agent_payload.guards.{name} is deprecated: import it from agent_payload (or "
-        f"agent_payload.store) instead.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module("agent_payload.store"), name)

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar, overload
 
@@ -49,7 +48,6 @@ def apply_change_request(
     markers: Iterable[str] = ...,
     share: bool = ...,
     guards: Sequence[Guard] | None = ...,
-    guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
 ) -> MergeResult[M]: ...
@@ -64,7 +62,6 @@ def apply_change_request(
     markers: Iterable[str] = ...,
     share: bool = ...,
     guards: Sequence[Guard] | None = ...,
-    guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
 ) -> MergeResult[dict[str, Any]]: ...
@@ -79,7 +76,6 @@ def apply_change_request(
     markers: Iterable[str] = ...,
     share: bool = ...,
     guards: Sequence[Guard] | None = ...,
-    guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
 ) -> MergeResult[list[Any]]: ...
@@ -94,7 +90,6 @@ def apply_change_request(
     markers: Iterable[str] = ...,
     share: bool = ...,
     guards: Sequence[Guard] | None = ...,
-    guard: Guard | None = ...,
     limits: Limits | None = ...,
     refuse_stale_markers: bool = ...,
 ) -> MergeResult[Any]: ...
@@ -108,7 +103,6 @@ def apply_change_request(
     markers: Iterable[str] = DEFAULT_MARKERS,
     share: bool = False,
     guards: Sequence[Guard] | None = None,
-    guard: Guard | None = None,
     limits: Limits | None = None,
     refuse_stale_markers: bool = False,
 ) -> MergeResult[Any]:
@@ -179,8 +173,6 @@ def apply_change_request(
       of an array element keeps the element as it is (a change to it from the other bucket,
       already reported as ``shadowed``, is not applied either), and later result indices count
       it.
-    * ``guard``: deprecated spelling of ``guards=[guard]`` (a ``DeprecationWarning``; passing
-      both is a ``ConfigurationError``).
     * ``limits``: :class:`Limits` (depth and sizes); exceeding one raises
       :class:`~agent_payload.errors.LimitExceededError`.
     * ``refuse_stale_markers`` (the agent, the tool handler and the CLI turn it on): a DELETE
@@ -194,7 +186,7 @@ def apply_change_request(
     if not isinstance(limits, Limits):
         raise ConfigurationError(f"limits must be a Limits instance or None; found {limits!r}.")
     active = _validate_markers(markers)
-    guard = _one_guard(guards, guard)
+    guard = _one_guard(guards)
 
     model_class: type[BaseModel] | None = None
     if isinstance(payload, BaseModel):
@@ -267,24 +259,8 @@ def apply_change_request(
     return MergeResult(result, report)
 
 
-def _one_guard(guards: Sequence[Guard] | None, guard: Guard | None) -> Guard | None:
-    """The guard the walk asks: the one of ``guards``, or a ``GuardChain`` of several (``guard``
-    is the deprecated spelling of ``guards=[guard]``)."""
-    if guards is None and guard is None:
-        return None
-    if guard is not None:
-        if guards is not None:
-            raise ConfigurationError(
-                "apply_change_request: pass guards=[...] alone; guard= is its deprecated "
-                "spelling and cannot be combined with it (put every guard in guards)."
-            )
-        warnings.warn(
-            "the guard= argument of apply_change_request is deprecated: pass "
-            "guards=[guard] instead.",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        guards = (guard,)
+def _one_guard(guards: Sequence[Guard] | None) -> Guard | None:
+    """The guard the walk asks: the one of ``guards``, or a ``GuardChain`` of several."""
     checked = check_guards(guards or (), "apply_change_request: guards")
     if not checked:
         return None

@@ -22,7 +22,6 @@ import inspect
 import re
 from typing import Any, Literal
 
-from agent_payload._deprecated import renamed
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import (
     AsyncModel,
@@ -49,51 +48,13 @@ _PREFIXES = ("openai", "openai-chat", "openai-responses", "anthropic")
 _OPENAI_NAMES = re.compile(r"^(gpt-|chatgpt-|o\d)")
 
 
-class _NamedModel:
-    """A model written for 0.1's protocol (``name`` instead of ``model_name``), seen through
-    0.2's: everything else is the wrapped model's own."""
-
-    def __init__(self, model: Any) -> None:
-        self.wrapped = model
-
-    @property
-    def model_name(self) -> str:
-        return str(self.wrapped.name)
-
-    @property
-    def provider(self) -> str:
-        return str(self.wrapped.provider)
-
-    def request(self, request: ModelRequest) -> ModelReply:
-        reply: ModelReply = self.wrapped.request(request)
-        return reply
-
-    async def arequest(self, request: ModelRequest) -> ModelReply:
-        reply: ModelReply = await self.wrapped.arequest(request)
-        return reply
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self.wrapped, attribute)
-
-
 def as_model(model: object) -> Model | AsyncModel | None:
     """``model`` as a ``Model`` / ``AsyncModel`` (it has ``model_name``, ``provider`` and
-    ``request`` or ``arequest``), or ``None`` when it is not one. A model of one's own written
-    for 0.1, with ``name`` instead of ``model_name``, is wrapped with a
-    ``DeprecationWarning``."""
+    ``request`` or ``arequest``), or ``None`` when it is not one."""
     if isinstance(model, str):
         return None
     if isinstance(model, Model | AsyncModel):
         return model
-    if (
-        hasattr(model, "name")
-        and hasattr(model, "provider")
-        and (
-            callable(getattr(model, "request", None)) or callable(getattr(model, "arequest", None))
-        )
-    ):
-        renamed(f"{type(model).__name__}.name (a Model's name)", "model_name", stacklevel=4)
-        return _NamedModel(model)
     return None
 
 
@@ -112,13 +73,8 @@ def infer_model(
     ``async_client`` picks ``AsyncOpenAI`` / ``AsyncAnthropic`` when a client is built from a
     string; ``client_kwargs`` go to that client (``max_retries``, ``timeout``, ``base_url``...).
     ``api`` chooses the OpenAI API for an OpenAI client or string (default: Chat Completions;
-    the ``openai-responses:`` prefix means ``"responses"``). ``name=`` is the deprecated
-    spelling of ``model_name=``.
+    the ``openai-responses:`` prefix means ``"responses"``).
     """
-    if "name" in client_kwargs:
-        renamed("infer_model(name=...)", "infer_model(model_name=...)")
-        name = client_kwargs.pop("name")
-        model_name = name if model_name is None else model_name
     name = model_name
     if isinstance(model, str):
         if name is not None:

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from agent_payload._deprecated import renamed
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -459,11 +458,11 @@ def check_strict(adapter: str, strict: object) -> None:
 
 
 def model_name_argument(adapter: str, model_name: str | None, defaults: dict[str, Any]) -> Any:
-    """The adapter's ``model_name``, also from 0.1's ``model=`` keyword (which would otherwise
-    land in ``defaults``), with a ``DeprecationWarning``."""
+    """The adapter's ``model_name``; ``model=`` (which would otherwise land in ``defaults`` and
+    be sent twice) is a ``ConfigurationError`` naming ``model_name=``."""
     if "model" in defaults:
-        renamed(f"{adapter}(model=...)", f"{adapter}(model_name=...)", stacklevel=4)
-        old = defaults.pop("model")
-        if model_name is None:
-            return old
+        raise ConfigurationError(
+            f"{adapter}(model=...): name the model with model_name=..., e.g. "
+            f"{adapter}(client, model_name={defaults['model']!r})."
+        )
     return model_name

@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from agent_payload._deprecated import renamed
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
@@ -196,18 +195,6 @@ class AnthropicModel:
         self.strict: Strict = strict
         self.defaults: dict[str, Any] = dict(defaults)
         self._is_async = is_async
-
-    @property
-    def model(self) -> str:
-        """Deprecated: ``model_name``."""
-        renamed("AnthropicModel.model", "AnthropicModel.model_name")
-        return self.model_name
-
-    @property
-    def name(self) -> str:
-        """Deprecated: ``model_name``."""
-        renamed("AnthropicModel.name", "AnthropicModel.model_name")
-        return self.model_name
 
     @property
     def provider(self) -> str:

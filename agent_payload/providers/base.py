@@ -19,12 +19,10 @@ SDK exceptions to ``ProviderError`` in one place.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from agent_payload._deprecated import renamed
 from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.usage import Usage
 
@@ -128,12 +126,6 @@ class ModelReply:
     """Every tool call of the reply when the request offered ``tools`` (empty otherwise). In
     tool mode ``text`` holds only a call of the change-request tool, never a read's arguments."""
 
-    @property
-    def model(self) -> str | None:
-        """Deprecated: ``model_name``."""
-        renamed("ModelReply.model", "ModelReply.model_name")
-        return self.model_name
-
 
 @runtime_checkable
 class Model(Protocol):
@@ -159,22 +151,3 @@ class AsyncModel(Protocol):
     def provider(self) -> str: ...
 
     async def arequest(self, request: ModelRequest) -> ModelReply: ...
-
-
-def _accept_model_keyword(cls: type[ModelReply]) -> type[ModelReply]:
-    """``ModelReply(model=...)``, 0.1's spelling of ``model_name=``, still works for one
-    release (with a ``DeprecationWarning``)."""
-    init = cls.__init__
-
-    @functools.wraps(init)
-    def __init__(self: ModelReply, *args: Any, **kwargs: Any) -> None:
-        if "model" in kwargs:
-            renamed("ModelReply(model=...)", "ModelReply(model_name=...)")
-            kwargs["model_name"] = kwargs.pop("model")
-        init(self, *args, **kwargs)
-
-    setattr(cls, "__init__", __init__)  # noqa: B010 - mypy does not let a method be assigned
-    return cls
-
-
-_accept_model_keyword(ModelReply)

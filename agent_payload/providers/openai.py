@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
-from agent_payload._deprecated import renamed
 from agent_payload._reply import is_truncation
 from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
@@ -157,18 +156,6 @@ class _OpenAIModel(ABC):
         self.model_name = model_name
         self.strict: Strict = strict
         self.defaults: dict[str, Any] = dict(defaults)
-
-    @property
-    def model(self) -> str:
-        """Deprecated: ``model_name``."""
-        renamed(f"{type(self).__name__}.model", f"{type(self).__name__}.model_name")
-        return self.model_name
-
-    @property
-    def name(self) -> str:
-        """Deprecated: ``model_name``."""
-        renamed(f"{type(self).__name__}.name", f"{type(self).__name__}.model_name")
-        return self.model_name
 
     @property
     def provider(self) -> str:

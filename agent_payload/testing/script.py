@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from agent_payload._deprecated import renamed
 from agent_payload.outline import FIND_IN_PAYLOAD, READ_PAYLOAD
 
 __all__ = [
@@ -286,12 +285,6 @@ class FakeRequest:
         """The model the request names (``"fake-model"`` when it names none)."""
         body = self.body if isinstance(self.body, dict) else {}
         return str(body.get("model", "fake-model"))
-
-    @property
-    def model(self) -> str:
-        """Deprecated: ``model_name``."""
-        renamed("FakeRequest.model", "FakeRequest.model_name")
-        return self.model_name
 
     @property
     def retry_count(self) -> int:

@@ -9,7 +9,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
-from agent_payload._deprecated import renamed
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.usage import Usage, length_estimate
 
@@ -47,14 +46,7 @@ class ScriptedModel:
         *,
         model_name: str = "scripted",
         provider: str = "test",
-        **deprecated: str,
     ) -> None:
-        if "name" in deprecated:
-            renamed("ScriptedModel(name=...)", "ScriptedModel(model_name=...)")
-            model_name = deprecated.pop("name")
-        if deprecated:
-            unexpected = next(iter(deprecated))
-            raise TypeError(f"ScriptedModel() got an unexpected keyword argument {unexpected!r}")
         self._function: Callable[[ModelRequest], str | ModelReply] | None
         self._script: deque[ScriptedReply]
         if callable(replies):
@@ -76,12 +68,6 @@ class ScriptedModel:
 
     @property
     def model_name(self) -> str:
-        return self._name
-
-    @property
-    def name(self) -> str:
-        """Deprecated: ``model_name``."""
-        renamed("ScriptedModel.name", "ScriptedModel.model_name")
         return self._name
 
     @property
