@@ -35,12 +35,8 @@ _missing = False
 
 
 def _system(model: Any) -> str:
-    """``gen_ai.system`` for a model: the provider its class belongs to."""
-    module = type(model).__module__
-    for name in ("openai", "anthropic"):
-        if module.endswith(f"providers.{name}") or module.startswith(name):
-            return name
-    return getattr(model, "provider_name", None) or "agent_payload.testing"
+    """``gen_ai.system`` for a model: its ``provider`` (``openai``, ``anthropic``, ...)."""
+    return str(getattr(model, "provider", None) or "unknown")
 
 
 def run_trace(model: Any, state: RunState, started_ns: int) -> Hooks | None:
