@@ -152,7 +152,7 @@ def test_parse_path(text: str, parsed: tuple[str | int, ...]) -> None:
         ("[1]", "Error: the arguments of read_payload must be a JSON object"),
         ({}, "Error: read_payload needs a path"),
         ({"path": 3}, 'Error: the path of read_payload must be a string such as "lines[3]"'),
-        ({"path": "a", "size": 3}, "Error: read_payload takes only end, path, start"),
+        ({"path": "a", "size": 3}, "Error: read_payload takes only end, keys, path, start"),
         ({"path": "a[x]"}, "Error: the path 'a[x]' cannot be read at character 2"),
         ({"path": "a", "start": -1}, "Error: start must be a position (an integer >= 0)"),
         ({"path": "a", "start": 9}, "Error: start 9 is past the end of a (an array of 3"),
@@ -172,7 +172,7 @@ def test_bad_reads_get_precise_errors(arguments: Any, expected: str) -> None:
         ({}, "Error: find_in_payload needs either text or number (not both)"),
         ({"text": "a", "number": 1}, "Error: find_in_payload needs either text or number"),
         ({"text": ""}, "Error: text must be a non-empty string"),
-        ({"number": "7"}, 'Error: number must be a number, found "7"'),
+        ({"number": "7"}, 'Error: number must be a number (or a list of them), found "7"'),
         ({"text": "x", "path": "zz"}, 'No value at zz: (root) has no key "zz"'),
     ],
 )

@@ -40,10 +40,23 @@ _ROOTS = frozenset({"", "(root)", "$"})
 _NAME_STOP = frozenset('.[]"')
 
 
+ECHO_LIMIT = 120
+"""The most characters of a model's own path or search text that an answer repeats."""
+
+
+def _echo(text: str, limit: int = ECHO_LIMIT) -> str:
+    """``text`` as an answer repeats it: cut in the middle beyond ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}…({len(text) - 2 * half} characters)…{text[-half:]}"
+
+
 def _path_error(text: str, pos: int, expected: str) -> PathSyntaxError:
     found = repr(text[pos]) if pos < len(text) else "the end"
     return PathSyntaxError(
-        f"the path {text!r} cannot be read at character {pos}: expected {expected}, found "
+        f"the path {_echo(repr(text))} cannot be read at character {pos}: expected {expected}, "
+        f"found "
         f'{found}. Write paths as in the outline: lines[3].sku, customer.address, ["a.b"].c; '
         '"" or (root) for the whole payload.'
     )
@@ -71,7 +84,7 @@ def parse_path(text: str) -> tuple[str | int, ...]:
                 end = pos
                 while end < len(text) and text[end].isascii() and text[end].isdigit():
                     end += 1
-                if end == pos:
+                if end == pos or end - pos > 18:
                     raise _path_error(text, pos, 'a position such as [3] or a key such as ["a.b"]')
                 parts.append(int(text[pos:end]))
                 pos = end
@@ -96,7 +109,11 @@ def parse_path(text: str) -> tuple[str | int, ...]:
 
 
 def _show_path(path: Sequence[str | int]) -> str:
-    return _format_path(path) or "(root)"
+    """A path as answers write it, cut to ``ECHO_LIMIT`` characters."""
+    if len(path) > ECHO_LIMIT:  # only the ends are shown: format no more than them
+        head, tail = _format_path(path[:8]), _format_path(path[-8:])
+        return _echo(f"{head}…({len(path) - 16} parts)…{tail}")
+    return _echo(_format_path(path) or "(root)")
 
 
 def _kind(value: Any) -> str:
@@ -118,52 +135,58 @@ class _ReadError(Exception):
 
 
 def _resolve(data: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at ``path``, in one pass (linear in the path's length)."""
     node = data
     for depth, part in enumerate(path):
-        here = _show_path(path[:depth])
-        asked = _show_path(path)
-        if isinstance(part, int):
-            if not isinstance(node, list):
-                hint = (
-                    f'; to read its key "{part}" write {_show_path((*path[:depth], str(part)))}'
-                    if isinstance(node, dict)
-                    else ""
-                )
-                raise _ReadError(
-                    f"No value at {asked}: {here} is {_kind(node)}, not an array{hint}."
-                )
-            if part >= len(node):
-                raise _ReadError(
-                    f"No value at {asked}: {here} is {_kind(node)} (positions 0 to "
-                    f"{len(node) - 1})."
-                    if node
-                    else f"No value at {asked}: {here} is empty."
-                )
+        if isinstance(part, int) and type(node) is list and 0 <= part < len(node):
             node = node[part]
-        else:
-            if not isinstance(node, dict):
-                hint = (
-                    f"; write {_show_path((*path[:depth], int(part)))} for the element at "
-                    f"position {part}"
-                    if isinstance(node, list) and part.isascii() and part.isdigit()
-                    else ""
-                )
-                raise _ReadError(
-                    f"No value at {asked}: {here} is {_kind(node)}, not an object{hint}."
-                )
-            if part not in node:
-                raise _ReadError(
-                    f"No value at {asked}: {here} has no key {json.dumps(part)} "
-                    f"({_keys_hint(node)})."
-                )
+            continue
+        if isinstance(part, str) and type(node) is dict and part in node:
             node = node[part]
+            continue
+        _resolve_error(node, path, depth)
     return node
+
+
+def _resolve_error(node: Any, path: tuple[str | int, ...], depth: int) -> None:
+    """Raise the ``_ReadError`` for part ``depth`` of ``path``, which ``node`` does not have."""
+    part = path[depth]
+    here = _show_path(path[:depth])
+    asked = _show_path(path)
+    if isinstance(part, int):
+        if not isinstance(node, list):
+            hint = (
+                f'; to read its key "{part}" write {_show_path((*path[:depth], str(part)))}'
+                if isinstance(node, dict)
+                else ""
+            )
+            raise _ReadError(f"No value at {asked}: {here} is {_kind(node)}, not an array{hint}.")
+        if part >= len(node):
+            raise _ReadError(
+                f"No value at {asked}: {here} is {_kind(node)} (positions 0 to {len(node) - 1})."
+                if node
+                else f"No value at {asked}: {here} is empty."
+            )
+    else:
+        if not isinstance(node, dict):
+            hint = (
+                f"; write {_show_path((*path[:depth], int(part)))} for the element at "
+                f"position {part}"
+                if isinstance(node, list) and part.isascii() and part.isdigit()
+                else ""
+            )
+            raise _ReadError(f"No value at {asked}: {here} is {_kind(node)}, not an object{hint}.")
+        if part not in node:
+            raise _ReadError(
+                f"No value at {asked}: {here} has no key "
+                f"{_echo(json.dumps(part, ensure_ascii=False))} ({_keys_hint(node)})."
+            )
 
 
 def _keys_hint(node: dict[str, Any], limit: int = 12) -> str:
     if not node:
         return "it is empty"
-    keys = [json.dumps(k, ensure_ascii=False) for k in itertools.islice(node, limit)]
+    keys = [_echo(json.dumps(k, ensure_ascii=False), 40) for k in itertools.islice(node, limit)]
     more = f", and {len(node) - limit} more" if len(node) > limit else ""
     return f"its keys: {', '.join(keys)}{more}"
 
@@ -172,6 +195,10 @@ def _keys_hint(node: dict[str, Any], limit: int = 12) -> str:
 
 
 ToolText = tuple[str, str, dict[str, Any]]
+MAX_NEEDLES = 20
+"""The most texts (or numbers) one find_in_payload call looks for."""
+MAX_KEYS = 50
+"""The most keys one read_payload call shows of each element."""
 
 
 def tool_specs(*, budget: int, limit: int = FIND_LIMIT) -> tuple[ToolText, ...]:
@@ -193,6 +220,12 @@ def tool_specs(*, budget: int, limit: int = FIND_LIMIT) -> tuple[ToolText, ...]:
                 "minimum": 0,
                 "description": "Position after the last one to read (exclusive).",
             },
+            "keys": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": 'Show only these keys of each element read (e.g. ["title", '
+                '"start"] over events, start 10, end 70).',
+            },
         },
         "required": ["path"],
         "additionalProperties": False,
@@ -201,10 +234,20 @@ def tool_specs(*, budget: int, limit: int = FIND_LIMIT) -> tuple[ToolText, ...]:
         "type": "object",
         "properties": {
             "text": {
-                "type": "string",
-                "description": "Text to find in keys and string values (case-insensitive).",
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "array", "items": {"type": "string"}, "maxItems": MAX_NEEDLES},
+                ],
+                "description": "Text to find in keys and string values (case-insensitive); "
+                "a list finds each of several texts in one call.",
             },
-            "number": {"type": "number", "description": "A number to find (equal values)."},
+            "number": {
+                "anyOf": [
+                    {"type": "number"},
+                    {"type": "array", "items": {"type": "number"}, "maxItems": MAX_NEEDLES},
+                ],
+                "description": "A number to find (equal values); a list finds several.",
+            },
             "path": {
                 "type": "string",
                 "description": "Search only inside this path (default: the whole payload).",
@@ -258,10 +301,57 @@ def _arguments(arguments: str | Mapping[str, Any], name: str, allowed: set[str])
     return parsed
 
 
+def _is_text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _needles(value: Any, key: str, ok: Any) -> Any:
+    """A find argument: one value or a list of up to ``MAX_NEEDLES`` (None when absent)."""
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    other = "number" if key == "text" else "text"
+    want = "a non-empty string" if key == "text" else "a number"
+    if not items or len(items) > MAX_NEEDLES:
+        raise _ReadError(
+            f"Error: {key} takes {want} or a list of 1 to {MAX_NEEDLES} of them, found "
+            f"{len(items)}."
+        )
+    for item in items:
+        if not ok(item):
+            raise _ReadError(
+                f"Error: {key} must be {want} (or a list of them), found "
+                f"{_echo(json.dumps(item, ensure_ascii=False))}; to find a {other} use {other}."
+            )
+    return items if isinstance(value, list) else value
+
+
+def _keys_argument(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(value) > MAX_KEYS
+        or not all(isinstance(k, str) for k in value)
+    ):
+        raise _ReadError(
+            f'Error: keys must be a list of 1 to {MAX_KEYS} key names, such as ["title", "start"].'
+        )
+    return value
+
+
 def _example(name: str) -> str:
     if name == READ_PAYLOAD:
-        return '{"path": "lines[3]"} or {"path": "lines", "start": 100, "end": 120}'
-    return '{"text": "SKU-1031"} or {"number": 42, "path": "lines"}'
+        return (
+            '{"path": "lines[3]"} or {"path": "lines", "start": 100, "end": 120, '
+            '"keys": ["sku", "qty"]}'
+        )
+    return '{"text": "SKU-1031"}, {"text": ["SKU-1", "SKU-2"]} or {"number": 42, "path": "lines"}'
 
 
 def _path_argument(parsed: Mapping[str, Any], name: str, required: bool) -> tuple[str | int, ...]:
@@ -301,15 +391,40 @@ def read(
     *,
     start: int | None = None,
     end: int | None = None,
+    keys: Sequence[str] | None = None,
     count: Count | None = None,
 ) -> str:
     """The answer to ``read_payload``: the value at ``path`` in ``shown`` (elements ``start``
-    to ``end``, end excluded, of an array, or keys of an object by position), complete when it
-    fits ``budget`` tokens, else outlined; a text saying why when there is nothing to read."""
+    to ``end``, end excluded, of an array, or keys of an object by position; with ``keys``,
+    only those keys of each element read), complete when it fits ``budget`` tokens, else
+    outlined; a text saying why when there is nothing to read. Never over ``budget``."""
+    count = count or estimate_tokens
     try:
-        return _read(shown, tuple(path), budget, start, end, count or estimate_tokens)
+        text = _read(shown, tuple(path), budget, start, end, keys, count)
     except _ReadError as exc:
-        return str(exc)
+        text = str(exc)
+    return _cap(text, budget, count)
+
+
+def _cap(text: str, budget: int, count: Count) -> str:
+    """``text`` cut to ``budget`` tokens (a last resort: answers are built to fit)."""
+    if count(text) <= budget:
+        return text
+    note = "\n… (cut: the answer was over the read budget; read a smaller part)"
+    keep = len(text)
+    while keep > 0:
+        keep = int(keep * max(budget - count(note), 1) / max(count(text[:keep]), 1) * 0.9)
+        cut = text[:keep] + note
+        if count(cut) <= budget:
+            return cut
+    return note.strip()[: max(budget, 1)]
+
+
+def _pick(value: Any, keys: Sequence[str]) -> Any:
+    """An element shown with only ``keys`` (those it has); anything but an object as it is."""
+    if isinstance(value, dict):
+        return {k: value[k] for k in keys if k in value}
+    return value
 
 
 def _read(
@@ -318,6 +433,7 @@ def _read(
     budget: int,
     start: int | None,
     end: int | None,
+    keys: Sequence[str] | None,
     count: Count,
 ) -> str:
     node = _resolve(shown, path)
@@ -344,6 +460,21 @@ def _read(
     if window is not None:
         unit = "keys" if isinstance(node, dict) else "elements"
         what += f", {unit} {window[0]} to {window[1] - 1}"
+    if keys:
+        if not isinstance(node, dict | list):
+            raise _ReadError(
+                f"Error: keys shows some keys of each element of an array or object, but "
+                f"{where} is {_kind(node)}; read it without keys."
+            )
+        lo, hi = window if window is not None else (0, len(node))
+        if isinstance(node, list):
+            node = [*node[:lo], *(_pick(v, keys) for v in node[lo:hi]), *node[hi:]]
+        else:
+            node = {
+                k: (_pick(v, keys) if lo <= n < hi else v) for n, (k, v) in enumerate(node.items())
+            }
+        shown_keys = ", ".join(_echo(json.dumps(k, ensure_ascii=False), 40) for k in keys)
+        what += f", only the keys {shown_keys} of each"
     outlined = " " + _prompts.load_template("read_outlined").strip()
     # The header is counted with the note, so the whole answer fits whatever the body is.
     body_budget = max(budget - count(f"{where} ({what}){outlined}:\n"), MIN_PAYLOAD_TOKENS // 2)
@@ -365,16 +496,38 @@ def find(
     shown: Any,
     budget: int,
     *,
-    text: str | None = None,
-    number: float | None = None,
+    text: str | Sequence[str] | None = None,
+    number: float | Sequence[float] | None = None,
     path: Sequence[str | int] = (),
     limit: int = FIND_LIMIT,
     count: Count | None = None,
 ) -> str:
     """The answer to ``find_in_payload``: the paths under ``path`` where ``text`` occurs in a
     key or a string value (case-insensitive), or where a number equals ``number``; at most
-    ``limit`` of them and never more than ``budget`` tokens, with how many more there are."""
+    ``limit`` of them and never more than ``budget`` tokens, with how many more there are.
+    A list of texts (or numbers) gives one such answer for each, sharing the budget."""
     count = count or estimate_tokens
+    needles: list[tuple[str | None, float | None]] = (
+        [(t, None) for t in ([text] if isinstance(text, str) else text)]
+        if text is not None
+        else [(None, n) for n in (number if isinstance(number, Sequence) else [number])]
+    )
+    if len(needles) == 1:
+        return _cap(_find_one(shown, budget, *needles[0], path, limit, count), budget, count)
+    share = max(budget // len(needles), 1)
+    parts = [_find_one(shown, share, t, n, path, limit, count) for t, n in needles]
+    return _cap("\n\n".join(parts), budget, count)
+
+
+def _find_one(
+    shown: Any,
+    budget: int,
+    text: str | None,
+    number: float | None,
+    path: Sequence[str | int],
+    limit: int,
+    count: Count,
+) -> str:
     try:
         root = _resolve(shown, tuple(path))
     except _ReadError as exc:
@@ -456,7 +609,7 @@ def _found(
 ) -> str:
     """The text of ``find``'s answer: the first ``lines`` of ``total`` matches, as many as fit
     ``budget``, with how many more there are."""
-    what = json.dumps(text, ensure_ascii=False) if text is not None else json.dumps(number)
+    what = _echo(json.dumps(text, ensure_ascii=False) if text is not None else json.dumps(number))
     inside = "the payload" if not path else _show_path(path)
     if total == 0:
         searched = "keys and string values" if text is not None else "numbers"
@@ -496,13 +649,26 @@ def answer(
 ) -> str:
     """The tool result for one call of a read tool (``read_payload`` or ``find_in_payload``)
     with ``arguments`` (the call's JSON text or a mapping): a bad call gets an error text that
-    says what was wrong and how to call it, never an exception."""
+    says what was wrong and how to call it, never an exception. Never over ``budget`` tokens,
+    and the model's own path or text is repeated only up to ``ECHO_LIMIT`` characters."""
+    text = _answer(name, arguments, shown, budget, count)
+    return _cap(text, budget, count or estimate_tokens)
+
+
+def _answer(
+    name: str,
+    arguments: str | Mapping[str, Any],
+    shown: Any,
+    budget: int,
+    count: Count | None,
+) -> str:
     try:
         if name == READ_PAYLOAD:
-            parsed = _arguments(arguments, name, {"path", "start", "end"})
+            parsed = _arguments(arguments, name, {"path", "start", "end", "keys"})
             path = _path_argument(parsed, name, required=True)
             start, end = _position(parsed, "start"), _position(parsed, "end")
-            return read(shown, path, budget, start=start, end=end, count=count)
+            keys = _keys_argument(parsed.get("keys"))
+            return read(shown, path, budget, start=start, end=end, keys=keys, count=count)
         if name == FIND_IN_PAYLOAD:
             parsed = _arguments(arguments, name, {"text", "number", "path"})
             path = _path_argument(parsed, name, required=False)
@@ -512,21 +678,9 @@ def answer(
                     f"Error: {name} needs either text or number (not both), such as "
                     f"{_example(name)}."
                 )
-            if text is not None and (not isinstance(text, str) or not text):
-                raise _ReadError(
-                    f"Error: text must be a non-empty string, found {json.dumps(text)}; to "
-                    "find a number use number."
-                )
-            if number is not None and (
-                isinstance(number, bool)
-                or not isinstance(number, int | float)
-                or not math.isfinite(number)
-            ):
-                raise _ReadError(
-                    f"Error: number must be a number, found {json.dumps(number)}; to find "
-                    "text use text."
-                )
-            return find(shown, budget, text=text, number=number, path=path, count=count)
+            texts = _needles(text, "text", _is_text)
+            numbers = _needles(number, "number", _is_number)
+            return find(shown, budget, text=texts, number=numbers, path=path, count=count)
         raise _ReadError(
             f"Error: there is no tool {name!r}; the read tools are {READ_PAYLOAD} and "
             f"{FIND_IN_PAYLOAD}."
