@@ -90,12 +90,23 @@ class _Effect:
 class _Tracer(_Merger):
     """The merge, recording each applied change: (op, original path, request link, Change)."""
 
-    def __init__(self, markers: frozenset[str], limits: Limits) -> None:
+    def __init__(self, markers: frozenset[str], limits: Limits, owned: dict[int, Any]) -> None:
         super().__init__(
             markers=markers, share=True, guard=None, limits=limits, report=MergeReport()
         )
         self.layouts = {}
         self.trace: list[tuple[ChangeOp, Path, Link, Any, Any]] = []
+        self.owned = owned
+
+    def owned_child(self, value: Any, kind: int) -> Any:
+        """Share mode's copy of a container on the request's path, made once per rebase: a
+        container copied by an earlier applied request is edited in place (nothing outside the
+        rebase holds it), so a run of one-field edits never copies a long array again."""
+        if id(value) in self.owned:
+            return value
+        child = super().owned_child(value, kind)
+        self.owned[id(child)] = child  # held, so its id cannot be reused meanwhile
+        return child
 
     def commit(
         self, op: ChangeOp, plink: Link, old: Any, new: Any, rlink: Link, glink: Link = _SAME
@@ -110,13 +121,13 @@ class _Tracer(_Merger):
 
 
 def _merge(
-    state: Any, request: Any, markers: frozenset[str], limits: Limits
+    state: Any, request: Any, markers: frozenset[str], limits: Limits, owned: dict[int, Any]
 ) -> tuple[Any, _Tracer, Any]:
     normal = _normalise_request(request, limits)
-    tracer = _Tracer(markers, limits)
+    tracer = _Tracer(markers, limits, owned)
     tracer.report.reasoning = normal.reasoning
     tracer.report.conflicts.extend(normal.issues)
-    root = dict(state) if type(state) is dict else list(state)
+    root = tracer.owned_child(state, _OBJ if type(state) is dict else _ARR)
     return tracer.merge_root(root, normal.buckets), tracer, normal
 
 
@@ -318,16 +329,17 @@ def _rebase(
     rebase = _Rebase(base, limits)
     theirs: list[_Effect] = []
     state = base
+    owned: dict[int, Any] = {}  # the containers this rebase copied (edited in place after)
     for step, item in enumerate(applied, start=1):
         if isinstance(item, Applied):
             request, step_markers = item.change_request, _validate_markers(item.markers)
         else:
             request, step_markers = item, active
-        state, tracer, _ = _merge(state, request, step_markers, limits)
+        state, tracer, _ = _merge(state, request, step_markers, limits, owned)
         theirs.extend(rebase.effects(tracer, step, late=False))
     rebase.state = state
 
-    _, tracer, normal = _merge(base, change_request, active, limits)
+    _, tracer, normal = _merge(base, change_request, active, limits, {})
     report = tracer.report
     if report.conflicts:
         raise MergeConflictError(
