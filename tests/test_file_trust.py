@@ -1,0 +1,287 @@
+"""Files written back exactly and safely (issue 30, "Files"; issue 32, one reader and writer).
+
+Every JSON file the library reads (the CLI's payload and change files, the file the MCP server
+edits, a saved session) goes through one reader, and every file it writes through one writer:
+numbers come back as they were written, a duplicate key is refused with its line and column, a
+read-only file, a hard link, a directory or a file in a read-only folder is refused with the
+old file whole, a symlink is followed, and a new file gets the mode the umask gives.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field, SecretStr
+
+from agent_payload._files import atomic_write_text
+from agent_payload.agent import PayloadAgent
+from agent_payload.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from agent_payload.errors import ConfigurationError, FileWriteError, SessionFileError, UsageError
+from agent_payload.mcp import PayloadFileEditor
+from agent_payload.session import PayloadSession
+from agent_payload.testing import ScriptedModel
+
+# The exact numbers of the issue: neither is a 64-bit float, and 12.50 is written with a zero
+# a float would drop.
+NUMBERS = '{"big": 12345678901234567890123.45, "tiny": 1E-400, "price": 12.50, "name": "x"}\n'
+EDITED = '{"big": 12345678901234567890123.45, "tiny": 1E-400, "price": 12.50, "name": "y"}\n'
+RENAME = {"updateElements": {"name": "y"}}
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), stdin=io.StringIO(""), stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def files(tmp_path: Path, payload: str, change: Any = RENAME) -> tuple[Path, Path]:
+    target = tmp_path / "payload.json"
+    target.write_text(payload, encoding="utf-8")
+    request = tmp_path / "change.json"
+    request.write_text(json.dumps(change), encoding="utf-8")
+    return target, request
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+# --- numbers ----------------------------------------------------------------------------------
+
+
+def test_cli_edit_writes_untouched_numbers_back_exactly(tmp_path: Path) -> None:
+    target, request = files(tmp_path, NUMBERS)
+    status, _, err = cli("apply", str(target), str(request), "-o", str(target))
+    assert status == EXIT_OK, err
+    assert target.read_text(encoding="utf-8") == EDITED
+
+
+def test_cli_prints_untouched_numbers_exactly_and_indented(tmp_path: Path) -> None:
+    pretty = '{\n  "big": 12345678901234567890123.45,\n  "list": [1E-400, 1.0, -0.0],\n  "n": 1\n}\n'
+    target, request = files(tmp_path, pretty, {"updateElements": {"n": 2}})
+    status, out, err = cli("apply", str(target), str(request))
+    assert status == EXIT_OK, err
+    assert out == pretty.replace('"n": 1', '"n": 2')
+
+
+def test_mcp_edit_writes_untouched_numbers_back_exactly(tmp_path: Path) -> None:
+    target, _ = files(tmp_path, NUMBERS)
+    editor = PayloadFileEditor(target)
+    outcome = editor.apply(RENAME)
+    assert not outcome.is_error, outcome.text
+    assert target.read_text(encoding="utf-8") == EDITED
+    assert not editor.undo().is_error
+    assert target.read_text(encoding="utf-8") == NUMBERS
+
+
+def test_mcp_model_shows_and_writes_numbers_as_json_allows(tmp_path: Path) -> None:
+    """The model reads the literal; a number it writes is written as JSON writes a float."""
+    target, _ = files(tmp_path, NUMBERS)
+    editor = PayloadFileEditor(target)
+    assert "12345678901234567890123.45" in editor.read().text
+    assert not editor.apply({"updateElements": {"price": 0.1, "tiny": 2e-300}}).is_error
+    assert json.loads(target.read_text(encoding="utf-8")) == {
+        "big": 12345678901234567890123.45,
+        "tiny": 2e-300,
+        "price": 0.1,
+        "name": "x",
+    }
+    assert '"tiny": 2e-300, "price": 0.1,' in target.read_text(encoding="utf-8")
+
+
+def test_a_number_too_large_for_any_float_is_refused_naming_it(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"a": 1,\n "b": 1E400}')
+    status, _, err = cli("apply", str(target), str(request), "-o", str(target))
+    assert status == EXIT_USAGE
+    assert "1E400" in err and "line 2, column 7" in err
+    assert target.read_text(encoding="utf-8") == '{"a": 1,\n "b": 1E400}'
+
+
+# --- duplicate keys ---------------------------------------------------------------------------
+
+
+def test_cli_refuses_a_duplicate_key_with_line_and_column(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"a": 1, "a": 2}')
+    status, out, err = cli("apply", str(target), str(request), "-o", str(target))
+    assert status == EXIT_USAGE and not out
+    assert 'line 1, column 10: the key "a" given twice' in err, err
+    assert target.read_text(encoding="utf-8") == '{"a": 1, "a": 2}'
+
+
+def test_cli_refuses_a_duplicate_key_in_the_change_file(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"a": 1}')
+    request.write_text('{"updateElements": {"a": 2,\n  "a": 3}}', encoding="utf-8")
+    status, _, err = cli("apply", str(target), str(request))
+    assert status == EXIT_USAGE
+    assert 'line 2, column 3: the key "a" given twice' in err, err
+
+
+def test_a_duplicate_key_deep_beyond_recursion_is_refused(tmp_path: Path) -> None:
+    deep = "[" * 3000 + '{"k": 1, "k": 2}' + "]" * 3000
+    target, request = files(tmp_path, deep, {"updateElements": {}})
+    status, _, err = cli("apply", str(target), str(request))
+    assert status == EXIT_USAGE
+    assert 'line 1, column 3010: the key "k" given twice' in err, err
+
+
+def test_mcp_refuses_a_duplicate_key(tmp_path: Path) -> None:
+    target, _ = files(tmp_path, '{"a": 1, "a": 2}')
+    with pytest.raises(ConfigurationError, match='line 1, column 10: the key "a" given twice'):
+        PayloadFileEditor(target)
+    target.write_text('{"a": 1}', encoding="utf-8")
+    editor = PayloadFileEditor(target)
+    target.write_text('{"a": 1, "a": 2}', encoding="utf-8")
+    read = editor.read()
+    assert read.is_error and 'line 1, column 10: the key "a" given twice' in read.text
+
+
+def test_session_file_with_a_duplicate_key_is_refused(tmp_path: Path) -> None:
+    session = PayloadSession(None, {"a": 1})
+    file = tmp_path / "s.json"
+    session.save(file)
+    text = file.read_text(encoding="utf-8").replace('"a": 1', '"a": 1, "a": 2')
+    file.write_text(text, encoding="utf-8")
+    with pytest.raises(SessionFileError, match=r'column \d+: the key "a" given twice'):
+        PayloadSession.load(file, None)
+
+
+# --- the one writer: modes, links, directories --------------------------------------------------
+
+
+def test_a_read_only_target_is_refused(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"name": "x"}')
+    target.chmod(0o444)
+    status, _, err = cli("apply", str(target), str(request), "-o", str(target))
+    assert status == EXIT_FAILED
+    assert "read-only" in err and str(target) in err
+    assert target.read_text(encoding="utf-8") == '{"name": "x"}'
+    assert stat.S_IMODE(target.stat().st_mode) == 0o444
+    editor = PayloadFileEditor(target)
+    outcome = editor.apply(RENAME)
+    assert outcome.is_error and "read-only" in outcome.text
+    assert target.read_text(encoding="utf-8") == '{"name": "x"}'
+    assert listing(tmp_path) == ["change.json", "payload.json"]
+
+
+def test_a_symlink_is_followed_and_stays_a_link(tmp_path: Path) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    real = real_dir / "payload.json"
+    real.write_text('{"name": "x"}', encoding="utf-8")
+    real.chmod(0o640)
+    link_dir = tmp_path / "links"
+    link_dir.mkdir()
+    link = link_dir / "payload.json"
+    link.symlink_to(os.path.relpath(real, link_dir))
+    request = tmp_path / "change.json"
+    request.write_text(json.dumps(RENAME), encoding="utf-8")
+    status, _, err = cli("apply", str(link), str(request), "-o", str(link))
+    assert status == EXIT_OK, err
+    assert link.is_symlink()
+    assert real.read_text(encoding="utf-8") == '{"name": "y"}\n'
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert listing(real_dir) == ["payload.json"] and listing(link_dir) == ["payload.json"]
+    editor = PayloadFileEditor(link)
+    assert not editor.apply({"updateElements": {"name": "z"}}).is_error
+    assert link.is_symlink() and json.loads(real.read_text(encoding="utf-8")) == {"name": "z"}
+
+
+def test_a_hard_link_is_refused_not_split(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"name": "x"}')
+    other = tmp_path / "other.json"
+    os.link(target, other)
+    status, _, err = cli("apply", str(target), str(request), "-o", str(target))
+    assert status == EXIT_FAILED
+    assert "2 hard links" in err
+    assert other.read_text(encoding="utf-8") == '{"name": "x"}'
+    assert target.stat().st_ino == other.stat().st_ino
+
+
+def test_a_new_file_gets_the_mode_the_umask_gives(tmp_path: Path) -> None:
+    target = tmp_path / "new.json"
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(target, "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_a_directory_is_not_a_file_to_write(tmp_path: Path) -> None:
+    folder = tmp_path / "payload.json"
+    folder.mkdir()
+    with pytest.raises(FileWriteError, match="is a directory"):
+        atomic_write_text(folder, "{}")
+    assert folder.is_dir() and listing(tmp_path) == ["payload.json"]
+
+
+def test_a_target_in_a_read_only_folder_is_refused_and_kept_whole(tmp_path: Path) -> None:
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    target = folder / "payload.json"
+    target.write_text('{"name": "x"}', encoding="utf-8")
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(FileWriteError, match="read-only") as info:
+            atomic_write_text(target, '{"name": "y"}')
+        assert str(folder) in str(info.value)
+        assert target.read_text(encoding="utf-8") == '{"name": "x"}'
+        assert listing(folder) == ["payload.json"]
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_failed_encoding_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "p.json"
+    target.write_text("old", encoding="utf-8")
+    with pytest.raises(FileWriteError):
+        atomic_write_text(target, "\udc80")
+    assert target.read_text(encoding="utf-8") == "old" and listing(tmp_path) == ["p.json"]
+
+
+# --- sessions of payloads with secrets and excluded fields ----------------------------------------
+
+
+class Account(BaseModel):
+    user: str
+    token: SecretStr
+    note: str = Field(default="", exclude=True)
+
+
+def test_save_refuses_secrets_and_excluded_values_unless_asked(tmp_path: Path) -> None:
+    account = Account(user="alice", token=SecretStr("s3cret"), note="kept")
+    session = PayloadSession(None, account)
+    file = tmp_path / "s.json"
+    with pytest.raises(UsageError) as info:
+        session.save(file)
+    message = str(info.value)
+    assert "token (a secret)" in message and "note (exclude=True)" in message
+    assert "include_secrets=True" in message
+    assert not file.exists()
+    session.save(file, include_secrets=True)
+    assert json.loads(file.read_text(encoding="utf-8"))["payload"] == {
+        "user": "alice",
+        "token": "s3cret",
+        "note": "kept",
+    }
+    loaded = PayloadSession.load(file, PayloadAgent(ScriptedModel([])), payload_type=Account)
+    assert loaded.payload == account
+    assert loaded.payload.token.get_secret_value() == "s3cret"
+    assert loaded.payload.note == "kept"
+
+
+def test_save_of_a_plain_model_needs_no_option(tmp_path: Path) -> None:
+    class Plain(BaseModel):
+        user: str
+
+    session = PayloadSession(None, Plain(user="bob"))
+    session.save(tmp_path / "s.json")
+    assert json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["payload"] == {
+        "user": "bob"
+    }
