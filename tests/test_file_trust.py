@@ -63,7 +63,10 @@ def test_cli_edit_writes_untouched_numbers_back_exactly(tmp_path: Path) -> None:
 
 
 def test_cli_prints_untouched_numbers_exactly_and_indented(tmp_path: Path) -> None:
-    pretty = '{\n  "big": 12345678901234567890123.45,\n  "list": [1E-400, 1.0, -0.0],\n  "n": 1\n}\n'
+    pretty = (
+        '{\n  "big": 12345678901234567890123.45,\n  "list": [\n    1E-400,\n    1.0,\n    -0.0\n'
+        '  ],\n  "n": 1\n}\n'
+    )
     target, request = files(tmp_path, pretty, {"updateElements": {"n": 2}})
     status, out, err = cli("apply", str(target), str(request))
     assert status == EXIT_OK, err
