@@ -9,6 +9,7 @@ old file whole, a symlink is followed, and a new file gets the mode the umask gi
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -19,11 +20,18 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, SecretStr
 
-from agent_payload._files import atomic_write_text
+from agent_payload._files import (
+    JsonLayout,
+    atomic_write_text,
+    json_file_text,
+    json_layout,
+    loads_json_file,
+)
 from agent_payload.agent import PayloadAgent
 from agent_payload.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from agent_payload.errors import ConfigurationError, FileWriteError, SessionFileError, UsageError
 from agent_payload.mcp import PayloadFileEditor
+from agent_payload.merge import apply_change_request
 from agent_payload.session import PayloadSession
 from agent_payload.testing import ScriptedModel
 
@@ -288,3 +296,104 @@ def test_save_of_a_plain_model_needs_no_option(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["payload"] == {
         "user": "bob"
     }
+
+
+# --- the reader and the writer, adversarially ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ["1e5", "1.0E+2", "-0.0", "0.1", "5e-324", "1.7976931348623157e308", "2.50", "-1E-400"],
+)
+def test_every_number_is_written_back_as_read(literal: str) -> None:
+    text = f'{{"a": [{literal}, 12345678901234567890123456789], "b": {literal}}}'
+    data = loads_json_file(text)
+    assert json_file_text(data, json_layout(text)) == text + "\n"
+    assert data["a"][0] == float(literal)  # a float for arithmetic and comparison
+
+
+def test_a_number_survives_a_move_a_copy_and_a_merge() -> None:
+    data = loads_json_file('{"items": [{"p": 1E-400}, {"p": 12.50}], "n": 1}')
+    moved = apply_change_request(
+        data, {"replaceElements": {"items": [{"p": 3}]}, "updateElements": {"n": 2}}
+    ).payload
+    assert json_file_text(moved, JsonLayout(None, (",", ":"))) == '{"items":[{"p":3}],"n":2}\n'
+    kept = apply_change_request(data, {"updateElements": {"items": ["DELETE", {}]}}).payload
+    assert json_file_text(copy.deepcopy(kept), JsonLayout(None)) == (
+        '{"items": [{"p": 12.50}], "n": 1}\n'
+    )
+    assert data == loads_json_file('{"items": [{"p": 1E-400}, {"p": 12.50}], "n": 1}')
+
+
+def test_a_number_in_a_change_file_is_written_as_given(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"rate": 1}')
+    request.write_text('{"updateElements": {"rate": 0.10000000000000001}}', encoding="utf-8")
+    status, out, err = cli("apply", str(target), str(request))
+    assert status == EXIT_OK, err
+    assert out == '{"rate": 0.10000000000000001}\n'
+
+
+def test_numbers_deeper_than_recursion_are_written_back_as_read(tmp_path: Path) -> None:
+    deep = "[" * 3000 + '{"x": 1E-400, "n": 1}' + "]" * 3000
+    target, request = files(tmp_path, deep, {"updateElements": {}})
+    status, out, err = cli("apply", str(target), str(request))
+    assert status == EXIT_OK, err
+    assert out == deep + "\n"
+
+
+def test_an_integer_longer_than_python_reads_is_refused_naming_it(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"n": ' + "9" * 5000 + "}")
+    status, _, err = cli("apply", str(target), str(request))
+    assert status == EXIT_USAGE
+    assert "line 1, column 7: an integer of 5,000 digits" in err, err
+
+
+def test_nan_in_a_file_is_refused_with_its_place(tmp_path: Path) -> None:
+    target, request = files(tmp_path, '{"n": [1,\n NaN]}')
+    status, _, err = cli("apply", str(target), str(request))
+    assert status == EXIT_USAGE
+    assert "line 2, column 2: NaN is not valid JSON" in err, err
+
+
+def test_a_symlink_to_a_read_only_file_is_refused_naming_both(tmp_path: Path) -> None:
+    real = tmp_path / "real.json"
+    real.write_text("{}", encoding="utf-8")
+    real.chmod(0o400)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    with pytest.raises(FileWriteError) as info:
+        atomic_write_text(link, '{"a": 1}')
+    assert str(real) in str(info.value) and str(link) in str(info.value)
+    assert "read-only" in str(info.value)
+    assert real.read_text(encoding="utf-8") == "{}" and link.is_symlink()
+
+
+def test_a_dangling_symlink_creates_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "new.json")
+    atomic_write_text(link, "{}")
+    assert link.is_symlink() and (tmp_path / "new.json").read_text(encoding="utf-8") == "{}"
+
+
+def test_a_failed_write_through_a_session_keeps_the_old_save(tmp_path: Path) -> None:
+    file = tmp_path / "s.json"
+    PayloadSession(None, {"a": 1}).save(file)
+    before = file.read_bytes()
+    file.chmod(0o444)
+    with pytest.raises(FileWriteError, match="read-only"):
+        PayloadSession(None, {"a": 2}).save(file)
+    assert file.read_bytes() == before and listing(tmp_path) == ["s.json"]
+
+
+def test_a_secret_inside_an_excluded_value_cannot_be_saved_even_when_asked(
+    tmp_path: Path,
+) -> None:
+    class Vault(BaseModel):
+        inner: Account | None = Field(default=None, exclude=True)
+        name: str
+
+    vault = Vault(inner=Account(user="a", token=SecretStr("t")), name="v")
+    session = PayloadSession(None, vault)
+    with pytest.raises(UsageError, match="cannot be written so that they load back equal"):
+        session.save(tmp_path / "s.json", include_secrets=True)
+    assert listing(tmp_path) == []
