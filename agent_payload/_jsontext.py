@@ -139,7 +139,8 @@ def _dumps_iterative(
         if kind is float and item - item == 0.0:
             return float.__repr__(item)
         if kind is JsonNumber:
-            return item.literal
+            literal: str = item.literal
+            return literal
         return json.dumps(item, ensure_ascii=ensure_ascii)
 
     while stack:
@@ -167,8 +168,8 @@ def _dumps_iterative(
     return "".join(out)
 
 
-_ENCODE: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
-_ENCODE_ASCII: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_ENCODE: Callable[[str], str] = json.encoder.encode_basestring
+_ENCODE_ASCII: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
 def _key(key: Any) -> str:
