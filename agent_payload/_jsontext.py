@@ -21,6 +21,7 @@ import marshal
 import re
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from json.decoder import JSONDecodeError
 from typing import Any
 
@@ -52,6 +53,35 @@ class JsonNumber(float):
 
     def __repr__(self) -> str:
         return self.literal
+
+    # Equal to a number when the decimal numbers they write are equal (a float as its shortest
+    # form, as JSON writes it): 12.50 equals 12.5, but 1E-400 is not 0, whatever the floats
+    # say, so a model that writes 0 there changes the value. The hash stays the float's (equal
+    # numbers have equal floats).
+    __hash__ = float.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        theirs = _decimal(other)
+        if theirs is None:
+            return float.__eq__(self, other)
+        return Decimal(self.literal) == theirs
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+
+def _decimal(number: object) -> Decimal | None:
+    """The decimal number JSON writes for ``number`` (None: not a finite JSON number)."""
+    if type(number) is JsonNumber:
+        return Decimal(number.literal)
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        return None
+    if isinstance(number, int):
+        return Decimal(int(number))
+    if number - number != 0.0:
+        return None
+    return Decimal(float.__repr__(number))
 
 
 def dumps(

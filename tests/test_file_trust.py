@@ -309,7 +309,7 @@ def test_every_number_is_written_back_as_read(literal: str) -> None:
     text = f'{{"a": [{literal}, 12345678901234567890123456789], "b": {literal}}}'
     data = loads_json_file(text)
     assert json_file_text(data, json_layout(text)) == text + "\n"
-    assert data["a"][0] == float(literal)  # a float for arithmetic and comparison
+    assert float(data["a"][0]) == float(literal)  # a float for arithmetic
 
 
 def test_a_number_survives_a_move_a_copy_and_a_merge() -> None:
@@ -397,3 +397,15 @@ def test_a_secret_inside_an_excluded_value_cannot_be_saved_even_when_asked(
     with pytest.raises(UsageError, match="cannot be written so that they load back equal"):
         session.save(tmp_path / "s.json", include_secrets=True)
     assert listing(tmp_path) == []
+
+
+def test_a_number_the_model_writes_is_compared_as_written(tmp_path: Path) -> None:
+    """1E-400 is not 0 (a float would say it is): setting it to 0 is a change; writing 12.5
+    over 12.50 changes nothing, and the file keeps 12.50."""
+    target, _ = files(tmp_path, NUMBERS)
+    editor = PayloadFileEditor(target)
+    assert not editor.apply({"updateElements": {"tiny": 0, "price": 12.5}}).is_error
+    assert target.read_text(encoding="utf-8") == NUMBERS.replace("1E-400", "0")
+    data = loads_json_file(NUMBERS)
+    assert data["tiny"] != 0.0 and data["price"] == 12.5 and data["big"] != 1.2345678901234568e22
+    assert data == loads_json_file(NUMBERS) and hash(data["price"]) == hash(12.5)
