@@ -81,6 +81,13 @@ def test_cli_prints_untouched_numbers_exactly_and_indented(tmp_path: Path) -> No
     assert out == pretty.replace('"n": 1', '"n": 2')
 
 
+def test_cli_report_shows_numbers_as_the_file_writes_them(tmp_path: Path) -> None:
+    target, request = files(tmp_path, NUMBERS, {"updateElements": {"tiny": 0}})
+    status, _, err = cli("apply", "--report", "--no-color", str(target), str(request))
+    assert status == EXIT_OK, err
+    assert "tiny: 1E-400 -> 0" in err, err
+
+
 def test_mcp_edit_writes_untouched_numbers_back_exactly(tmp_path: Path) -> None:
     target, _ = files(tmp_path, NUMBERS)
     editor = PayloadFileEditor(target)
