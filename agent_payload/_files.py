@@ -21,6 +21,7 @@ temporary file is removed and the target is exactly as it was; the error is a
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -138,10 +139,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
                 os.unlink(tmp_name)
 
 
-def _refuse(given: Path, why: str) -> FileWriteError:
-    return FileWriteError(
+def _refuse(given: Path, why: str, code: int) -> FileWriteError:
+    """The refusal to write ``given``, chained to the ``OSError`` the fault is (``code``)."""
+    error = FileWriteError(
         f"could not write {given}: {why}; the file was not changed", path=str(given)
     )
+    error.__cause__ = OSError(code, os.strerror(code), str(given))  # EACCES: PermissionError
+    return error
 
 
 def _check_target(given: Path, target: Path) -> os.stat_result | None:
@@ -155,20 +159,22 @@ def _check_target(given: Path, target: Path) -> os.stat_result | None:
     if status is not None:
         name = shown or str(given)
         if stat.S_ISDIR(status.st_mode):
-            raise _refuse(given, f"{name} is a directory, not a file")
+            raise _refuse(given, f"{name} is a directory, not a file", errno.EISDIR)
         if not stat.S_ISREG(status.st_mode):
-            raise _refuse(given, f"{name} is not a regular file")
+            raise _refuse(given, f"{name} is not a regular file", errno.EINVAL)
         if not status.st_mode & 0o222 or not os.access(target, os.W_OK):
             raise _refuse(
                 given,
                 f"{name} is read-only (mode {stat.filemode(status.st_mode)}); make it writable "
                 "(chmod u+w) to let it be replaced",
+                errno.EACCES,
             )
         if status.st_nlink > 1:
             raise _refuse(
                 given,
                 f"{name} has {status.st_nlink} hard links; replacing it would leave the other "
                 "names with the old content (write to a copy, or remove the other links)",
+                errno.EMLINK,
             )
     folder = target.parent
     with contextlib.suppress(FileNotFoundError):  # a missing folder: the write says so
@@ -178,6 +184,7 @@ def _check_target(given: Path, target: Path) -> os.stat_result | None:
                 given,
                 f"its folder {folder} is read-only (mode {stat.filemode(mode)}): the file is "
                 "replaced by a new one written there",
+                errno.EACCES,
             )
     return status
 

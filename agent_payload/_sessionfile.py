@@ -13,9 +13,10 @@ as 0, so files written before they existed load unchanged). Files written by age
 as version 1. A ``format_version`` above ``FORMAT_VERSION`` was written by a newer release.
 
 ``read_session_file(path)`` is the only way in: whatever is wrong with the file (not UTF-8,
-not JSON, cut short, nested beyond what can be read, a field missing or of the wrong type, no
-payload, a newer version) raises ``SessionFileError`` naming the file, where in it (``turns[2]
-.usage.input_tokens``) and what is wrong, chained to the underlying error. Nothing else escapes.
+not JSON, cut short, a duplicate key, nested beyond what can be read, a field missing or of
+the wrong type, no payload, a newer version) raises ``SessionFileError`` naming the file, where
+in it (``turns[2].usage.input_tokens``) and what is wrong, chained to the underlying error.
+Nothing else escapes.
 """
 
 from __future__ import annotations

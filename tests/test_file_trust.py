@@ -234,8 +234,9 @@ def test_a_new_file_gets_the_mode_the_umask_gives(tmp_path: Path) -> None:
 def test_a_directory_is_not_a_file_to_write(tmp_path: Path) -> None:
     folder = tmp_path / "payload.json"
     folder.mkdir()
-    with pytest.raises(FileWriteError, match="is a directory"):
+    with pytest.raises(FileWriteError, match="is a directory") as info:
         atomic_write_text(folder, "{}")
+    assert isinstance(info.value.__cause__, IsADirectoryError)
     assert folder.is_dir() and listing(tmp_path) == ["payload.json"]
 
 
@@ -249,6 +250,7 @@ def test_a_target_in_a_read_only_folder_is_refused_and_kept_whole(tmp_path: Path
         with pytest.raises(FileWriteError, match="read-only") as info:
             atomic_write_text(target, '{"name": "y"}')
         assert str(folder) in str(info.value)
+        assert isinstance(info.value.__cause__, PermissionError)
         assert target.read_text(encoding="utf-8") == '{"name": "x"}'
         assert listing(folder) == ["payload.json"]
     finally:
