@@ -151,7 +151,8 @@ def _refuse(given: Path, why: str, code: int) -> FileWriteError:
 def _check_target(given: Path, target: Path) -> os.stat_result | None:
     """The target's status (None: a new file), or ``FileWriteError`` for a target the
     rename must not replace (see the module docstring)."""
-    shown = f"{target} (the symlink {given} points there)" if target != given.absolute() else ""
+    linked = given.is_symlink()
+    shown = f"{target} (the symlink {given} points there)" if linked else ""
     try:
         status: os.stat_result | None = os.stat(target)
     except FileNotFoundError:

@@ -32,9 +32,13 @@
     Serve the file to MCP hosts over stdio (``agent_payload.mcp``).
 
 Exit status: 0 success; 1 the job was refused or failed (conflicts, unless ``--lenient``; the
-correction loop gave up; the provider failed; the ``-o`` file could not be written: writes are
-atomic, so it is then exactly as it was); 2 usage or input errors (bad arguments, unreadable
-files, invalid JSON, a payload or change request the merge cannot take).
+correction loop gave up; the provider failed; the ``-o`` file could not be written, or is
+read-only or hard-linked: writes are atomic, so it is then exactly as it was); 2 usage or input
+errors (bad arguments, unreadable files, invalid JSON or a duplicate key, a payload or change
+request the merge cannot take).
+
+JSON files are read and written by ``agent_payload._files``: numbers the merge leaves alone are
+written back exactly as they were read.
 
 This module is over 600 lines because each subcommand's option table (``_add_apply``, ...) is a
 flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._cli_batch``.
@@ -453,7 +457,8 @@ def _add_apply(sub: Any) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="write the result to FILE (atomically, with the input's indentation)",
+        help="write the result to FILE (atomically, with the input's indentation and numbers; "
+        "a read-only or hard-linked FILE is refused, a symlink followed)",
     )
     apply.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     apply.set_defaults(func=_cmd_apply)
@@ -515,7 +520,8 @@ def _add_run(sub: Any) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="write the payload to FILE (atomically, with the input's indentation)",
+        help="write the payload to FILE (atomically, with the input's indentation and numbers; "
+        "a read-only or hard-linked FILE is refused, a symlink followed)",
     )
     run.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     run.set_defaults(func=_cmd_run)
