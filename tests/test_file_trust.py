@@ -296,6 +296,24 @@ def test_save_refuses_secrets_and_excluded_values_unless_asked(tmp_path: Path) -
     assert loaded.payload.note == "kept"
 
 
+def test_a_saved_session_with_secrets_continues_with_them(tmp_path: Path) -> None:
+    """Turns, undo and redo of a loaded session keep the real secret and excluded value."""
+    account = Account(user="alice", token=SecretStr("s3cret"), note="kept")
+    agent = PayloadAgent(ScriptedModel(['{"updateElements": {"user": "bob"}}']), max_retries=0)
+    session = PayloadSession(agent, account)
+    session.send("rename the user to bob")
+    with pytest.raises(UsageError, match="include_secrets=True"):
+        session.to_json()
+    file = tmp_path / "s.json"
+    session.save(file, include_secrets=True)
+    loaded = PayloadSession.load(file, agent, payload_type=Account)
+    assert loaded.payload == session.payload
+    loaded.undo()
+    assert loaded.payload == account and loaded.payload.token.get_secret_value() == "s3cret"
+    loaded.redo()
+    assert loaded.payload.user == "bob" and loaded.payload.note == "kept"
+
+
 def test_save_of_a_plain_model_needs_no_option(tmp_path: Path) -> None:
     class Plain(BaseModel):
         user: str
