@@ -91,12 +91,14 @@ def dumps(
     ensure_ascii: bool = False,
     separators: tuple[str, str] | None = None,
     literals: bool = False,
+    allow_nan: bool = True,
 ) -> str:
     """``json.dumps(value, indent=..., ensure_ascii=..., separators=...)`` at any depth.
 
     Data too deep for ``json`` is written without ``indent`` and with compact separators (the
     indentation of data nested N levels deep alone takes about N squared characters). With
-    ``literals``, a ``JsonNumber`` is written as the text it was read from."""
+    ``literals``, a ``JsonNumber`` is written as the text it was read from; ``allow_nan`` as
+    for ``json.dumps``."""
     if literals:
         depth = _literal_depth(value)
         if depth is not None:
@@ -104,15 +106,21 @@ def dumps(
                 indent, separators = None, (",", ":")
             default = (",", ": ") if indent is not None else (", ", ": ")
             item_sep, key_sep = separators or default
-            return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep)
+            return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
     try:
-        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, separators=separators)
+        return json.dumps(
+            value,
+            indent=indent,
+            ensure_ascii=ensure_ascii,
+            separators=separators,
+            allow_nan=allow_nan,
+        )
     except RecursionError:
         pass
     if indent is not None:
         indent, separators = None, (",", ":")
     item_sep, key_sep = separators or (", ", ": ")
-    return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep)
+    return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
 
 
 _INDENT_DEPTH = 900
@@ -148,7 +156,12 @@ _LEAF_TYPES = frozenset({str, int, float, bool, type(None), JsonNumber})
 
 
 def _dumps_iterative(
-    value: Any, indent: int | str | None, ensure_ascii: bool, item_sep: str, key_sep: str
+    value: Any,
+    indent: int | str | None,
+    ensure_ascii: bool,
+    item_sep: str,
+    key_sep: str,
+    allow_nan: bool = True,
 ) -> str:
     out: list[str] = []
     # Items: ("v", value, level) to write a value; ("t", text, 0) to emit text.
@@ -171,7 +184,7 @@ def _dumps_iterative(
         if kind is JsonNumber:
             literal: str = item.literal
             return literal
-        return json.dumps(item, ensure_ascii=ensure_ascii)
+        return json.dumps(item, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
 
     while stack:
         kind, item, level = stack.pop()

@@ -33,7 +33,7 @@ from agent_payload.errors import ConfigurationError, FileWriteError, SessionFile
 from agent_payload.mcp import PayloadFileEditor
 from agent_payload.merge import apply_change_request
 from agent_payload.session import PayloadSession
-from agent_payload.testing import ScriptedModel
+from agent_payload.testing import FakeProviderServer, ScriptedModel
 
 # The exact numbers of the issue: neither is a 64-bit float, and 12.50 is written with a zero
 # a float would drop.
@@ -436,3 +436,35 @@ def test_a_number_the_model_writes_is_compared_as_written(tmp_path: Path) -> Non
     data = loads_json_file(NUMBERS)
     assert data["tiny"] != 0.0 and data["price"] == 12.5 and data["big"] != 1.2345678901234568e22
     assert data == loads_json_file(NUMBERS) and hash(data["price"]) == hash(12.5)
+
+
+# --- batch: items and results -------------------------------------------------------------------
+
+
+def test_cli_batch_keeps_numbers_and_refuses_duplicate_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    payload = '{"sku": "good-0000", "price": 10, "big": 12345678901234567890123.45, "t": 1E-400}'
+    items_file = tmp_path / "items.jsonl"
+    items_file.write_text(
+        f'{{"id": "good-0000", "payload": {payload}, "task": "set the price to 20"}}\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "results.jsonl"
+    reply = '{"updateElements": {"price": 20}}'
+    with FakeProviderServer(handler=lambda request: reply) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        argv = [
+            "batch", "--model", "openai:gpt-fake", "--input", str(items_file),
+            "--state", str(tmp_path / "job.sqlite"), "-o", str(out), "--poll-interval", "0",
+        ]  # fmt: skip
+        status, _, err = cli(*argv)
+    assert status == EXIT_OK, err
+    line = out.read_text(encoding="utf-8")
+    assert '"big": 12345678901234567890123.45, "t": 1E-400' in line and '"price": 20' in line
+    items_file.write_text('{"id": "a", "payload": {}, "task": "x", "task": "y"}\n')
+    argv[argv.index("--state") + 1] = str(tmp_path / "other.sqlite")
+    status, _, err = cli(*argv)
+    assert status == EXIT_USAGE
+    assert 'items.jsonl, line 1, column 41: invalid JSON: the key "task" given twice' in err, err
