@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agent_payload._files import atomic_write_text
+from agent_payload import _jsontext
+from agent_payload._files import atomic_write_text, loads_json_file
 from agent_payload._jsondata import json_data
 from agent_payload.agent import AsyncPayloadAgent, PayloadAgent
 from agent_payload.providers import infer_model
@@ -102,9 +103,11 @@ def _items(path: str) -> Iterator[dict[str, Any]]:
                 if not line.strip():
                     continue
                 try:
-                    item = json.loads(line)
-                except ValueError as exc:
-                    raise _InputError(f"{path}, line {number}: not JSON ({exc})") from exc
+                    item = loads_json_file(line)
+                except json.JSONDecodeError as exc:
+                    raise _InputError(
+                        f"{path}, line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
+                    ) from exc
                 if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
                     raise _InputError(
                         f"{path}, line {number}: expected an object with id, payload and task"
@@ -151,7 +154,7 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
         finally:
             show.close()
         lines = [
-            json.dumps(
+            _jsontext.dumps(  # numbers as the items file wrote them
                 {
                     "id": r.id,
                     "status": r.status,
@@ -165,7 +168,7 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
                     },
                     "error": r.error,
                 },
-                ensure_ascii=False,
+                literals=True,
             )
             for r in job.results()
         ]

@@ -1,22 +1,100 @@
-"""Atomic file writes: the one helper every path that writes a file uses.
+"""The one reader and the one writer of JSON files (the CLI, the MCP server, sessions).
 
-A write goes to a temporary file in the target's directory, is flushed and fsynced, and then
-replaces the target with ``os.replace`` (atomic on POSIX and Windows). On any failure (disk
-full, ``RLIMIT_FSIZE``, permissions, an exception while encoding) the temporary file is removed
-and the target is exactly as it was; the error is a ``FileWriteError`` naming the path, chained
-to the cause. An existing target keeps its permission bits.
+Reading (``loads_json_file``): UTF-8 text (a BOM is skipped) read by ``_jsontext.loads_file``:
+numbers exactly as written (a number a float would change is a ``JsonNumber`` that keeps its
+text), a duplicate key or ``NaN`` refused as a ``JSONDecodeError`` with its line and column.
+
+Writing (``json_file_text`` and ``atomic_write_text``): the text keeps the input's layout
+(``JsonLayout``) and writes every number read from a file as it was read. A write goes to a
+temporary file in the target's folder, is flushed and fsynced, and then replaces the target
+with ``os.replace`` (atomic on POSIX and Windows). Refused before anything is written: a
+target that is a directory or not a regular file, a read-only target or folder (no write
+permission bit, or not writable by this process: a rename would bypass the file's mode), a
+target with more than one hard link (replacing it would split the links). A symlink is
+followed: its target is replaced in its own folder and the link stays. A replaced file keeps
+its permission bits (and owner, where allowed); a new file gets the mode the umask gives. On
+any failure (disk full, ``RLIMIT_FSIZE``, permissions, an exception while encoding) the
+temporary file is removed and the target is exactly as it was; the error is a
+``FileWriteError`` naming the path, chained to the cause where there is one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import tempfile
+import secrets
+import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from agent_payload import _jsontext
 from agent_payload.errors import FileWriteError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text"]
+__all__ = [
+    "JsonLayout",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "json_file_text",
+    "json_layout",
+    "loads_json_file",
+]
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def loads_json_file(text: str, *, max_depth: int | None = None) -> Any:
+    """The JSON data of a file's text, read exactly (see the module docstring). Raises
+    ``json.JSONDecodeError`` (line, column, what) or ``_jsontext.TooDeepError``."""
+    return _jsontext.loads_file(text.removeprefix("\ufeff"), max_depth=max_depth)
+
+
+# --- the text written ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLayout:
+    """How a JSON file is laid out, so that a rewrite keeps it (a file under version control
+    re-indented is a diff of every line)."""
+
+    indent: int | str | None = 2
+    separators: tuple[str, str] | None = None
+
+
+def json_layout(text: str) -> JsonLayout:
+    """The layout of ``text``: the leading whitespace of its first indented line (spaces or a
+    tab); one line (``{"a": 1}`` or minified) stays one line, with the same separators."""
+    body = text.strip()
+    if "\n" not in body:
+        compact = body[:1] in "{[" and ('": ' not in body and ", " not in body)
+        return JsonLayout(None, (",", ":") if compact else (", ", ": "))
+    for line in body.splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            lead = line[: len(line) - len(stripped)]
+            return JsonLayout("\t" if lead.startswith("\t") else len(lead))
+    return JsonLayout(2)
+
+
+def json_file_text(value: Any, layout: JsonLayout | None = None) -> str:
+    """``value`` as a file's text (any depth, a final newline): non-ASCII characters as they
+    are unless the data holds a lone surrogate (only a JSON escape can carry it); numbers read
+    from a file written as they were read."""
+    layout = layout or JsonLayout()
+    options: dict[str, Any] = {"indent": layout.indent, "literals": True}
+    if layout.separators is not None:
+        options["separators"] = layout.separators
+    text = _jsontext.dumps(value, ensure_ascii=False, **options) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _jsontext.dumps(value, ensure_ascii=True, **options) + "\n"
+    return text
+
+
+# --- writing ------------------------------------------------------------------------------
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:
@@ -34,32 +112,108 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (see the module docstring)."""
-    target = Path(path)
+    given = Path(path)
+    target = Path(os.path.realpath(given))  # a symlink: replace what it points to
     directory = target.parent
     tmp_name: str | None = None
     try:
-        mode: int | None = None
-        with contextlib.suppress(FileNotFoundError):
-            mode = target.stat().st_mode & 0o7777
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        existing = _check_target(given, target)
+        fd, tmp_name = _create_temporary(target, existing)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp_name, mode)
         os.replace(tmp_name, target)
         tmp_name = None
         _fsync_directory(directory)
     except OSError as exc:
+        if isinstance(exc, FileWriteError):
+            raise
         reason = exc.strerror or type(exc).__name__
         raise FileWriteError(
-            f"could not write {target}: {reason}; the file was not changed", path=str(target)
+            f"could not write {given}: {reason}; the file was not changed", path=str(given)
         ) from exc
     finally:
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def _refuse(given: Path, why: str, code: int) -> FileWriteError:
+    """The refusal to write ``given``, chained to the ``OSError`` the fault is (``code``)."""
+    error = FileWriteError(
+        f"could not write {given}: {why}; the file was not changed", path=str(given)
+    )
+    error.__cause__ = OSError(code, os.strerror(code), str(given))  # EACCES: PermissionError
+    return error
+
+
+def _check_target(given: Path, target: Path) -> os.stat_result | None:
+    """The target's status (None: a new file), or ``FileWriteError`` for a target the
+    rename must not replace (see the module docstring)."""
+    linked = given.is_symlink()
+    shown = f"{target} (the symlink {given} points there)" if linked else ""
+    try:
+        status: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        status = None
+    if status is not None:
+        name = shown or str(given)
+        if stat.S_ISDIR(status.st_mode):
+            raise _refuse(given, f"{name} is a directory, not a file", errno.EISDIR)
+        if not stat.S_ISREG(status.st_mode):
+            raise _refuse(given, f"{name} is not a regular file", errno.EINVAL)
+        if not status.st_mode & 0o222 or not os.access(target, os.W_OK):
+            raise _refuse(
+                given,
+                f"{name} is read-only (mode {stat.filemode(status.st_mode)}); make it writable "
+                "(chmod u+w) to let it be replaced",
+                errno.EACCES,
+            )
+        if status.st_nlink > 1:
+            raise _refuse(
+                given,
+                f"{name} has {status.st_nlink} hard links; replacing it would leave the other "
+                "names with the old content (write to a copy, or remove the other links)",
+                errno.EMLINK,
+            )
+    folder = target.parent
+    with contextlib.suppress(FileNotFoundError):  # a missing folder: the write says so
+        mode = os.stat(folder).st_mode
+        if not mode & 0o222 or not os.access(folder, os.W_OK):
+            raise _refuse(
+                given,
+                f"its folder {folder} is read-only (mode {stat.filemode(mode)}): the file is "
+                "replaced by a new one written there",
+                errno.EACCES,
+            )
+    return status
+
+
+def _create_temporary(target: Path, existing: os.stat_result | None) -> tuple[int, str]:
+    """A new temporary file beside ``target``: the existing file's mode and owner, or (for a
+    new file) the mode the umask gives."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = str(target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(name, flags, 0o600 if existing is not None else 0o666)
+        except FileExistsError:
+            continue
+        if existing is not None:
+            try:
+                now = os.fstat(fd)
+                owner = (existing.st_uid, existing.st_gid)
+                if hasattr(os, "fchown") and (now.st_uid, now.st_gid) != owner:
+                    with contextlib.suppress(OSError):  # allowed to root, or to change group
+                        os.fchown(fd, *owner)
+                os.chmod(name, stat.S_IMODE(existing.st_mode))
+            except OSError:
+                os.close(fd)
+                os.unlink(name)
+                raise
+        return fd, name
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
 def _fsync_directory(directory: Path) -> None:

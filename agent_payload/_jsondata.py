@@ -15,6 +15,8 @@ from itertools import compress, repeat
 from operator import is_
 from typing import Any, Final
 
+from agent_payload._jsontext import JsonNumber
+
 __all__ = [
     "JSON_TYPES",
     "Link",
@@ -80,7 +82,11 @@ def materialize(link: Link) -> tuple[str | int, ...]:
 
 
 def _plain_scalar(v: Any) -> Any:
-    """A subclass of str/int/float (an enum member, say) as the plain value; else raise."""
+    """A subclass of str/int/float (an enum member, say) as the plain value; else raise. A
+    ``JsonNumber`` (a number read from a file, with its text) is kept: it is written back as
+    it was read."""
+    if type(v) is JsonNumber:
+        return v
     if isinstance(v, bool):
         return bool(v)
     if isinstance(v, str):

@@ -6,24 +6,82 @@ The standard ``json`` module recurses once per level and stops with ``RecursionE
 functions here use ``json`` (fast, in C) and fall back to an explicit-stack writer or reader
 only when it runs out of recursion, so ordinary data costs nothing extra and deep data gives
 the same text (``dumps``) or the same value (``loads``).
+
+Files are read with ``loads_file`` and written with ``dumps(..., literals=True)`` (through
+``agent_payload._files``, the one reader and writer of JSON files): a number whose shortest
+float form is not the text it was read from (``12345678901234567890123.45``, ``1E-400``,
+``12.50``) is read as a ``JsonNumber`` (a float that keeps its text) and written back as that
+text; a duplicate key, or a number beyond any float, is a ``JSONDecodeError`` at its position.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import re
+import sys
 from collections.abc import Callable
+from decimal import Decimal
 from json.decoder import JSONDecodeError
 from typing import Any
 
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
-__all__ = ["TooDeepError", "dumps", "loads"]
+__all__ = ["JsonNumber", "TooDeepError", "dumps", "loads", "loads_file"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _CONSTANTS: dict[str, Any] = {"null": None, "true": True, "false": False}
 _NON_FINITE = ("NaN", "Infinity", "-Infinity")
+
+
+class JsonNumber(float):
+    """A number read from a file whose shortest float form is not its text (``1E-400`` is
+    ``0.0`` as a float, ``12.50`` is ``12.5``): a float for arithmetic and comparison, and
+    ``literal``, the text it is written back as (``dumps(..., literals=True)``)."""
+
+    __slots__ = ("literal",)
+    literal: str
+
+    def __new__(cls, literal: str) -> JsonNumber:
+        number = super().__new__(cls, literal)
+        number.literal = literal
+        return number
+
+    def __getnewargs__(self) -> tuple[str]:  # type: ignore[override]
+        return (self.literal,)
+
+    def __repr__(self) -> str:
+        return self.literal
+
+    # Equal to a number when the decimal numbers they write are equal (a float as its shortest
+    # form, as JSON writes it): 12.50 equals 12.5, but 1E-400 is not 0, whatever the floats
+    # say, so a model that writes 0 there changes the value. The hash stays the float's (equal
+    # numbers have equal floats).
+    __hash__ = float.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        theirs = _decimal(other)
+        if theirs is None:
+            return float.__eq__(self, other)
+        return Decimal(self.literal) == theirs
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+
+def _decimal(number: object) -> Decimal | None:
+    """The decimal number JSON writes for ``number`` (None: not a finite JSON number)."""
+    if type(number) is JsonNumber:
+        return Decimal(number.literal)
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        return None
+    if isinstance(number, int):
+        return Decimal(int(number))
+    if number - number != 0.0:
+        return None
+    return Decimal(float.__repr__(number))
 
 
 def dumps(
@@ -32,33 +90,101 @@ def dumps(
     indent: int | str | None = None,
     ensure_ascii: bool = False,
     separators: tuple[str, str] | None = None,
+    literals: bool = False,
+    allow_nan: bool = True,
 ) -> str:
     """``json.dumps(value, indent=..., ensure_ascii=..., separators=...)`` at any depth.
 
     Data too deep for ``json`` is written without ``indent`` and with compact separators (the
-    indentation of data nested N levels deep alone takes about N squared characters)."""
+    indentation of data nested N levels deep alone takes about N squared characters). With
+    ``literals``, a ``JsonNumber`` is written as the text it was read from; ``allow_nan`` as
+    for ``json.dumps``."""
+    if literals:
+        depth = _literal_depth(value)
+        if depth is not None:
+            if depth >= _INDENT_DEPTH and indent is not None:
+                indent, separators = None, (",", ":")
+            default = (",", ": ") if indent is not None else (", ", ": ")
+            item_sep, key_sep = separators or default
+            return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
     try:
-        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, separators=separators)
+        return json.dumps(
+            value,
+            indent=indent,
+            ensure_ascii=ensure_ascii,
+            separators=separators,
+            allow_nan=allow_nan,
+        )
     except RecursionError:
         pass
     if indent is not None:
         indent, separators = None, (",", ":")
     item_sep, key_sep = separators or (", ", ": ")
-    return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep)
+    return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
+
+
+_INDENT_DEPTH = 900
+"""Data with numbers to write as read is indented only up to this depth (as ``json`` would)."""
+
+
+def _literal_depth(value: Any) -> int | None:
+    """The nesting depth of ``value`` if it holds a ``JsonNumber`` (None if it holds none).
+
+    ``marshal`` answers at C speed for most data: it writes exact JSON types only (a float
+    subclass such as ``JsonNumber`` is "unmarshallable") and a few hundred levels deep; the
+    walk below answers for the rest."""
+    try:
+        marshal.dumps(value, 2)
+        return None
+    except ValueError:
+        pass
+    found = type(value) is JsonNumber
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        values = node.values() if isinstance(node, dict) else node
+        kinds = set(map(type, values))
+        found = found or JsonNumber in kinds
+        if not kinds <= _LEAF_TYPES:
+            stack.extend((v, depth + 1) for v in values if isinstance(v, dict | list))
+    return deepest if found else None
+
+
+_LEAF_TYPES = frozenset({str, int, float, bool, type(None), JsonNumber})
 
 
 def _dumps_iterative(
-    value: Any, indent: int | None, ensure_ascii: bool, item_sep: str, key_sep: str
+    value: Any,
+    indent: int | str | None,
+    ensure_ascii: bool,
+    item_sep: str,
+    key_sep: str,
+    allow_nan: bool = True,
 ) -> str:
     out: list[str] = []
     # Items: ("v", value, level) to write a value; ("t", text, 0) to emit text.
     stack: list[tuple[str, Any, int]] = [("v", value, 0)]
+    step = " " * indent if isinstance(indent, int) else indent
 
     def newline(level: int) -> str:
-        return "" if indent is None else "\n" + " " * (indent * level)
+        return "" if step is None else "\n" + step * level
 
-    def scalar(item: Any) -> str:
-        return json.dumps(item, ensure_ascii=ensure_ascii)
+    string = _ENCODE_ASCII if ensure_ascii else _ENCODE
+
+    def scalar(item: Any) -> str:  # as json writes it (its own functions for the usual types)
+        kind = type(item)
+        if kind is str:
+            return string(item)
+        if kind is int:
+            return int.__repr__(item)
+        if kind is float and item - item == 0.0:
+            return float.__repr__(item)
+        if kind is JsonNumber:
+            literal: str = item.literal
+            return literal
+        return json.dumps(item, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
 
     while stack:
         kind, item, level = stack.pop()
@@ -85,6 +211,10 @@ def _dumps_iterative(
     return "".join(out)
 
 
+_ENCODE: Callable[[str], str] = json.encoder.encode_basestring
+_ENCODE_ASCII: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
 def _key(key: Any) -> str:
     if isinstance(key, str):
         return key
@@ -108,6 +238,54 @@ def loads(
         return _loads_iterative(text, parse_constant, max_depth)
 
 
+def loads_file(text: str, *, max_depth: int | None = None) -> Any:
+    """JSON text as a file holds it, read exactly (see the module docstring): numbers that a
+    float would change are ``JsonNumber``; ``NaN``/``Infinity``, a duplicate key and a number
+    beyond any float (or an integer longer than Python reads) are ``JSONDecodeError`` at their
+    line and column. Any depth; ``max_depth`` as for ``loads``."""
+    try:
+        return json.loads(
+            text,
+            parse_constant=_retry,
+            parse_float=_exact_float,
+            parse_int=_exact_int,
+            object_pairs_hook=_unique_object,
+        )
+    except (_Retry, RecursionError):
+        # The fast reader met something to refuse (it has no position to give) or great
+        # depth: the explicit-stack reader reads again and says where.
+        return _loads_iterative(text, None, max_depth, exact=True)
+
+
+class _Retry(Exception):
+    """Raised by the fast reader's hooks for what the explicit-stack reader refuses."""
+
+
+def _retry(_text: str) -> Any:
+    raise _Retry
+
+
+def _exact_float(text: str) -> float:
+    number = float(text)
+    if number - number != 0.0:
+        raise _Retry
+    return number if float.__repr__(number) == text else JsonNumber(text)
+
+
+def _exact_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # longer than sys.get_int_max_str_digits()
+        raise _Retry from None
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Retry
+    return obj
+
+
 class TooDeepError(ValueError):
     """JSON text nested deeper than ``loads(max_depth=...)``; ``pos`` is where."""
 
@@ -118,12 +296,17 @@ class TooDeepError(ValueError):
 
 
 def _loads_iterative(
-    text: str, parse_constant: Callable[[str], Any] | None, max_depth: int | None = None
+    text: str,
+    parse_constant: Callable[[str], Any] | None,
+    max_depth: int | None = None,
+    *,
+    exact: bool = False,
 ) -> Any:
     """The explicit-stack reader (only reached for text ``json`` already read up to its
-    recursion limit, so syntax errors are reported as ``json`` would report them)."""
+    recursion limit, so syntax errors are reported as ``json`` would report them; with
+    ``exact``, what ``loads_file`` refuses is a ``JSONDecodeError`` at its position)."""
     end = len(text)
-    # Each frame is [container, key] (key: the member being read, for an object).
+    # Each frame is [container, key, where the key starts] (key: the member being read).
     stack: list[list[Any]] = []
 
     def ws(pos: int) -> int:
@@ -151,8 +334,9 @@ def _loads_iterative(
             if pos < end and text[pos] == "}":
                 value, pos = {}, pos + 1
             else:
+                start = pos
                 key, pos = key_at(pos)
-                stack.append([{}, key])
+                stack.append([{}, key, start])
                 if max_depth is not None and len(stack) > max_depth:
                     raise TooDeepError(max_depth, pos)
                 continue
@@ -161,14 +345,14 @@ def _loads_iterative(
             if pos < end and text[pos] == "]":
                 value, pos = [], pos + 1
             else:
-                stack.append([[], None])
+                stack.append([[], None, 0])
                 if max_depth is not None and len(stack) > max_depth:
                     raise TooDeepError(max_depth, pos)
                 continue
         elif char == '"':
             value, pos = scanstring(text, pos + 1)
         else:
-            value, pos = _scalar_at(text, pos, parse_constant)
+            value, pos = _scalar_at(text, pos, parse_constant, exact)
         # A value is complete: put it in its container, then close containers that end here.
         while True:
             if not stack:
@@ -179,6 +363,11 @@ def _loads_iterative(
             frame = stack[-1]
             container = frame[0]
             if isinstance(container, dict):
+                if exact and frame[1] in container:
+                    name = json.dumps(frame[1], ensure_ascii=False)
+                    raise JSONDecodeError(
+                        f"the key {name} given twice in one object", text, frame[2]
+                    )
                 container[frame[1]] = value
             else:
                 container.append(value)
@@ -186,6 +375,7 @@ def _loads_iterative(
             if pos < end and text[pos] == ",":
                 pos = ws(pos + 1)
                 if isinstance(container, dict):
+                    frame[2] = pos
                     frame[1], pos = key_at(pos)
                 break
             closer = "}" if isinstance(container, dict) else "]"
@@ -196,12 +386,16 @@ def _loads_iterative(
             raise JSONDecodeError("Expecting ',' delimiter", text, pos)
 
 
-def _scalar_at(text: str, pos: int, parse_constant: Callable[[str], Any] | None) -> tuple[Any, int]:
+def _scalar_at(
+    text: str, pos: int, parse_constant: Callable[[str], Any] | None, exact: bool = False
+) -> tuple[Any, int]:
     for word, value in _CONSTANTS.items():
         if text.startswith(word, pos):
             return value, pos + len(word)
     for word in _NON_FINITE:
         if text.startswith(word, pos):
+            if exact:
+                raise JSONDecodeError(f"{word} is not valid JSON (use null or a string)", text, pos)
             if parse_constant is not None:
                 return parse_constant(word), pos + len(word)
             return float(word.replace("Infinity", "inf")), pos + len(word)
@@ -209,6 +403,29 @@ def _scalar_at(text: str, pos: int, parse_constant: Callable[[str], Any] | None)
     if match is None:
         raise JSONDecodeError("Expecting value", text, pos)
     integer, fraction, exponent = match.groups()
-    if fraction or exponent:
-        return float(integer + (fraction or "") + (exponent or "")), match.end()
-    return int(integer), match.end()
+    literal = match.group()
+    if not (fraction or exponent):
+        try:
+            return int(integer), match.end()
+        except ValueError:  # longer than sys.get_int_max_str_digits()
+            if not exact:
+                raise
+            raise JSONDecodeError(
+                f"an integer of {len(integer):,} digits, longer than can be read "
+                f"({sys.get_int_max_str_digits():,} digits at most)",
+                text,
+                pos,
+            ) from None
+    number = float(literal)
+    if not exact:
+        return number, match.end()
+    if number - number != 0.0:
+        raise JSONDecodeError(
+            f"the number {literal} is beyond the range of a 64-bit float (about 1.8e308), so it "
+            "cannot be read exactly",
+            text,
+            pos,
+        )
+    if float.__repr__(number) != literal:
+        return JsonNumber(literal), match.end()
+    return number, match.end()

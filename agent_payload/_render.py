@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from agent_payload import _jsondata
+from agent_payload import _jsondata, _jsontext
 from agent_payload.report import Change, Issue, MergeReport
 
 __all__ = [
@@ -81,11 +81,15 @@ def format_payload_path(path: Sequence[str | int]) -> str:
 
 
 def format_value(value: Any, *, width: int = 80) -> str:
-    """Compact one-line JSON for a value, shortened with an ellipsis past ``width`` chars."""
+    """Compact one-line JSON for a value, shortened with an ellipsis past ``width`` chars
+    (numbers read from a file as the file writes them)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=repr)
+        text = _jsontext.dumps(value, separators=(", ", ": "), literals=True)
     except (TypeError, ValueError):
-        text = repr(value)
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=repr)
+        except (TypeError, ValueError):
+            text = repr(value)
     if width > 1 and len(text) > width:
         text = text[: width - 1] + "…"
     return text

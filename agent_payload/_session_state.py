@@ -31,6 +31,7 @@ from agent_payload.errors import (
     UsageError,
 )
 from agent_payload.report import Change, PayloadPath
+from agent_payload.typed._reveal import file_json
 from agent_payload.usage import Usage
 
 __all__ = [
@@ -357,13 +358,28 @@ class SessionState:
 
     # -- persistence ------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        """The session as JSON data: the current payload, the turns in effect, the redo stack."""
+    def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
+        """The session as JSON data: the current payload, the turns in effect, the redo stack.
+
+        A model payload holding secrets (``SecretStr``) or ``Field(exclude=True)`` values is
+        refused (``UsageError`` naming them: its JSON form would lose them) unless
+        ``include_secrets=True``, which writes their values in clear so that ``from_json``
+        gives them back."""
+        payload = (
+            {}
+            if self.payload is None
+            else file_json(
+                self.payload,
+                include_secrets=include_secrets,
+                what="session",
+                option="include_secrets",
+            )
+        )
         return {
             "format": HISTORY_FORMAT,
             "format_version": _sessionfile.FORMAT_VERSION,
             "payload_type": _type_name(self.payload_type),
-            "payload": _as_json(self.payload),
+            "payload": payload,
             "turns": [turn.to_json() for turn in self.turns],
             "redo": [
                 {"turn": u.turn.to_json(), "redo_request": u.redo_request} for u in self.redo_stack

@@ -12,9 +12,10 @@ as 0, so files written before they existed load unchanged). A ``format_version``
 ``FORMAT_VERSION`` was written by a newer release.
 
 ``read_session_file(path)`` is the only way in: whatever is wrong with the file (not UTF-8,
-not JSON, cut short, nested beyond what can be read, a field missing or of the wrong type, no
-payload, a newer version) raises ``SessionFileError`` naming the file, where in it (``turns[2]
-.usage.input_tokens``) and what is wrong, chained to the underlying error. Nothing else escapes.
+not JSON, cut short, a duplicate key, nested beyond what can be read, a field missing or of
+the wrong type, no payload, a newer version) raises ``SessionFileError`` naming the file, where
+in it (``turns[2].usage.input_tokens``) and what is wrong, chained to the underlying error.
+Nothing else escapes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_payload import _jsontext
+from agent_payload._files import JsonLayout, json_file_text, loads_json_file
 from agent_payload._jsondata import format_payload_path, kind_word
 from agent_payload.errors import SessionFileError
 from agent_payload.merge import DEFAULT_LIMITS
@@ -176,20 +178,15 @@ def validate_session_data(data: Any, file: str) -> SessionData:
 
 
 def dumps(data: Any) -> str:
-    """The file's text: indented JSON (compact for data nested beyond ``json``'s recursion
-    limit, see ``_jsontext``), non-ASCII characters as they are (UTF-8) unless the data holds a
-    lone surrogate, which only a JSON escape can carry."""
-    text = _jsontext.dumps(data, ensure_ascii=False, indent=2) + "\n"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _jsontext.dumps(data, ensure_ascii=True, indent=2) + "\n"
-    return text
+    """The file's text (``_files.json_file_text``): indented JSON (compact for data nested
+    beyond ``json``'s recursion limit), non-ASCII characters as they are (UTF-8) unless the
+    data holds a lone surrogate, which only a JSON escape can carry."""
+    return json_file_text(data, JsonLayout(2))
 
 
 def _loads(file: str, text: str) -> Any:
     try:
-        return _jsontext.loads(text, parse_constant=_reject_constant, max_depth=MAX_FILE_DEPTH)
+        return loads_json_file(text, max_depth=MAX_FILE_DEPTH)
     except _jsontext.TooDeepError as exc:
         raise session_error(
             file,
@@ -203,12 +200,6 @@ def _loads(file: str, text: str) -> Any:
         raise session_error(
             file, "", f"{what}: line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from exc
-    except ValueError as exc:
-        raise session_error(file, "", str(exc)) from exc
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def first_error(exc: ValidationError) -> tuple[str, str]:

@@ -32,9 +32,13 @@
     Serve the file to MCP hosts over stdio (``agent_payload.mcp``).
 
 Exit status: 0 success; 1 the job was refused or failed (conflicts, unless ``--lenient``; the
-correction loop gave up; the provider failed; the ``-o`` file could not be written: writes are
-atomic, so it is then exactly as it was); 2 usage or input errors (bad arguments, unreadable
-files, invalid JSON, a payload or change request the merge cannot take).
+correction loop gave up; the provider failed; the ``-o`` file could not be written, or is
+read-only or hard-linked: writes are atomic, so it is then exactly as it was); 2 usage or input
+errors (bad arguments, unreadable files, invalid JSON or a duplicate key, a payload or change
+request the merge cannot take).
+
+JSON files are read and written by ``agent_payload._files``: numbers the merge leaves alone are
+written back exactly as they were read.
 
 This module is over 600 lines because each subcommand's option table (``_add_apply``, ...) is a
 flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._cli_batch``.
@@ -47,13 +51,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from agent_payload import _cli_batch, _jsontext
-from agent_payload._files import atomic_write_text
+from agent_payload import _cli_batch
+from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
 from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
 from agent_payload._reply import OUTPUT_MODES
@@ -119,19 +122,14 @@ def _read_text(name: str, stdin: TextIO) -> tuple[str, str]:
         ) from exc
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (use null or a string)")
-
-
 def _loads(text: str, source: str, *, hint: str = "") -> Any:
-    """Parse strict JSON; errors name the source, line and column."""
+    """Parse strict JSON exactly (``_files.loads_json_file``: any depth, numbers as written,
+    duplicate keys refused); errors name the source, line and column."""
     try:
-        return _jsontext.loads(text, parse_constant=_reject_constant)  # any depth
+        return loads_json_file(text)
     except json.JSONDecodeError as exc:
         message = f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise CliError(message + hint) from exc
-    except ValueError as exc:
-        raise CliError(f"{source}: {exc}{hint}") from exc
 
 
 def _parse_markers(text: str | None) -> frozenset[str]:
@@ -141,45 +139,6 @@ def _parse_markers(text: str | None) -> frozenset[str]:
     if not markers:
         raise CliError("--markers: give at least one marker, e.g. --markers DELETE,__DELETE__")
     return markers
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    """How the input JSON was laid out, so the output keeps it (``-o`` rewrites a file the user
-    keeps under version control: a re-indented file is a diff of every line)."""
-
-    indent: int | str | None = 2
-    separators: tuple[str, str] | None = None
-
-
-def _layout(text: str) -> _Layout:
-    """The indentation of ``text``: the leading whitespace of its first indented line; one line
-    (``{"a": 1}`` or minified) stays one line, with the same separators."""
-    body = text.strip()
-    if "\n" not in body:
-        compact = body[:1] in "{[" and ('": ' not in body and ", " not in body)
-        return _Layout(None, (",", ":") if compact else (", ", ": "))
-    for line in body.splitlines()[1:]:
-        stripped = line.lstrip(" \t")
-        if stripped and len(stripped) < len(line):
-            lead = line[: len(line) - len(stripped)]
-            return _Layout("\t" if lead.startswith("\t") else len(lead))
-    return _Layout(2)
-
-
-def _dump(value: Any, layout: _Layout | None = None) -> str:
-    layout = layout or _Layout()
-    options: dict[str, Any] = {"indent": layout.indent}
-    if layout.separators is not None:
-        options["separators"] = layout.separators
-    text = _jsontext.dumps(value, ensure_ascii=False, **options) + "\n"  # any depth
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate (a "\\ud800" escape in the input) cannot be written as UTF-8: keep
-        # it as a JSON escape, which is valid JSON text.
-        text = _jsontext.dumps(value, ensure_ascii=True, **options) + "\n"
-    return text
 
 
 def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
@@ -293,7 +252,9 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         )
     if not args.dry_run:
         _write_result(
-            _dump(_to_jsonable(result.payload), _layout(payload_text)), args.output, stdout
+            json_file_text(_to_jsonable(result.payload), json_layout(payload_text)),
+            args.output,
+            stdout,
         )
     return EXIT_OK
 
@@ -334,7 +295,9 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
 
     if not args.dry_run:
         _write_result(
-            _dump(_to_jsonable(result.payload), _layout(payload_text)), args.output, stdout
+            json_file_text(_to_jsonable(result.payload), json_layout(payload_text)),
+            args.output,
+            stdout,
         )
     for line in render_issues(result.report, style=style):
         stderr.write(line + "\n")
@@ -494,7 +457,8 @@ def _add_apply(sub: Any) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="write the result to FILE (atomically, with the input's indentation)",
+        help="write the result to FILE (atomically, with the input's indentation and numbers; "
+        "a read-only or hard-linked FILE is refused, a symlink followed)",
     )
     apply.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     apply.set_defaults(func=_cmd_apply)
@@ -556,7 +520,8 @@ def _add_run(sub: Any) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="write the payload to FILE (atomically, with the input's indentation)",
+        help="write the payload to FILE (atomically, with the input's indentation and numbers; "
+        "a read-only or hard-linked FILE is refused, a symlink followed)",
     )
     run.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     run.set_defaults(func=_cmd_run)

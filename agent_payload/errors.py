@@ -361,10 +361,14 @@ class ProviderError(AgentPayloadError):
 
 
 class FileWriteError(AgentPayloadError, OSError):
-    """Writing a file failed (disk full, a file-size limit, permissions, ...).
+    """Writing a file failed (disk full, a file-size limit, permissions, ...) or was refused
+    before anything was written (a read-only file or folder, a file with several hard links, a
+    directory or another file that is not a regular one).
 
     Writes are atomic (``agent_payload._files.atomic_write_text``): the file at ``path`` is
-    exactly as it was before the attempt. Always chained to the ``OSError`` (``__cause__``).
+    exactly as it was before the attempt. Always chained to an ``OSError`` (``__cause__``:
+    for a refusal, ``PermissionError``, ``IsADirectoryError`` or an ``OSError`` with the errno
+    that fits).
     """
 
     def __init__(self, message: str, *, path: str) -> None:

@@ -40,6 +40,7 @@ from pydantic import BaseModel, TypeAdapter
 from agent_payload import _jsondata
 from agent_payload import errors as _errors
 from agent_payload._jsondata import json_data
+from agent_payload._jsontext import JsonNumber
 from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
@@ -284,6 +285,8 @@ class _Renderer:
                     f"{value!r}; JSON has no NaN or infinity",
                     path=path,
                 )
+            if type(value) is JsonNumber:  # read from a file: shown as it is written there
+                return value.literal
             return json.dumps(value)
         raise InvalidPayloadError(
             f"payload at {format_payload_path(path)}: expected JSON data (dict, list, str, "

@@ -109,9 +109,10 @@ class _SessionBase:
         """Which turn (task, reasoning) last changed ``path`` (see ``SessionState.why``)."""
         return self.state.why(path)
 
-    def to_json(self) -> dict[str, Any]:
-        """The session as JSON data (payload, turns, redo stack, payload type name)."""
-        return self.state.to_json()
+    def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
+        """The session as JSON data (payload, turns, redo stack, payload type name); secrets
+        and excluded values as for ``save``."""
+        return self.state.to_json(include_secrets=include_secrets)
 
     def record(self, task: str, result: TurnResult, *, duration: float = 0.0) -> TurnRecord:
         """Record a turn from your own tool loop: ``result`` is a successful ``ToolResult``
@@ -121,11 +122,17 @@ class _SessionBase:
         applied nothing (``is_error``)."""
         return self.state.record(task, result, duration=duration, timestamp=self._now())
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path, *, include_secrets: bool = False) -> None:
         """Write ``to_json()`` to ``path`` (UTF-8, indented), atomically: if the write fails
-        (disk full, a file-size limit) ``FileWriteError`` names the path and an earlier save
-        there is exactly as it was."""
-        atomic_write_text(path, _sessionfile.dumps(self.to_json()))
+        (disk full, a file-size limit, a read-only file) ``FileWriteError`` names the path and
+        an earlier save there is exactly as it was.
+
+        A pydantic payload holding secrets (``SecretStr``) or ``Field(exclude=True)`` values
+        is refused before anything is written (``UsageError`` naming them: its JSON form would
+        save the mask ``"**********"`` and drop the excluded values), unless
+        ``include_secrets=True``: their values are then written in clear, and ``load`` gives
+        them back. Protect such a file as you would the secrets."""
+        atomic_write_text(path, _sessionfile.dumps(self.to_json(include_secrets=include_secrets)))
 
     def _run_args(self, task: str) -> dict[str, Any]:
         args: dict[str, Any] = {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from agent_payload.batch._state import (
     StateFile,
     Status,
     dumps,
+    loads_payload,
     problems_json,
     reply_from,
     reply_json,
@@ -201,7 +201,7 @@ class BatchJob:
         payload_text, task, model_type, declared = self._db.execute(
             "SELECT payload, task, model_type, payload_type FROM items WHERE seq = ?", (seq,)
         ).fetchone()
-        payload: Any = json.loads(payload_text)
+        payload: Any = loads_payload(payload_text)
         if model_type is not None:
             payload = resolve_type(model_type, self._types).model_validate(payload)  # type: ignore[attr-defined]
         payload_type = resolve_type(declared, self._types) if declared else None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_payload import _jsontext
 from agent_payload.errors import AgentPayloadError, ConfigurationError
 from agent_payload.providers.base import ModelReply
 from agent_payload.result import AgentResult
@@ -30,6 +31,7 @@ __all__ = [
     "StateFile",
     "Status",
     "dumps",
+    "loads_payload",
     "problems_json",
     "reply_from",
     "reply_json",
@@ -160,7 +162,13 @@ def resolve_type(name: str, types: Mapping[str, type]) -> type:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON; numbers read from a file written as they were read (``_jsontext``)."""
+    return _jsontext.dumps(value, separators=(",", ":"), literals=True, allow_nan=False)
+
+
+def loads_payload(text: str) -> Any:
+    """A stored payload, its numbers exactly as stored (what ``dumps`` wrote)."""
+    return _jsontext.loads_file(text)
 
 
 def reply_json(reply: ModelReply) -> str:
@@ -332,7 +340,7 @@ class StateFile:
                 cached,
                 written,
             ) = row
-            data = json.loads(result if result is not None else payload)
+            data = loads_payload(result if result is not None else payload)
             if model_type is not None:
                 data = resolve_type(model_type, types).model_validate(data)  # type: ignore[attr-defined]
             yield BatchItemResult(

@@ -15,7 +15,7 @@ from string import Template
 from typing import Any
 
 from agent_payload import prompts as _prompts
-from agent_payload._files import atomic_write_text
+from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.errors import (
     AgentPayloadError,
@@ -47,11 +47,8 @@ class _FileProblem(Exception):
     """The file cannot be read as a JSON payload right now (the message says why)."""
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _decode(path: Path, data: bytes) -> Any:
+    """The file's JSON, read exactly by the library's one reader (``_files``)."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -59,38 +56,11 @@ def _decode(path: Path, data: bytes) -> Any:
             f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); JSON files must be UTF-8"
         ) from exc
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return loads_json_file(text)
     except json.JSONDecodeError as exc:
         raise _FileProblem(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from exc
-    except ValueError as exc:
-        raise _FileProblem(f"{path}: {exc}") from exc
-    except RecursionError as exc:
-        raise _FileProblem(f"{path}: the JSON is nested too deeply to read") from exc
-
-
-_INDENT = re.compile(rb"\n([ \t]+)\S")
-
-
-def _layout(data: bytes) -> int | str | None:
-    """The indentation of the file as written (kept when the server writes it back): the
-    first indented line's spaces (or a tab); ``None`` for JSON on one line."""
-    match = _INDENT.search(data)
-    if match is None:
-        return None
-    indent = match.group(1).decode("ascii")
-    return "\t" if indent.startswith("\t") else len(indent)
-
-
-def _dump(value: Any, indent: int | str | None) -> str:
-    separators = (",", ": ") if indent is not None else (", ", ": ")
-    try:
-        text = json.dumps(value, indent=indent, ensure_ascii=False, separators=separators)
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: keep it as a JSON escape
-        text = json.dumps(value, indent=indent, ensure_ascii=True, separators=separators)
-    return text + "\n"
 
 
 def _digest(data: bytes) -> str:
@@ -337,7 +307,7 @@ class PayloadFileEditor:
             return Outcome(self._error_text(result), True)
         if not result.changes:
             return Outcome(result.content)
-        new = _dump(result.payload, _layout(data)).encode("utf-8")
+        new = json_file_text(result.payload, json_layout(data.decode("utf-8-sig"))).encode()
         written = self._write(data, new)
         if written is not None:
             return written

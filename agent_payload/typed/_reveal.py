@@ -1,0 +1,73 @@
+"""A typed payload's JSON form with its secret and excluded values in it, for the files that
+must give them back (a saved session): ``file_json``. Its JSON form alone (``json_data``)
+writes a secret as ``"**********"`` and leaves an excluded field out, so a file written from it
+loads back with the mask as the secret and the field at its default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from agent_payload._jsondata import format_payload_path, json_data
+from agent_payload.errors import UsageError
+from agent_payload.typed._carry import _opaque_fields
+
+__all__ = ["file_json"]
+
+_KINDS = {"secret": "a secret", "excluded": "exclude=True"}
+
+
+def file_json(payload: Any, *, include_secrets: bool, what: str, option: str) -> Any:
+    """``payload``'s JSON form for a file. A model holding secret or excluded values raises
+    ``UsageError`` naming them (``what`` is the caller, ``option`` the keyword that opts in)
+    unless ``include_secrets``: then their values are written in clear where its JSON form
+    has them (by alias), and the result is checked to validate back to an equal model."""
+    data = json_data(payload)
+    if not isinstance(payload, BaseModel):
+        return data
+    hidden = _opaque_fields(payload)
+    if not hidden:
+        return data
+    where = ", ".join(f"{format_payload_path(o.path)} ({_KINDS[o.kind]})" for o in hidden[:5])
+    more = f" and {len(hidden) - 5} more" if len(hidden) > 5 else ""
+    if not include_secrets:
+        raise UsageError(
+            f"{what}: the payload holds {where}{more}. Its JSON form writes a secret as "
+            "'**********' and leaves an excluded field out, so the file would load back "
+            f"without them. Pass {option}=True to write their values in clear to the file "
+            "(and protect the file), or keep them out of the payload."
+        )
+    for opaque in hidden:
+        parent = data
+        for part in opaque.path[:-1]:
+            parent = _step(parent, part)
+        if not isinstance(parent, dict):
+            raise _unwritable(what, opaque.path)
+        value = opaque.value.get_secret_value() if opaque.kind == "secret" else opaque.value
+        parent[opaque.path[-1]] = to_jsonable_python(value, by_alias=True)
+    try:
+        again = type(payload).model_validate(data)
+    except ValueError as exc:
+        raise _unwritable(what, hidden[0].path) from exc
+    if again != payload:
+        raise _unwritable(what, hidden[0].path)
+    return data
+
+
+def _step(node: Any, part: str | int) -> Any:
+    if isinstance(node, dict) and isinstance(part, str):
+        return node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return node[part]
+    return None
+
+
+def _unwritable(what: str, path: Any) -> UsageError:
+    return UsageError(
+        f"{what}: the secret or excluded values of the payload (the first at "
+        f"{format_payload_path(path)}) cannot be written so that they load back equal (a "
+        "secret inside an excluded value, or a serializer the JSON form does not read back); "
+        "nothing was written."
+    )
