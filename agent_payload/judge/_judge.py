@@ -207,6 +207,9 @@ class Judge:
         self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
     ) -> Generator[Any, Any, Verdict]:
         """Steps 4 to 8 for a parsed request; each step returns a refusing verdict or None."""
+        outside = self._named_outside(request)
+        if outside is not None:
+            return outside
         recorder = Recorder(self.guards, self.read_scope) if self.guards else None
         merged = self._merge(request, recorder)
         if isinstance(merged, Verdict):
@@ -234,6 +237,31 @@ class Judge:
             repairs=repairs,
             confirmations=tuple(flagged),
         )
+
+    def _named_outside(self, request: AgentPayloadChangeRequest[Any]) -> Verdict | None:
+        """Step 4, first (issue 30: no oracle): every entry naming a path outside the read
+        scope goes back with the same words, whatever its value and whether the key exists;
+        nothing is merged, so no answer depends on hidden data."""
+        named = getattr(self.read_scope, "named_outside", None)
+        if named is None:
+            return None
+        outside = named(request.to_wire(), self.shown_json)
+        if not outside:
+            return None
+        issues = [
+            Issue(
+                "permission_denied",
+                format_payload_path(rparts),
+                f"`{format_payload_path(ppath)}` is outside the part of the payload you were "
+                "shown: you may not add, change, delete or test anything there, whatever the "
+                "value. Nothing of this change request was applied; name only what you were "
+                "shown.",
+                ppath,
+            )
+            for rparts, ppath in outside
+        ]
+        report = MergeReport(conflicts=issues, reasoning=request.reasoning)
+        return self._conflicts(request, report, issues, "the change request names hidden paths")
 
     def _merge(
         self, request: AgentPayloadChangeRequest[Any], recorder: Recorder | None
@@ -365,7 +393,7 @@ class Judge:
         issues: Sequence[Issue],
         what: str,
     ) -> Verdict:
-        problems = conflict_problems(issues, self.shown_json)
+        problems = conflict_problems(issues, self.shown_json, hidden=self.hidden)
         return self._no(
             "merge",
             problems,
