@@ -34,7 +34,13 @@ from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
 from agent_payload import typed as _typed
-from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
+from agent_payload._config import (
+    check_guard,
+    check_guards,
+    check_payload_type,
+    check_validators,
+    read_scope_of,
+)
 from agent_payload._jsondata import json_data
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
@@ -256,6 +262,7 @@ class ChangeRequestToolHandler:
             check_guard(permissions, "ChangeRequestToolHandler(permissions=...)")
         if read_scope is not None:
             check_guard(read_scope, "ChangeRequestToolHandler(read_scope=...)")
+        read_scope = read_scope_of(guards, read_scope, "ChangeRequestToolHandler(read_scope=...)")
         self.payload: Any = payload
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)

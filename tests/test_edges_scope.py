@@ -129,3 +129,20 @@ def test_rules_text_is_the_name_of_the_prompt_text_and_the_old_name_warns() -> N
     with pytest.warns(DeprecationWarning, match="rules_text="):
         old = PayloadAgent(model, permissions_text="Never touch the id.")
     assert old.rules_text == agent.rules_text
+
+
+def test_the_mcp_editor_answers_a_guess_like_any_other_value(tmp_path: Any) -> None:
+    """The PIN was recovered by guessing over MCP: the editor's answers are equal now."""
+    import json
+
+    from agent_payload.mcp import PayloadFileEditor
+
+    path = tmp_path / "account.json"
+    path.write_text(json.dumps(ACCOUNT), encoding="utf-8")
+    editor = PayloadFileEditor(path, hide=SCOPE)
+    editor.read()
+    right = editor.apply({"updateElements": {"card": {"pin": "1234"}}})
+    wrong = editor.apply({"updateElements": {"card": {"pin": "0000"}}})
+    assert right.is_error and wrong.is_error
+    assert right.text == wrong.text
+    assert json.loads(path.read_text(encoding="utf-8")) == ACCOUNT

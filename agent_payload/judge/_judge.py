@@ -15,6 +15,7 @@ from agent_payload import _callables
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import typed as _typed
+from agent_payload._config import read_scope_of
 from agent_payload._jsondata import format_payload_path, json_data, json_equal
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
@@ -85,6 +86,7 @@ class Judge:
             )
         )
         self.validators = tuple(validators)
+        read_scope = read_scope_of(guards, read_scope, "Judge(read_scope=...)")
         all_guards = list(guards)
         for extra in (permissions, read_scope):
             if extra is not None and not any(g is extra for g in all_guards):
