@@ -45,6 +45,7 @@ from tenacity import (
 )
 
 from agent_payload import _callables
+from agent_payload import prompts as _prompts
 from agent_payload._config import (
     check_guard,
     check_guards,
@@ -205,9 +206,7 @@ def _guards_and_rules(
                 f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
             )
         all_guards.append(check_guard(read_scope, "read_scope"))
-    described = [_describe(g) for g in all_guards]
-    rules = "\n".join(text for text in (_text(rules_text), *described) if text)
-    return all_guards, read_scope, rules or None
+    return all_guards, read_scope, _prompts.guard_rules(rules_text, all_guards)
 
 
 def _read_only_guard(read_only: str | Sequence[str]) -> Permissions:
@@ -389,20 +388,6 @@ def _payload_budget(value: int | str | None, model: Model) -> int | None:
             f"outline), found {value!r}"
         )
     return value
-
-
-def _describe(guard: Any) -> str | None:
-    describe = getattr(guard, "describe", None)
-    if not callable(describe):
-        return None
-    text = describe()
-    return text.strip() if isinstance(text, str) and text.strip() else None
-
-
-def _text(value: str | Sequence[str] | None) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return "\n".join(f"* {item}" for item in value)
 
 
 class PayloadAgent(_BaseAgent[Model]):

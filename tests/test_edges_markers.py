@@ -90,3 +90,40 @@ def test_without_refuse_stale_markers_the_merge_follows_the_letter() -> None:
         CONFIG, {"updateElements": {"env": {"DB_POOL": "DELETE"}}}, markers={"__DELETE__"}
     )
     assert result.payload["env"]["DB_POOL"] == "DELETE"
+
+
+# --- the tool handler's marker and prompt ------------------------------------------------------
+
+
+def test_the_handler_prompt_handles_a_task_that_says_delete() -> None:
+    """0.2 raised on prompt("DELETE the first line"); the agent handled the same task."""
+    handler = ChangeRequestToolHandler({"lines": ["a", "b"]})
+    parts = handler.prompt("DELETE the first line")
+    assert handler.marker == "__DELETE__"
+    assert '"__DELETE__"' in parts.system + parts.user
+    assert "__DELETE__" in handler.openai_tool()["function"]["description"]
+    result = handler.handle({"updateElements": {"lines": ["__DELETE__"]}})
+    assert not result.is_error and handler.payload == {"lines": ["b"]}
+
+
+def test_the_handler_will_not_change_a_marker_it_already_handed_out() -> None:
+    from agent_payload.errors import ConfigurationError
+
+    handler = ChangeRequestToolHandler({"lines": ["a", "b"]})
+    handler.anthropic_tool()
+    with pytest.raises(ConfigurationError, match="prompt"):
+        handler.prompt("DELETE the first line")
+    chosen = ChangeRequestToolHandler({"lines": ["a"]}, marker="DELETE")
+    with pytest.raises(ConfigurationError, match="marker"):
+        chosen.prompt("DELETE the first line")
+
+
+def test_the_handler_prompt_states_its_write_permissions() -> None:
+    from agent_payload import Permissions
+
+    payload = {"id": 1, "name": "alice"}
+    plain = ChangeRequestToolHandler(payload).prompt("rename to bob").system
+    guarded = ChangeRequestToolHandler(payload, permissions=Permissions(deny=["id"]))
+    system = guarded.prompt("rename to bob").system
+    assert system != plain
+    assert "Read-only" in system and "`id`" in system
