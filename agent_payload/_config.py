@@ -92,9 +92,7 @@ def read_scope_of(guards: Sequence[Any], read_scope: Any, where: str) -> Any:
     ``project``, such as ``ReadScope``) among ``guards`` (issue 30: a scope passed as a guard
     hides what it guards too, wherever it is passed). Two different scopes are a
     ``ConfigurationError`` naming ``read_scope=``."""
-    scopes = [
-        g for g in guards if callable(getattr(g, "project", None)) and g is not read_scope
-    ]
+    scopes = [g for g in guards if callable(getattr(g, "project", None)) and g is not read_scope]
     if read_scope is not None:
         scopes.insert(0, read_scope)
     if len(scopes) > 1:

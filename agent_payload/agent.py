@@ -294,7 +294,9 @@ class _BaseAgent(Generic[M]):
         if permissions_text is not None:
             renamed("permissions_text=", "rules_text=")
             if rules_text is not None:
-                raise ConfigurationError("pass rules_text= alone (permissions_text= is its old name)")
+                raise ConfigurationError(
+                    "pass rules_text= alone (permissions_text= is its old name)"
+                )
             rules_text = permissions_text
         all_guards, read_scope, rules = _guards_and_rules(
             guards, permissions, read_scope, rules_text, read_only

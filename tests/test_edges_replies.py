@@ -23,8 +23,10 @@ HARMONY = (
         HARMONY.replace("<|channel|>final", "<|channel|>final <|constrain|>json"),
         '<draft>{"updateElements": {"a": 1}}</draft>\n'
         '<final_answer>{"updateElements": {"a": 2}}</final_answer>',
-        '<draft>{"updateElements": {"a": 1}}</draft>\n<answer>\n{"updateElements": {"a": 2}}\n</answer>',
-        '<answer>{"updateElements": {"a": 2}}</answer>\n<draft>{"updateElements": {"a": 1}}</draft>',
+        '<draft>{"updateElements": {"a": 1}}</draft>\n'
+        '<answer>\n{"updateElements": {"a": 2}}\n</answer>',
+        '<answer>{"updateElements": {"a": 2}}</answer>\n'
+        '<draft>{"updateElements": {"a": 1}}</draft>',
     ],
 )
 def test_the_marked_answer_is_read(reply: str) -> None:

@@ -36,9 +36,7 @@ def _team() -> Team:
 
 
 def _owners(team: Team) -> list[tuple[str, str | None, str]]:
-    return [
-        (u.name, u.token.get_secret_value() if u.token else None, u.note) for u in team.users
-    ]
+    return [(u.name, u.token.get_secret_value() if u.token else None, u.note) for u in team.users]
 
 
 def test_reordering_with_replace_keeps_each_token_with_its_owner() -> None:
@@ -49,7 +47,10 @@ def test_reordering_with_replace_keeps_each_token_with_its_owner() -> None:
         }
     }
     result = apply_change_request(_team(), request)
-    assert _owners(result.payload) == [("bob", "tok-bob", "n-bob"), ("alice", "tok-alice", "n-alice")]
+    assert _owners(result.payload) == [
+        ("bob", "tok-bob", "n-bob"),
+        ("alice", "tok-alice", "n-alice"),
+    ]
 
 
 def test_the_documented_move_carries_the_secret_instead_of_storing_the_mask() -> None:
@@ -59,7 +60,10 @@ def test_the_documented_move_carries_the_secret_instead_of_storing_the_mask() ->
         "newElements": {"users": [{"name": "alice", "token": MASK}]},
     }
     result = apply_change_request(_team(), request)
-    assert _owners(result.payload) == [("bob", "tok-bob", "n-bob"), ("alice", "tok-alice", "n-alice")]
+    assert _owners(result.payload) == [
+        ("bob", "tok-bob", "n-bob"),
+        ("alice", "tok-alice", "n-alice"),
+    ]
 
 
 def test_a_move_by_index_map_insertion_carries_the_secret() -> None:
@@ -75,13 +79,20 @@ def test_a_move_by_index_map_insertion_carries_the_secret() -> None:
     "request_",
     [
         # a rewrite: alice's element comes back changed, so it cannot be matched
-        {"replaceElements": {"users": [{"name": "alicia", "token": MASK}, {"name": "bob", "token": MASK}]}},
+        {
+            "replaceElements": {
+                "users": [{"name": "alicia", "token": MASK}, {"name": "bob", "token": MASK}]
+            }
+        },
         # a copy: alice twice
         {"newElements": {"users": [{"name": "alice", "token": MASK}]}},
         # a new element with the mask: the mask is never stored
         {"newElements": {"users": [{"name": "carol", "token": MASK}]}},
         # a moved element whose copy is a rewrite
-        {"removeElements": {"users": ["DELETE"]}, "newElements": {"users": [{"name": "al", "token": MASK}]}},
+        {
+            "removeElements": {"users": ["DELETE"]},
+            "newElements": {"users": [{"name": "al", "token": MASK}]},
+        },
     ],
 )
 def test_what_cannot_be_matched_to_one_original_is_refused(request_: dict[str, Any]) -> None:
@@ -97,7 +108,11 @@ def test_the_tool_handler_sends_the_refusal_back_as_a_correction() -> None:
     result = handler.handle({"newElements": {"users": [{"name": "carol", "token": MASK}]}})
     assert result.is_error and "cannot be moved or written by the model" in result.content
     moved = handler.handle(
-        {"replaceElements": {"users": [{"name": "bob", "token": MASK}, {"name": "alice", "token": MASK}]}}
+        {
+            "replaceElements": {
+                "users": [{"name": "bob", "token": MASK}, {"name": "alice", "token": MASK}]
+            }
+        }
     )
     assert not moved.is_error, moved.content
     assert _owners(handler.payload)[0] == ("bob", "tok-bob", "n-bob")

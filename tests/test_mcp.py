@@ -45,9 +45,7 @@ def invoice_file(tmp_path: Path) -> Path:
 @asynccontextmanager
 async def connect(path: Path, *options: str) -> AsyncIterator[Any]:
     from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
-
-    from mcp.client.stdio import get_default_environment
+    from mcp.client.stdio import StdioServerParameters, get_default_environment
 
     # The SDK starts the server with a minimal environment: PYTHONPATH is passed on so that the
     # server runs the agent_payload under test (a worktree), not the installed one.

@@ -194,7 +194,9 @@ class ReadScope:
             value = request.get(bucket)
             if not isinstance(value, dict | list):
                 continue
-            stack = [((bucket,), (), value, shown, self._rules.start())]
+            stack: list[tuple[tuple[str | int, ...], PayloadPath, Any, Any, _State]] = [
+                ((bucket,), (), value, shown, self._rules.start())
+            ]
             while stack:
                 rparts, ppath, node, seen, state = stack.pop()
                 for rpart, ppart, child, child_seen in _named(bucket, node, seen):
@@ -239,9 +241,7 @@ def _index(key: str) -> bool:
     return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") and len(key) < 20
 
 
-def _named(
-    bucket: str, node: Any, seen: Any
-) -> Iterator[tuple[str | int, str | int, Any, Any]]:
+def _named(bucket: str, node: Any, seen: Any) -> Iterator[tuple[str | int, str | int, Any, Any]]:
     """The entries of a request node: (request part, payload part, value, shown value there).
     ``seen`` is the projection at the same place (None when the model saw nothing there); it
     decides only what the model could see: whether a dict stands over an array (an index

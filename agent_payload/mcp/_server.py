@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -154,10 +155,8 @@ class _KeptOpen(io.TextIOWrapper):
     """stdin as UTF-8 text whose close leaves the process's stdin open."""
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self.detach()
-        except ValueError:
-            pass
 
 
 async def _stdin_lines() -> AsyncIterator[str]:

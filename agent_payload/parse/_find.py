@@ -62,13 +62,12 @@ _CLOSE_TAGS: dict[str, re.Pattern[str]] = {}
 _HARMONY_HEAD: Final = r"(?:[^<]|<\|constrain\|>)*<\|message\|>"
 _HARMONY_FINAL: Final = re.compile(r"<\|channel\|>final\b" + _HARMONY_HEAD)
 _HARMONY_PART: Final = re.compile(
-    r"<\|channel\|>(?P<channel>\w+)" + _HARMONY_HEAD +
-    r"(?P<body>(?:(?!<\|(?:end|return|call|start|channel)\|>).)*)",
+    r"<\|channel\|>(?P<channel>\w+)"
+    + _HARMONY_HEAD
+    + r"(?P<body>(?:(?!<\|(?:end|return|call|start|channel)\|>).)*)",
     re.DOTALL,
 )
-_ANSWER_BLOCK: Final = re.compile(
-    r"<(final_answer|answer)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL
-)
+_ANSWER_BLOCK: Final = re.compile(r"<(final_answer|answer)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _DRAFT_BLOCK: Final = re.compile(r"<draft>.*?</draft\s*>", re.IGNORECASE | re.DOTALL)
 
 

@@ -207,8 +207,15 @@ def _plan_carry(
             displaced.append((owner, fields, target is None))
             continue
         for opaque in fields:
-            _check_in_place(carry, paths, opaque, (*target, opaque.path[-1]), before_json,
-                            merged_json, type_name)
+            _check_in_place(
+                carry,
+                paths,
+                opaque,
+                (*target, opaque.path[-1]),
+                before_json,
+                merged_json,
+                type_name,
+            )
             carry.moves.append((opaque, target))
     if displaced:
         _match_displaced(carry, paths, displaced, before_json, merged_json, type_name)
@@ -271,7 +278,7 @@ def _match_displaced(
         wanted.append((owner, fields, deleted, matches))
     for owner, fields, deleted, matches in wanted:
         where = format_payload_path(owner)
-        names = ", ".join(sorted({o.path[-1] for o in fields}, key=str))
+        names = ", ".join(sorted({str(o.path[-1]) for o in fields}))
         if len(matches) == 1 and claims[matches[0]] == 1:
             carry.moves.extend((opaque, matches[0]) for opaque in fields)
             continue
@@ -351,4 +358,4 @@ MASK: Final = "**********"
 def _masked(secret: Any) -> bool:
     """True when a secret holds the mask itself (the model copied what it was shown)."""
     value = secret.get_secret_value()
-    return value == MASK or value == MASK.encode()
+    return bool(value == MASK or value == MASK.encode())
