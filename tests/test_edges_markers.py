@@ -127,3 +127,15 @@ def test_the_handler_prompt_states_its_write_permissions() -> None:
     system = guarded.prompt("rename to bob").system
     assert system != plain
     assert "Read-only" in system and "`id`" in system
+
+
+def test_the_handler_prompt_refuses_read_only_words_and_renames_permissions_text() -> None:
+    from agent_payload.errors import ConfigurationError
+
+    handler = ChangeRequestToolHandler({"id": 1, "name": "alice"})
+    with pytest.raises(ConfigurationError, match=r"Permissions\(deny="):
+        handler.prompt("rename", read_only=["id"])
+    with pytest.warns(DeprecationWarning, match="rules_text="):
+        old = handler.prompt("rename", permissions="Keep ids.")
+    assert old == handler.prompt("rename", rules_text="Keep ids.")
+    assert "Keep ids." in old.system
