@@ -398,3 +398,24 @@ def test_arguments_nested_too_deeply_for_the_sdk_get_an_error_result(invoice_fil
 
     run(main)
     assert invoice_file.read_bytes() != before
+
+
+def test_a_too_deep_tool_call_is_rewritten_to_one_that_gets_an_answer() -> None:
+    """The same as above without a subprocess (a regression there waits for an answer that
+    never comes; here it fails): the line the SDK would drop becomes a call it reads, with the
+    id and the tool name kept; every other line passes through unchanged."""
+    from mcp_types import jsonrpc_message_adapter
+
+    from agent_payload.mcp._server import _TOO_DEEP, _depth_checked
+
+    deep: Any = 1
+    for _ in range(220):
+        deep = {"a": deep}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    line = json.dumps({**call, "params": {"name": "apply_change_request", "arguments": deep}})
+    message = jsonrpc_message_adapter.validate_json(_depth_checked(line), by_name=False)
+    assert message.id == 7
+    assert message.params["name"] == "apply_change_request"
+    assert message.params["arguments"] == {_TOO_DEEP: True}
+    shallow = json.dumps({**call, "params": {"name": "read_payload", "arguments": {}}})
+    assert _depth_checked(shallow) == shallow
