@@ -146,3 +146,11 @@ def test_the_mcp_editor_answers_a_guess_like_any_other_value(tmp_path: Any) -> N
     assert right.is_error and wrong.is_error
     assert right.text == wrong.text
     assert json.loads(path.read_text(encoding="utf-8")) == ACCOUNT
+
+
+def test_a_read_scope_inside_combined_guards_hides_too() -> None:
+    from agent_payload.guards import Permissions, combine_guards
+
+    chain = combine_guards(Permissions(deny=["name"]), ReadScope(exclude=SCOPE))
+    handler = ChangeRequestToolHandler(ACCOUNT, guards=[chain])
+    assert "1234" not in handler.prompt("change the card").user
