@@ -92,7 +92,16 @@ def read_scope_of(guards: Sequence[Any], read_scope: Any, where: str) -> Any:
     ``project``, such as ``ReadScope``) among ``guards`` (issue 30: a scope passed as a guard
     hides what it guards too, wherever it is passed). Two different scopes are a
     ``ConfigurationError`` naming ``read_scope=``."""
-    scopes = [g for g in guards if callable(getattr(g, "project", None)) and g is not read_scope]
+    flat: list[Any] = []
+    stack = list(reversed(guards))
+    while stack:  # a GuardChain (combine_guards) holds its guards in ``guards``
+        guard = stack.pop()
+        inner = getattr(guard, "guards", None)
+        if isinstance(inner, tuple) and not callable(getattr(guard, "project", None)):
+            stack.extend(reversed(inner))
+        else:
+            flat.append(guard)
+    scopes = [g for g in flat if callable(getattr(g, "project", None)) and g is not read_scope]
     if read_scope is not None:
         scopes.insert(0, read_scope)
     if len(scopes) > 1:
