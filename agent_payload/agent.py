@@ -198,8 +198,9 @@ def _guards_and_rules(
         all_guards.append(check_guard(permissions, "permissions"))
     if read_only:
         all_guards.append(_read_only_guard(read_only))
+    given = read_scope
     read_scope = read_scope_of(all_guards, read_scope, "read_scope")
-    if read_scope is not None and not any(g is read_scope for g in all_guards):
+    if given is not None and not any(g is given for g in all_guards):
         if not callable(getattr(read_scope, "project", None)):
             raise ConfigurationError(
                 f"read_scope: expected an object with project(payload) (such as "

@@ -86,9 +86,10 @@ class Judge:
             )
         )
         self.validators = tuple(validators)
+        given = read_scope
         read_scope = read_scope_of(guards, read_scope, "Judge(read_scope=...)")
         all_guards = list(guards)
-        for extra in (permissions, read_scope):
+        for extra in (permissions, given):
             if extra is not None and not any(g is extra for g in all_guards):
                 all_guards.append(extra)
         self.guards: tuple[Guard, ...] = tuple(all_guards)
