@@ -6,6 +6,7 @@ never a raw ``TypeError`` from deep inside a run.
   a ``TypedDict`` ...).
 * ``check_validators``: a sequence of callables.
 * ``check_guards`` / ``check_guard``: a sequence of callables ``(change) -> findings``.
+* ``read_scope_of``: the read scope in effect, ``read_scope=`` or one passed in ``guards=``.
 * ``check_number``: a numeric setting of the right type and range (guards' thresholds).
 """
 
@@ -25,6 +26,7 @@ __all__ = [
     "check_number",
     "check_payload_type",
     "check_validators",
+    "read_scope_of",
 ]
 
 
@@ -83,6 +85,32 @@ def check_guards(guards: Any, where: str = "guards") -> tuple[Any, ...]:
     """``guards`` as a tuple, or ``ConfigurationError`` naming the first that is not a guard."""
     items = _as_sequence(guards, where, "guards, callables (change) -> findings")
     return tuple(check_guard(g, f"{where}[{n}]") for n, g in enumerate(items))
+
+
+def read_scope_of(guards: Sequence[Any], read_scope: Any, where: str) -> Any:
+    """The read scope in effect: ``read_scope``, else the one read scope (a guard with
+    ``project``, such as ``ReadScope``) among ``guards`` (issue 30: a scope passed as a guard
+    hides what it guards too, wherever it is passed). Two different scopes are a
+    ``ConfigurationError`` naming ``read_scope=``."""
+    flat: list[Any] = []
+    stack = list(reversed(guards))
+    while stack:  # a GuardChain (combine_guards) holds its guards in ``guards``
+        guard = stack.pop()
+        inner = getattr(guard, "guards", None)
+        if isinstance(inner, tuple) and not callable(getattr(guard, "project", None)):
+            stack.extend(reversed(inner))
+        else:
+            flat.append(guard)
+    scopes = [g for g in flat if callable(getattr(g, "project", None)) and g is not read_scope]
+    if read_scope is not None:
+        scopes.insert(0, read_scope)
+    if len(scopes) > 1:
+        raise ConfigurationError(
+            f"{where}: {len(scopes)} read scopes given ({', '.join(map(repr, scopes))}); pass "
+            "one, as read_scope= (it decides what the model sees and guards writes), with "
+            "every include and exclude rule in it"
+        )
+    return scopes[0] if scopes else None
 
 
 def check_number(

@@ -104,8 +104,7 @@ class RunSettings:
     validators: tuple[Validator, ...] = ()
     guards: tuple[Guard, ...] = ()
     read_scope: Any = None
-    permissions_text: str | None = None
-    read_only: Any = None
+    rules_text: str | None = None
     extra_instructions: str | None = None
     token_budget: int | None = None
     prompt_caching: bool = True
@@ -266,8 +265,7 @@ class RunState:
             task,
             marker=marker,
             payload_type=payload_type,
-            permissions=settings.permissions_text,
-            read_only=settings.read_only,
+            permissions=settings.rules_text,
             extra_instructions=settings.extra_instructions,
             output_mode=settings.output_mode,
             outline=outline,

@@ -46,11 +46,13 @@ from tenacity import (
 )
 
 from agent_payload import _callables
+from agent_payload import prompts as _prompts
 from agent_payload._config import (
     check_guard,
     check_guards,
     check_payload_type,
     check_validators,
+    read_scope_of,
 )
 from agent_payload._drive import Hooks
 from agent_payload._drive import RunLog as _RunLog
@@ -69,6 +71,7 @@ from agent_payload.errors import (
     ConfigurationError,
     ModelReplyError,
 )
+from agent_payload.guards.permissions import Permissions
 from agent_payload.guards.versions import check_version
 from agent_payload.outline import (
     DEFAULT_MAX_READS,
@@ -83,7 +86,7 @@ from agent_payload.telemetry import run_trace
 from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
-    from agent_payload.guards import Permissions, ReadScope
+    from agent_payload.guards import ReadScope
 
     SdkClient = Any
     """An ``openai`` / ``anthropic`` SDK client (sync or async), given with ``model_name``."""
@@ -185,24 +188,37 @@ def _guards_and_rules(
     guards: Sequence[Guard],
     permissions: Any,
     read_scope: Any,
-    permissions_text: str | Sequence[str] | None,
-) -> tuple[list[Guard], str | None]:
-    """Every guard of the agent (``permissions`` and ``read_scope`` included, each checked)
-    and the rules text of the system prompt (``permissions_text``, then each guard's
-    ``describe()``)."""
+    rules_text: str | Sequence[str] | None,
+    read_only: str | Sequence[str] | None = None,
+) -> tuple[list[Guard], Any, str | None]:
+    """Every guard of the agent (``permissions``, ``read_only`` and ``read_scope`` included,
+    each checked), the read scope in effect (``read_scope=`` or one passed in ``guards=``) and
+    the rules text of the system prompt (``rules_text``, then each guard's ``describe()``)."""
     all_guards = list(check_guards(guards, "guards"))
     if permissions is not None:
         all_guards.append(check_guard(permissions, "permissions"))
-    if read_scope is not None:
+    if read_only:
+        all_guards.append(_read_only_guard(read_only))
+    given = read_scope
+    read_scope = read_scope_of(all_guards, read_scope, "read_scope")
+    if given is not None and not any(g is given for g in all_guards):
         if not callable(getattr(read_scope, "project", None)):
             raise ConfigurationError(
                 f"read_scope: expected an object with project(payload) (such as "
                 f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
             )
         all_guards.append(check_guard(read_scope, "read_scope"))
-    described = [_describe(g) for g in all_guards]
-    rules = "\n".join(text for text in (_text(permissions_text), *described) if text)
-    return all_guards, rules or None
+    return all_guards, read_scope, _prompts.guard_rules(rules_text, all_guards)
+
+
+def _read_only_guard(read_only: str | Sequence[str]) -> Permissions:
+    """``read_only=`` as what it promises (issue 30): a deny rule per path, enforced like
+    ``Permissions(deny=...)`` and stated in the prompt by that guard's ``describe()``."""
+    paths = [read_only] if isinstance(read_only, str) else list(read_only)
+    try:
+        return Permissions(deny=paths)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"read_only: {exc}") from exc
 
 
 class _BaseAgent(Generic[M]):
@@ -224,7 +240,7 @@ class _BaseAgent(Generic[M]):
         guards: Sequence[Guard] = (),
         permissions: Permissions | Guard | None = None,
         read_scope: ReadScope | None = None,
-        permissions_text: str | Sequence[str] | None = None,
+        rules_text: str | Sequence[str] | None = None,
         read_only: str | Sequence[str] | None = None,
         validators: Sequence[Validator] = (),
         extra_instructions: str | None = None,
@@ -276,12 +292,13 @@ class _BaseAgent(Generic[M]):
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens
-        all_guards, permissions_text = _guards_and_rules(
-            guards, permissions, read_scope, permissions_text
+        all_guards, read_scope, rules = _guards_and_rules(
+            guards, permissions, read_scope, rules_text, read_only
         )
         self.guards: tuple[Guard, ...] = tuple(all_guards)
         self.read_scope = read_scope
-        self.permissions_text = permissions_text
+        self.rules_text = rules
+        """The rules of the system prompt: ``rules_text``, then every guard's ``describe()``."""
         self.read_only = read_only
         self.validators: tuple[Validator, ...] = check_validators(validators, "validators")
         self.extra_instructions = extra_instructions
@@ -341,8 +358,7 @@ class _BaseAgent(Generic[M]):
             validators=(*self.validators, *validators),
             guards=self.guards,
             read_scope=self.read_scope,
-            permissions_text=self.permissions_text,
-            read_only=self.read_only,
+            rules_text=self.rules_text,
             extra_instructions=extra,
             token_budget=self.token_budget,
             prompt_caching=self.prompt_caching,
@@ -368,20 +384,6 @@ def _payload_budget(value: int | str | None, model: Model) -> int | None:
             f"outline), found {value!r}"
         )
     return value
-
-
-def _describe(guard: Any) -> str | None:
-    describe = getattr(guard, "describe", None)
-    if not callable(describe):
-        return None
-    text = describe()
-    return text.strip() if isinstance(text, str) and text.strip() else None
-
-
-def _text(value: str | Sequence[str] | None) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return "\n".join(f"* {item}" for item in value)
 
 
 class PayloadAgent(_BaseAgent[Model]):
@@ -413,8 +415,11 @@ class PayloadAgent(_BaseAgent[Model]):
       more guard (``agent_payload.guards.Permissions``). ``read_scope``: an object with
       ``project(payload)`` (``agent_payload.guards.ReadScope``): the model sees only the
       projection, corrections never show it more, and the scope guards writes. Every guard's
-      ``describe()`` text, after ``permissions_text``, goes into the system prompt's rules;
-      ``read_only`` lists paths the prompt calls read-only.
+      ``describe()`` text, after ``rules_text`` (extra text for the prompt's rules section),
+      goes into the system prompt's rules.
+      ``read_only``: paths (rules like ``"id"`` or ``"items[*].sku"``) the model may not add,
+      change or delete: enforced as ``Permissions(deny=read_only)`` and stated in the prompt. A
+      ``ReadScope`` passed in ``guards`` is the read scope too (it hides what it guards).
     * ``validators``: ``(payload) -> None`` callables run on every merged payload (of the kind
       returned: the dict or list for dict/list payloads, the model instance for pydantic
       payloads); raise ``RetryWithFeedback``, ``ValueError`` or ``AssertionError`` (as in

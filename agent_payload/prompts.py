@@ -55,6 +55,7 @@ __all__ = [
     "OutputMode",
     "PromptParts",
     "format_payload_path",
+    "guard_rules",
     "load_template",
     "payload_schema",
     "render_confirm",
@@ -437,6 +438,19 @@ def _reply_contract(output_mode: OutputMode, marker: str, tool_name: str) -> str
     raise ConfigurationError(
         f"output_mode: expected 'text', 'tool' or 'json_schema', found {output_mode!r}"
     )
+
+
+def guard_rules(text: str | Sequence[str] | None, guards: Sequence[Any]) -> str | None:
+    """The rules section of a system prompt: ``text`` (a sequence is shown as a list), then
+    every guard's ``describe()`` (what the caller's guards enforce: write permissions,
+    read-only paths, the read scope); None when there is nothing to say."""
+    parts = [text if text is None or isinstance(text, str) else "\n".join(f"* {t}" for t in text)]
+    for guard in guards:
+        describe = getattr(guard, "describe", None)
+        said = describe() if callable(describe) else None
+        parts.append(said.strip() if isinstance(said, str) else None)
+    rules = "\n".join(part for part in parts if part)
+    return rules or None
 
 
 def render_system(

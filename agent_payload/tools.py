@@ -34,7 +34,13 @@ from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
 from agent_payload import typed as _typed
-from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
+from agent_payload._config import (
+    check_guard,
+    check_guards,
+    check_payload_type,
+    check_validators,
+    read_scope_of,
+)
 from agent_payload._jsondata import json_data
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
@@ -256,6 +262,7 @@ class ChangeRequestToolHandler:
             check_guard(permissions, "ChangeRequestToolHandler(permissions=...)")
         if read_scope is not None:
             check_guard(read_scope, "ChangeRequestToolHandler(read_scope=...)")
+        read_scope = read_scope_of(guards, read_scope, "ChangeRequestToolHandler(read_scope=...)")
         self.payload: Any = payload
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)
@@ -270,6 +277,11 @@ class ChangeRequestToolHandler:
             if marker is not None
             else _merge.choose_marker(json_data(payload), avoid=_typed.type_strings(payload_type))
         )
+        self._marker_given = marker is not None
+        self._marker_fixed = marker is not None
+        """True once the marker may no longer change: given by the caller, or handed out in a
+        tool definition or a prompt (``prompt(task)`` may pick one that avoids the task until
+        then)."""
         self.guards = tuple(guards)
         self.permissions = permissions
         self.read_scope = read_scope
@@ -284,41 +296,67 @@ class ChangeRequestToolHandler:
 
     def openai_tool(self, *, strict: bool = False) -> OpenAIToolParam:
         """``openai_tool`` for this handler's payload type, marker and name."""
+        self._marker_fixed = True
         return openai_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
 
     def responses_tool(self, *, strict: bool = False) -> ResponsesToolParam:
         """``responses_tool`` for this handler's payload type, marker and name."""
+        self._marker_fixed = True
         return responses_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
 
     def anthropic_tool(self) -> AnthropicToolParam:
         """``anthropic_tool`` for this handler's payload type, marker and name."""
+        self._marker_fixed = True
         return anthropic_tool(self.payload_type, marker=self.marker, name=self.name)
 
     def prompt(
         self,
         task: str,
         *,
-        permissions: str | Sequence[str] | None = None,
-        read_only: str | Sequence[str] | None = None,
+        rules_text: str | Sequence[str] | None = None,
         extra_instructions: str | None = None,
+        read_only: str | Sequence[str] | None = None,
     ) -> _prompts.PromptParts:
         """The system prompt and the first user message for a tool loop over this handler:
         the current payload, its schema, the task, and the instruction to call this tool,
         naming this handler's marker (the tool description, the prompt and the merge agree).
         With a ``read_scope`` the payload shown is its projection (what the judge lets the
-        model see).
+        model see). The rules section states what the handler enforces (every guard's
+        ``describe()``: ``permissions``, ``read_scope``, ``guards``), after ``rules_text``.
 
-        A task that holds the marker itself (``"set the method to DELETE"`` with the marker
-        ``"DELETE"``) is a ``ConfigurationError``: the model could write that value only by
-        replacing its element whole. Build the handler with ``marker=choose_marker(payload,
-        avoid=(task,))`` (what the agent does)."""
-        if self.marker in task:
-            better = _merge.choose_marker(_as_json(self.payload), avoid=(task,))
+        A task that holds the marker (``"DELETE the first line"`` with ``"DELETE"``) makes
+        the handler pick a marker that avoids it, as the agent does (so the model can still
+        write that text as a value); call ``prompt`` before the tool definitions, which fix
+        the marker. A marker given to the constructor or already handed out in a tool
+        definition is not changed: ``ConfigurationError``.
+
+        ``read_only=`` is refused (a prompt cannot enforce it): give the handler
+        ``permissions=Permissions(deny=[...])``, which enforces and states it."""
+        if read_only is not None:
             raise ConfigurationError(
-                f"ChangeRequestToolHandler.prompt: the task holds the handler's DELETE marker "
-                f"{self.marker!r}, so the model could not write that text as a value; build the "
-                f"handler with marker=choose_marker(payload, avoid=(task,)) (here {better!r})."
+                "ChangeRequestToolHandler.prompt(read_only=...) would only be words in the "
+                "prompt; pass permissions=Permissions(deny=[...]) to the handler instead: it "
+                "refuses those changes and the prompt states them"
             )
+        if self.marker in task:
+            better = _merge.choose_marker(
+                _as_json(self.payload), avoid=(task, *_typed.type_strings(self.payload_type))
+            )
+            if self._marker_fixed:
+                how = (
+                    "it was given to the handler"
+                    if self._marker_given
+                    else "a tool definition or prompt naming it was already handed out; call "
+                    "prompt(task) first, before openai_tool()/responses_tool()/anthropic_tool()"
+                )
+                raise ConfigurationError(
+                    f"ChangeRequestToolHandler.prompt: the task holds the handler's DELETE "
+                    f"marker {self.marker!r}, so the model could not write that text as a value, "
+                    f"and the marker cannot change ({how}); build the handler with "
+                    f"marker=choose_marker(payload, avoid=(task,)) (here {better!r})."
+                )
+            self.marker = better
+        self._marker_fixed = True
         shown = _as_json(self.payload)
         if self.read_scope is not None:
             shown = self.read_scope.project(shown)
@@ -327,8 +365,7 @@ class ChangeRequestToolHandler:
             task,
             marker=self.marker,
             payload_type=self.payload_type,
-            permissions=permissions,
-            read_only=read_only,
+            permissions=_prompts.guard_rules(rules_text, self.judge().guards),
             extra_instructions=extra_instructions,
             output_mode="tool",
             tool_name=self.name,

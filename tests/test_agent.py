@@ -422,17 +422,25 @@ def test_async_retrying_policy_with_async_agent() -> None:
 
 
 def test_marker_when_data_holds_delete(run: Runner) -> None:
-    """Data holding "DELETE" activates "__DELETE__" alone, named in the prompt: "DELETE" in the
-    reply is data (an HTTP method stays and can be written), "__DELETE__" deletes."""
+    """Data holding "DELETE" activates "__DELETE__" alone, named in the prompt: "__DELETE__"
+    deletes; "DELETE" in updateElements is a stale_marker correction (MERGE.md section 4,
+    issue 30) and newElements writes it as data (an HTTP method stays and can be written)."""
     payload = {
         "endpoints": [{"path": "/a", "method": "GET"}, {"path": "/b", "method": "DELETE"}],
         "debug": True,
     }
-    reply = wire({"updateElements": {"endpoints": [{"method": "DELETE"}], "debug": "__DELETE__"}})
-    model = ScriptedModel([reply])
+    habit = wire({"updateElements": {"endpoints": [{"method": "DELETE"}], "debug": "__DELETE__"}})
+    reply = wire(
+        {
+            "newElements": {"endpoints": {"0": {"method": "DELETE"}}},
+            "updateElements": {"debug": "__DELETE__"},
+        }
+    )
+    model = ScriptedModel([habit, reply])
     result = run(model, payload, "make /a a DELETE endpoint and drop debug")
     assert result.marker == "__DELETE__"
     assert '"__DELETE__"' in model.requests[0].messages[0].content
+    assert "stale_marker" in model.requests[1].messages[-1].content
     assert result.payload == {
         "endpoints": [{"path": "/a", "method": "DELETE"}, {"path": "/b", "method": "DELETE"}]
     }
@@ -440,11 +448,14 @@ def test_marker_when_data_holds_delete(run: Runner) -> None:
 
 def test_marker_when_data_holds_both(run: Runner) -> None:
     """Data holding both "DELETE" and "__DELETE__" gets a fresh marker; both strings are
-    plain data in the reply."""
+    plain data written with newElements (in updateElements they would be stale_marker)."""
     payload = {"method": "DELETE", "note": "__DELETE__", "x": 1, "y": 2}
     model = ScriptedModel(
         lambda request: wire(
-            {"updateElements": {"x": "DELETE", "y": "__DELETE__", "method": "DELETE"}}
+            {
+                "newElements": {"x": "DELETE", "y": "__DELETE__"},
+                "updateElements": {"method": "DELETE"},
+            }
         )
     )
     result = run(model, payload, "odd task")
@@ -705,11 +716,17 @@ def test_expected_version_refuses_a_stale_payload_before_any_request() -> None:
 
 def test_task_naming_the_value_delete_gets_another_marker() -> None:
     """The task asks for the method DELETE on an existing array element: the agent activates
-    "__DELETE__", names it in the prompt, and the model's plain "DELETE" is kept as data."""
+    "__DELETE__", names it in the prompt; the model's plain "DELETE" in updateElements goes
+    back (stale_marker, issue 30) and newElements writes it as data."""
     from agent_payload.testing import ScriptedModel
 
     payload = {"endpoints": [{"path": "/s", "method": "GET"}, {"path": "/s", "method": "POST"}]}
-    model = ScriptedModel(['{"updateElements":{"endpoints":{"1":{"method":"DELETE"}}}}'])
+    model = ScriptedModel(
+        [
+            '{"updateElements":{"endpoints":{"1":{"method":"DELETE"}}}}',
+            '{"newElements":{"endpoints":{"1":{"method":"DELETE"}}}}',
+        ]
+    )
     result = PayloadAgent(model).run(payload, "Change the POST endpoint's method to DELETE")
     assert result.marker == "__DELETE__"
     assert '"__DELETE__"' in model.requests[0].messages[0].content

@@ -199,14 +199,18 @@ def test_apply_reply_without_change_request_is_a_usage_error(tmp_path: Path) -> 
 
 
 def test_apply_markers_make_delete_data(tmp_path: Path) -> None:
-    """--markers __DELETE__ makes "DELETE" an ordinary value and "__DELETE__" the marker."""
+    """--markers __DELETE__ makes "__DELETE__" the marker: "DELETE" is written as data with
+    newElements; in updateElements it is a stale_marker conflict (MERGE.md section 4)."""
     payload = {"method": "GET", "tmp": 1}
-    change = {"updateElements": {"method": "DELETE", "tmp": "__DELETE__"}}
+    change = {"newElements": {"method": "DELETE"}, "updateElements": {"tmp": "__DELETE__"}}
     args = [write(tmp_path, "p.json", payload), write(tmp_path, "c.json", change)]
     run = cli("apply", *args, "--markers", "__DELETE__")
     assert run.status == EXIT_OK, run.err
     assert run.json() == {"method": "DELETE"}
-    default = cli("apply", *args)
+    habit = {"updateElements": {"method": "DELETE", "tmp": "__DELETE__"}}
+    refused = cli("apply", args[0], write(tmp_path, "h.json", habit), "--markers", "__DELETE__")
+    assert refused.status != EXIT_OK and "stale_marker" in refused.err + refused.out
+    default = cli("apply", args[0], write(tmp_path, "h.json", habit))
     assert default.json() == {}
 
 

@@ -208,12 +208,17 @@ def test_handler_prompt_names_the_handlers_marker_and_tool() -> None:
     assert render_prompt(ENDPOINTS, "drop the POST endpoint").system == parts.system
 
 
-def test_handler_prompt_refuses_a_task_holding_its_marker() -> None:
+def test_handler_prompt_picks_a_marker_that_avoids_the_task() -> None:
+    """Issue 30: the handler re-picks its own marker (not yet handed out) like the agent; a
+    marker the caller gave is kept and the task holding it is refused."""
+    task = "set the method to DELETE"
     handler = ChangeRequestToolHandler({"method": "GET"})
     assert handler.marker == "DELETE"
+    assert '"__DELETE__"' in handler.prompt(task).system
+    assert handler.marker == "__DELETE__"
+    given = ChangeRequestToolHandler({"method": "GET"}, marker="DELETE")
     with pytest.raises(ConfigurationError, match="'__DELETE__'"):
-        handler.prompt("set the method to DELETE")
-    task = "set the method to DELETE"
+        given.prompt(task)
     fixed = ChangeRequestToolHandler(
         {"method": "GET"}, marker=choose_marker({"method": "GET"}, avoid=(task,))
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -44,10 +45,13 @@ def invoice_file(tmp_path: Path) -> Path:
 @asynccontextmanager
 async def connect(path: Path, *options: str) -> AsyncIterator[Any]:
     from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters, get_default_environment
 
+    # The SDK starts the server with a minimal environment: PYTHONPATH is passed on so that the
+    # server runs the agent_payload under test (a worktree), not the installed one.
+    env = {**get_default_environment(), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agent_payload.mcp", str(path), *options]
+        command=sys.executable, args=["-m", "agent_payload.mcp", str(path), *options], env=env
     )
     async with Client(params) as client:
         yield client
@@ -297,6 +301,9 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
         ('{"a": 1}', ("--deny", "a[x"), "allow/deny rules: bad path rule 'a[x'"),
         ('{"a": 1}', ("--hide", "a]"), "hide rules: bad path rule 'a]'"),
         ('{"port": 0}', ("--payload-schema", "SCHEMA"), "does not match the payload schema"),
+        ('{"port": 1}', ("--payload-schema", "BADREF"), "$ref '#/$defs/Port' at properties/port"),
+        ('{"port": 1}', ("--payload-schema", "BADREF"), "cannot be resolved"),
+        ('{"port": 1}', ("--payload-schema", "REMOTEREF"), "$ref 'https://example.com/s.json'"),
     ],
 )
 def test_startup_errors_are_usage_errors(
@@ -307,7 +314,14 @@ def test_startup_errors_are_usage_errors(
         path.write_text(content, encoding="utf-8")
     schema = tmp_path / "schema.json"
     schema.write_text('{"properties": {"port": {"minimum": 1}}}', encoding="utf-8")
-    argv = [str(schema) if o == "SCHEMA" else o for o in options]
+    # issue 30: an unresolvable $ref is a startup error (was a traceback, or a raw error as a
+    # tool result when no value of the file reached it)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"properties": {"port": {"$ref": "#/$defs/Port"}}}', encoding="utf-8")
+    remote = tmp_path / "remote.json"
+    remote.write_text('{"properties": {"x": {"$ref": "https://example.com/s.json"}}}', "utf-8")
+    files = {"SCHEMA": schema, "BADREF": bad, "REMOTEREF": remote}
+    argv = [str(files[o]) if o in files else o for o in options]
     status, out, err = cli_run("mcp", str(path), *argv)
     assert (status, out) == (2, "")
     assert message in err
@@ -362,3 +376,46 @@ def test_schema_refusals_under_a_read_scope_name_the_rule_never_the_data(tmp_pat
     assert grown.is_error and "'maxProperties' rule (2)" in grown.text
     assert "hunter2" not in grown.text and "password" not in grown.text
     assert path.read_bytes() == original
+
+
+@pytest.mark.slow
+def test_arguments_nested_too_deeply_for_the_sdk_get_an_error_result(invoice_file: Path) -> None:
+    """Issue 30: the SDK drops a message nested deeper than pydantic-core reads (200 levels)
+    without an answer; the client waited forever. Now: an error result, nothing written."""
+    before = invoice_file.read_bytes()
+    deep: Any = 1
+    for _ in range(220):
+        deep = {"a": deep}
+
+    async def main() -> None:
+        async with connect(invoice_file) as client:
+            refused = await client.call_tool("apply_change_request", {"updateElements": deep})
+            assert refused.is_error
+            assert "nested more than" in text(refused) and "nothing" in text(refused)
+            shallow = {"updateElements": {"customer": {"a": {"a": 1}}}}
+            done = await client.call_tool("apply_change_request", shallow)
+            assert not done.is_error, text(done)
+
+    run(main)
+    assert invoice_file.read_bytes() != before
+
+
+def test_a_too_deep_tool_call_is_rewritten_to_one_that_gets_an_answer() -> None:
+    """The same as above without a subprocess (a regression there waits for an answer that
+    never comes; here it fails): the line the SDK would drop becomes a call it reads, with the
+    id and the tool name kept; every other line passes through unchanged."""
+    from mcp_types import jsonrpc_message_adapter
+
+    from agent_payload.mcp._server import _TOO_DEEP, _depth_checked
+
+    deep: Any = 1
+    for _ in range(220):
+        deep = {"a": deep}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    line = json.dumps({**call, "params": {"name": "apply_change_request", "arguments": deep}})
+    message = jsonrpc_message_adapter.validate_json(_depth_checked(line), by_name=False)
+    assert message.id == 7
+    assert message.params["name"] == "apply_change_request"
+    assert message.params["arguments"] == {_TOO_DEEP: True}
+    shallow = json.dumps({**call, "params": {"name": "read_payload", "arguments": {}}})
+    assert _depth_checked(shallow) == shallow

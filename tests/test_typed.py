@@ -313,10 +313,16 @@ def test_the_marker_is_never_a_value_the_type_admits() -> None:
     assert "DELETE" in type_strings(Api)
     api = Api(endpoints=[Endpoint(path="/a", method="GET")])
     model = ScriptedModel(
-        [wire({"updateElements": {"endpoints": [{"method": "DELETE"}]}, "reasoning": "r"})]
+        [
+            wire({"updateElements": {"endpoints": [{"method": "DELETE"}]}, "reasoning": "r"}),
+            wire({"newElements": {"endpoints": {"0": {"method": "DELETE"}}}, "reasoning": "r"}),
+        ]
     )
     result = PayloadAgent(model).run(api, "make /a a DELETE endpoint")
     assert result.marker != "DELETE"
+    # MERGE.md section 4 (issue 30): "DELETE" in updateElements is a stale_marker whatever
+    # the type admits; the correction names newElements, which stores the text
+    assert "stale_marker" in model.requests[1].messages[-1].content
     assert result.payload.endpoints[0].method == "DELETE"
     assert [(c.path, c.new) for c in result.changes] == [(("endpoints", 0, "method"), "DELETE")]
 
@@ -324,7 +330,9 @@ def test_the_marker_is_never_a_value_the_type_admits() -> None:
 def test_the_tool_handler_marker_knows_the_type() -> None:
     handler = ChangeRequestToolHandler(Api(endpoints=[Endpoint(path="/a")]))
     assert handler.marker != "DELETE"
-    result = handler.handle(wire({"updateElements": {"endpoints": [{"method": "DELETE"}]}}))
+    refused = handler.handle(wire({"updateElements": {"endpoints": [{"method": "DELETE"}]}}))
+    assert refused.is_error and "stale_marker" in refused.content
+    result = handler.handle(wire({"newElements": {"endpoints": {"0": {"method": "DELETE"}}}}))
     assert not result.is_error, result.content
     assert result.payload.endpoints[0].method == "DELETE"
 

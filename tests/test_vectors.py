@@ -41,52 +41,6 @@ def _load() -> list[Any]:
     return cases
 
 
-# Issue 9 changes four answers of the shared spec (read-only here): parts that do nothing are
-# reported (warning ``no_effect``), and an index map in replaceElements over an array is a
-# conflict instead of silently turning the array into an object. Each override says why; the
-# shared vectors and MERGE.md are to be updated to match.
-SUPERSEDED: dict[str, tuple[dict[str, Any], str]] = {
-    "ours/plain-list/empty-list-beside-removals-and-new": (
-        {"warnings": ["no_effect"]},
-        "[] over the non-empty o.l changes nothing: reported (the [] at a, beside a removal and "
-        "an append for the same list, is a filler and stays silent)",
-    ),
-    "mj/update/empty-array-is-noop": (
-        {"warnings": ["no_effect"]},
-        "[] in updateElements over a non-empty list changes nothing: reported",
-    ),
-    "ours/update/primitive-with-empty-object-changes-nothing": (
-        {"warnings": ["no_effect"]},
-        "{} in updateElements over a primitive changes nothing: reported",
-    ),
-    "ours/index-map/added/replaceElements-is-literal": (
-        {
-            "expected": {"a": [1, 2]},
-            "conflicts": [{"code": "shape_mismatch", "path": "replaceElements.a"}],
-            "changes_count": 0,
-        },
-        "an index map in replaceElements over an array is shape_mismatch (use updateElements "
-        "for positions), not an array silently turned into an object",
-    ),
-    "ours/request/both-spellings": (
-        {
-            "expected": {"a": 1},
-            "warnings": [],
-            "conflicts": [{"code": "both_spellings", "path": "update_elements"}],
-            "changes_count": 0,
-        },
-        "the merge and the parser share one normaliser, which never guesses: both spellings of "
-        "a bucket with different content apply neither (a conflict), instead of camelCase "
-        "winning; with the same content they are read as one",
-    ),
-}
-
-
-def _superseded(case: dict[str, Any]) -> dict[str, Any]:
-    override = SUPERSEDED.get(case["name"])
-    return case if override is None else {**case, **override[0]}
-
-
 CASES = _load()
 
 
@@ -122,7 +76,6 @@ def test_vectors_are_found() -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_vector(case: dict[str, Any]) -> None:
     """The merge gives the case's payload, warning codes, conflicts and change count."""
-    case = _superseded(case)
     kwargs: dict[str, Any] = {}
     if "markers" in case.get("options", {}):
         kwargs["markers"] = case["options"]["markers"]

@@ -18,11 +18,15 @@
   ``include`` list, new keys outside it are refused too. Like ``Permissions``, it judges a
   change at the original node it touches (an element's position as shown to the model, not
   its position after earlier deletions in the same request).
+* **No oracle.** ``named_outside(request, shown)`` lists every entry of a change request that
+  *names* a path outside the scope, judged on the request and the projection alone (never on
+  the hidden data): the judge refuses each the same way, whatever its value and whether or
+  not the key exists, so guessing a hidden value or probing for a hidden key learns nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_payload._jsondata import json_data
@@ -177,6 +181,35 @@ class ReadScope:
             rule=rule.text if rule is not None else "read scope",
         )
 
+    def named_outside(
+        self, request: Mapping[str, Any], shown: Any
+    ) -> list[tuple[tuple[str | int, ...], PayloadPath]]:
+        """Every entry of ``request`` (wire form: bucket names as keys) that names a payload
+        path outside the scope, as (its request path, the payload path it names). Only the
+        request and ``shown`` (the projection the model saw) are read: a hidden key answers
+        like a missing one. ``{}`` placeholders in updateElements and removeElements name
+        nothing; below a named path that is outside, nothing more is listed."""
+        found: list[tuple[tuple[str | int, ...], PayloadPath]] = []
+        for bucket in _BUCKETS:
+            value = request.get(bucket)
+            if not isinstance(value, dict | list):
+                continue
+            stack: list[tuple[tuple[str | int, ...], PayloadPath, Any, Any, _State]] = [
+                ((bucket,), (), value, shown, self._rules.start())
+            ]
+            while stack:
+                rparts, ppath, node, seen, state = stack.pop()
+                for rpart, ppart, child, child_seen in _named(bucket, node, seen):
+                    if bucket in _PLACEHOLDING and child == {}:
+                        continue
+                    child_state = self._rules.step(state, ppart)
+                    at = (*rparts, rpart)
+                    if self._hidden(child_state, child)[0]:
+                        found.append((at, (*ppath, ppart)))
+                    elif isinstance(child, dict | list) and RuleSet.alive(child_state):
+                        stack.append((at, (*ppath, ppart), child, child_seen, child_state))
+        return sorted(found, key=lambda item: [str(p) for p in item[0]])
+
     def __call__(self, change: Change) -> Sequence[Finding]:
         finding = self.check(change)
         return [] if finding is None else [finding]
@@ -198,6 +231,40 @@ class ReadScope:
 
 
 _dump = json_data
+
+_BUCKETS = ("updateElements", "newElements", "removeElements", "replaceElements")
+_PLACEHOLDING = ("updateElements", "removeElements")
+
+
+def _index(key: str) -> bool:
+    """A decimal index key of an index map (MERGE.md section 7)."""
+    return key.isascii() and key.isdigit() and (key == "0" or key[0] != "0") and len(key) < 20
+
+
+def _named(bucket: str, node: Any, seen: Any) -> Iterator[tuple[str | int, str | int, Any, Any]]:
+    """The entries of a request node: (request part, payload part, value, shown value there).
+    ``seen`` is the projection at the same place (None when the model saw nothing there); it
+    decides only what the model could see: whether a dict stands over an array (an index
+    map) and where newElements appends."""
+    seen_list = seen if isinstance(seen, list) else None
+    if isinstance(node, dict):
+        over_array = seen_list is not None and all(_index(k) for k in node)
+        for key, child in node.items():
+            if not over_array:
+                yield key, key, child, seen.get(key) if isinstance(seen, dict) else None
+                continue
+            i = int(key)
+            below = seen_list[i] if seen_list is not None and i < len(seen_list) else None
+            if bucket == "newElements" and isinstance(child, list):  # items inserted before i
+                for item in child:
+                    yield key, i, item, None
+            else:
+                yield key, i, child, below
+    else:
+        start = len(seen_list) if bucket == "newElements" and seen_list is not None else 0
+        for i, child in enumerate(node):
+            below = seen_list[i] if seen_list is not None and i < len(seen_list) else None
+            yield i, start + i, child, None if start else below
 
 
 def _emptied(value: Any) -> Any:

@@ -15,6 +15,7 @@ from agent_payload import _callables
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import typed as _typed
+from agent_payload._config import read_scope_of
 from agent_payload._jsondata import format_payload_path, json_data, json_equal
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
@@ -85,8 +86,10 @@ class Judge:
             )
         )
         self.validators = tuple(validators)
+        given = read_scope
+        read_scope = read_scope_of(guards, read_scope, "Judge(read_scope=...)")
         all_guards = list(guards)
-        for extra in (permissions, read_scope):
+        for extra in (permissions, given):
             if extra is not None and not any(g is extra for g in all_guards):
                 all_guards.append(extra)
         self.guards: tuple[Guard, ...] = tuple(all_guards)
@@ -207,6 +210,9 @@ class Judge:
         self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
     ) -> Generator[Any, Any, Verdict]:
         """Steps 4 to 8 for a parsed request; each step returns a refusing verdict or None."""
+        outside = self._named_outside(request)
+        if outside is not None:
+            return outside
         recorder = Recorder(self.guards, self.read_scope) if self.guards else None
         merged = self._merge(request, recorder)
         if isinstance(merged, Verdict):
@@ -234,6 +240,31 @@ class Judge:
             repairs=repairs,
             confirmations=tuple(flagged),
         )
+
+    def _named_outside(self, request: AgentPayloadChangeRequest[Any]) -> Verdict | None:
+        """Step 4, first (issue 30: no oracle): every entry naming a path outside the read
+        scope goes back with the same words, whatever its value and whether the key exists;
+        nothing is merged, so no answer depends on hidden data."""
+        named = getattr(self.read_scope, "named_outside", None)
+        if named is None:
+            return None
+        outside = named(request.to_wire(), self.shown_json)
+        if not outside:
+            return None
+        issues = [
+            Issue(
+                "permission_denied",
+                format_payload_path(rparts),
+                f"`{format_payload_path(ppath)}` is outside the part of the payload you were "
+                "shown: you may not add, change, delete or test anything there, whatever the "
+                "value. Nothing of this change request was applied; name only what you were "
+                "shown.",
+                ppath,
+            )
+            for rparts, ppath in outside
+        ]
+        report = MergeReport(conflicts=issues, reasoning=request.reasoning)
+        return self._conflicts(request, report, issues, "the change request names hidden paths")
 
     def _merge(
         self, request: AgentPayloadChangeRequest[Any], recorder: Recorder | None
@@ -365,7 +396,7 @@ class Judge:
         issues: Sequence[Issue],
         what: str,
     ) -> Verdict:
-        problems = conflict_problems(issues, self.shown_json)
+        problems = conflict_problems(issues, self.shown_json, hidden=self.hidden)
         return self._no(
             "merge",
             problems,

@@ -4,7 +4,7 @@ deletions (``shifted``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_payload._jsondata import format_payload_path
@@ -45,10 +45,19 @@ def value_at(data: Any, path: PayloadPath | None) -> tuple[Any, bool]:
     return None, False
 
 
-def conflict_problems(conflicts: Sequence[Issue], shown: Any) -> tuple[Problem, ...]:
+def conflict_problems(
+    conflicts: Sequence[Issue],
+    shown: Any,
+    hidden: Callable[[PayloadPath | None], bool] | None = None,
+) -> tuple[Problem, ...]:
+    """The problems of merge conflicts, each with the current value the model may see. A
+    conflict at a ``hidden`` path carries none (never the parent's projection in its stead)."""
     problems = []
     for issue in conflicts:
-        current, has_current = value_at(shown, issue.payload_path)
+        if hidden is not None and hidden(issue.payload_path):
+            current, has_current = None, False
+        else:
+            current, has_current = value_at(shown, issue.payload_path)
         problems.append(
             Problem(
                 kind="conflict",

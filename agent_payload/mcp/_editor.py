@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, Final
 
 from agent_payload import prompts as _prompts
 from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
@@ -417,12 +417,21 @@ class PayloadFileEditor:
             raise ConfigurationError(
                 f"the payload schema is not a valid JSON Schema: {exc.message}"
             ) from exc
-        return cls(schema)
+        validator = cls(schema)
+        _check_refs(validator, schema)
+        return validator
 
     def _schema_errors(self, payload: Any, *, for_model: bool = True) -> list[str]:
-        errors = sorted(
-            self._schema_validator.iter_errors(payload), key=lambda e: list(e.absolute_path)
-        )
+        from referencing.exceptions import Unresolvable
+
+        try:
+            errors = sorted(
+                self._schema_validator.iter_errors(payload), key=lambda e: list(e.absolute_path)
+            )
+        except Unresolvable as exc:  # a $ref the startup check could not see (under a $id)
+            raise ConfigurationError(
+                f"the payload schema's reference cannot be resolved ({exc}); fix the schema"
+            ) from exc
         out = []
         for error in errors[:5]:
             path = list(error.absolute_path)
@@ -443,3 +452,36 @@ class PayloadFileEditor:
             raise RetryWithFeedback(
                 "The result would not match the payload's JSON Schema: " + "; ".join(errors)
             )
+
+
+_NOT_SCHEMAS: Final = frozenset({"enum", "const", "default", "examples"})
+
+
+def _check_refs(validator: Any, schema: Any) -> None:
+    """Every ``$ref`` of the payload schema resolves (remote ones are never fetched), or a
+    ``ConfigurationError`` naming it and where it stands: found at startup, not as a
+    traceback or as a raw error in a tool result. A subschema with its own ``$id`` is left to
+    validation (its references resolve against it)."""
+    from referencing.exceptions import Unresolvable
+
+    resolver = validator._resolver  # jsonschema's resolver for this schema (4.18+)
+    stack: list[tuple[Any, list[str | int]]] = [(schema, [])]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, dict):
+            if at and "$id" in node:
+                continue
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable as exc:
+                    where = "/".join(str(p) for p in at) or "(root)"
+                    raise ConfigurationError(
+                        f"the payload schema's $ref {ref!r} at {where} cannot be resolved "
+                        f"({type(exc).__name__}: {exc}); point it at a definition inside the "
+                        "schema (remote references are not fetched)"
+                    ) from exc
+            stack.extend((v, [*at, k]) for k, v in node.items() if k not in _NOT_SCHEMAS)
+        elif isinstance(node, list):
+            stack.extend((v, [*at, i]) for i, v in enumerate(node))

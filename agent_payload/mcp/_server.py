@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import re
+import secrets
+import sys
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from agent_payload import __version__
 from agent_payload.errors import ConfigurationError
@@ -17,6 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["build_server", "serve"]
 
 logger = logging.getLogger("agent_payload.mcp")
+
+_TOO_DEEP = f"__agent_payload_too_deep_{secrets.token_hex(8)}__"
+"""The one argument a too-deep tool call is rewritten to (unguessable: per process)."""
+_SDK_DEPTH = 200
+"""pydantic-core's JSON nesting limit: the SDK drops a deeper message without an answer."""
 
 
 def _require_mcp() -> None:
@@ -46,12 +56,31 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
             return _tools(editor)
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-            outcome = _call(editor, name, arguments)
+            if isinstance(arguments, Mapping) and _TOO_DEEP in arguments:
+                outcome = Outcome(
+                    f"The arguments of this {name} call are nested more than about "
+                    f"{_SDK_DEPTH - 5} levels deep, more than the MCP transport reads; nothing "
+                    "was read or applied. Send a flatter change request (replace a deep "
+                    "subtree in several calls, or write it less deeply).",
+                    True,
+                )
+            else:
+                outcome = _call(editor, name, arguments)
             if name != READ_TOOL:
                 logger.info("%s: %s", name, "refused" if outcome.is_error else "done")
             return CallToolResult(
                 content=[TextContent(type="text", text=outcome.text)], is_error=outcome.is_error
             )
+
+        async def run_stdio_async(self) -> None:
+            """stdio as the SDK serves it, with stdin read through ``_depth_checked`` (the
+            SDK would drop a tool call nested too deeply for it without any answer)."""
+            from mcp.server.stdio import stdio_server
+
+            stdin = _stdin_lines()
+            async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
+                low = self._lowlevel_server
+                await low.run(read, write, low.create_initialization_options())
 
     return PayloadServer(
         name="agent-payload",
@@ -120,6 +149,60 @@ def _call(editor: PayloadFileEditor, name: str, arguments: Any) -> Outcome:
     raise ToolError(
         f"Unknown tool {name!r}; this server has {READ_TOOL}, {APPLY_TOOL} and {UNDO_TOOL}"
     )
+
+
+class _KeptOpen(io.TextIOWrapper):
+    """stdin as UTF-8 text whose close leaves the process's stdin open."""
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.detach()
+
+
+async def _stdin_lines() -> AsyncIterator[str]:
+    import anyio
+
+    source = anyio.wrap_file(_KeptOpen(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    async for line in source:
+        yield _depth_checked(line)
+
+
+def _depth_checked(line: str) -> str:
+    """``line`` as it came, or, for a tool call nested deeper than the SDK reads, the same
+    call with its arguments replaced by ``{_TOO_DEEP: true}`` (answered with an error)."""
+    if line.count("{") + line.count("[") < _SDK_DEPTH:
+        return line
+    from mcp_types import jsonrpc_message_adapter
+
+    try:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return line
+    except ValueError as exc:
+        if "recursion limit" not in str(exc):
+            return line
+    try:  # the standard library reads deeper than pydantic-core (to the recursion limit)
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        message = None
+    if isinstance(message, dict) and isinstance(message.get("params"), dict):
+        if message.get("method") != "tools/call" or "id" not in message:
+            return line
+        message["params"]["arguments"] = {_TOO_DEEP: True}
+        return json.dumps(message) + "\n"
+    ident = _JSON_ID.search(line)
+    name = _TOOL_NAME.search(line)
+    if ident is None or name is None or '"tools/call"' not in line:
+        return line
+    return (
+        f'{{"jsonrpc": "2.0", "id": {ident.group(1)}, "method": "tools/call", '
+        f'"params": {{"name": {name.group(1)}, "arguments": {{"{_TOO_DEEP}": true}}}}}}\n'
+    )
+
+
+# The request's id and tool name, read where the nesting is still shallow: a JSON-RPC request
+# is one object whose "id", "method" and "params.name" come before or beside the arguments.
+_JSON_ID: Final = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_TOOL_NAME: Final = re.compile(r'"name"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
 def serve(editor: PayloadFileEditor) -> None:

@@ -111,21 +111,25 @@ class _Reporter:
         marker active in this call. newElements and replaceElements stay literal (the way to
         store the text ``"DELETE"``, MERGE.md section 5)."""
         if op == "update":
-            if type(old) is not dict and type(old) is not list:
+            if type(new) is not str or not _in_update(rlink):
                 return False
-            if type(new) is not str or not (new in self.markers or is_library_marker(new)):
+            if type(old) is dict or type(old) is list:
+                if not (new in self.markers or is_library_marker(new)):
+                    return False
+                what = "the object" if type(old) is dict else "the array"
+            elif is_library_marker(new) and new not in self.markers:
+                what = "the value"
+            else:
                 return False
-            if not _in_update(rlink):
-                return False
-            what = "object" if type(old) is dict else "array"
             self.conflict(
                 "stale_marker",
                 rlink,
-                f'The string "{new}" would replace the {what} at {self.pp(plink)}. That looks '
-                f"like a deletion, but {self._marker_sentence(new)} To delete "
-                f"{self.pp(plink)}, write {self.marker_text()}; to keep it, leave it out (or "
-                "write {} in an array); to store that text, use replaceElements. Nothing of "
-                "this entry was applied.",
+                f'The string "{new}" would replace {what} at {self.pp(plink)}. That may be '
+                f"a deletion written out of habit, but {self._marker_sentence(new)} To delete "
+                f"{self.pp(plink)}, write {self.marker_text()} in updateElements; to keep it, "
+                "leave it out (or write {} in an array); to store that text as data, use "
+                "newElements (at an existing key it sets the value) or replaceElements. "
+                "Nothing of this entry was applied.",
                 plink,
             )
             return True

@@ -25,7 +25,9 @@ Accepted (read without a round trip):
 * around the object: code fences, prose, XML-like tags, a byte-order mark, thinking blocks
   (``<thinking>``, ``<think>``, ``<scratchpad>``, ``<reflection>``, ``<analysis>`` opening a
   line; and a lone closing tag such as ``</think>`` at the start or end of a line with no
-  opening tag before it: everything before it is thinking);
+  opening tag before it: everything before it is thinking); a gpt-oss "harmony" reply with a
+  ``final`` channel is read from that channel alone (``analysis`` is thinking); beside a closed
+  ``<final_answer>`` or ``<answer>`` block, ``<draft>`` blocks are set aside;
 * a wrapper (``payloadChangeRequest``, ``changeRequest``, ``change_request``,
   ``payload_change_request``) when the top level has no bucket of its own (``reasoning`` beside
   it is kept, the inner one wins); snake_case bucket names; both spellings of a bucket holding

@@ -57,6 +57,18 @@ _THINKING_TAGS = "thinking|think|scratchpad|reflection|analysis"
 _THINKING_OPEN: Final = re.compile(rf"^[ \t]*<({_THINKING_TAGS})>", re.IGNORECASE | re.MULTILINE)
 _THINKING_CLOSE: Final = re.compile(rf"</({_THINKING_TAGS})\s*>", re.IGNORECASE)
 _CLOSE_TAGS: dict[str, re.Pattern[str]] = {}
+# gpt-oss "harmony": <|start|>assistant<|channel|>NAME<|message|>BODY<|end|> (or <|return|>,
+# <|call|>, or the end of the reply); only the final channel's body is the answer.
+_HARMONY_HEAD: Final = r"(?:[^<]|<\|constrain\|>)*<\|message\|>"
+_HARMONY_FINAL: Final = re.compile(r"<\|channel\|>final\b" + _HARMONY_HEAD)
+_HARMONY_PART: Final = re.compile(
+    r"<\|channel\|>(?P<channel>\w+)"
+    + _HARMONY_HEAD
+    + r"(?P<body>(?:(?!<\|(?:end|return|call|start|channel)\|>).)*)",
+    re.DOTALL,
+)
+_ANSWER_BLOCK: Final = re.compile(r"<(final_answer|answer)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_DRAFT_BLOCK: Final = re.compile(r"<draft>.*?</draft\s*>", re.IGNORECASE | re.DOTALL)
 
 
 def _close_tag(name: str) -> re.Pattern[str]:
@@ -246,7 +258,7 @@ class _Reader:
     # -- the objects in it --
 
     def _scan(self, original: str) -> tuple[dict[str, Any], str]:
-        text, thinking_open = self._set_aside_thinking(original)
+        text, thinking_open = self._set_aside_thinking(self._set_aside_drafts(original))
         requests: list[_Candidate] = []  # with a bucket field, or an explicit empty answer
         others: list[_Candidate] = []  # readable objects that are no change request, damage
         keys: list[int] | None = None  # where bucket names stand, found at the first damage
@@ -471,6 +483,29 @@ class _Reader:
             ],
             reply=self.reply,
         )
+
+    def _set_aside_drafts(self, text: str) -> str:
+        """Blank out what a reply marks as not its answer (keeping lines and columns): in a
+        gpt-oss "harmony" reply with a ``final`` channel, every other channel (``analysis`` is
+        thinking, ``commentary`` a preamble) and the channel tokens; beside a closed
+        ``<final_answer>`` or ``<answer>`` block, every ``<draft>`` block."""
+        if "<" not in text:
+            return text
+        if "<|channel|>" in text and _HARMONY_FINAL.search(text):
+            pieces: list[str] = []
+            pos = 0
+            for part in _HARMONY_PART.finditer(text):
+                if part.group("channel") == "final":
+                    pieces.append(_BLANK.sub(" ", text[pos : part.start("body")]))
+                    pieces.append(part.group("body"))
+                    pos = part.end("body")
+            pieces.append(_BLANK.sub(" ", text[pos:]))
+            text = "".join(pieces)
+            self.repairs.append("read the final channel of a harmony reply")
+        if _ANSWER_BLOCK.search(text) and _DRAFT_BLOCK.search(text):
+            text = _DRAFT_BLOCK.sub(lambda m: _BLANK.sub(" ", m.group(0)), text)
+            self.repairs.append("removed <draft> beside the answer tag")
+        return text
 
     def _set_aside_thinking(self, text: str) -> tuple[str, int | None]:
         """Blank out thinking blocks (keeping lines and columns); a lone closing tag, at the

@@ -28,17 +28,24 @@ Feature                                               What happens
 ====================================================  ==========================================
 ``SecretStr`` / ``SecretBytes`` / ``Secret[T]``       The model sees ``"**********"``. The real
                                                       value is restored from the input after
-                                                      validation (array shifts followed). A
-                                                      request that writes the field (or
-                                                      replaces its object with another value
-                                                      there) is refused: "a secret, set it in
-                                                      code". A dict payload with a type holding
-                                                      secrets is refused (``ConfigurationError``:
-                                                      its JSON form cannot hold the secret).
+                                                      validation and follows its element (issue
+                                                      30): array shifts, a reorder by
+                                                      replaceElements, a move by delete + insert
+                                                      (the element matched by its exact JSON
+                                                      form). A rewrite or a copy of an element
+                                                      holding one, and the mask itself in new
+                                                      content, are refused ("cannot be moved or
+                                                      written by the model"). A request that
+                                                      writes the field is refused: "a secret, set
+                                                      it in code". A dict payload with a type
+                                                      holding secrets is refused
+                                                      (``ConfigurationError``: its JSON form
+                                                      cannot hold the secret).
 ``Field(exclude=True)``                               Not shown, not in the JSON form; restored
-                                                      from the input after validation (also when
-                                                      its object is updated or replaced whole). A
-                                                      request that names it is refused. Dict
+                                                      from the input after validation, following
+                                                      its element like a secret (also when its
+                                                      object is replaced whole at the same key).
+                                                      A request that names it is refused. Dict
                                                       payloads: refused as for secrets.
 ``field_serializer`` / ``model_serializer``           Kept when the JSON form validates back to an
                                                       equal value (a ``Decimal`` written as text);

@@ -4,8 +4,9 @@ after validation) and where an original path lands in the result (``_PathMap``).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from pydantic.types import _SecretBase
 
@@ -142,64 +143,219 @@ def _lookup(data: Any, path: PayloadPath) -> tuple[bool, Any]:
     return True, data
 
 
-def _opaque_refusals(
+_MOVE_FIX: Final = (
+    "Secrets and excluded fields are not shown to you, so they cannot be moved or written by "
+    "the model: an element holding them moves only unchanged (delete it with the marker and "
+    "insert it exactly as shown with newElements, or reorder whole elements exactly as shown "
+    "in replaceElements), and its other fields change in place with updateElements. Never "
+    "copy a secret as shown (the application sets secrets in code)."
+)
+
+
+@dataclasses.dataclass(slots=True)
+class _Carry:
+    """Where each hidden value of the input goes in the result (``moves``: the field and its
+    owner's result path), the owners' result paths, and the refusals found on the way."""
+
+    moves: list[tuple[_Opaque, PayloadPath]] = dataclasses.field(default_factory=list)
+    refusals: list[tuple[PayloadPath, str]] = dataclasses.field(default_factory=list)
+
+    def owners(self) -> set[PayloadPath]:
+        return {target for _, target in self.moves}
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _positional(paths: _PathMap, target: PayloadPath) -> bool:
+    """True when a path written whole (an add or update) covers ``target`` through an array
+    position: the element there is new content, not the original by identity."""
+    for written in paths.written:
+        if target[: len(written)] == written and any(
+            isinstance(part, int) for part in target[max(len(written) - 1, 0) :]
+        ):
+            return True
+    return False
+
+
+def _plan_carry(
     original: Any,
     before_json: Any,
     merged_json: Any,
     changes: Sequence[Change],
     type_name: str,
-) -> list[tuple[PayloadPath, str]]:
-    """The requests that write (or delete) a secret or excluded field of ``original``."""
-    refusals: list[tuple[PayloadPath, str]] = []
+) -> _Carry:
+    """Where the input's secret and excluded values go (issue 30: each with its element).
+
+    An owner object that stays where it was (array shifts followed), or whose content is
+    rewritten at the same keys, keeps its values there; a request that writes or deletes a
+    secret or excluded field itself is refused. An owner deleted, or rewritten through an
+    array position (a reorder by replaceElements, an element replaced whole), goes to the one
+    new node of the result that equals its JSON form exactly (the mask included); a rewrite, a
+    copy, or identical originals that cannot be told apart are refused, as is a new node that
+    holds a secret the model wrote (the mask included: it is never stored as a value)."""
+    carry = _Carry()
     paths = _PathMap(changes)
+    owners: dict[PayloadPath, list[_Opaque]] = {}
     for opaque in _opaque_fields(original):
-        target = paths.result_path(opaque.path)
-        touch: str | None = "below"
-        if target is None:
-            if opaque.path not in paths.removed:
-                continue  # deleted with its object
-            target = opaque.path
-        else:
-            touch = paths.touches(target)
-        where = format_payload_path(target)
-        if opaque.kind == "secret":
-            had, old_shown = _lookup(before_json, opaque.path)
-            has, new_shown = _lookup(merged_json, target)
-            if touch is not None and not (had and has and new_shown == old_shown):
-                refusals.append(
-                    (
-                        target,
-                        f"{where} is a secret field of {type_name}: its value is hidden from "
-                        f"you (shown as {describe(old_shown)}) and cannot be written or deleted "
-                        "here. Leave it out of the change (the application sets secrets in "
-                        "code).",
-                    )
-                )
-        elif touch == "below":
-            refusals.append(
+        owners.setdefault(opaque.path[:-1], []).append(opaque)
+    displaced: list[tuple[PayloadPath, list[_Opaque], bool]] = []  # (path, fields, deleted)
+    for owner, fields in owners.items():
+        target = paths.result_path(owner)
+        if target is None or _positional(paths, target):
+            displaced.append((owner, fields, target is None))
+            continue
+        for opaque in fields:
+            _check_in_place(
+                carry,
+                paths,
+                opaque,
+                (*target, opaque.path[-1]),
+                before_json,
+                merged_json,
+                type_name,
+            )
+            carry.moves.append((opaque, target))
+    if displaced:
+        _match_displaced(carry, paths, displaced, before_json, merged_json, type_name)
+    return carry
+
+
+def _check_in_place(
+    carry: _Carry,
+    paths: _PathMap,
+    opaque: _Opaque,
+    target: PayloadPath,
+    before_json: Any,
+    merged_json: Any,
+    type_name: str,
+) -> None:
+    """An owner kept in place: writing or deleting its hidden field is refused."""
+    where = format_payload_path(target)
+    touch = "below" if paths.result_path(opaque.path) is None else paths.touches(target)
+    if opaque.kind == "secret":
+        had, old_shown = _lookup(before_json, opaque.path)
+        has, new_shown = _lookup(merged_json, target)
+        if touch is not None and not (had and has and new_shown == old_shown):
+            carry.refusals.append(
                 (
                     target,
-                    f"{where} is excluded from {type_name}'s JSON form (exclude=True): it is "
-                    "not shown and cannot be changed by a change request. Leave it out of the "
-                    "change.",
+                    f"{where} is a secret field of {type_name}: its value is hidden from you "
+                    f"(shown as {describe(old_shown)}) and cannot be written or deleted here. "
+                    "Leave it out of the change (the application sets secrets in code).",
                 )
             )
-    return refusals
+    elif touch == "below":
+        carry.refusals.append(
+            (
+                target,
+                f"{where} is excluded from {type_name}'s JSON form (exclude=True): it is not "
+                "shown and cannot be changed by a change request. Leave it out of the change.",
+            )
+        )
 
 
-def _restore_opaque(original: Any, validated: Any, changes: Sequence[Change]) -> None:
-    """Put the input's secret and excluded values back into ``validated`` (in place), at the
-    paths their objects have after the merge (array shifts followed)."""
-    paths = _PathMap(changes)
-    for opaque in _opaque_fields(original):
-        target = paths.result_path(opaque.path)
-        if target is None:
-            continue  # deleted with its object
+def _match_displaced(
+    carry: _Carry,
+    paths: _PathMap,
+    displaced: list[tuple[PayloadPath, list[_Opaque], bool]],
+    before_json: Any,
+    merged_json: Any,
+    type_name: str,
+) -> None:
+    """Each displaced owner to the one new node equal to its JSON form, or a refusal."""
+    new_nodes: dict[str, list[PayloadPath]] = {}
+    for path in _new_objects(paths, merged_json):
+        new_nodes.setdefault(_canonical(_lookup(merged_json, path)[1]), []).append(path)
+    claims: dict[PayloadPath, int] = {}
+    wanted: list[tuple[PayloadPath, list[_Opaque], bool, list[PayloadPath]]] = []
+    for owner, fields, deleted in displaced:
+        found, shown = _lookup(before_json, owner)
+        matches = new_nodes.get(_canonical(shown), []) if found else []
+        for match in matches:
+            claims[match] = claims.get(match, 0) + 1
+        wanted.append((owner, fields, deleted, matches))
+    for owner, fields, deleted, matches in wanted:
+        where = format_payload_path(owner)
+        names = ", ".join(sorted({str(o.path[-1]) for o in fields}))
+        if len(matches) == 1 and claims[matches[0]] == 1:
+            carry.moves.extend((opaque, matches[0]) for opaque in fields)
+            continue
+        if not matches and deleted:
+            continue  # deleted with its element, not re-inserted: nothing to carry
+        if not any(o.value is not None for o in fields):
+            continue
+        if not matches:
+            why = "comes back changed or not at all (a rewrite)"
+        elif len(matches) > 1:
+            why = "is inserted more than once (a copy)"
+        else:
+            why = "cannot be told apart from another element with the same fields"
+        carry.refusals.append(
+            (
+                owner,
+                f"{where} holds fields of {type_name} you were not shown ({names}); this "
+                f"request moves it, but it {why}, so they cannot follow it. {_MOVE_FIX}",
+            )
+        )
+
+
+def _new_objects(paths: _PathMap, merged_json: Any) -> list[PayloadPath]:
+    """Result paths of every object inside content the request wrote whole (adds and
+    updates), each once (iterative)."""
+    out: list[PayloadPath] = []
+    seen: set[PayloadPath] = set()
+    for written in paths.written:
+        found, node = _lookup(merged_json, written)
+        if not found:
+            continue
+        stack: list[tuple[Any, PayloadPath]] = [(node, written)]
+        while stack:
+            value, at = stack.pop()
+            if isinstance(value, dict):
+                if at not in seen:
+                    seen.add(at)
+                    out.append(at)
+                stack.extend((v, (*at, k)) for k, v in value.items())
+            elif isinstance(value, list):
+                stack.extend((v, (*at, i)) for i, v in enumerate(value))
+    return out
+
+
+def _restore_opaque(validated: Any, carry: _Carry, type_name: str) -> list[tuple[PayloadPath, str]]:
+    """Put the input's secret and excluded values where ``carry`` says (in place), and return
+    the refusals of secrets the validated result holds that no original brought: the model
+    wrote them (the mask included), which is never stored."""
+    for opaque, target in carry.moves:
         parent = validated
-        for part in target[:-1]:
+        for part in target:
             parent = _child(parent, part)
             if parent is _MISSING:
                 break
         if parent is _MISSING or not isinstance(parent, opaque.owner_class):
             continue  # the object became another type: nothing to carry
         _set_field(parent, opaque.name, opaque.value)
+    owners = carry.owners()
+    refusals = []
+    for opaque in _opaque_fields(validated):
+        if opaque.kind == "secret" and opaque.path[:-1] not in owners and _masked(opaque.value):
+            refusals.append(
+                (
+                    opaque.path,
+                    f"{format_payload_path(opaque.path)} is a secret field of {type_name} in "
+                    f'content you wrote, holding the mask "{MASK}": that is how a hidden '
+                    f"value is shown, never a value to store. {_MOVE_FIX}",
+                )
+            )
+    return refusals
+
+
+MASK: Final = "**********"
+"""How pydantic shows a secret's value in JSON (``SecretStr``, ``SecretBytes``, ``Secret``)."""
+
+
+def _masked(secret: Any) -> bool:
+    """True when a secret holds the mask itself (the model copied what it was shown)."""
+    value = secret.get_secret_value()
+    return bool(value == MASK or value == MASK.encode())

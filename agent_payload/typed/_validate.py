@@ -15,8 +15,8 @@ from agent_payload.typed._carry import (
     _child,
     _lookup,
     _opaque_fields,
-    _opaque_refusals,
     _PathMap,
+    _plan_carry,
     _restore_opaque,
     _set_field,
 )
@@ -278,16 +278,13 @@ def _validate(
 ) -> Any:
     """The merged JSON validated as the type, secret and excluded fields carried through from
     ``original`` (a request writing them is refused first)."""
-    carries = original is not None and _is_model_class(type(original))
-    if carries:
-        refusals = _opaque_refusals(original, before_json, merged_json, report.changes, name)
-        if refusals:
-            raise PayloadValidationError(
-                f"The change request writes fields of {name} it cannot change: "
-                + "; ".join(m for _, m in refusals[:10]),
-                errors=refusals,
-                payload=merged_json,
-            )
+    carry = (
+        _plan_carry(original, before_json, merged_json, report.changes, name)
+        if original is not None and _is_model_class(type(original))
+        else None
+    )
+    if carry is not None and carry.refusals:
+        raise _opaque_error(name, carry.refusals, merged_json)
     prepared = _strip_computed(payload_type, merged_json)
     try:
         value = adapter(payload_type).validate_python(prepared)
@@ -300,9 +297,22 @@ def _validate(
             errors=errors,
             payload=merged_json,
         ) from exc
-    if carries:
-        _restore_opaque(original, value, report.changes)
+    if carry is not None:
+        refusals = _restore_opaque(value, carry, name)
+        if refusals:
+            raise _opaque_error(name, refusals, merged_json)
     return value
+
+
+def _opaque_error(
+    name: str, refusals: list[tuple[PayloadPath, str]], merged_json: Any
+) -> PayloadValidationError:
+    return PayloadValidationError(
+        f"The change request writes fields of {name} it cannot change: "
+        + "; ".join(m for _, m in refusals[:10]),
+        errors=refusals,
+        payload=merged_json,
+    )
 
 
 def _lost_changes(
