@@ -35,7 +35,7 @@ anthropic = pytest.importorskip("anthropic")
 
 APIS = ("chat", "responses", "anthropic")
 MODES = ("sync", "async")
-TIMEOUT = 0.1  # client timeout (seconds); delayed answers wait longer than this
+TIMEOUT = 0.1  # the read timeout of a request the server holds (it waits longer than this)
 
 PAYLOAD: dict[str, Any] = {
     "status": "open",
@@ -73,8 +73,32 @@ def _model_name(api: str) -> str | None:
     return {"chat": "gpt-test", "anthropic": "claude-test", "responses": None}[api]
 
 
-def _client(server: FakeProviderServer, api: str, *, is_async: bool) -> Any:
-    kwargs = {"max_retries": 1, "timeout": TIMEOUT}
+SLOW_MACHINE_TIMEOUT = 60.0
+"""The timeout of every request the server answers at once: a loaded machine can take well
+over TIMEOUT to serve a good reply, which must never time out."""
+
+
+def _client(server: FakeProviderServer, api: str, *, is_async: bool, held: Any) -> Any:
+    """An SDK client whose requests number ``held(n)`` (n from 0) time out after TIMEOUT (the
+    server holds those); every other request has SLOW_MACHINE_TIMEOUT."""
+    sdk = anthropic if api == "anthropic" else openai
+    sent = [0]
+
+    def short(request: Any) -> None:
+        if held(sent[0]):
+            request.extensions["timeout"] = {**request.extensions["timeout"], "read": TIMEOUT}
+        sent[0] += 1
+
+    async def ashort(request: Any) -> None:
+        short(request)
+
+    hooks = {"request": [ashort if is_async else short]}
+    http_class = sdk.DefaultAsyncHttpxClient if is_async else sdk.DefaultHttpxClient
+    kwargs = {
+        "max_retries": 1,
+        "timeout": SLOW_MACHINE_TIMEOUT,
+        "http_client": http_class(verify=False, event_hooks=hooks),
+    }
     if api == "anthropic":
         return server.anthropic_client(async_client=is_async, **kwargs)
     return server.openai_client(async_client=is_async, **kwargs)
@@ -88,17 +112,25 @@ def _model(api: str, client: Any) -> Any:
     return client
 
 
-def _run(server: FakeProviderServer, api: str, mode: str, payload: Any, **agent_kwargs: Any) -> Any:
-    """Run one agent; return the result payload or the raised AgentPayloadError."""
+def _run(
+    server: FakeProviderServer,
+    api: str,
+    mode: str,
+    payload: Any,
+    held: Any = lambda n: False,
+    **agent_kwargs: Any,
+) -> Any:
+    """Run one agent; return the result payload or the raised AgentPayloadError. ``held(n)``:
+    whether the server holds the client's request number n (it then times out)."""
     agent_kwargs.setdefault("max_retries", 1)
     agent_kwargs.setdefault("model_name", _model_name(api))
     try:
         if mode == "sync":
-            with _client(server, api, is_async=False) as sdk:
+            with _client(server, api, is_async=False, held=held) as sdk:
                 return PayloadAgent(_model(api, sdk), **agent_kwargs).run(payload, "close it")
 
         async def main() -> Any:
-            async with _client(server, api, is_async=True) as sdk:
+            async with _client(server, api, is_async=True, held=held) as sdk:
                 agent = AsyncPayloadAgent(_model(api, sdk), **agent_kwargs)
                 return await agent.run(payload, "close it")
 
@@ -118,7 +150,7 @@ def test_one_fault_then_a_good_reply(api: str, mode: str, fault: str, serve: Ser
     make, outcome = FAULTS[fault]
     payload = copy.deepcopy(PAYLOAD)
     with serve([make(), GOOD]) as server:
-        result = _run(server, api, mode, payload)
+        result = _run(server, api, mode, payload, held=lambda n: fault == "timeout" and n == 0)
         assert server.errors == []
     assert payload == PAYLOAD
     if outcome == "recovers":
@@ -141,7 +173,7 @@ def test_a_fault_that_persists(api: str, mode: str, fault: str, serve: Serve) ->
     make, _ = FAULTS[fault]
     payload = copy.deepcopy(PAYLOAD)
     with serve([make() for _ in range(6)]) as server:
-        result = _run(server, api, mode, payload)
+        result = _run(server, api, mode, payload, held=lambda n: fault == "timeout")
     assert payload == PAYLOAD
     assert isinstance(result, ProviderError | RetriesExhaustedError), result
     if fault.startswith("reply-"):
@@ -198,8 +230,10 @@ def test_random_fault_sequences(api: str, serve: Serve) -> None:
     outcomes: Counter[str] = Counter()
     for _ in range(12):
         payload = copy.deepcopy(PAYLOAD)
-        with serve(_random_script(rng, 6)) as server:
-            result = _run(server, api, rng.choice(MODES), payload)
+        script = _random_script(rng, 6)
+        delays = [isinstance(item, Fault) and item.kind == "delay" for item in script]
+        with serve(script) as server:
+            result = _run(server, api, rng.choice(MODES), payload, held=delays.__getitem__)
         assert payload == PAYLOAD
         if isinstance(result, Exception):
             assert isinstance(result, ProviderError | RetriesExhaustedError), result
