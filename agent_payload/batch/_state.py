@@ -6,9 +6,10 @@ judgement."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
+import os
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from agent_payload.result import AgentResult
 from agent_payload.usage import Usage
 
 __all__ = [
+    "APPLICATION_ID",
     "FORMAT_VERSION",
     "SCHEMA",
     "BatchItemResult",
@@ -42,6 +44,8 @@ Status = Literal["pending", "done", "failed"]
 Phase = Literal["prepared", "submitted", "polling", "collected", "finished"]
 
 FORMAT_VERSION = 1
+APPLICATION_ID = 0x61706A62  # b"apjb": SQLite's application_id, in the file's header
+_HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -64,7 +68,9 @@ CREATE TABLE IF NOT EXISTS items (
     change_request TEXT,
     report TEXT,
     error TEXT,
-    problems TEXT
+    problems TEXT,
+    failure TEXT,
+    retry_base INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS items_status ON items (status, in_round);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -73,6 +79,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     state TEXT NOT NULL,
     batch_id TEXT,
     submitting_at REAL,
+    ended_status TEXT,
+    message TEXT,
     PRIMARY KEY (round, chunk)
 );
 CREATE TABLE IF NOT EXISTS requests (
@@ -95,8 +103,9 @@ CREATE TABLE IF NOT EXISTS replies (
 
 
 class BatchStateError(AgentPayloadError):
-    """The state file cannot be used as it is (another format, another job's model, or a
-    submission whose fate the provider cannot tell unambiguously). Nothing was sent."""
+    """The state file cannot be used as it is (not a job's file, damaged, another job's model,
+    another ``run()`` holding it, or a submission whose fate the provider cannot tell
+    unambiguously). The message names the file; nothing was sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,21 +151,14 @@ def type_name(kind: type) -> str:
 
 
 def resolve_type(name: str, types: Mapping[str, type]) -> type:
+    """The payload type a state file names, from the job's own types only: a name read from the
+    file is never imported (a state file must not choose the code that runs)."""
     if name in types:
         return types[name]
-    module, _, qualname = name.partition(":")
-    try:
-        node: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            node = getattr(node, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(
-            f"BatchJob: the payload type {name} cannot be imported; define it at module level, "
-            "or pass it in BatchJob(types=[...])"
-        ) from exc
-    if not isinstance(node, type):
-        raise ConfigurationError(f"BatchJob: {name} is not a type")
-    return node
+    raise ConfigurationError(
+        f"BatchJob: the state file holds payloads of type {name}, which this job does not know; "
+        "pass it in BatchJob(types=[...]) (types named in a state file are never imported)"
+    )
 
 
 def dumps(value: Any) -> str:
@@ -218,43 +220,128 @@ def problems_json(error: BaseException) -> str:
     )
 
 
+_COLUMNS = {  # added to a file written before they existed
+    "items": (
+        ("cached_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+        ("cache_write_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+        ("failure", "TEXT"),
+        ("retry_base", "INTEGER NOT NULL DEFAULT 0"),
+    ),
+    "chunks": (("ended_status", "TEXT"), ("message", "TEXT")),
+}
+
+
 class StateFile:
     """The job's SQLite file (WAL mode): opened or created, checked against the job's model and
-    mode, and every read or write the job makes that is not a judgement."""
+    mode, and every read or write the job makes that is not a judgement.
+
+    A file that exists is first checked from its header, without opening it as a database:
+    SQLite's ``application_id`` must be this format's (``APPLICATION_ID``), so another
+    application's database is refused with its bytes unchanged."""
 
     def __init__(self, path: Path, model: str, mode: str) -> None:
         self.path = path
         self.mode = mode
+        self._lease: Any = None
+        created = self._check_header()
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
-            self._add_cache_columns()
-        except sqlite3.DatabaseError as exc:
-            raise BatchStateError(f"{self.path}: not a usable batch state file ({exc})") from exc
-        self._check_meta(model)
+        except sqlite3.Error as exc:
+            raise BatchStateError(f"{self.path}: cannot open the state file ({exc})") from exc
+        try:
+            with self.guard("its tables"):
+                if created:
+                    # The marker goes into the header before WAL mode, so that it is in the
+                    # main file from the first write on (the header check reads only that).
+                    self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                with self.tx() as db:
+                    for statement in filter(str.strip, SCHEMA.split(";")):
+                        db.execute(statement)
+                    self._add_columns()
+                self._check_meta(model)
+        except BaseException:
+            self.db.close()
+            raise
 
-    def _add_cache_columns(self) -> None:
-        """A state file written before the cache counts existed gets their columns (0)."""
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(items)")}
-        for column in ("cached_input_tokens", "cache_write_input_tokens"):
-            if column not in columns:
-                self.db.execute(f"ALTER TABLE items ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    def _check_header(self) -> bool:
+        """True when the file is new (missing or empty); ``BatchStateError`` unless its
+        header says it is a batch state file."""
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(100)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            raise BatchStateError(
+                f"{self.path}: cannot read the state file ({exc.strerror or exc})"
+            ) from exc
+        if not header:
+            return True
+        if not header.startswith(_HEADER) or len(header) < 72:
+            raise BatchStateError(
+                f"{self.path}: not a batch state file (not an SQLite database); it was left as "
+                "it is. Give --state / BatchJob a new path or the job's own file"
+            )
+        found = int.from_bytes(header[68:72], "big")
+        if found != APPLICATION_ID:
+            raise BatchStateError(
+                f"{self.path}: an SQLite database of another application (application_id "
+                f"{found:#x}, a batch state file has {APPLICATION_ID:#x}); it was left as it "
+                "is. Give --state / BatchJob a new path or the job's own file"
+            )
+        return False
+
+    @contextlib.contextmanager
+    def guard(self, what: str, *, decoding: bool = True) -> Iterator[None]:
+        """Turn an error of the file (SQLite, or with ``decoding`` a JSON column that does not
+        decode) into a ``BatchStateError`` naming the file and what was being read."""
+        kinds: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
+        if decoding:
+            kinds = (sqlite3.DatabaseError, ValueError, KeyError, TypeError)
+        try:
+            yield
+        except AgentPayloadError:
+            raise
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise BatchStateError(
+                    f"{self.path}: the state file is locked by another process ({exc}) while "
+                    f"reading {what}; run again when it is done"
+                ) from exc
+            raise self._damaged(what, exc) from exc
+        except kinds as exc:
+            raise self._damaged(what, exc) from exc
+
+    def _damaged(self, what: str, exc: BaseException) -> BatchStateError:
+        return BatchStateError(
+            f"{self.path}: {what} cannot be read ({type(exc).__name__}: {exc}); the state file "
+            "is damaged or was changed by another program. Restore it from a copy, or start a "
+            "new state file"
+        )
+
+    def _add_columns(self) -> None:
+        for table, columns in _COLUMNS.items():
+            present = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            for column, kind in columns:
+                if column not in present:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def _check_meta(self, model: str) -> None:
         meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
         if not meta:
             with self.tx():
                 self.db.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
+                    "INSERT OR IGNORE INTO meta VALUES (?, ?)",
                     [
                         ("format_version", str(FORMAT_VERSION)),
                         ("model", model),
                         ("mode", self.mode),
+                        ("tag", os.urandom(6).hex()),
                     ],
                 )
-            return
+            meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format_version") != str(FORMAT_VERSION):
             raise BatchStateError(
                 f"{self.path}: state format {meta.get('format_version')!r}, this version reads "
@@ -266,6 +353,12 @@ class StateFile:
                 f"was reopened with {model} in {self.mode} mode. Resume with the same agent, or "
                 "start a new state file"
             )
+        tag = meta.get("tag")
+        if not tag or not tag.isalnum():
+            raise self._damaged("the job's tag", ValueError(f"tag {tag!r}"))
+        self.tag = tag
+        """The job's own random tag: in every custom id and batch tag, so that no other job's
+        batch or reply is ever taken for this job's."""
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -278,16 +371,44 @@ class StateFile:
         self.db.execute("COMMIT")
 
     def close(self) -> None:
+        self.release()
         self.db.close()
 
-    def job_tag(self) -> str:
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'tag'").fetchone()
-        if row:
-            return str(row[0])
-        tag = f"{time.time_ns():x}"
-        with self.tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('tag', ?)", (tag,))
-        return self.job_tag()
+    # -- the lease: one run() at a time --
+
+    def lease(self) -> None:
+        """Take the job's exclusive lease (an OS lock on ``<state>.lock``, released when the
+        process ends, however it ends): ``BatchStateError`` when another ``run()`` holds it."""
+        if self._lease is not None:
+            return
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
+        except OSError as exc:
+            raise BatchStateError(
+                f"{self.path}: cannot open its lock file {lock_path} ({exc.strerror or exc})"
+            ) from exc
+        try:
+            _lock(handle)
+        except OSError as exc:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise BatchStateError(
+                f"{self.path}: another run() of this job holds it ({holder}); two runners would "
+                "submit every request twice. Wait for that one to finish (or stop it: its work "
+                "is saved) and run again"
+            ) from exc
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}")
+        handle.flush()
+        self._lease = handle
+
+    def release(self) -> None:
+        if self._lease is not None:
+            handle, self._lease = self._lease, None
+            handle.close()  # closing the file releases the lock
 
     def record_batch(self, rnd: int, chunk: int, batch_id: str) -> None:
         with self.tx() as db:
@@ -310,42 +431,58 @@ class StateFile:
 
     def results(self, types: Mapping[str, type]) -> Iterator[BatchItemResult]:
         """Every item in the order added."""
-        cursor = self.db.execute(
-            "SELECT id, status, payload, model_type, result, change_request, report, attempts, "
-            "input_tokens, output_tokens, error, problems, cached_input_tokens, "
-            "cache_write_input_tokens FROM items ORDER BY seq"
+        last = 0
+        while True:
+            with self.guard("the items"):
+                rows = self.db.execute(
+                    "SELECT seq, id, status, payload, model_type, result, change_request, "
+                    "report, attempts, input_tokens, output_tokens, error, problems, "
+                    "cached_input_tokens, cache_write_input_tokens FROM items WHERE seq > ? "
+                    "ORDER BY seq LIMIT 500",
+                    (last,),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                last = row[0]
+                with self.guard(f"item {row[1]!r}"):
+                    item = self._result(row[1:], types)
+                yield item
+
+    @staticmethod
+    def _result(row: tuple[Any, ...], types: Mapping[str, type]) -> BatchItemResult:
+        (
+            item_id,
+            status,
+            payload,
+            model_type,
+            result,
+            request,
+            report,
+            attempts,
+            tokens_in,
+            tokens_out,
+            error,
+            problems,
+            cached,
+            written,
+        ) = row
+        data = json.loads(result if result is not None else payload)
+        if model_type is not None:
+            data = resolve_type(model_type, types).model_validate(data)  # type: ignore[attr-defined]
+        if status not in ("pending", "done", "failed"):
+            raise ValueError(f"status {status!r}")
+        return BatchItemResult(
+            id=item_id,
+            status=status,
+            payload=data,
+            change_request=json.loads(request) if request else None,
+            report=json.loads(report) if report else None,
+            attempts=attempts,
+            usage=Usage(tokens_in, tokens_out, attempts, cached, written),
+            error=error,
+            problems=tuple(json.loads(problems)) if problems else (),
         )
-        for row in cursor:
-            (
-                item_id,
-                status,
-                payload,
-                model_type,
-                result,
-                request,
-                report,
-                attempts,
-                tokens_in,
-                tokens_out,
-                error,
-                problems,
-                cached,
-                written,
-            ) = row
-            data = json.loads(result if result is not None else payload)
-            if model_type is not None:
-                data = resolve_type(model_type, types).model_validate(data)  # type: ignore[attr-defined]
-            yield BatchItemResult(
-                id=item_id,
-                status=status,
-                payload=data,
-                change_request=json.loads(request) if request else None,
-                report=json.loads(report) if report else None,
-                attempts=attempts,
-                usage=Usage(tokens_in, tokens_out, attempts, cached, written),
-                error=error,
-                problems=tuple(json.loads(problems)) if problems else (),
-            )
 
     def progress(self, phase: Phase, prices: Mapping[str, float] | None) -> BatchProgress:
         """The counts now."""
@@ -382,3 +519,15 @@ class StateFile:
             usage=Usage(tokens_in, tokens_out, attempts, cached, written),
             cost=cost,
         )
+
+
+def _lock(handle: Any) -> None:
+    """Lock an open file exclusively without waiting (``OSError`` when it is held)."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
