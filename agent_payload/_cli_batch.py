@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data
 from agent_payload.agent import AsyncPayloadAgent, PayloadAgent
-from agent_payload.providers import infer_model
+from agent_payload.errors import ProviderError, UsageError
+from agent_payload.providers import close_client, infer_model
 
 if TYPE_CHECKING:  # imported when the command runs: `agent-payload --help` needs no SQLite
     from agent_payload.batch import BatchJob, BatchProgress
 
 __all__ = ["add_parser"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class _InputError(Exception):
@@ -46,8 +47,12 @@ def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
         "      --state job.sqlite -o results.jsonl   # vLLM, Ollama, LiteLLM: no batch API\n\n"
         'each line of the output: {"id", "status" (done | failed | pending), "payload", '
         '"change_request",\n"attempts", "usage", "error"}.\n\n'
-        "exit status: 0 every item done; 1 some item failed or is still pending; 2 usage or "
-        "input error.",
+        "an interrupted run (Ctrl-C, a provider error) keeps its state: run the same command "
+        "again to resume.\nitems that failed for want of a reply (an outage) are sent again by "
+        "the next run;\n--retry-failed sends the items the model failed again too.\n\n"
+        "exit status: 0 every item done; 1 some item failed or is still pending, or a provider "
+        "error; 2 usage or input error (bad --input, a changed item, a --state file that is "
+        "not this job's or is in use, a missing SDK); 130 interrupted.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     batch.add_argument(
@@ -87,15 +92,25 @@ def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
         default="text",
         help="how the model returns the change request (default: text)",
     )
+    batch.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="send the items that failed (the model's replies never passed) again, each with a "
+        "fresh correction budget",
+    )
     batch.add_argument("--no-progress", action="store_true", help="no progress display")
     batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr, error))
 
 
-def _items(path: str) -> Iterator[dict[str, Any]]:
+def _items(path: str) -> list[dict[str, Any]]:
+    """The items of ``path``; every bad line is named at once (``_InputError``)."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
     except OSError as exc:
         raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    items: list[dict[str, Any]] = []
+    problems: list[str] = []
+    first: dict[str, int] = {}
     with handle:
         try:
             for number, line in enumerate(handle, 1):
@@ -109,47 +124,89 @@ def _items(path: str) -> Iterator[dict[str, Any]]:
                     raise _InputError(
                         f"{path}, line {number}: expected an object with id, payload and task"
                     )
-                if not isinstance(item["id"], str):
-                    item["id"] = str(item["id"])
-                yield item
+                item_id = item["id"]
+                if not isinstance(item_id, str):
+                    problems.append(
+                        f"{path}, line {number}: the id must be a string, found "
+                        f"{json.dumps(item_id)}"
+                    )
+                elif not item_id:
+                    problems.append(f"{path}, line {number}: the id is empty")
+                elif item_id in first:
+                    problems.append(
+                        f"{path}, line {number}: the id {item_id!r} was given on line "
+                        f"{first[item_id]} already"
+                    )
+                else:
+                    first[item_id] = number
+                items.append(item)
         except UnicodeDecodeError as exc:
             raise _InputError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    if problems:
+        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        raise _InputError(
+            "every item needs an id of its own, a non-empty string:\n  " + "\n  ".join(shown)
+        )
+    return items
 
 
 def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Exception]) -> int:
-    from agent_payload.batch import BatchJob
+    from agent_payload.batch import BatchJob, BatchStateError
 
     if args.concurrent is not None and args.concurrent < 1:
         raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None
     try:
-        items = list(_items(args.input))
+        items = _items(args.input)
     except _InputError as exc:
         raise error(str(exc)) from exc
-    model = infer_model(args.model, async_client=concurrent)
-    options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
-    agent = AsyncPayloadAgent(model, **options) if concurrent else PayloadAgent(model, **options)
     show = _Progress(stderr, len(items), enabled=not args.no_progress)
-    with BatchJob(
-        agent,
-        args.state,
-        mode="concurrent" if concurrent else "batch",
-        concurrency=args.concurrent or 32,
-    ) as job:
-        added = job.add_many(items)
-        if added < len(items):
-            stderr.write(
-                f"resuming {args.state}: {len(items) - added} item(s) already in the job\n"
-            )
+    model: Any = None
+    try:
+        model = infer_model(args.model, async_client=concurrent)
+        options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
+        agent = AsyncPayloadAgent(model, **options) if concurrent else PayloadAgent(model, **options)
+        job = BatchJob(
+            agent,
+            args.state,
+            mode="concurrent" if concurrent else "batch",
+            concurrency=args.concurrent or 32,
+        )
+    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
+        raise error(str(exc)) from exc
+    with job:
         try:
+            added = job.add_many(items)
+            if added < len(items):
+                stderr.write(
+                    f"resuming {args.state}: {len(items) - added} item(s) already in the job\n"
+                )
+            if args.retry_failed:
+                stderr.write(f"{job.retry_failed()} failed item(s) sent again\n")
             if concurrent:
                 final = asyncio.run(_arun(job, model, args.max_rounds, show))
             else:
                 final = job.run(
                     poll_interval=args.poll_interval, max_rounds=args.max_rounds, progress=show
                 )
+        except (UsageError, BatchStateError) as exc:
+            raise error(str(exc)) from exc
+        except KeyboardInterrupt:
+            stderr.write(
+                f"\ninterrupted; the job's state is saved in {args.state}: run the same command "
+                "again to resume (nothing is submitted or applied twice)\n"
+            )
+            return EXIT_INTERRUPTED
+        except ProviderError as exc:
+            stderr.write(
+                f"provider error: {exc}\nthe job's state is saved in {args.state}: run the "
+                "same command again to resume\n"
+            )
+            return EXIT_FAILED
         finally:
             show.close()
+            if not concurrent:
+                close_client(model)
         lines = [
             json.dumps(
                 {
@@ -213,13 +270,18 @@ class _Progress:
         if self.bar is not None:
             self.bar.n = p.done + p.failed
             self.bar.set_postfix(
-                round=p.round, failed=p.failed, pending=p.pending, tokens=p.usage.total_tokens
+                round=p.round,
+                failed=p.failed,
+                pending=p.pending,
+                tokens=p.usage.total_tokens,
+                batches=",".join(p.batches) or "-",
             )
             return
         if p.phase != "collected" or p.pending == 0:
+            batches = f" (batches {', '.join(p.batches)})" if p.batches else ""
             self.stream.write(
                 f"round {p.round} {p.phase}: {p.submitted} submitted, {p.done} done, "
-                f"{p.failed} failed, {p.pending} pending\n"
+                f"{p.failed} failed, {p.pending} pending{batches}\n"
             )
 
     def close(self) -> None:

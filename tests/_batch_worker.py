@@ -1,11 +1,12 @@
 """A batch job in a process of its own, for the tests that need two (``test_batch_jobs.py``).
 
-``python tests/_batch_worker.py SPEC``, SPEC a JSON object: ``api`` ("chat" | "anthropic"),
-``url`` (the fake server's), ``state``, ``job`` (a name the items carry, so that the model's
-answer says whose request it was), ``n`` (items), and optionally ``die_at_create`` (the process
-dies as it sends a batch create, after the job recorded "submitting") and ``hold`` (at the first
-"polling" step it prints ``holding`` and waits for a line on stdin). It prints one JSON line:
-``{"results": [[id, status, payload, error], ...]}`` or ``{"error": "..."}`` (exit 3).
+``python tests/_batch_worker.py SPEC`` runs ``run(spec)`` and prints its outcome as one JSON
+line (exit 3 for an error). SPEC: ``api`` ("chat" | "anthropic"), ``url`` (the fake server's),
+``state``, ``job`` (a name the items carry, so that the model's answer says whose request it
+was), ``n`` (items), and optionally ``die_at_create`` (the process dies as it sends a batch
+create, after the job recorded "submitting") and ``hold`` (at the first "polling" step it
+prints ``holding`` and waits for a line on stdin). The outcome: ``{"results": [[id, status,
+payload, error], ...]}`` or ``{"error": "..."}``.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def _model(spec: dict[str, Any]) -> Any:
     return OpenAIChatModel(client, "gpt-fake")
 
 
-def main() -> int:
-    spec = json.loads(sys.argv[1])
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the job SPEC describes; its results, or the error that stopped it."""
     held = [False]
 
     def progress(p: BatchProgress) -> None:
@@ -70,16 +71,22 @@ def main() -> int:
             print("holding", flush=True)
             sys.stdin.readline()
 
+    model = _model(spec)
     try:
-        with BatchJob(PayloadAgent(_model(spec)), spec["state"]) as job:
+        with BatchJob(PayloadAgent(model), spec["state"]) as job:
             job.add_many(job_items(spec["job"], spec["n"]))
             job.run(poll_interval=0, progress=progress)
-            results = [[r.id, r.status, r.payload, r.error] for r in job.results()]
+            return {"results": [[r.id, r.status, r.payload, r.error] for r in job.results()]}
     except AgentPayloadError as exc:
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
-        return 3
-    print(json.dumps({"results": results}), flush=True)
-    return 0
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        model.client.close()
+
+
+def main() -> int:
+    outcome = run(json.loads(sys.argv[1]))
+    print(json.dumps(outcome), flush=True)
+    return 3 if "error" in outcome else 0
 
 
 if __name__ == "__main__":

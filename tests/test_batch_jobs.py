@@ -29,6 +29,8 @@ from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.providers.anthropic import AnthropicModel
 from agent_payload.providers.openai import OpenAIChatModel
 from agent_payload.testing import FakeProviderServer, FakeRequest
+from tests._batch_worker import DIED_AT_CREATE, job_items
+from tests._batch_worker import run as run_job
 
 ROOT = Path(agent_payload.__file__).resolve().parent.parent  # children import the same code
 WORKER = Path(__file__).with_name("_batch_worker.py")
@@ -80,32 +82,23 @@ def worker(spec: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def outcome(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert done.stdout.strip(), done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
 # -- 1. another job's batch is never adopted ---------------------------------------------------
 
 
 @pytest.mark.parametrize("api", ["chat", "anthropic"])
 def test_a_job_never_adopts_another_jobs_batch(tmp_path: Path, api: str) -> None:
-    """Job A dies between recording "submitting" and its create call; job B (another process,
-    the same number of items, the same item ids) then submits and finishes on the same account.
-    A, run again, must not take B's batch for its own: its items are signed by A, and it
-    submitted a batch of its own."""
+    """Job A's process dies between recording "submitting" and its create call; job B (another
+    process, the same number of items, the same item ids) then submits and finishes on the same
+    account. A, run again, must not take B's batch for its own: its items are signed by A, and
+    it submitted a batch of its own."""
     with FakeProviderServer(handler=sign) as server:
         spec = {"api": api, "url": server.url, "n": 4}
         died = worker({**spec, "state": str(tmp_path / "a.sqlite"), "job": "A", "die_at_create": 1})
-        assert died.returncode == 17, died.stderr
-        b = worker({**spec, "state": str(tmp_path / "b.sqlite"), "job": "B"})
-        assert b.returncode == 0, b.stderr
-        assert {r[2]["by"] for r in outcome(b)["results"]} == {"B"}
-        a = worker({**spec, "state": str(tmp_path / "a.sqlite"), "job": "A"})
-        assert a.returncode == 0, a.stderr
-        results = outcome(a)["results"]
-        assert [(r[0], r[1], r[2]["by"]) for r in results] == [
+        assert died.returncode == DIED_AT_CREATE, died.stderr
+        b = run_job({**spec, "state": str(tmp_path / "b.sqlite"), "job": "B"})
+        assert {r[2]["by"] for r in b["results"]} == {"B"}
+        a = run_job({**spec, "state": str(tmp_path / "a.sqlite"), "job": "A"})
+        assert [(r[0], r[1], r[2]["by"]) for r in a["results"]] == [
             (f"item-{i}", "done", "A") for i in range(4)
         ]
         assert server.batches_created == 2
@@ -113,76 +106,67 @@ def test_a_job_never_adopts_another_jobs_batch(tmp_path: Path, api: str) -> None
 
 
 def test_an_ended_batch_that_cannot_tell_whose_it_is_is_named_not_adopted(tmp_path: Path) -> None:
-    """Anthropic batches carry no metadata: a candidate of the right size and time whose
-    results name no custom id (every line unreadable) is ambiguous: BatchStateError naming it,
+    """Anthropic batches carry no metadata: candidates of the right size and time whose results
+    name no custom id (every line unreadable) are ambiguous: BatchStateError naming them,
     nothing adopted, nothing submitted."""
     with FakeProviderServer(handler=sign) as server:
         spec = {"api": "anthropic", "url": server.url, "n": 3}
         died = worker({**spec, "state": str(tmp_path / "a.sqlite"), "job": "A", "die_at_create": 1})
-        assert died.returncode == 17, died.stderr
+        assert died.returncode == DIED_AT_CREATE, died.stderr
         server.batch_result_line = lambda line: line[:12]
-        b = worker({**spec, "state": str(tmp_path / "b.sqlite"), "job": "B"})
-        assert b.returncode == 0, b.stderr
-        a = worker({**spec, "state": str(tmp_path / "a.sqlite"), "job": "A"})
-        assert a.returncode == 3
-        error = outcome(a)["error"]
-        assert error.startswith("BatchStateError: ") and "a.sqlite" in error
-        assert "msgbatch_" in error and "adopt_batch()" in error
+        b = run_job({**spec, "state": str(tmp_path / "b.sqlite"), "job": "B"})
+        assert {r[1] for r in b["results"]} == {"failed"}
         assert server.batches_created == 3  # B's: its lines unreadable, B tried three times
+        error = run_job({**spec, "state": str(tmp_path / "a.sqlite"), "job": "A"})["error"]
+        assert error.startswith("BatchStateError: ") and "a.sqlite" in error
+        assert error.count("msgbatch_") == 3 and "adopt_batch()" in error
+        assert server.batches_created == 3
 
 
 # -- 2. one runner per state file --------------------------------------------------------------
 
 
-def test_a_second_runner_on_the_same_state_file_is_refused(tmp_path: Path) -> None:
-    """A runner holds the job (waiting on its batch) while the same command is started again
-    (an overlapping cron): the second one exits 2 with a BatchStateError that names the file
-    and the holder; no raw IntegrityError, and the batch is submitted once."""
+def test_a_second_runner_on_the_same_state_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runner (a process of its own) holds the job, waiting on its batch, while the same
+    command is run again (an overlapping cron): the second one exits 2 with a BatchStateError
+    naming the file and the holder; no raw IntegrityError, and the batch is submitted once."""
+    from agent_payload.cli import main
+
     state = tmp_path / "job.sqlite"
+    inputs = tmp_path / "items.jsonl"
+    inputs.write_text("".join(json.dumps(i) + "\n" for i in job_items("A", 5)))
     with FakeProviderServer(handler=sign) as server:
         server.batch_polls = 1
-        first = subprocess.Popen(
-            [sys.executable, str(WORKER), json.dumps(
-                {"api": "chat", "url": server.url, "state": str(state), "job": "A", "n": 5,
-                 "hold": 1}
-            )],  # fmt: skip
+        spec = {"api": "chat", "url": server.url, "state": str(state), "job": "A", "n": 5}
+        with subprocess.Popen(
+            [sys.executable, str(WORKER), json.dumps({**spec, "hold": 1})],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env(),
-        )
-        assert first.stdout is not None and first.stdin is not None
-        try:
-            assert first.stdout.readline().strip() == "holding"
-            inputs = tmp_path / "items.jsonl"
-            sys.path.insert(0, str(WORKER.parent))
+        ) as first:
             try:
-                from _batch_worker import job_items
+                assert first.stdout is not None and first.stdout.readline() == "holding\n"
+                monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+                monkeypatch.setenv("OPENAI_API_KEY", "test")
+                err = io.StringIO()
+                second = main(
+                    ["batch", "--model", "openai:gpt-fake", "--input", str(inputs), "--state",
+                     str(state), "-o", str(tmp_path / "o.jsonl"), "--poll-interval", "0"],
+                    stderr=err,
+                )  # fmt: skip
+                out, errors = first.communicate("\n")
             finally:
-                sys.path.pop(0)
-            inputs.write_text("".join(json.dumps(i) + "\n" for i in job_items("A", 5)))
-            second = subprocess.run(
-                [sys.executable, "-m", "agent_payload", "batch", "--model", "openai:gpt-fake",
-                 "--input", str(inputs), "--state", str(state), "-o", str(tmp_path / "o.jsonl"),
-                 "--poll-interval", "0"],  # fmt: skip
-                capture_output=True,
-                text=True,
-                env={**env(), "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "t"},
-                check=False,
-            )
-            first.stdin.write("\n")
-            first.stdin.flush()
-            out, err = first.communicate()
-        finally:
-            if first.poll() is None:
-                first.kill()
-                first.wait()
-        assert second.returncode == 2, second.stderr
-        assert "job.sqlite: another run() of this job holds it" in second.stderr
-        assert f"process {first.pid}" in second.stderr
-        assert "Traceback" not in second.stderr and "IntegrityError" not in second.stderr
-        assert first.returncode == 0, err
+                if first.poll() is None:
+                    first.kill()
+        assert second == 2, err.getvalue()
+        assert "job.sqlite: another run() of this job holds it" in err.getvalue()
+        assert f"process {first.pid}" in err.getvalue()
+        assert "IntegrityError" not in err.getvalue()
+        assert first.returncode == 0, errors
         assert {r[2]["by"] for r in json.loads(out.splitlines()[-1])["results"]} == {"A"}
         assert server.batches_created == 1
         assert len(server.batch_requests) == 5
@@ -506,21 +490,20 @@ def test_cli_ctrl_c_says_the_state_is_saved_and_progress_names_the_batches(
                 "--input", str(inputs), "--state", str(state), "-o", str(tmp_path / "o.jsonl"),
                 "--poll-interval", "0.01"]  # fmt: skip
         run_env = {**env(), "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "t"}
-        proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=run_env)
-        assert proc.stderr is not None
         seen = []
-        try:
-            for line in proc.stderr:
-                seen.append(line)
-                if "polling" in line:
-                    break
-            proc.send_signal(signal.SIGINT)
-            rest = proc.stderr.read()
-            proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=run_env) as proc:
+            assert proc.stderr is not None
+            try:
+                for line in proc.stderr:
+                    seen.append(line)
+                    if "polling" in line:
+                        break
+                proc.send_signal(signal.SIGINT)
+                rest = proc.stderr.read()
                 proc.wait()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
         assert proc.returncode == 130
         assert "batch_" in "".join(seen) and "fake" in "".join(seen)
         assert f"interrupted; the job's state is saved in {state}" in rest

@@ -122,6 +122,8 @@ class BatchProgress:
     usage: Usage
     cost: float | None = None
     """Estimated cost in the currency of ``prices`` (None without prices)."""
+    batches: tuple[str, ...] = ()
+    """The provider's ids of this round's batches submitted so far (batch mode)."""
 
     @property
     def total(self) -> int:
@@ -500,6 +502,14 @@ class StateFile:
             "WHERE c.state != 'prepared'"
         ).fetchone()
         (rnd,) = self.db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
+        batches = tuple(
+            batch_id
+            for (batch_id,) in self.db.execute(
+                "SELECT batch_id FROM chunks WHERE round = ? AND batch_id IS NOT NULL "
+                "ORDER BY chunk",
+                (rnd,),
+            )
+        )
         cost = None
         if prices is not None:
             price_in = prices.get("input", 0.0)
@@ -518,6 +528,7 @@ class StateFile:
             pending=counts.get("pending", 0),
             usage=Usage(tokens_in, tokens_out, attempts, cached, written),
             cost=cost,
+            batches=batches,
         )
 
 
