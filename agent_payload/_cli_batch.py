@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload._files import atomic_write_text
@@ -143,9 +143,10 @@ def _items(path: str) -> list[dict[str, Any]]:
         except UnicodeDecodeError as exc:
             raise _InputError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     if problems:
-        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
         raise _InputError(
-            "every item needs an id of its own, a non-empty string:\n  " + "\n  ".join(shown)
+            "every item needs an id of its own, a non-empty string:\n  "
+            + "\n  ".join(problems[:20] + more)
         )
     return items
 
@@ -165,7 +166,8 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
     try:
         model = infer_model(args.model, async_client=concurrent)
         options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
-        agent = AsyncPayloadAgent(model, **options) if concurrent else PayloadAgent(model, **options)
+        kind = AsyncPayloadAgent if concurrent else PayloadAgent
+        agent = kind(model, **options)
         job = BatchJob(
             agent,
             args.state,

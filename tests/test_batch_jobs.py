@@ -22,7 +22,6 @@ import openai
 import pytest
 
 import agent_payload
-
 from agent_payload import AsyncPayloadAgent, PayloadAgent
 from agent_payload.batch import BatchJob, BatchProgress, BatchStateError
 from agent_payload.errors import ConfigurationError, UsageError
@@ -65,7 +64,7 @@ def sign(request: FakeRequest) -> str:
     """The model signs each item with the job its prompt names."""
     user = next(text for role, text in request.messages if role == "user")
     job = user.split('"job":"', 1)[1].split('"', 1)[0]
-    return '{"updateElements":{"by":"%s"}}' % job
+    return f'{{"updateElements":{{"by":"{job}"}}}}'
 
 
 def env() -> dict[str, str]:
@@ -335,18 +334,20 @@ def test_cli_duplicate_and_invalid_ids_are_a_usage_error(tmp_path: Path) -> None
 def test_a_changed_item_on_resume_is_refused(tmp_path: Path) -> None:
     """Resuming with another payload or task for a stored id is a UsageError naming the id
     and what changed; nothing is added. The same items again are skipped (0 new)."""
-    with FakeProviderServer(handler=lambda r: GOOD) as server:
-        with BatchJob(PayloadAgent(make_model(server, "chat")), tmp_path / "j.sqlite") as job:
-            assert job.add_many(items(3)) == 3
-            assert job.add_many(items(3)) == 0
-            changed = items(4)
-            changed[1]["payload"] = {"sku": 1, "price": 11}
-            changed[2]["task"] = "set the price to 30"
-            with pytest.raises(UsageError, match=r"'sku-1' \(payload\), 'sku-2' \(task\)"):
-                job.add_many(changed)
-            assert job.progress().total == 3
-            with pytest.raises(UsageError, match="items 1 and 2 have the same id 'x'"):
-                job.add_many([("x", {}, "t"), ("x", {}, "t")])
+    with (
+        FakeProviderServer(handler=lambda r: GOOD) as server,
+        BatchJob(PayloadAgent(make_model(server, "chat")), tmp_path / "j.sqlite") as job,
+    ):
+        assert job.add_many(items(3)) == 3
+        assert job.add_many(items(3)) == 0
+        changed = items(4)
+        changed[1]["payload"] = {"sku": 1, "price": 11}
+        changed[2]["task"] = "set the price to 30"
+        with pytest.raises(UsageError, match=r"'sku-1' \(payload\), 'sku-2' \(task\)"):
+            job.add_many(changed)
+        assert job.progress().total == 3
+        with pytest.raises(UsageError, match="items 1 and 2 have the same id 'x'"):
+            job.add_many([("x", {}, "t"), ("x", {}, "t")])
 
 
 def test_cli_changed_item_on_resume_is_exit_2(
@@ -384,9 +385,11 @@ def test_another_applications_database_is_refused_untouched(tmp_path: Path) -> N
         db.execute("INSERT INTO users (name) VALUES ('ada')")
     db.close()
     before = other.read_bytes()
-    with FakeProviderServer(handler=lambda r: GOOD) as server:
-        with pytest.raises(BatchStateError, match=r"app\.db: an SQLite database of another app"):
-            BatchJob(PayloadAgent(make_model(server, "chat")), other)
+    with (
+        FakeProviderServer(handler=lambda r: GOOD) as server,
+        pytest.raises(BatchStateError, match=r"app\.db: an SQLite database of another app"),
+    ):
+        BatchJob(PayloadAgent(make_model(server, "chat")), other)
     assert other.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
@@ -407,9 +410,11 @@ def test_a_damaged_state_file_is_a_batch_state_error(tmp_path: Path) -> None:
         assert len(data) > 4 * 4096
         data[4096 : len(data) - 100] = b"\xa5" * (len(data) - 4196)
         state.write_bytes(bytes(data))
-        with pytest.raises(BatchStateError, match=r"job\.sqlite: .*(damaged|cannot)"):
-            with BatchJob(PayloadAgent(make_model(server, "chat")), state) as job:
-                list(job.results())
+        with (
+            pytest.raises(BatchStateError, match=r"job\.sqlite: .*(damaged|cannot)"),
+            BatchJob(PayloadAgent(make_model(server, "chat")), state) as job,
+        ):
+            list(job.results())
 
 
 def test_a_damaged_column_is_a_batch_state_error(tmp_path: Path) -> None:
@@ -441,9 +446,11 @@ def test_a_type_named_in_the_state_is_never_imported(tmp_path: Path, monkeypatch
         with sqlite3.connect(state) as db:
             db.execute("UPDATE items SET model_type = 'planted_module:Thing'")
         db.close()
-        with BatchJob(PayloadAgent(make_model(server, "chat")), state) as job:
-            with pytest.raises(ConfigurationError, match=r"planted_module:Thing.*types=\[\.\.\.\]"):
-                list(job.results())
+        with (
+            BatchJob(PayloadAgent(make_model(server, "chat")), state) as job,
+            pytest.raises(ConfigurationError, match=r"planted_module:Thing.*types=\[\.\.\.\]"),
+        ):
+            list(job.results())
     assert not (tmp_path / "imported").exists()
     assert "planted_module" not in sys.modules
 

@@ -169,41 +169,8 @@ class BatchJob:
                 )
             seen[item_id] = number
             rows.append(row)
-        with self._file.guard("the items"), self._tx() as db:
-            new = []
-            changed = []
-            for row in rows:
-                stored = db.execute(
-                    "SELECT payload, task, model_type, payload_type FROM items WHERE id = ?",
-                    (row[0],),
-                ).fetchone()
-                if stored is None:
-                    new.append(row)
-                elif tuple(stored) != row[1:]:
-                    what = [
-                        name
-                        for name, old, given in zip(
-                            ("payload", "task", "payload type", "payload type"),
-                            stored,
-                            row[1:],
-                            strict=True,
-                        )
-                        if old != given
-                    ]
-                    changed.append(f"{row[0]!r} ({' and '.join(dict.fromkeys(what))})")
-            if changed:
-                shown = ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else "")
-                raise UsageError(
-                    f"{self.path}: {len(changed)} item(s) are already in the job with another "
-                    f"payload or task: {shown}. The job keeps what it was given first; give "
-                    "changed items new ids, or start a new state file"
-                )
-            db.executemany(
-                "INSERT INTO items (id, payload, task, model_type, payload_type) "
-                "VALUES (?, ?, ?, ?, ?)",
-                new,
-            )
-            return len(new)
+        with self._file.guard("the items"):
+            return self._file.add_items(rows)
 
     def _row(self, item_id: Any, payload: Any, task: Any, payload_type: Any) -> tuple[Any, ...]:
         if not isinstance(item_id, str) or not item_id:
@@ -235,18 +202,8 @@ class BatchJob:
         with the full correction budget (its earlier attempts stay counted in its usage).
         Returns how many. Items that failed for want of a reply are retried by ``run()``
         without this."""
-        with self._file.guard("the items"), self._leased(), self._tx() as db:
-            failed = db.execute("SELECT seq FROM items WHERE status = 'failed'").fetchall()
-            for (seq,) in failed:
-                (base,) = db.execute(
-                    "SELECT COALESCE(MAX(attempt), 0) FROM replies WHERE item_seq = ?", (seq,)
-                ).fetchone()
-                db.execute(
-                    "UPDATE items SET status = 'pending', in_round = NULL, retry_base = ?, "
-                    "transport_failures = 0, failure = NULL WHERE seq = ?",
-                    (base, seq),
-                )
-            return len(failed)
+        with self._file.guard("the items"), self._leased():
+            return self._file.retry_failed()
 
     def progress(self, phase: Phase = "finished") -> BatchProgress:
         """The counts now."""
@@ -354,22 +311,7 @@ class BatchJob:
         )
 
     def _transport_failure(self, seq: int, message: str) -> None:
-        (failures,) = self._db.execute(
-            "SELECT transport_failures FROM items WHERE seq = ?", (seq,)
-        ).fetchone()
-        failures += 1
-        if failures > self.max_transport_retries:
-            self._db.execute(
-                "UPDATE items SET status = 'failed', in_round = NULL, transport_failures = ?, "
-                "error = ?, failure = 'transport' WHERE seq = ?",
-                (failures, f"provider error after {failures} tries: {message}", seq),
-            )
-        else:
-            self._db.execute(
-                "UPDATE items SET in_round = NULL, transport_failures = ?, error = ? "
-                "WHERE seq = ?",
-                (failures, f"provider error (try {failures}, retried): {message}", seq),
-            )
+        self._file.transport_failure(seq, message, self.max_transport_retries)
 
     # -- rounds --
 
@@ -466,16 +408,9 @@ class BatchJob:
         stopped is continued as it was (so a resumed job ends as an uninterrupted one)."""
         self._poll_interval, self._progress = poll_interval, progress
         with self._file.guard("the job", decoding=False), self._leased():
-            with self._tx() as db:
-                if db.execute("SELECT 1 FROM meta WHERE key = 'run_open'").fetchone() is None:
-                    db.execute(
-                        "UPDATE items SET status = 'pending', transport_failures = 0, "
-                        "failure = NULL WHERE status = 'failed' AND failure = 'transport'"
-                    )
-                    db.execute("INSERT INTO meta VALUES ('run_open', '1')")
+            self._file.begin_run()
             yield
-            with self._tx() as db:
-                db.execute("DELETE FROM meta WHERE key = 'run_open'")
+            self._file.end_run()
 
     def _rounds(
         self, max_rounds: int | None, progress: Callable[[BatchProgress], Any] | None
@@ -627,18 +562,7 @@ class BatchJob:
                     unreadable.append(outcome.message)
                     continue
                 self._collect_line(custom_id, outcome, rnd)
-            ended_status, message = self._db.execute(
-                "SELECT ended_status, message FROM chunks WHERE round = ? AND chunk = ?",
-                (rnd, chunk),
-            ).fetchone()
-            if unreadable:
-                shown = "; ".join(unreadable[:3]) + ("; ..." if len(unreadable) > 3 else "")
-                reason = f"batch {batch_id}: no readable result for this request ({shown})"
-            elif ended_status not in (None, "completed", "ended"):
-                said = f": {message}" if message else " (the provider gave no reason)"
-                reason = f"batch {batch_id} {ended_status}{said}"
-            else:
-                reason = f"the batch ended without a result for this request (batch {batch_id})"
+            reason = self._file.lost_reason(rnd, chunk, batch_id, unreadable)
             with self._tx() as db:
                 for seq, custom_id in db.execute(
                     "SELECT item_seq, custom_id FROM requests "

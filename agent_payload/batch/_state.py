@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_payload.errors import AgentPayloadError, ConfigurationError
+from agent_payload.errors import AgentPayloadError, ConfigurationError, UsageError
 from agent_payload.providers.base import ModelReply
 from agent_payload.result import AgentResult
 from agent_payload.usage import Usage
@@ -411,6 +411,107 @@ class StateFile:
         if self._lease is not None:
             handle, self._lease = self._lease, None
             handle.close()  # closing the file releases the lock
+
+    # -- items --
+
+    def add_items(self, rows: list[tuple[Any, ...]]) -> int:
+        """Insert the new items (``(id, payload, task, model_type, payload_type)`` rows) in
+        one transaction; how many were new. An id stored with anything different is a
+        ``UsageError`` naming the ids and what changed, and nothing is added."""
+        with self.tx() as db:
+            new = []
+            changed = []
+            for row in rows:
+                stored = db.execute(
+                    "SELECT payload, task, model_type, payload_type FROM items WHERE id = ?",
+                    (row[0],),
+                ).fetchone()
+                if stored is None:
+                    new.append(row)
+                elif tuple(stored) != tuple(row[1:]):
+                    names = ("payload", "task", "payload type", "payload type")
+                    what = [n for n, a, b in zip(names, stored, row[1:], strict=True) if a != b]
+                    changed.append(f"{row[0]!r} ({' and '.join(dict.fromkeys(what))})")
+            if changed:
+                shown = ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else "")
+                raise UsageError(
+                    f"{self.path}: {len(changed)} item(s) are already in the job with another "
+                    f"payload or task: {shown}. The job keeps what it was given first; give "
+                    "changed items new ids, or start a new state file"
+                )
+            db.executemany(
+                "INSERT INTO items (id, payload, task, model_type, payload_type) "
+                "VALUES (?, ?, ?, ?, ?)",
+                new,
+            )
+            return len(new)
+
+    def retry_failed(self) -> int:
+        """Every failed item pending again, its stored replies kept for its usage but not fed
+        to its judge (``retry_base``); how many."""
+        with self.tx() as db:
+            failed = db.execute("SELECT seq FROM items WHERE status = 'failed'").fetchall()
+            for (seq,) in failed:
+                (base,) = db.execute(
+                    "SELECT COALESCE(MAX(attempt), 0) FROM replies WHERE item_seq = ?", (seq,)
+                ).fetchone()
+                db.execute(
+                    "UPDATE items SET status = 'pending', in_round = NULL, retry_base = ?, "
+                    "transport_failures = 0, failure = NULL WHERE seq = ?",
+                    (base, seq),
+                )
+            return len(failed)
+
+    def transport_failure(self, seq: int, message: str, retries: int) -> None:
+        """A request of the item got no reply (inside the caller's transaction): pending for
+        the next round, or ``failed`` (for want of a reply) after ``retries`` retries."""
+        (failures,) = self.db.execute(
+            "SELECT transport_failures FROM items WHERE seq = ?", (seq,)
+        ).fetchone()
+        failures += 1
+        if failures > retries:
+            self.db.execute(
+                "UPDATE items SET status = 'failed', in_round = NULL, transport_failures = ?, "
+                "error = ?, failure = 'transport' WHERE seq = ?",
+                (failures, f"provider error after {failures} tries: {message}", seq),
+            )
+        else:
+            self.db.execute(
+                "UPDATE items SET in_round = NULL, transport_failures = ?, error = ? WHERE seq = ?",
+                (failures, f"provider error (try {failures}, retried): {message}", seq),
+            )
+
+    def lost_reason(self, rnd: int, chunk: int, batch_id: str, unreadable: list[str]) -> str:
+        """Why the requests of an ended batch that have no result got none: its unreadable
+        lines, or the provider's word on the batch as a whole."""
+        ended_status, message = self.db.execute(
+            "SELECT ended_status, message FROM chunks WHERE round = ? AND chunk = ?",
+            (rnd, chunk),
+        ).fetchone()
+        if unreadable:
+            shown = "; ".join(unreadable[:3]) + ("; ..." if len(unreadable) > 3 else "")
+            return f"batch {batch_id}: no readable result for this request ({shown})"
+        if ended_status not in (None, "completed", "ended"):
+            said = f": {message}" if message else " (the provider gave no reason)"
+            return f"batch {batch_id} {ended_status}{said}"
+        return f"the batch ended without a result for this request (batch {batch_id})"
+
+    def begin_run(self) -> None:
+        """A run that starts anew (the last one finished) makes the items that failed for
+        want of a reply pending again; one that a crash or an error stopped is continued."""
+        with self.tx() as db:
+            if db.execute("SELECT 1 FROM meta WHERE key = 'run_open'").fetchone() is None:
+                db.execute(
+                    "UPDATE items SET status = 'pending', transport_failures = 0, "
+                    "failure = NULL WHERE status = 'failed' AND failure = 'transport'"
+                )
+                db.execute("INSERT INTO meta VALUES ('run_open', '1')")
+
+    def end_run(self) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM meta WHERE key = 'run_open'")
+
+    # -- rounds and chunks --
 
     def record_batch(self, rnd: int, chunk: int, batch_id: str) -> None:
         with self.tx() as db:

@@ -77,7 +77,9 @@ class BatchBackend(Protocol):
         ``tag``; return its id."""
         ...
 
-    def find(self, tag: str, entries: Sequence[str], *, since: float) -> list[tuple[str, bool | None]]:
+    def find(
+        self, tag: str, entries: Sequence[str], *, since: float
+    ) -> list[tuple[str, bool | None]]:
         """Batches created at or after ``since`` (a Unix time) that may be the one submitted
         under ``tag`` with ``entries``, each with whether it is: True when its request hash or
         custom ids are these, None when it cannot tell yet (still running); batches known not

@@ -443,7 +443,8 @@ class BatchFakes:
                 continue
             if failure is not None:
                 error = {"type": "error", "error": {"type": "api_error", "message": failure}}
-                results.append({"custom_id": custom_id, "result": {"type": "errored", "error": error}})
+                result = {"type": "errored", "error": error}
+                results.append({"custom_id": custom_id, "result": result})
                 counts["errored"] += 1
                 continue
             status, body = self._answer_line("messages", entry.get("params"))
