@@ -209,25 +209,10 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
             show.close()
             if not concurrent:
                 close_client(model)
-        lines = [
-            json.dumps(
-                {
-                    "id": r.id,
-                    "status": r.status,
-                    "payload": json_data(r.payload),
-                    "change_request": r.change_request,
-                    "attempts": r.attempts,
-                    "usage": {
-                        "input": r.usage.input_tokens,
-                        "output": r.usage.output_tokens,
-                        "cached_input": r.usage.cached_input_tokens,
-                    },
-                    "error": r.error,
-                },
-                ensure_ascii=False,
-            )
-            for r in job.results()
-        ]
+        try:
+            lines = _result_lines(job)
+        except (UsageError, BatchStateError) as exc:
+            raise error(str(exc)) from exc
     atomic_write_text(args.output, "".join(line + "\n" for line in lines))
     cached_tokens = final.usage.cached_input_tokens
     cached = f" ({cached_tokens} cached)" if cached_tokens else ""
@@ -237,6 +222,29 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
         f"results in {args.output}\n"
     )
     return EXIT_OK if final.failed == 0 and final.pending == 0 else EXIT_FAILED
+
+
+def _result_lines(job: BatchJob) -> list[str]:
+    """The output file's lines: one JSON object per item."""
+    return [
+        json.dumps(
+            {
+                "id": r.id,
+                "status": r.status,
+                "payload": json_data(r.payload),
+                "change_request": r.change_request,
+                "attempts": r.attempts,
+                "usage": {
+                    "input": r.usage.input_tokens,
+                    "output": r.usage.output_tokens,
+                    "cached_input": r.usage.cached_input_tokens,
+                },
+                "error": r.error,
+            },
+            ensure_ascii=False,
+        )
+        for r in job.results()
+    ]
 
 
 async def _arun(

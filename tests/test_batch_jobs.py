@@ -20,6 +20,7 @@ from typing import Any
 
 import openai
 import pytest
+from pydantic import BaseModel
 
 import agent_payload
 from agent_payload import AsyncPayloadAgent, PayloadAgent
@@ -543,3 +544,27 @@ print(batch, run)
     assert done.stdout.split() == ["2", "2"], done.stderr
     assert done.stderr.count("pip install 'agent-payload[openai]'") == 2
     assert not (tmp_path / "s.sqlite").exists()
+
+
+class Price(BaseModel):
+    sku: int
+    price: int
+
+
+def test_a_typed_job_resumed_without_its_type_stops_before_sending(tmp_path: Path) -> None:
+    """Typed items added by an earlier job object: a job that does not know the type stops
+    at run() with a ConfigurationError naming it, before anything is sent and without failing
+    any item; with types=[...] it runs."""
+    state = tmp_path / "job.sqlite"
+    with FakeProviderServer(handler=lambda r: GOOD) as server:
+        with BatchJob(PayloadAgent(make_model(server, "chat")), state) as job:
+            job.add("a", Price(sku=1, price=10), "set the price to 20")
+        with BatchJob(PayloadAgent(make_model(server, "chat")), state) as job:
+            with pytest.raises(ConfigurationError, match=r"test_batch_jobs:Price"):
+                job.run(poll_interval=0)
+            assert job.progress().pending == 1
+        assert server.batches_created == 0
+        agent = PayloadAgent(make_model(server, "chat"))
+        with BatchJob(agent, state, types=[Price]) as job:
+            assert job.run(poll_interval=0).done == 1
+            assert next(job.results()).payload == Price(sku=1, price=20)

@@ -333,8 +333,8 @@ class BatchJob:
             for seq in pending:
                 try:
                     state = self._state(seq)[0]
-                except BatchStateError:
-                    raise
+                except (BatchStateError, ConfigurationError):
+                    raise  # the file or the job's setup, not the item
                 except AgentPayloadError as exc:  # refused before any request (payload, limits)
                     db.execute(
                         "UPDATE items SET status = 'failed', error = ?, problems = ?, "
@@ -393,11 +393,12 @@ class BatchJob:
 
     @contextlib.contextmanager
     def _leased(self) -> Iterator[None]:
-        self._file.lease()
+        taken = self._file.lease()
         try:
             yield
         finally:
-            self._file.release()
+            if taken:
+                self._file.release()
 
     @contextlib.contextmanager
     def _running(
@@ -408,6 +409,8 @@ class BatchJob:
         stopped is continued as it was (so a resumed job ends as an uninterrupted one)."""
         self._poll_interval, self._progress = poll_interval, progress
         with self._file.guard("the job", decoding=False), self._leased():
+            for name in self._file.type_names():
+                resolve_type(name, self._types)  # before anything is sent
             self._file.begin_run()
             yield
             self._file.end_run()

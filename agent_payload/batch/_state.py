@@ -378,11 +378,12 @@ class StateFile:
 
     # -- the lease: one run() at a time --
 
-    def lease(self) -> None:
+    def lease(self) -> bool:
         """Take the job's exclusive lease (an OS lock on ``<state>.lock``, released when the
-        process ends, however it ends): ``BatchStateError`` when another ``run()`` holds it."""
+        process ends, however it ends): ``BatchStateError`` when another ``run()`` holds it.
+        False when this object holds it already (a call from inside a run)."""
         if self._lease is not None:
-            return
+            return False
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
             handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
@@ -406,6 +407,7 @@ class StateFile:
         handle.write(f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}")
         handle.flush()
         self._lease = handle
+        return True
 
     def release(self) -> None:
         if self._lease is not None:
@@ -461,6 +463,13 @@ class StateFile:
                     (base, seq),
                 )
             return len(failed)
+
+    def type_names(self) -> set[str]:
+        """The payload types the pending items name."""
+        rows = self.db.execute(
+            "SELECT DISTINCT model_type, payload_type FROM items WHERE status = 'pending'"
+        ).fetchall()
+        return {name for row in rows for name in row if name}
 
     def transport_failure(self, seq: int, message: str, retries: int) -> None:
         """A request of the item got no reply (inside the caller's transaction): pending for
