@@ -392,10 +392,13 @@ class StateFile:
                 f"{self.path}: cannot open its lock file {lock_path} ({exc.strerror or exc})"
             ) from exc
         try:
+            handle.seek(0)  # Windows locks a byte range: the same one in every process
             _lock(handle)
         except OSError as exc:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
+            try:
+                holder = handle.read().strip() or "another process"
+            except OSError:  # Windows: the holder's locked byte cannot be read
+                holder = "another process"
             handle.close()
             raise BatchStateError(
                 f"{self.path}: another run() of this job holds it ({holder}); two runners would "
