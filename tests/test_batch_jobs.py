@@ -119,8 +119,15 @@ def test_an_ended_batch_that_cannot_tell_whose_it_is_is_named_not_adopted(tmp_pa
         assert server.batches_created == 3  # B's: its lines unreadable, B tried three times
         error = run_job({**spec, "state": str(tmp_path / "a.sqlite"), "job": "A"})["error"]
         assert error.startswith("BatchStateError: ") and "a.sqlite" in error
-        assert error.count("msgbatch_") == 3 and "adopt_batch()" in error
+        assert error.count("msgbatch_") == 3 and "adopt_batch(1, 0, None)" in error
         assert server.batches_created == 3
+        # the user says none of them is A's: A submits its own and is done
+        server.batch_result_line = lambda line: line
+        with BatchJob(PayloadAgent(make_model(server, "anthropic")), tmp_path / "a.sqlite") as a:
+            a.adopt_batch(1, 0, None)
+            assert a.run(poll_interval=0).done == 3
+            assert {r.payload["by"] for r in a.results()} == {"A"}
+        assert server.batches_created == 4
 
 
 # -- 2. one runner per state file --------------------------------------------------------------

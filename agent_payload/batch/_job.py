@@ -497,8 +497,7 @@ class BatchJob:
             b for (b,) in self._db.execute("SELECT batch_id FROM chunks WHERE batch_id IS NOT NULL")
         }
         while True:
-            found = [(b, mine) for b, mine in backend.find(tag, entries, since=since)]
-            found = [(b, mine) for b, mine in found if b not in claimed]
+            found = [(b, m) for b, m in backend.find(tag, entries, since=since) if b not in claimed]
             ours = [b for b, mine in found if mine]
             unknown = [b for b, mine in found if mine is None]
             if len(ours) > 1:
@@ -516,7 +515,9 @@ class BatchJob:
                     f"{self.path}: round {rnd}, chunk {chunk} was being submitted when the job "
                     f"stopped, and provider batches {', '.join(unclear)} could be it: they have "
                     "its size and time but no result that says whose they are. If one is, record "
-                    "it with adopt_batch(); nothing was submitted again"
+                    f"it with adopt_batch({rnd}, {chunk}, batch_id); if none is, "
+                    f"adopt_batch({rnd}, {chunk}, None) submits the chunk anew. Nothing was "
+                    "submitted again"
                 )
             if not unknown:
                 return None
@@ -524,10 +525,14 @@ class BatchJob:
             self._report(self._progress, "polling")
             self._sleep(self._poll_interval)
 
-    def adopt_batch(self, round: int, chunk: int, batch_id: str) -> None:
-        """Record by hand which provider batch a chunk left ``submitting`` is (see run())."""
+    def adopt_batch(self, round: int, chunk: int, batch_id: str | None) -> None:
+        """Record by hand which provider batch a chunk left ``submitting`` is (see run()), or
+        with ``None`` that none is: the next ``run()`` submits the chunk anew."""
         with self._file.guard("the job", decoding=False), self._leased():
-            self._file.record_batch(round, chunk, batch_id)
+            if batch_id is None:
+                self._file.forget_submission(round, chunk)
+            else:
+                self._file.record_batch(round, chunk, batch_id)
 
     def _wait_round(
         self, rnd: int, poll_interval: float, progress: Callable[[BatchProgress], Any] | None

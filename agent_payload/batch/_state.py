@@ -532,6 +532,15 @@ class StateFile:
                 (batch_id, rnd, chunk),
             )
 
+    def forget_submission(self, rnd: int, chunk: int) -> None:
+        """A chunk left ``submitting`` became no batch (the user says so): prepared again."""
+        with self.tx() as db:
+            db.execute(
+                "UPDATE chunks SET state = 'prepared', submitting_at = NULL "
+                "WHERE round = ? AND chunk = ? AND state = 'submitting'",
+                (rnd, chunk),
+            )
+
     def chunks(self, rnd: int, *states: str) -> list[tuple[int, str, str | None, float | None]]:
         marks = ",".join("?" * len(states))
         return self.db.execute(
