@@ -501,7 +501,12 @@ def test_cli_ctrl_c_says_the_state_is_saved_and_progress_names_the_batches(
     state = tmp_path / "job.sqlite"
     with FakeProviderServer(handler=lambda r: GOOD) as server:
         server.batch_polls = 10**9
-        argv = [sys.executable, "-m", "agent_payload", "batch", "--model", "openai:gpt-fake",
+        # A process started by an xdist worker inherits SIGINT ignored: restore Python's handler
+        cli = (
+            "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from agent_payload.cli import main; sys.exit(main(sys.argv[1:]))"
+        )
+        argv = [sys.executable, "-c", cli, "batch", "--model", "openai:gpt-fake",
                 "--input", str(inputs), "--state", str(state), "-o", str(tmp_path / "o.jsonl"),
                 "--poll-interval", "0.01"]  # fmt: skip
         run_env = {**env(), "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": "t"}
