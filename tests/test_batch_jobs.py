@@ -204,6 +204,40 @@ def test_the_lease_is_released_when_run_returns(tmp_path: Path) -> None:
         assert seen == ["refused"]
 
 
+def test_a_concurrent_run_holds_the_lease_too(tmp_path: Path) -> None:
+    """mode="concurrent" (where two runners sent every request twice) holds the same lease:
+    while it runs, another job object on the file is refused."""
+    state = tmp_path / "job.sqlite"
+    refused: list[str] = []
+
+    async def main(base_url: str) -> BatchProgress:
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="test", max_retries=0)
+        other_client = openai.AsyncOpenAI(base_url=base_url, api_key="test", max_retries=0)
+        try:
+            other = BatchJob(
+                AsyncPayloadAgent(OpenAIChatModel(other_client, "local")), state, mode="concurrent"
+            )
+
+            def progress(p: BatchProgress) -> None:
+                if p.phase == "prepared":
+                    with pytest.raises(BatchStateError, match="another run") as caught:
+                        other.retry_failed()
+                    refused.append(str(caught.value))
+
+            agent = AsyncPayloadAgent(OpenAIChatModel(client, "local"))
+            with other, BatchJob(agent, state, mode="concurrent") as job:
+                job.add_many(items(3))
+                return await job.arun(progress=progress)
+        finally:
+            await client.close()
+            await other_client.close()
+
+    with FakeProviderServer(handler=lambda r: GOOD) as server:
+        assert asyncio.run(main(server.openai_base_url)).done == 3
+        assert len(server.requests) == 3
+    assert len(refused) == 1 and "job.sqlite" in refused[0]
+
+
 # -- 3. outages and retries --------------------------------------------------------------------
 
 
