@@ -50,10 +50,12 @@ counts, tokens and provider batch ids so far and the estimated cost when ``price
 Raising from the callback stops ``run()`` at that point; the state file stays consistent.
 
 Where each part lives: ``_job`` (``BatchJob``: the rounds and the judging), ``_state`` (the
-SQLite file, its format and the records a job hands out).
+SQLite file: its format, marker and lease), ``_records`` (the records a job hands out and the
+JSON kept in the file's columns).
 """
 
 from agent_payload.batch._job import BatchJob
-from agent_payload.batch._state import BatchItemResult, BatchProgress, BatchStateError
+from agent_payload.batch._records import BatchItemResult, BatchProgress
+from agent_payload.batch._state import BatchStateError
 
 __all__ = ["BatchItemResult", "BatchJob", "BatchProgress", "BatchStateError"]

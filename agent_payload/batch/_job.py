@@ -15,12 +15,10 @@ from pydantic import BaseModel
 
 from agent_payload import merge as _merge
 from agent_payload._loop import RunState
-from agent_payload.batch._state import (
+from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
-    BatchStateError,
     Phase,
-    StateFile,
     Status,
     dumps,
     problems_json,
@@ -30,6 +28,7 @@ from agent_payload.batch._state import (
     resolve_type,
     type_name,
 )
+from agent_payload.batch._state import BatchStateError, StateFile
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
