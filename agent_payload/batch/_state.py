@@ -283,6 +283,9 @@ class StateFile:
     def release(self) -> None:
         if self._lease is not None:
             handle, self._lease = self._lease, None
+            with contextlib.suppress(OSError):
+                handle.seek(0)
+                handle.truncate()  # no stale note for the next reader
             handle.close()  # closing the file releases the lock
 
     # -- items --
