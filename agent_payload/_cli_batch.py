@@ -9,21 +9,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload import _jsontext
 from agent_payload._files import atomic_write_text, loads_json_file
 from agent_payload._jsondata import json_data
 from agent_payload.agent import AsyncPayloadAgent, PayloadAgent
-from agent_payload.providers import infer_model
+from agent_payload.errors import ProviderError, UsageError
+from agent_payload.providers import close_client, infer_model
 
 if TYPE_CHECKING:  # imported when the command runs: `agent-payload --help` needs no SQLite
     from agent_payload.batch import BatchJob, BatchProgress
 
 __all__ = ["add_parser"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class _InputError(Exception):
@@ -47,8 +48,12 @@ def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
         "      --state job.sqlite -o results.jsonl   # vLLM, Ollama, LiteLLM: no batch API\n\n"
         'each line of the output: {"id", "status" (done | failed | pending), "payload", '
         '"change_request",\n"attempts", "usage", "error"}.\n\n'
-        "exit status: 0 every item done; 1 some item failed or is still pending; 2 usage or "
-        "input error.",
+        "an interrupted run (Ctrl-C, a provider error) keeps its state: run the same command "
+        "again to resume.\nitems that failed for want of a reply (an outage) are sent again by "
+        "the next run;\n--retry-failed sends the items the model failed again too.\n\n"
+        "exit status: 0 every item done; 1 some item failed or is still pending, or a provider "
+        "error; 2 usage or input error (bad --input, a changed item, a --state file that is "
+        "not this job's or is in use, a missing SDK); 130 interrupted.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     batch.add_argument(
@@ -88,22 +93,32 @@ def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
         default="text",
         help="how the model returns the change request (default: text)",
     )
+    batch.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="send the items that failed (the model's replies never passed) again, each with a "
+        "fresh correction budget",
+    )
     batch.add_argument("--no-progress", action="store_true", help="no progress display")
     batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr, error))
 
 
-def _items(path: str) -> Iterator[dict[str, Any]]:
+def _items(path: str) -> list[dict[str, Any]]:
+    """The items of ``path``; every bad line is named at once (``_InputError``)."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
     except OSError as exc:
         raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    items: list[dict[str, Any]] = []
+    problems: list[str] = []
+    first: dict[str, int] = {}
     with handle:
         try:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
                 try:
-                    item = loads_json_file(line)
+                    item = loads_json_file(line)  # duplicate keys refused, numbers as written
                 except json.JSONDecodeError as exc:
                     raise _InputError(
                         f"{path}, line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
@@ -112,66 +127,95 @@ def _items(path: str) -> Iterator[dict[str, Any]]:
                     raise _InputError(
                         f"{path}, line {number}: expected an object with id, payload and task"
                     )
-                if not isinstance(item["id"], str):
-                    item["id"] = str(item["id"])
-                yield item
+                item_id = item["id"]
+                if not isinstance(item_id, str):
+                    problems.append(
+                        f"{path}, line {number}: the id must be a string, found "
+                        f"{json.dumps(item_id)}"
+                    )
+                elif not item_id:
+                    problems.append(f"{path}, line {number}: the id is empty")
+                elif item_id in first:
+                    problems.append(
+                        f"{path}, line {number}: the id {item_id!r} was given on line "
+                        f"{first[item_id]} already"
+                    )
+                else:
+                    first[item_id] = number
+                items.append(item)
         except UnicodeDecodeError as exc:
             raise _InputError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    if problems:
+        more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
+        raise _InputError(
+            "every item needs an id of its own, a non-empty string:\n  "
+            + "\n  ".join(problems[:20] + more)
+        )
+    return items
 
 
 def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Exception]) -> int:
-    from agent_payload.batch import BatchJob
+    from agent_payload.batch import BatchJob, BatchStateError
 
     if args.concurrent is not None and args.concurrent < 1:
         raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None
     try:
-        items = list(_items(args.input))
+        items = _items(args.input)
     except _InputError as exc:
         raise error(str(exc)) from exc
-    model = infer_model(args.model, async_client=concurrent)
-    options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
-    agent = AsyncPayloadAgent(model, **options) if concurrent else PayloadAgent(model, **options)
     show = _Progress(stderr, len(items), enabled=not args.no_progress)
-    with BatchJob(
-        agent,
-        args.state,
-        mode="concurrent" if concurrent else "batch",
-        concurrency=args.concurrent or 32,
-    ) as job:
-        added = job.add_many(items)
-        if added < len(items):
-            stderr.write(
-                f"resuming {args.state}: {len(items) - added} item(s) already in the job\n"
-            )
+    model: Any = None
+    try:
+        model = infer_model(args.model, async_client=concurrent)
+        options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
+        kind = AsyncPayloadAgent if concurrent else PayloadAgent
+        agent = kind(model, **options)
+        job = BatchJob(
+            agent,
+            args.state,
+            mode="concurrent" if concurrent else "batch",
+            concurrency=args.concurrent or 32,
+        )
+    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
+        raise error(str(exc)) from exc
+    with job:
         try:
+            added = job.add_many(items)
+            if added < len(items):
+                stderr.write(
+                    f"resuming {args.state}: {len(items) - added} item(s) already in the job\n"
+                )
+            if args.retry_failed:
+                stderr.write(f"{job.retry_failed()} failed item(s) sent again\n")
             if concurrent:
                 final = asyncio.run(_arun(job, model, args.max_rounds, show))
             else:
                 final = job.run(
                     poll_interval=args.poll_interval, max_rounds=args.max_rounds, progress=show
                 )
+        except (UsageError, BatchStateError) as exc:
+            raise error(str(exc)) from exc
+        except KeyboardInterrupt:
+            stderr.write(
+                f"\ninterrupted; the job's state is saved in {args.state}: run the same command "
+                "again to resume (nothing is submitted or applied twice)\n"
+            )
+            return EXIT_INTERRUPTED
+        except ProviderError as exc:
+            stderr.write(
+                f"provider error: {exc}\nthe job's state is saved in {args.state}: run the "
+                "same command again to resume\n"
+            )
+            return EXIT_FAILED
         finally:
             show.close()
-        lines = [
-            _jsontext.dumps(  # numbers as the items file wrote them
-                {
-                    "id": r.id,
-                    "status": r.status,
-                    "payload": json_data(r.payload),
-                    "change_request": r.change_request,
-                    "attempts": r.attempts,
-                    "usage": {
-                        "input": r.usage.input_tokens,
-                        "output": r.usage.output_tokens,
-                        "cached_input": r.usage.cached_input_tokens,
-                    },
-                    "error": r.error,
-                },
-                literals=True,
-            )
-            for r in job.results()
-        ]
+            if not concurrent:
+                close_client(model)
+        try:
+            lines = _result_lines(job)
+        except (UsageError, BatchStateError) as exc:
+            raise error(str(exc)) from exc
     atomic_write_text(args.output, "".join(line + "\n" for line in lines))
     cached_tokens = final.usage.cached_input_tokens
     cached = f" ({cached_tokens} cached)" if cached_tokens else ""
@@ -181,6 +225,29 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
         f"results in {args.output}\n"
     )
     return EXIT_OK if final.failed == 0 and final.pending == 0 else EXIT_FAILED
+
+
+def _result_lines(job: BatchJob) -> list[str]:
+    """The output file's lines: one JSON object per item."""
+    return [
+        _jsontext.dumps(  # numbers as the items file wrote them
+            {
+                "id": r.id,
+                "status": r.status,
+                "payload": json_data(r.payload),
+                "change_request": r.change_request,
+                "attempts": r.attempts,
+                "usage": {
+                    "input": r.usage.input_tokens,
+                    "output": r.usage.output_tokens,
+                    "cached_input": r.usage.cached_input_tokens,
+                },
+                "error": r.error,
+            },
+            literals=True,
+        )
+        for r in job.results()
+    ]
 
 
 async def _arun(
@@ -216,13 +283,18 @@ class _Progress:
         if self.bar is not None:
             self.bar.n = p.done + p.failed
             self.bar.set_postfix(
-                round=p.round, failed=p.failed, pending=p.pending, tokens=p.usage.total_tokens
+                round=p.round,
+                failed=p.failed,
+                pending=p.pending,
+                tokens=p.usage.total_tokens,
+                batches=",".join(p.batches) or "-",
             )
             return
         if p.phase != "collected" or p.pending == 0:
+            batches = f" (batches {', '.join(p.batches)})" if p.batches else ""
             self.stream.write(
                 f"round {p.round} {p.phase}: {p.submitted} submitted, {p.done} done, "
-                f"{p.failed} failed, {p.pending} pending\n"
+                f"{p.failed} failed, {p.pending} pending{batches}\n"
             )
 
     def close(self) -> None:

@@ -208,8 +208,8 @@ def test_every_path_is_a_string() -> None:
 def test_batch_state_reads_a_reply_recorded_before_model_name() -> None:
     """A batch state file written before the rename (the reply's ``"model"``) still resumes;
     new files record ``"model_name"``."""
-    from agent_payload.batch._state import reply_from as _reply_from
-    from agent_payload.batch._state import reply_json as _reply_json
+    from agent_payload.batch._records import reply_from as _reply_from
+    from agent_payload.batch._records import reply_json as _reply_json
 
     old = _reply_from('{"text": "x", "usage": [1, 2], "model": "gpt-old"}')
     assert old.model_name == "gpt-old"

@@ -448,7 +448,8 @@ def test_not_a_state_file(tmp_path: Path) -> None:
 
 def test_cli_batch_runs_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`agent-payload batch` reads JSONL items, writes JSONL results, and re-running the same
-    command resumes the job (the second run submits nothing)."""
+    command resumes the job: the second run sends only the items that failed for want of a
+    reply (down-*) again, never the ones the model failed or finished."""
     from agent_payload.cli import main
 
     items_file = tmp_path / "items.jsonl"
@@ -470,11 +471,13 @@ def test_cli_batch_runs_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             (i["id"], expected(i["id"].split("-")[0])[0]) for i in items(10)
         ]
         assert lines[0]["payload"]["price"] == 20 and lines[0]["attempts"] == 1
-        created = server.batches_created
+        created, lines_sent = server.batches_created, len(server.batch_requests)
         err = io.StringIO()
         assert main(argv, stderr=err) == 1
         assert "already in the job" in err.getvalue()
-        assert server.batches_created == created
+        assert server.batches_created == created + 3  # down-0004, down-0009: 3 tries again
+        again = server.batch_requests[lines_sent:]
+        assert len(again) == 6 and all("down-" in r.text for r in again)
         assert json.loads(out.read_text(encoding="utf-8").splitlines()[0]) == lines[0]
 
 

@@ -14,12 +14,10 @@ from pydantic import BaseModel
 
 from agent_payload import merge as _merge
 from agent_payload._loop import RunState
-from agent_payload.batch._state import (
+from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
-    BatchStateError,
     Phase,
-    StateFile,
     Status,
     dumps,
     loads_payload,
@@ -30,6 +28,7 @@ from agent_payload.batch._state import (
     resolve_type,
     type_name,
 )
+from agent_payload.batch._state import BatchStateError, StateFile
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -39,6 +38,7 @@ from agent_payload.errors import (
 )
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.providers.batching import BatchBackend, LineError, backend_for
+from agent_payload.usage import Usage
 
 __all__ = ["BatchJob"]
 
@@ -50,8 +50,9 @@ class BatchJob:
     (``mode="batch"``), or an ``AsyncPayloadAgent`` (``mode="concurrent"``). Its ``max_retries``
     (an int) is each item's correction budget, its guards, validators, read scope and output mode
     apply to every item. ``state_path``: the SQLite file (created if missing; reopened to
-    resume). ``types``: payload types to resolve by name on resume (by default they are imported
-    by module and qualified name). ``prices``: ``{"input": ..., "output": ...}`` per million
+    resume). ``types``: the pydantic payload types of items added by an earlier process (a
+    type named in the state file is never imported; the types of this process's ``add``
+    calls are known already). ``prices``: ``{"input": ..., "output": ...}`` per million
     tokens, for the progress's cost estimate (batch prices, which the providers halve);
     ``"cached_input"`` and ``"cache_write_input"`` price the input read from and written to the
     prompt cache (the ``"input"`` price when not given).
@@ -120,6 +121,8 @@ class BatchJob:
         self._file = StateFile(self.path, f"{model.provider}:{model.model_name}", mode)
         self._db = self._file.db
         self._tx = self._file.tx
+        self._poll_interval = 30.0
+        self._progress: Callable[[BatchProgress], Any] | None = None
 
     # -- the file --
 
@@ -135,16 +138,19 @@ class BatchJob:
     # -- adding items --
 
     def add(self, item_id: str, payload: Any, task: str, *, payload_type: Any = None) -> bool:
-        """Add one item (idempotent by ``item_id``: an id already in the job is left as it is
-        and ``False`` returned). The payload is checked now (``InvalidPayloadError``)."""
+        """Add one item; ``False`` when the job holds it already (the same payload and task).
+        The payload is checked now (``InvalidPayloadError``)."""
         return self.add_many([(item_id, payload, task, payload_type)]) == 1
 
     def add_many(self, items: Iterable[Any]) -> int:
         """Add items given as ``(id, payload, task)`` / ``(id, payload, task, payload_type)``
         tuples or ``{"id", "payload", "task", "payload_type"?}`` dicts, in one transaction;
-        returns how many were new."""
+        returns how many were new. An id the job holds already with the same payload, task
+        and type is skipped (resuming); with anything different, or given twice here, it is a
+        ``UsageError`` naming the ids, and nothing is added."""
         rows = []
-        for item in items:
+        seen: dict[str, int] = {}
+        for number, item in enumerate(items, 1):
             if isinstance(item, Mapping):
                 missing = {"id", "payload", "task"} - set(item)
                 if missing:
@@ -154,15 +160,16 @@ class BatchJob:
             else:
                 item_id, payload, task, *rest = item
                 payload_type = rest[0] if rest else None
-            rows.append(self._row(item_id, payload, task, payload_type))
-        with self._tx() as db:
-            before = db.total_changes
-            db.executemany(
-                "INSERT OR IGNORE INTO items (id, payload, task, model_type, payload_type) "
-                "VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
-            return db.total_changes - before
+            row = self._row(item_id, payload, task, payload_type)
+            if item_id in seen:
+                raise UsageError(
+                    f"add_many: items {seen[item_id]} and {number} have the same id "
+                    f"{item_id!r}; each item needs an id of its own"
+                )
+            seen[item_id] = number
+            rows.append(row)
+        with self._file.guard("the items"):
+            return self._file.add_items(rows)
 
     def _row(self, item_id: Any, payload: Any, task: Any, payload_type: Any) -> tuple[Any, ...]:
         if not isinstance(item_id, str) or not item_id:
@@ -189,38 +196,61 @@ class BatchJob:
         """Every item in the order added."""
         return self._file.results(self._types)
 
+    def retry_failed(self) -> int:
+        """Give every ``failed`` item a new try when the job runs next: a fresh conversation
+        with the full correction budget (its earlier attempts stay counted in its usage).
+        Returns how many. Items that failed for want of a reply are retried by ``run()``
+        without this."""
+        with self._file.guard("the items"), self._leased():
+            return self._file.retry_failed()
+
     def progress(self, phase: Phase = "finished") -> BatchProgress:
         """The counts now."""
-        return self._file.progress(phase, self.prices)
+        with self._file.guard("the counts"):
+            return self._file.progress(phase, self.prices)
 
     # -- the judge, rebuilt from the state file --
 
-    def _state(self, seq: int) -> RunState:
-        """The item's run state: started afresh and fed every stored reply (deterministic:
-        the same judge, the same replies, the same corrections)."""
-        payload_text, task, model_type, declared = self._db.execute(
-            "SELECT payload, task, model_type, payload_type FROM items WHERE seq = ?", (seq,)
-        ).fetchone()
-        payload: Any = loads_payload(payload_text)
+    def _state(self, seq: int) -> tuple[RunState, int, Usage]:
+        """The item's run state: started afresh and fed every stored reply of its current try
+        (deterministic: the same judge, the same replies, the same corrections); with the
+        attempts and usage of its earlier tries (``retry_failed``)."""
+        with self._file.guard(f"item #{seq}"):
+            payload_text, task, model_type, declared, base = self._db.execute(
+                "SELECT payload, task, model_type, payload_type, retry_base FROM items "
+                "WHERE seq = ?",
+                (seq,),
+            ).fetchone()
+            payload: Any = loads_payload(payload_text)
+            replies = [
+                (attempt, reply_from(text))
+                for attempt, text in self._db.execute(
+                    "SELECT attempt, reply FROM replies WHERE item_seq = ? ORDER BY attempt", (seq,)
+                ).fetchall()
+            ]
         if model_type is not None:
             payload = resolve_type(model_type, self._types).model_validate(payload)  # type: ignore[attr-defined]
         payload_type = resolve_type(declared, self._types) if declared else None
         state: RunState = self.agent._start(payload, task, payload_type, (), None)
-        for (reply_text,) in self._db.execute(
-            "SELECT reply FROM replies WHERE item_seq = ? ORDER BY attempt", (seq,)
-        ).fetchall():
+        earlier = Usage()
+        for attempt, reply in replies:
+            if attempt <= base:
+                earlier = earlier + reply.usage
+                continue
             state.next_request()
             with contextlib.suppress(ModelReplyError):
-                state.judge(reply_from(reply_text))
-        return state
+                state.judge(reply)
+        return state, base, earlier
 
     def _apply_reply(self, seq: int, reply: ModelReply, rnd: int) -> None:
         """Store and judge one reply (inside the caller's transaction)."""
-        state = self._state(seq)
+        state, base, earlier = self._state(seq)
         state.next_request()
         self._db.execute(
-            "INSERT INTO replies VALUES (?, ?, ?, ?)", (seq, state.attempt, rnd, reply_json(reply))
+            "INSERT INTO replies VALUES (?, ?, ?, ?)",
+            (seq, base + state.attempt, rnd, reply_json(reply)),
         )
+        kept = (state, base, earlier)
         try:
             result = state.judge(reply)
         except ModelReplyError as exc:
@@ -229,15 +259,15 @@ class BatchJob:
                 and state.attempt < self.max_attempts
                 and not state.over_budget()
             ):
-                self._set(seq, state, status="pending", error=None, problems=problems_json(exc))
+                self._set(seq, kept, status="pending", error=None, problems=problems_json(exc))
             else:
                 final = exc if not state.should_retry(exc) else state.exhausted()
                 self._set(
-                    seq, state, status="failed", error=str(final), problems=problems_json(final)
+                    seq, kept, status="failed", error=str(final), problems=problems_json(final)
                 )
             return
         except AgentPayloadError as exc:
-            self._set(seq, state, status="failed", error=str(exc), problems=problems_json(exc))
+            self._set(seq, kept, status="failed", error=str(exc), problems=problems_json(exc))
             return
         self._db.execute(
             "UPDATE items SET result = ?, change_request = ?, report = ? WHERE seq = ?",
@@ -248,44 +278,39 @@ class BatchJob:
                 seq,
             ),
         )
-        self._set(seq, state, status="done", error=None, problems=None)
+        self._set(seq, kept, status="done", error=None, problems=None)
 
     def _set(
-        self, seq: int, state: RunState, *, status: Status, error: str | None, problems: str | None
+        self,
+        seq: int,
+        kept: tuple[RunState, int, Usage],
+        *,
+        status: Status,
+        error: str | None,
+        problems: str | None,
     ) -> None:
+        state, base, earlier = kept
+        usage = earlier + state.usage
         self._db.execute(
             "UPDATE items SET status = ?, in_round = NULL, attempts = ?, input_tokens = ?, "
             "output_tokens = ?, cached_input_tokens = ?, cache_write_input_tokens = ?, "
-            "error = ?, problems = ? WHERE seq = ?",
+            "error = ?, problems = ?, failure = ? WHERE seq = ?",
             (
                 status,
-                state.attempt,
-                state.usage.input_tokens,
-                state.usage.output_tokens,
-                state.usage.cached_input_tokens,
-                state.usage.cache_write_input_tokens,
+                base + state.attempt,
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_input_tokens,
+                usage.cache_write_input_tokens,
                 error,
                 problems,
+                "model" if status == "failed" else None,
                 seq,
             ),
         )
 
     def _transport_failure(self, seq: int, message: str) -> None:
-        (failures,) = self._db.execute(
-            "SELECT transport_failures FROM items WHERE seq = ?", (seq,)
-        ).fetchone()
-        failures += 1
-        if failures > self.max_transport_retries:
-            self._db.execute(
-                "UPDATE items SET status = 'failed', in_round = NULL, transport_failures = ?, "
-                "error = ? WHERE seq = ?",
-                (failures, f"provider error after {failures} tries: {message}", seq),
-            )
-        else:
-            self._db.execute(
-                "UPDATE items SET in_round = NULL, transport_failures = ? WHERE seq = ?",
-                (failures, seq),
-            )
+        self._file.transport_failure(seq, message, self.max_transport_retries)
 
     # -- rounds --
 
@@ -306,14 +331,17 @@ class BatchJob:
         with self._tx() as db:
             for seq in pending:
                 try:
-                    state = self._state(seq)
+                    state = self._state(seq)[0]
+                except (BatchStateError, ConfigurationError):
+                    raise  # the file or the job's setup, not the item
                 except AgentPayloadError as exc:  # refused before any request (payload, limits)
                     db.execute(
-                        "UPDATE items SET status = 'failed', error = ?, problems = ? WHERE seq = ?",
+                        "UPDATE items SET status = 'failed', error = ?, problems = ?, "
+                        "failure = 'model' WHERE seq = ?",
                         (str(exc), problems_json(exc), seq),
                     )
                     continue
-                custom_id = f"i{seq}-r{rnd}"
+                custom_id = f"{self._file.tag}-i{seq}-r{rnd}"  # unique to this job
                 entry = dumps(self._entry(custom_id, state.next_request()))
                 cost = len(entry.encode()) + 1
                 if chunk < 0 or count >= self._max_requests or size + cost > self._max_bytes:
@@ -346,18 +374,45 @@ class BatchJob:
         progress: Callable[[BatchProgress], Any] | None = None,
     ) -> BatchProgress:
         """Run rounds until no item is pending (or ``max_rounds`` more rounds were run);
-        resumes whatever a previous ``run()`` left. Returns the final counts.
+        resumes whatever a previous ``run()`` left, and retries the items that failed for want
+        of a reply. Returns the final counts. One ``run()`` at a time: another one on the same
+        state file (another process) is refused with ``BatchStateError``.
 
         In ``mode="concurrent"`` this runs an event loop of its own (``asyncio.run``) for
         synchronous scripts; the async client's connections belong to that loop, so give the
         job a client of its own. From async code, ``await job.arun()`` instead."""
         if self.mode == "concurrent":
             return asyncio.run(self.arun(max_rounds=max_rounds, progress=progress))
-        for rnd in self._rounds(max_rounds, progress):
-            self._submit_round(rnd, progress)
-            self._wait_round(rnd, poll_interval, progress)
-            self._collect_round(rnd, progress)
-        return self._finish(progress)
+        with self._running(poll_interval, progress):
+            for rnd in self._rounds(max_rounds, progress):
+                self._submit_round(rnd, progress)
+                self._wait_round(rnd, poll_interval, progress)
+                self._collect_round(rnd, progress)
+            return self._finish(progress)
+
+    @contextlib.contextmanager
+    def _leased(self) -> Iterator[None]:
+        taken = self._file.lease()
+        try:
+            yield
+        finally:
+            if taken:
+                self._file.release()
+
+    @contextlib.contextmanager
+    def _running(
+        self, poll_interval: float, progress: Callable[[BatchProgress], Any] | None
+    ) -> Iterator[None]:
+        """The lease for one run. A run that starts anew (the last one finished) gives the
+        items that failed for want of a reply a new chance; a run that a crash or an error
+        stopped is continued as it was (so a resumed job ends as an uninterrupted one)."""
+        self._poll_interval, self._progress = poll_interval, progress
+        with self._file.guard("the job", decoding=False), self._leased():
+            for name in self._file.type_names():
+                resolve_type(name, self._types)  # before anything is sent
+            self._file.begin_run()
+            yield
+            self._file.end_run()
 
     def _rounds(
         self, max_rounds: int | None, progress: Callable[[BatchProgress], Any] | None
@@ -391,7 +446,7 @@ class BatchJob:
         backend = self._backend
         assert backend is not None
         for chunk, state, _, since in self._file.chunks(rnd, "prepared", "submitting"):
-            tag = f"{self.path.stem}-{self._file.job_tag()}-r{rnd}c{chunk}"
+            tag = f"{self.path.stem}-{self._file.tag}-r{rnd}c{chunk}"
             entries = [
                 entry
                 for (entry,) in self._db.execute(
@@ -401,7 +456,7 @@ class BatchJob:
             ]
             if state == "submitting" and since is not None:
                 # The job stopped between asking for this batch and hearing of it.
-                found = self._find(backend, rnd, chunk, tag, len(entries), since)
+                found = self._find(backend, rnd, chunk, tag, entries, since)
                 if found is not None:
                     self._file.record_batch(rnd, chunk, found)
                     continue
@@ -416,7 +471,7 @@ class BatchJob:
                 batch_id = backend.submit(entries, tag=tag)
             except ProviderError:
                 # The answer was lost, or the create failed: the batch may exist or not.
-                found = self._find(backend, rnd, chunk, tag, len(entries), now)
+                found = self._find(backend, rnd, chunk, tag, entries, now)
                 if found is None:
                     raise  # not created: the next run() submits it (state 'submitting')
                 batch_id = found
@@ -424,26 +479,59 @@ class BatchJob:
             self._report(progress, "submitted")
 
     def _find(
-        self, backend: BatchBackend, rnd: int, chunk: int, tag: str, count: int, since: float
+        self,
+        backend: BatchBackend,
+        rnd: int,
+        chunk: int,
+        tag: str,
+        entries: list[str],
+        since: float,
     ) -> str | None:
-        """The provider batch a chunk left ``submitting`` became, None if none was created;
-        ``BatchStateError`` when more than one could be it (never guess)."""
+        """The provider batch a chunk left ``submitting`` became, None if none was created.
+        Only a batch whose request hash or custom ids are this chunk's is adopted (the ids
+        carry the job's own tag); a candidate that cannot tell yet (still running, no
+        metadata) is waited for; anything else (two of this chunk's own, an ended one that
+        cannot tell) is ``BatchStateError`` naming the candidates."""
         claimed = {
             b for (b,) in self._db.execute("SELECT batch_id FROM chunks WHERE batch_id IS NOT NULL")
         }
-        found = [b for b in backend.find(tag, count=count, since=since) if b not in claimed]
-        if len(found) > 1:
-            raise BatchStateError(
-                f"{self.path}: round {rnd}, chunk {chunk} was being submitted when the job "
-                f"stopped, and {len(found)} provider batches ({', '.join(found)}) could be it. "
-                "Cancel the ones that are not, or record the right one with adopt_batch(), then "
-                "run again; nothing was submitted twice"
-            )
-        return found[0] if found else None
+        while True:
+            found = [(b, m) for b, m in backend.find(tag, entries, since=since) if b not in claimed]
+            ours = [b for b, mine in found if mine]
+            unknown = [b for b, mine in found if mine is None]
+            if len(ours) > 1:
+                raise BatchStateError(
+                    f"{self.path}: round {rnd}, chunk {chunk} was being submitted when the job "
+                    f"stopped, and {len(ours)} provider batches ({', '.join(ours)}) carry its "
+                    "requests. Cancel the ones that are not to be used, record the right one with "
+                    "adopt_batch(), then run again"
+                )
+            if ours:
+                return ours[0]
+            unclear = [b for b, mine in found if mine is False]
+            if unclear:
+                raise BatchStateError(
+                    f"{self.path}: round {rnd}, chunk {chunk} was being submitted when the job "
+                    f"stopped, and provider batches {', '.join(unclear)} could be it: they have "
+                    "its size and time but no result that says whose they are. If one is, record "
+                    f"it with adopt_batch({rnd}, {chunk}, batch_id); if none is, "
+                    f"adopt_batch({rnd}, {chunk}, None) submits the chunk anew. Nothing was "
+                    "submitted again"
+                )
+            if not unknown:
+                return None
+            # Candidates that may be this chunk's batch cannot tell yet: wait for them to end.
+            self._report(self._progress, "polling")
+            self._sleep(self._poll_interval)
 
-    def adopt_batch(self, round: int, chunk: int, batch_id: str) -> None:
-        """Record by hand which provider batch a chunk left ``submitting`` is (see run())."""
-        self._file.record_batch(round, chunk, batch_id)
+    def adopt_batch(self, round: int, chunk: int, batch_id: str | None) -> None:
+        """Record by hand which provider batch a chunk left ``submitting`` is (see run()), or
+        with ``None`` that none is: the next ``run()`` submits the chunk anew."""
+        with self._file.guard("the job", decoding=False), self._leased():
+            if batch_id is None:
+                self._file.forget_submission(round, chunk)
+            else:
+                self._file.record_batch(round, chunk, batch_id)
 
     def _wait_round(
         self, rnd: int, poll_interval: float, progress: Callable[[BatchProgress], Any] | None
@@ -460,8 +548,9 @@ class BatchJob:
                 if status.ended:
                     with self._tx() as db:
                         db.execute(
-                            "UPDATE chunks SET state = 'ended' WHERE round = ? AND chunk = ?",
-                            (rnd, chunk),
+                            "UPDATE chunks SET state = 'ended', ended_status = ?, message = ? "
+                            "WHERE round = ? AND chunk = ?",
+                            (status.status, status.message, rnd, chunk),
                         )
             if self._file.chunks(rnd, "submitted"):
                 self._report(progress, "polling")
@@ -473,18 +562,21 @@ class BatchJob:
         request = ModelRequest(messages=(), output_mode=self.agent.output_mode)
         for chunk, _, batch_id, _ in self._file.chunks(rnd, "ended"):
             assert batch_id is not None
-            seen: set[str] = set()
+            unreadable: list[str] = []
             for custom_id, outcome in backend.results(batch_id, request):
-                seen.add(custom_id)
+                if custom_id is None:  # a line that names no request: its request is lost
+                    assert isinstance(outcome, LineError)
+                    unreadable.append(outcome.message)
+                    continue
                 self._collect_line(custom_id, outcome, rnd)
+            reason = self._file.lost_reason(rnd, chunk, batch_id, unreadable)
             with self._tx() as db:
                 for seq, custom_id in db.execute(
                     "SELECT item_seq, custom_id FROM requests "
                     "WHERE round = ? AND chunk = ? AND state = 'open'",
                     (rnd, chunk),
                 ).fetchall():
-                    reason = "the batch ended without a result for this request"
-                    self._transport_failure(seq, f"{reason} (batch {batch_id})")
+                    self._transport_failure(seq, reason)
                     db.execute(
                         "UPDATE requests SET state = 'lost' WHERE custom_id = ?", (custom_id,)
                     )
@@ -524,9 +616,10 @@ class BatchJob:
         """``run()`` for ``mode="concurrent"`` inside a running event loop."""
         if self.mode != "concurrent":
             raise ConfigurationError("arun() drives mode='concurrent'; use run() for batch mode")
-        for rnd in self._rounds(max_rounds, progress):
-            await self._send_round(rnd, progress)
-        return self._finish(progress)
+        with self._running(0.0, progress):
+            for rnd in self._rounds(max_rounds, progress):
+                await self._send_round(rnd, progress)
+            return self._finish(progress)
 
     async def _send_round(self, rnd: int, progress: Callable[[BatchProgress], Any] | None) -> None:
         with self._tx() as db:
@@ -550,7 +643,7 @@ class BatchJob:
             async with gate:
                 if stopping:
                     return
-                request = self._state(seq).next_request()
+                request = self._state(seq)[0].next_request()
                 try:
                     reply: ModelReply | LineError = await model.arequest(request)
                 except ProviderError as exc:

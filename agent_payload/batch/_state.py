@@ -1,49 +1,34 @@
-"""The job's state file: its SQLite schema and format version, the JSON kept in its columns
-(replies, reports, problems), the records a job hands out (``BatchProgress``,
-``BatchItemResult``), and ``StateFile``, every read and write of the file that is not a
-judgement."""
+"""The job's state file: its SQLite schema, format version and marker, its lease, and
+``StateFile``, every read and write of the file that is not a judgement. The records it hands
+out and the JSON kept in its columns are ``_records``."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
+import os
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from agent_payload import _jsontext
-from agent_payload.errors import AgentPayloadError, ConfigurationError
-from agent_payload.providers.base import ModelReply
-from agent_payload.result import AgentResult
+from agent_payload.batch._records import (
+    BatchItemResult,
+    BatchProgress,
+    Phase,
+    loads_payload,
+    resolve_type,
+)
+from agent_payload.errors import AgentPayloadError, UsageError
 from agent_payload.usage import Usage
 
-__all__ = [
-    "FORMAT_VERSION",
-    "SCHEMA",
-    "BatchItemResult",
-    "BatchProgress",
-    "BatchStateError",
-    "Phase",
-    "StateFile",
-    "Status",
-    "dumps",
-    "loads_payload",
-    "problems_json",
-    "reply_from",
-    "reply_json",
-    "report_json",
-    "resolve_type",
-    "type_name",
-]
-
-Status = Literal["pending", "done", "failed"]
-Phase = Literal["prepared", "submitted", "polling", "collected", "finished"]
+__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "SCHEMA", "BatchStateError", "StateFile"]
 
 FORMAT_VERSION = 1
+APPLICATION_ID = 0x61706A62  # b"apjb": SQLite's application_id, in the file's header
+_HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -66,7 +51,9 @@ CREATE TABLE IF NOT EXISTS items (
     change_request TEXT,
     report TEXT,
     error TEXT,
-    problems TEXT
+    problems TEXT,
+    failure TEXT,
+    retry_base INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS items_status ON items (status, in_round);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -75,6 +62,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     state TEXT NOT NULL,
     batch_id TEXT,
     submitting_at REAL,
+    ended_status TEXT,
+    message TEXT,
     PRIMARY KEY (round, chunk)
 );
 CREATE TABLE IF NOT EXISTS requests (
@@ -97,172 +86,133 @@ CREATE TABLE IF NOT EXISTS replies (
 
 
 class BatchStateError(AgentPayloadError):
-    """The state file cannot be used as it is (another format, another job's model, or a
-    submission whose fate the provider cannot tell unambiguously). Nothing was sent."""
+    """The state file cannot be used as it is (not a job's file, damaged, another job's model,
+    another ``run()`` holding it, or a submission whose fate the provider cannot tell
+    unambiguously). The message names the file; nothing was sent."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchProgress:
-    """Counts of a job, given to the ``progress`` callback and returned by ``run()``."""
-
-    phase: Phase
-    round: int
-    submitted: int
-    """Request lines sent so far, over all rounds."""
-    done: int
-    failed: int
-    pending: int
-    usage: Usage
-    cost: float | None = None
-    """Estimated cost in the currency of ``prices`` (None without prices)."""
-
-    @property
-    def total(self) -> int:
-        return self.done + self.failed + self.pending
-
-
-@dataclass(frozen=True, slots=True)
-class BatchItemResult:
-    """One item of a job: where it stands and what came of it."""
-
-    id: str
-    status: Status
-    payload: Any
-    """The updated payload when ``done`` (of the kind added: dict, list or pydantic model),
-    else the payload as added."""
-    change_request: dict[str, Any] | None
-    report: dict[str, Any] | None
-    """``{"changes": [{"op", "path", "old", "new"}...], "warnings": [...], "reasoning"}``."""
-    attempts: int
-    usage: Usage
-    error: str | None
-    problems: tuple[dict[str, Any], ...] = ()
-
-
-def type_name(kind: type) -> str:
-    return f"{kind.__module__}:{kind.__qualname__}"
-
-
-def resolve_type(name: str, types: Mapping[str, type]) -> type:
-    if name in types:
-        return types[name]
-    module, _, qualname = name.partition(":")
-    try:
-        node: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            node = getattr(node, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(
-            f"BatchJob: the payload type {name} cannot be imported; define it at module level, "
-            "or pass it in BatchJob(types=[...])"
-        ) from exc
-    if not isinstance(node, type):
-        raise ConfigurationError(f"BatchJob: {name} is not a type")
-    return node
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON; numbers read from a file written as they were read (``_jsontext``)."""
-    return _jsontext.dumps(value, separators=(",", ":"), literals=True, allow_nan=False)
-
-
-def loads_payload(text: str) -> Any:
-    """A stored payload, its numbers exactly as stored (what ``dumps`` wrote)."""
-    return _jsontext.loads_file(text)
-
-
-def reply_json(reply: ModelReply) -> str:
-    return dumps(
-        {
-            "text": reply.text,
-            "finish_reason": reply.finish_reason,
-            "truncated": reply.truncated,
-            "refusal": reply.refusal,
-            "usage": [
-                reply.usage.input_tokens,
-                reply.usage.output_tokens,
-                reply.usage.cached_input_tokens,
-                reply.usage.cache_write_input_tokens,
-            ],
-            "model_name": reply.model_name,
-        }
-    )
-
-
-def reply_from(text: str) -> ModelReply:
-    data = json.loads(text)
-    usage = data.get("usage") or [0, 0]
-    n = [*(int(count) for count in usage), 0, 0]  # [input, output, cached, cache writes]
-    return ModelReply(
-        text=data["text"],
-        finish_reason=data.get("finish_reason"),
-        truncated=bool(data.get("truncated")),
-        refusal=data.get("refusal"),
-        usage=Usage(n[0], n[1], 1, n[2], n[3]),
-        model_name=data.get("model_name", data.get("model")),  # "model": before 0.2
-    )
-
-
-def report_json(result: AgentResult[Any]) -> str:
-    report = result.report
-    return dumps(
-        {
-            "changes": [
-                {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new}
-                for c in report.changes
-            ],
-            "warnings": [
-                {"code": w.code, "path": w.path, "message": w.message} for w in report.warnings
-            ],
-            "reasoning": result.reasoning,
-        }
-    )
-
-
-def problems_json(error: BaseException) -> str:
-    problems = getattr(error, "problems", None) or []
-    return dumps(
-        [{"kind": p.kind, "code": p.code, "path": p.path, "message": p.message} for p in problems]
-    )
+_COLUMNS = {  # added to a file written before they existed
+    "items": (
+        ("cached_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+        ("cache_write_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+        ("failure", "TEXT"),
+        ("retry_base", "INTEGER NOT NULL DEFAULT 0"),
+    ),
+    "chunks": (("ended_status", "TEXT"), ("message", "TEXT")),
+}
 
 
 class StateFile:
     """The job's SQLite file (WAL mode): opened or created, checked against the job's model and
-    mode, and every read or write the job makes that is not a judgement."""
+    mode, and every read or write the job makes that is not a judgement.
+
+    A file that exists is first checked from its header, without opening it as a database:
+    SQLite's ``application_id`` must be this format's (``APPLICATION_ID``), so another
+    application's database is refused with its bytes unchanged."""
 
     def __init__(self, path: Path, model: str, mode: str) -> None:
         self.path = path
         self.mode = mode
+        self._lease: Any = None
+        created = self._check_header()
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
-            self._add_cache_columns()
-        except sqlite3.DatabaseError as exc:
-            raise BatchStateError(f"{self.path}: not a usable batch state file ({exc})") from exc
-        self._check_meta(model)
+        except sqlite3.Error as exc:
+            raise BatchStateError(f"{self.path}: cannot open the state file ({exc})") from exc
+        try:
+            with self.guard("its tables"):
+                if created:
+                    # The marker goes into the header before WAL mode, so that it is in the
+                    # main file from the first write on (the header check reads only that).
+                    self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                with self.tx() as db:
+                    for statement in filter(str.strip, SCHEMA.split(";")):
+                        db.execute(statement)
+                    self._add_columns()
+                self._check_meta(model)
+        except BaseException:
+            self.db.close()
+            raise
 
-    def _add_cache_columns(self) -> None:
-        """A state file written before the cache counts existed gets their columns (0)."""
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(items)")}
-        for column in ("cached_input_tokens", "cache_write_input_tokens"):
-            if column not in columns:
-                self.db.execute(f"ALTER TABLE items ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    def _check_header(self) -> bool:
+        """True when the file is new (missing or empty); ``BatchStateError`` unless its
+        header says it is a batch state file."""
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(100)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            raise BatchStateError(
+                f"{self.path}: cannot read the state file ({exc.strerror or exc})"
+            ) from exc
+        if not header:
+            return True
+        if not header.startswith(_HEADER) or len(header) < 72:
+            raise BatchStateError(
+                f"{self.path}: not a batch state file (not an SQLite database); it was left as "
+                "it is. Give --state / BatchJob a new path or the job's own file"
+            )
+        found = int.from_bytes(header[68:72], "big")
+        if found != APPLICATION_ID:
+            raise BatchStateError(
+                f"{self.path}: an SQLite database of another application (application_id "
+                f"{found:#x}, a batch state file has {APPLICATION_ID:#x}); it was left as it "
+                "is. Give --state / BatchJob a new path or the job's own file"
+            )
+        return False
+
+    @contextlib.contextmanager
+    def guard(self, what: str, *, decoding: bool = True) -> Iterator[None]:
+        """Turn an error of the file (SQLite, or with ``decoding`` a JSON column that does not
+        decode) into a ``BatchStateError`` naming the file and what was being read."""
+        kinds: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
+        if decoding:
+            kinds = (sqlite3.DatabaseError, ValueError, KeyError, TypeError)
+        try:
+            yield
+        except AgentPayloadError:
+            raise
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise BatchStateError(
+                    f"{self.path}: the state file is locked by another process ({exc}) while "
+                    f"reading {what}; run again when it is done"
+                ) from exc
+            raise self._damaged(what, exc) from exc
+        except kinds as exc:
+            raise self._damaged(what, exc) from exc
+
+    def _damaged(self, what: str, exc: BaseException) -> BatchStateError:
+        return BatchStateError(
+            f"{self.path}: {what} cannot be read ({type(exc).__name__}: {exc}); the state file "
+            "is damaged or was changed by another program. Restore it from a copy, or start a "
+            "new state file"
+        )
+
+    def _add_columns(self) -> None:
+        for table, columns in _COLUMNS.items():
+            present = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            for column, kind in columns:
+                if column not in present:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def _check_meta(self, model: str) -> None:
         meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
         if not meta:
             with self.tx():
                 self.db.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
+                    "INSERT OR IGNORE INTO meta VALUES (?, ?)",
                     [
                         ("format_version", str(FORMAT_VERSION)),
                         ("model", model),
                         ("mode", self.mode),
+                        ("tag", os.urandom(6).hex()),
                     ],
                 )
-            return
+            meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format_version") != str(FORMAT_VERSION):
             raise BatchStateError(
                 f"{self.path}: state format {meta.get('format_version')!r}, this version reads "
@@ -274,6 +224,12 @@ class StateFile:
                 f"was reopened with {model} in {self.mode} mode. Resume with the same agent, or "
                 "start a new state file"
             )
+        tag = meta.get("tag")
+        if not tag or not tag.isalnum():
+            raise self._damaged("the job's tag", ValueError(f"tag {tag!r}"))
+        self.tag = tag
+        """The job's own random tag: in every custom id and batch tag, so that no other job's
+        batch or reply is ever taken for this job's."""
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
@@ -286,22 +242,175 @@ class StateFile:
         self.db.execute("COMMIT")
 
     def close(self) -> None:
+        self.release()
         self.db.close()
 
-    def job_tag(self) -> str:
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'tag'").fetchone()
-        if row:
-            return str(row[0])
-        tag = f"{time.time_ns():x}"
+    # -- the lease: one run() at a time --
+
+    def lease(self) -> bool:
+        """Take the job's exclusive lease (an OS lock on ``<state>.lock``, released when the
+        process ends, however it ends): ``BatchStateError`` when another ``run()`` holds it.
+        False when this object holds it already (a call from inside a run)."""
+        if self._lease is not None:
+            return False
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
+        except OSError as exc:
+            raise BatchStateError(
+                f"{self.path}: cannot open its lock file {lock_path} ({exc.strerror or exc})"
+            ) from exc
+        try:
+            handle.seek(0)  # Windows locks a byte range: the same one in every process
+            _lock(handle)
+        except OSError as exc:
+            try:
+                holder = handle.read().strip() or "another process"
+            except OSError:  # Windows: the holder's locked byte cannot be read
+                holder = "another process"
+            handle.close()
+            raise BatchStateError(
+                f"{self.path}: another run() of this job holds it ({holder}); two runners would "
+                "submit every request twice. Wait for that one to finish (or stop it: its work "
+                "is saved) and run again"
+            ) from exc
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}")
+        handle.flush()
+        self._lease = handle
+        return True
+
+    def release(self) -> None:
+        if self._lease is not None:
+            handle, self._lease = self._lease, None
+            with contextlib.suppress(OSError):
+                handle.seek(0)
+                handle.truncate()  # no stale note for the next reader
+            handle.close()  # closing the file releases the lock
+
+    # -- items --
+
+    def add_items(self, rows: list[tuple[Any, ...]]) -> int:
+        """Insert the new items (``(id, payload, task, model_type, payload_type)`` rows) in
+        one transaction; how many were new. An id stored with anything different is a
+        ``UsageError`` naming the ids and what changed, and nothing is added."""
         with self.tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('tag', ?)", (tag,))
-        return self.job_tag()
+            new = []
+            changed = []
+            for row in rows:
+                stored = db.execute(
+                    "SELECT payload, task, model_type, payload_type FROM items WHERE id = ?",
+                    (row[0],),
+                ).fetchone()
+                if stored is None:
+                    new.append(row)
+                elif tuple(stored) != tuple(row[1:]):
+                    names = ("payload", "task", "payload type", "payload type")
+                    what = [n for n, a, b in zip(names, stored, row[1:], strict=True) if a != b]
+                    changed.append(f"{row[0]!r} ({' and '.join(dict.fromkeys(what))})")
+            if changed:
+                shown = ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else "")
+                raise UsageError(
+                    f"{self.path}: {len(changed)} item(s) are already in the job with another "
+                    f"payload or task: {shown}. The job keeps what it was given first; give "
+                    "changed items new ids, or start a new state file"
+                )
+            db.executemany(
+                "INSERT INTO items (id, payload, task, model_type, payload_type) "
+                "VALUES (?, ?, ?, ?, ?)",
+                new,
+            )
+            return len(new)
+
+    def retry_failed(self) -> int:
+        """Every failed item pending again, its stored replies kept for its usage but not fed
+        to its judge (``retry_base``); how many."""
+        with self.tx() as db:
+            failed = db.execute("SELECT seq FROM items WHERE status = 'failed'").fetchall()
+            for (seq,) in failed:
+                (base,) = db.execute(
+                    "SELECT COALESCE(MAX(attempt), 0) FROM replies WHERE item_seq = ?", (seq,)
+                ).fetchone()
+                db.execute(
+                    "UPDATE items SET status = 'pending', in_round = NULL, retry_base = ?, "
+                    "transport_failures = 0, failure = NULL WHERE seq = ?",
+                    (base, seq),
+                )
+            return len(failed)
+
+    def type_names(self) -> set[str]:
+        """The payload types the pending items name."""
+        rows = self.db.execute(
+            "SELECT DISTINCT model_type, payload_type FROM items WHERE status = 'pending'"
+        ).fetchall()
+        return {name for row in rows for name in row if name}
+
+    def transport_failure(self, seq: int, message: str, retries: int) -> None:
+        """A request of the item got no reply (inside the caller's transaction): pending for
+        the next round, or ``failed`` (for want of a reply) after ``retries`` retries."""
+        (failures,) = self.db.execute(
+            "SELECT transport_failures FROM items WHERE seq = ?", (seq,)
+        ).fetchone()
+        failures += 1
+        if failures > retries:
+            self.db.execute(
+                "UPDATE items SET status = 'failed', in_round = NULL, transport_failures = ?, "
+                "error = ?, failure = 'transport' WHERE seq = ?",
+                (failures, f"provider error after {failures} tries: {message}", seq),
+            )
+        else:
+            self.db.execute(
+                "UPDATE items SET in_round = NULL, transport_failures = ?, error = ? WHERE seq = ?",
+                (failures, f"provider error (try {failures}, retried): {message}", seq),
+            )
+
+    def lost_reason(self, rnd: int, chunk: int, batch_id: str, unreadable: list[str]) -> str:
+        """Why the requests of an ended batch that have no result got none: its unreadable
+        lines, or the provider's word on the batch as a whole."""
+        ended_status, message = self.db.execute(
+            "SELECT ended_status, message FROM chunks WHERE round = ? AND chunk = ?",
+            (rnd, chunk),
+        ).fetchone()
+        if unreadable:
+            shown = "; ".join(unreadable[:3]) + ("; ..." if len(unreadable) > 3 else "")
+            return f"batch {batch_id}: no readable result for this request ({shown})"
+        if ended_status not in (None, "completed", "ended"):
+            said = f": {message}" if message else " (the provider gave no reason)"
+            return f"batch {batch_id} {ended_status}{said}"
+        return f"the batch ended without a result for this request (batch {batch_id})"
+
+    def begin_run(self) -> None:
+        """A run that starts anew (the last one finished) makes the items that failed for
+        want of a reply pending again; one that a crash or an error stopped is continued."""
+        with self.tx() as db:
+            if db.execute("SELECT 1 FROM meta WHERE key = 'run_open'").fetchone() is None:
+                db.execute(
+                    "UPDATE items SET status = 'pending', transport_failures = 0, "
+                    "failure = NULL WHERE status = 'failed' AND failure = 'transport'"
+                )
+                db.execute("INSERT INTO meta VALUES ('run_open', '1')")
+
+    def end_run(self) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM meta WHERE key = 'run_open'")
+
+    # -- rounds and chunks --
 
     def record_batch(self, rnd: int, chunk: int, batch_id: str) -> None:
         with self.tx() as db:
             db.execute(
                 "UPDATE chunks SET state = 'submitted', batch_id = ? WHERE round = ? AND chunk = ?",
                 (batch_id, rnd, chunk),
+            )
+
+    def forget_submission(self, rnd: int, chunk: int) -> None:
+        """A chunk left ``submitting`` became no batch (the user says so): prepared again."""
+        with self.tx() as db:
+            db.execute(
+                "UPDATE chunks SET state = 'prepared', submitting_at = NULL "
+                "WHERE round = ? AND chunk = ? AND state = 'submitting'",
+                (rnd, chunk),
             )
 
     def chunks(self, rnd: int, *states: str) -> list[tuple[int, str, str | None, float | None]]:
@@ -318,42 +427,58 @@ class StateFile:
 
     def results(self, types: Mapping[str, type]) -> Iterator[BatchItemResult]:
         """Every item in the order added."""
-        cursor = self.db.execute(
-            "SELECT id, status, payload, model_type, result, change_request, report, attempts, "
-            "input_tokens, output_tokens, error, problems, cached_input_tokens, "
-            "cache_write_input_tokens FROM items ORDER BY seq"
+        last = 0
+        while True:
+            with self.guard("the items"):
+                rows = self.db.execute(
+                    "SELECT seq, id, status, payload, model_type, result, change_request, "
+                    "report, attempts, input_tokens, output_tokens, error, problems, "
+                    "cached_input_tokens, cache_write_input_tokens FROM items WHERE seq > ? "
+                    "ORDER BY seq LIMIT 500",
+                    (last,),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                last = row[0]
+                with self.guard(f"item {row[1]!r}"):
+                    item = self._result(row[1:], types)
+                yield item
+
+    @staticmethod
+    def _result(row: tuple[Any, ...], types: Mapping[str, type]) -> BatchItemResult:
+        (
+            item_id,
+            status,
+            payload,
+            model_type,
+            result,
+            request,
+            report,
+            attempts,
+            tokens_in,
+            tokens_out,
+            error,
+            problems,
+            cached,
+            written,
+        ) = row
+        data = loads_payload(result if result is not None else payload)
+        if model_type is not None:
+            data = resolve_type(model_type, types).model_validate(data)  # type: ignore[attr-defined]
+        if status not in ("pending", "done", "failed"):
+            raise ValueError(f"status {status!r}")
+        return BatchItemResult(
+            id=item_id,
+            status=status,
+            payload=data,
+            change_request=json.loads(request) if request else None,
+            report=json.loads(report) if report else None,
+            attempts=attempts,
+            usage=Usage(tokens_in, tokens_out, attempts, cached, written),
+            error=error,
+            problems=tuple(json.loads(problems)) if problems else (),
         )
-        for row in cursor:
-            (
-                item_id,
-                status,
-                payload,
-                model_type,
-                result,
-                request,
-                report,
-                attempts,
-                tokens_in,
-                tokens_out,
-                error,
-                problems,
-                cached,
-                written,
-            ) = row
-            data = loads_payload(result if result is not None else payload)
-            if model_type is not None:
-                data = resolve_type(model_type, types).model_validate(data)  # type: ignore[attr-defined]
-            yield BatchItemResult(
-                id=item_id,
-                status=status,
-                payload=data,
-                change_request=json.loads(request) if request else None,
-                report=json.loads(report) if report else None,
-                attempts=attempts,
-                usage=Usage(tokens_in, tokens_out, attempts, cached, written),
-                error=error,
-                problems=tuple(json.loads(problems)) if problems else (),
-            )
 
     def progress(self, phase: Phase, prices: Mapping[str, float] | None) -> BatchProgress:
         """The counts now."""
@@ -371,6 +496,14 @@ class StateFile:
             "WHERE c.state != 'prepared'"
         ).fetchone()
         (rnd,) = self.db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
+        batches = tuple(
+            batch_id
+            for (batch_id,) in self.db.execute(
+                "SELECT batch_id FROM chunks WHERE round = ? AND batch_id IS NOT NULL "
+                "ORDER BY chunk",
+                (rnd,),
+            )
+        )
         cost = None
         if prices is not None:
             price_in = prices.get("input", 0.0)
@@ -389,4 +522,17 @@ class StateFile:
             pending=counts.get("pending", 0),
             usage=Usage(tokens_in, tokens_out, attempts, cached, written),
             cost=cost,
+            batches=batches,
         )
+
+
+def _lock(handle: Any) -> None:
+    """Lock an open file exclusively without waiting (``OSError`` when it is held)."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+    else:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -2,8 +2,10 @@
 
 A message batch carries no metadata, so a job that crashed between the create call and
 recording its answer looks for the batch by what it knows: created since the job's own record
-of the attempt, with exactly its number of requests. One such batch is adopted; several are
-reported (``agent_payload.batch`` refuses to guess and asks the user).
+of the attempt, with exactly its number of requests; such a candidate is the job's only when its
+results name the job's custom ids (which carry the job's own tag), so a candidate still running
+cannot tell yet. Results are read line by line: a line that does not parse is that request's
+error (or, naming no request, an error of its own), and the lines after it are still read.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from anthropic.types.messages import MessageBatchIndividualResponse
+from pydantic import ValidationError
+
 from agent_payload.errors import ProviderError
 from agent_payload.providers.anthropic import AnthropicModel, map_anthropic_errors
 from agent_payload.providers.base import ModelReply, ModelRequest
-from agent_payload.providers.batching import BatchStatus, LineError, request_body
+from agent_payload.providers.batching import BatchStatus, LineError, custom_id_of, request_body
 
 __all__ = ["AnthropicBatchBackend"]
 
@@ -39,9 +44,13 @@ class AnthropicBatchBackend:
             batch = client.messages.batches.create(requests=[json.loads(e) for e in entries])
         return str(batch.id)
 
-    def find(self, tag: str, *, count: int, since: float) -> list[str]:
-        found: list[str] = []
+    def find(
+        self, tag: str, entries: Sequence[str], *, since: float
+    ) -> list[tuple[str, bool | None]]:
+        ids = {json.loads(entry)["custom_id"] for entry in entries}
+        found: list[tuple[str, bool | None]] = []
         with map_anthropic_errors(self.model.model_name, self.client):
+            candidates = []
             for batch in self.client.messages.batches.list(limit=100):
                 created = batch.created_at.timestamp()
                 if created < since - 300:
@@ -54,8 +63,17 @@ class AnthropicBatchBackend:
                     + counts.canceled
                     + counts.expired
                 )
-                if created >= since - 5 and total == count:
-                    found.append(str(batch.id))
+                if created >= since - 5 and total == len(ids):
+                    candidates.append(str(batch.id))
+            for batch_id in candidates:
+                if not self.poll(batch_id).ended:
+                    found.append((batch_id, None))  # its results, and so its ids, come at the end
+                    continue
+                named = {custom_id_of(line) for line in self._lines(batch_id)} - {None}
+                if named & ids:
+                    found.append((batch_id, True))
+                elif not named:
+                    found.append((batch_id, False))  # ended, and no line says whose it is
         return found
 
     def poll(self, batch_id: str) -> BatchStatus:
@@ -67,12 +85,24 @@ class AnthropicBatchBackend:
             ended=batch.processing_status == "ended",
         )
 
+    def _lines(self, batch_id: str) -> list[str]:
+        with (
+            map_anthropic_errors(self.model.model_name, self.client),
+            self.client.messages.batches.with_streaming_response.results(batch_id) as response,
+        ):
+            return [line for line in response.iter_lines() if line.strip()]
+
     def results(
         self, batch_id: str, request: ModelRequest
-    ) -> Iterator[tuple[str, ModelReply | LineError]]:
-        with map_anthropic_errors(self.model.model_name, self.client):
-            lines = list(self.client.messages.batches.results(batch_id))
-        for line in lines:
+    ) -> Iterator[tuple[str | None, ModelReply | LineError]]:
+        for number, text in enumerate(self._lines(batch_id), 1):
+            try:
+                line = MessageBatchIndividualResponse.model_validate_json(text)
+            except ValidationError as exc:
+                where = f"line {number} of the results of batch {batch_id}"
+                problem = f"{where} is not a batch result ({exc.errors()[0]['msg']}): {text:.120}"
+                yield custom_id_of(text), LineError(problem, "unreadable_result")
+                continue
             result = line.result
             if result.type == "succeeded":
                 try:

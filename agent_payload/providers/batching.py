@@ -10,6 +10,8 @@ a batch by its tag after a crash, polls, and reads results back through the adap
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,7 +19,15 @@ from typing import Any, Protocol
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import Model, ModelReply, ModelRequest
 
-__all__ = ["BatchBackend", "BatchStatus", "LineError", "backend_for", "request_body"]
+__all__ = [
+    "BatchBackend",
+    "BatchStatus",
+    "LineError",
+    "backend_for",
+    "custom_id_of",
+    "entries_hash",
+    "request_body",
+]
 
 _SDK_ONLY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 
@@ -67,18 +77,43 @@ class BatchBackend(Protocol):
         ``tag``; return its id."""
         ...
 
-    def find(self, tag: str, *, count: int, since: float) -> list[str]:
-        """Ids of batches that may be the one submitted under ``tag`` (``count`` lines, created
-        at or after ``since``, a Unix time): empty when none was created."""
+    def find(
+        self, tag: str, entries: Sequence[str], *, since: float
+    ) -> list[tuple[str, bool | None]]:
+        """Batches created at or after ``since`` (a Unix time) that may be the one submitted
+        under ``tag`` with ``entries``, each with whether it is: True when its request hash or
+        custom ids are these, None when it cannot tell yet (still running); batches known not
+        to be it are left out. Empty when none was created."""
         ...
 
     def poll(self, batch_id: str) -> BatchStatus: ...
 
     def results(
         self, batch_id: str, request: ModelRequest
-    ) -> Iterator[tuple[str, ModelReply | LineError]]:
-        """``(custom_id, reply or error)`` for every line of an ended batch."""
+    ) -> Iterator[tuple[str | None, ModelReply | LineError]]:
+        """``(custom_id, reply or error)`` for every line of an ended batch; a line that cannot
+        be read is a ``LineError`` for its custom id, or for ``None`` when it names none (the
+        message says which line and why). Never stops at a bad line."""
         ...
+
+
+def custom_id_of(line: str) -> str | None:
+    """The ``custom_id`` a results line names, None when it names none (not JSON, cut short)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    custom_id = record.get("custom_id") if isinstance(record, dict) else None
+    return custom_id if isinstance(custom_id, str) and custom_id else None
+
+
+def entries_hash(entries: Sequence[str]) -> str:
+    """The SHA-256 of a batch's request lines (as submitted, in order)."""
+    digest = hashlib.sha256()
+    for entry in entries:
+        digest.update(entry.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def backend_for(model: Model) -> BatchBackend:

@@ -20,12 +20,19 @@ from pydantic import ValidationError
 
 from agent_payload.errors import ProviderError
 from agent_payload.providers.base import ModelReply, ModelRequest
-from agent_payload.providers.batching import BatchStatus, LineError, request_body
+from agent_payload.providers.batching import (
+    BatchStatus,
+    LineError,
+    custom_id_of,
+    entries_hash,
+    request_body,
+)
 from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel, map_openai_errors
 
 __all__ = ["OpenAIBatchBackend"]
 
 _TAG_KEY = "agent_payload_tag"
+_HASH_KEY = "agent_payload_sha256"
 _ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
@@ -56,18 +63,22 @@ class OpenAIBatchBackend:
                 input_file_id=uploaded.id,
                 endpoint=self.endpoint,
                 completion_window="24h",
-                metadata={_TAG_KEY: tag},
+                metadata={_TAG_KEY: tag, _HASH_KEY: entries_hash(entries)},
             )
         return str(batch.id)
 
-    def find(self, tag: str, *, count: int, since: float) -> list[str]:
-        found: list[str] = []
+    def find(
+        self, tag: str, entries: Sequence[str], *, since: float
+    ) -> list[tuple[str, bool | None]]:
+        digest = entries_hash(entries)
+        found: list[tuple[str, bool | None]] = []
         with map_openai_errors(self.model.model_name, self.client):
             for batch in self.client.batches.list(limit=100):
                 if batch.created_at < since - 300:
                     break  # newest first: older batches cannot be ours
-                if (batch.metadata or {}).get(_TAG_KEY) == tag:
-                    found.append(str(batch.id))
+                metadata = batch.metadata or {}
+                if metadata.get(_TAG_KEY) == tag and metadata.get(_HASH_KEY) == digest:
+                    found.append((str(batch.id), True))
         return found
 
     def poll(self, batch_id: str) -> BatchStatus:
@@ -86,42 +97,46 @@ class OpenAIBatchBackend:
 
     def results(
         self, batch_id: str, request: ModelRequest
-    ) -> Iterator[tuple[str, ModelReply | LineError]]:
+    ) -> Iterator[tuple[str | None, ModelReply | LineError]]:
         with map_openai_errors(self.model.model_name, self.client):
             batch = self.client.batches.retrieve(batch_id)
-            texts = [
-                self.client.files.content(file_id).text
-                for file_id in (batch.output_file_id, batch.error_file_id)
+            files = [
+                (name, self.client.files.content(file_id).text)
+                for name, file_id in (
+                    ("output", batch.output_file_id),
+                    ("error", batch.error_file_id),
+                )
                 if file_id
             ]
-        for text in texts:
+        for name, text in files:
             for number, line in enumerate(text.splitlines(), 1):
                 if line.strip():
-                    yield self._line(batch_id, number, line, request)
+                    where = f"line {number} of the {name} file of batch {batch_id}"
+                    yield self._line(where, line, request)
 
     def _line(
-        self, batch_id: str, number: int, line: str, request: ModelRequest
-    ) -> tuple[str, ModelReply | LineError]:
+        self, where: str, line: str, request: ModelRequest
+    ) -> tuple[str | None, ModelReply | LineError]:
         try:
             record = json.loads(line)
-            custom_id = str(record["custom_id"])
+            custom_id = record["custom_id"]
+            if not isinstance(custom_id, str):
+                raise TypeError(f"custom_id {custom_id!r}")
         except (ValueError, KeyError, TypeError) as exc:
-            raise ProviderError(
-                f"OpenAI batch {batch_id}: line {number} of its results is not a batch result "
-                f"({exc!r}); the job stopped before applying anything of it",
-                provider=self.provider,
-            ) from exc
+            problem = f"{where} is not a batch result ({exc!r}): {line:.120}"
+            return custom_id_of(line), LineError(problem, "unreadable_result")
         error = record.get("error")
         response = record.get("response")
-        if error:
+        if isinstance(error, dict) and error:
             return custom_id, LineError(str(error.get("message")), error.get("code"))
         if not isinstance(response, dict):
-            return custom_id, LineError("the batch line has neither a response nor an error")
+            return custom_id, LineError(f"{where} has neither a response nor an error")
         status = response.get("status_code")
         body = response.get("body")
         if status != 200:
             detail = body.get("error", {}).get("message") if isinstance(body, dict) else None
-            return custom_id, LineError(str(detail or body), status_code=status)
+            code = status if isinstance(status, int) else None
+            return custom_id, LineError(str(detail or body), status_code=code)
         kind: Any = Response if self.responses else ChatCompletion
         try:
             parsed = kind.model_validate(body)

@@ -21,6 +21,11 @@ Knobs on the server (plain attributes, settable at any time):
 * ``batch_expire``: a function of the batch's number (1, 2, ... in creation order) returning
   True when that batch expires instead of completing: OpenAI reports ``expired`` with every line
   in the error file (code ``batch_expired``); Anthropic ends it with every result ``expired``;
+* ``batch_fail``: a function of the batch's number returning a message when that batch fails
+  as a whole: OpenAI reports ``failed`` with the message in ``errors`` and no output or error
+  file; Anthropic ends it with every result ``errored`` with the message;
+* ``batch_result_line``: a function every line of a batch's results passes through as it is
+  served (an OpenAI output or error file, Anthropic's results), e.g. one that cuts a line short;
 * ``batch_faults``: ``{"upload" | "create" | "retrieve" | "results": [Fault, ...]}``, faults
   consumed one per call of that operation. A ``create`` fault is sent AFTER the batch was
   created (the client never learns its id): the case a resumable job must not submit twice.
@@ -118,6 +123,7 @@ class BatchFakes:
         self._server = server
         self._lock = threading.Lock()
         self._files: dict[str, bytes] = {}
+        self._result_files: set[str] = set()
         self._openai: dict[str, _OpenAIBatch] = {}
         self._anthropic: dict[str, _AnthropicBatch] = {}
         self._numbers = itertools.count(1)
@@ -220,7 +226,14 @@ class BatchFakes:
             data = self._files.get(file_id)
         if data is None:
             return _not_found(f"file {file_id}")
+        if file_id in self._result_files:
+            data = self._served(data.decode()).encode()
         return Route(200, data, "application/octet-stream")
+
+    def _served(self, text: str) -> str:
+        """A results file as served: each line through ``batch_result_line``."""
+        mangle = self._server.batch_result_line
+        return "".join(mangle(line) + "\n" for line in text.splitlines())
 
     # -- OpenAI: batches --
 
@@ -289,6 +302,18 @@ class BatchFakes:
         self._finish_openai(batch)
 
     def _finish_openai(self, batch: _OpenAIBatch, *, cancelled: bool = False) -> None:
+        failure = None if cancelled else self._server.batch_fail(batch.number)
+        if failure is not None:
+            with self._lock:
+                batch.data.update(
+                    status="failed",
+                    failed_at=int(time.time()),
+                    errors={
+                        "object": "list",
+                        "data": [{"code": "batch_failed", "message": failure, "line": None}],
+                    },
+                )
+            return
         expired = not cancelled and bool(self._server.batch_expire(batch.number))
         endpoint = str(batch.data["endpoint"])
         api = _ENDPOINT_API.get(endpoint, "chat.completions")
@@ -342,6 +367,7 @@ class BatchFakes:
     def _store(self, text: str) -> str:
         file_id = self._new_id("file-")
         self._files[file_id] = (text + "\n").encode()
+        self._result_files.add(file_id)
         return file_id
 
     # -- Anthropic: message batches --
@@ -396,7 +422,7 @@ class BatchFakes:
         if batch is None or batch.data["processing_status"] != "ended":
             return _not_found(f"results of message batch {batch_id}")
         text = "".join(json.dumps(r) + "\n" for r in batch.results)
-        return Route(200, text.encode(), "application/binary")
+        return Route(200, self._served(text).encode(), "application/binary")
 
     def _maybe_finish_anthropic(self, batch: _AnthropicBatch) -> None:
         with self._lock:
@@ -406,6 +432,7 @@ class BatchFakes:
             if batch.polls <= self._server.batch_polls:
                 return
         expired = bool(self._server.batch_expire(batch.number))
+        failure = self._server.batch_fail(batch.number)
         results: list[dict[str, Any]] = []
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         for entry in batch.requests:
@@ -413,6 +440,12 @@ class BatchFakes:
             if expired:
                 results.append({"custom_id": custom_id, "result": {"type": "expired"}})
                 counts["expired"] += 1
+                continue
+            if failure is not None:
+                error = {"type": "error", "error": {"type": "api_error", "message": failure}}
+                result = {"type": "errored", "error": error}
+                results.append({"custom_id": custom_id, "result": result})
+                counts["errored"] += 1
                 continue
             status, body = self._answer_line("messages", entry.get("params"))
             if status == 200:

@@ -272,6 +272,14 @@ def _never(number: int) -> bool:
     return False
 
 
+def _no_failure(number: int) -> str | None:
+    return None
+
+
+def _same_line(line: str) -> str:
+    return line
+
+
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One default SSL context for every client the fake server builds (the server speaks
@@ -313,6 +321,10 @@ class FakeProviderServer:
         self.batch_faults: dict[str, list[Fault]] = {}
         """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``);
         a ``create`` fault is sent after the batch was created (``agent_payload.testing.batch``)."""
+        self.batch_fail: Callable[[int], str | None] = _no_failure
+        """Batch APIs: ``batch_fail(n)`` a message makes the n-th batch fail as a whole."""
+        self.batch_result_line: Callable[[str], str] = _same_line
+        """Batch APIs: every line of a batch's results passes through it as it is served."""
         self._batches = BatchFakes(self)
         self._script(replies, handler, caller="FakeProviderServer(replies)")
         self._server = _Server(self)
@@ -385,6 +397,8 @@ class FakeProviderServer:
         self.batch_polls = 0
         self.batch_expire = _never
         self.batch_faults = {}
+        self.batch_fail = _no_failure
+        self.batch_result_line = _same_line
         self._batches = BatchFakes(self)
         self._script(replies, handler, caller="FakeProviderServer.reset(replies)")
 
