@@ -418,30 +418,6 @@ def test_feedback_is_rendered_from_the_correction_template() -> None:
         assert error.feedback == render_correction(error.problems, reply_was_truncated=truncated)
 
 
-def test_the_parser_imports_no_prompt_text() -> None:
-    """Layers point down: no module of the parser imports the prompts or anything else above
-    the core (its errors carry the problems; the prompts layer renders their feedback)."""
-    import ast
-
-    import agent_payload.parse
-
-    upper = ("prompts", "judge", "agent", "_loop", "tools", "session", "providers", "testing")
-    for path in Path(agent_payload.parse.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                names = [f"{node.module}.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            for name in names:
-                parts = name.split(".")
-                assert not (parts[0] == "agent_payload" and set(parts[1:2]) & set(upper)), (
-                    path.name,
-                    name,
-                )
-
-
 @pytest.mark.slow
 def test_the_feedback_is_rendered_when_only_the_parser_is_imported() -> None:
     """A program that imports only ``agent_payload.parse`` still gets the rendered correction

@@ -161,8 +161,10 @@ def _golden_renders() -> dict[str, str]:
 
 def _outline_renders(task: str) -> dict[str, str]:
     """Outline mode's templates: the user message with an outline, the read tools'
-    descriptions, an outlined read and the notes of the read loop."""
+    descriptions, an outlined read and the notes of the read loop. Tokens are counted by the
+    length estimate, so the files are the same with or without the optional tokenizer."""
     from agent_payload import outline
+    from agent_payload.usage import length_estimate as count
 
     catalogue = {
         "title": "Spring catalogue " * 20,
@@ -171,7 +173,7 @@ def _outline_renders(task: str) -> dict[str, str]:
     user = render_prompt(
         catalogue,
         task,
-        outline=outline.outline(catalogue, 400),
+        outline=outline.outline(catalogue, 400, count=count),
         outline_budget=400,
         max_reads=8,
     )
@@ -182,9 +184,13 @@ def _outline_renders(task: str) -> dict[str, str]:
     reads = "\n\n".join(
         [
             outline.answer(
-                "read_payload", {"path": "lines", "start": 10, "end": 40}, catalogue, 300
+                "read_payload",
+                {"path": "lines", "start": 10, "end": 40},
+                catalogue,
+                300,
+                count=count,
             ),
-            outline.answer("find_in_payload", {"text": "sku-00"}, catalogue, 300),
+            outline.answer("find_in_payload", {"text": "sku-00"}, catalogue, 300, count=count),
             outline.last_read_note(8),
             outline.not_applied_note(),
         ]
