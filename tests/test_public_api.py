@@ -13,92 +13,12 @@ import agent_payload
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PUBLIC = [
-    "AgentPayloadChangeRequest",
-    "AgentPayloadError",
-    "AgentResult",
-    "AsyncPayloadAgent",
-    "AsyncPayloadSession",
-    "ChangeRequestToolHandler",
-    "ConfigurationError",
-    "DataLossGuard",
-    "InvalidPayloadError",
-    "MergeConflictError",
-    "ModelReplyError",
-    "PayloadAgent",
-    "PayloadSession",
-    "PayloadValidationError",
-    "Permissions",
-    "ProviderError",
-    "ReadScope",
-    "RetriesExhaustedError",
-    "RetryWithFeedback",
-    "StalePayloadError",
-    "UsageError",
-    "__version__",
-    "apply_change_request",
-    "diff_payloads",
-    "parse_change_request",
-    "payload_version",
-]
 
-# 0.1's top-level names that 0.2 moved to a module: still importable from the top level for one
-# release, with a DeprecationWarning naming the module (CHANGELOG lists each).
-MOVED = {
-    "Change": "agent_payload.report",
-    "DEFAULT_MARKERS": "agent_payload.changes",
-    "Finding": "agent_payload.report",
-    "Hooks": "agent_payload.agent",
-    "InvalidChangeRequestError": "agent_payload.errors",
-    "Issue": "agent_payload.report",
-    "LimitExceededError": "agent_payload.errors",
-    "Limits": "agent_payload.merge",
-    "MARKER": "agent_payload.changes",
-    "MergeReport": "agent_payload.report",
-    "MergeResult": "agent_payload.report",
-    "Message": "agent_payload.providers",
-    "Model": "agent_payload.providers",
-    "ModelReply": "agent_payload.providers",
-    "ModelRequest": "agent_payload.providers",
-    "ModelRequestsBlockedError": "agent_payload.errors",
-    "NoChangeRequestError": "agent_payload.errors",
-    "ParsedReply": "agent_payload.parse",
-    "Problem": "agent_payload.report",
-    "PromptParts": "agent_payload.prompts",
-    "REFERENCE_MARKER": "agent_payload.changes",
-    "RefusalError": "agent_payload.errors",
-    "ReplySyntaxError": "agent_payload.errors",
-    "ToolResult": "agent_payload.tools",
-    "TruncatedReplyError": "agent_payload.errors",
-    "TurnRecord": "agent_payload.session",
-    "UnknownFieldError": "agent_payload.errors",
-    "Usage": "agent_payload.usage",
-    "VersionedStore": "agent_payload.store",
-    "anthropic_tool": "agent_payload.tools",
-    "apply_if_version": "agent_payload.store",
-    "change_request_schema": "agent_payload.schema",
-    "check_version": "agent_payload.guards",
-    "choose_marker": "agent_payload.merge",
-    "combine_guards": "agent_payload.guards",
-    "infer_model": "agent_payload.providers",
-    "openai_tool": "agent_payload.tools",
-    "parse_change_request_with_repairs": "agent_payload.parse",
-    "render_confirm": "agent_payload.prompts",
-    "render_correction": "agent_payload.prompts",
-    "render_payload": "agent_payload.prompts",
-    "render_prompt": "agent_payload.prompts",
-    "responses_tool": "agent_payload.tools",
-    "to_json_patch": "agent_payload.diff",
-    "undo_change_request": "agent_payload.diff",
-}
-
-
-def test_all_is_frozen_and_sorted() -> None:
-    """Adding or removing a public name is a deliberate act: update PUBLIC, the README's
-    "Public API" table and the CHANGELOG. ``__all__`` is kept sorted."""
+def test_all_is_sorted_and_every_name_exists() -> None:
+    """``__all__`` is the one list of public names (the README's table is checked against it
+    below): sorted, and every name importable."""
     assert agent_payload.__all__ == sorted(agent_payload.__all__)
-    assert agent_payload.__all__ == PUBLIC
-    for name in PUBLIC:
+    for name in agent_payload.__all__:
         assert hasattr(agent_payload, name), name
 
 
