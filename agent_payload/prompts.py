@@ -599,6 +599,9 @@ def render_correction(
 
     ``render_current``: how a problem's current value is written (default: ``render_payload``);
     outline mode passes one that keeps it within the budget.
+
+    A ``concurrent_change`` problem (the request collided with an edit committed since,
+    MERGE.md section 9) says the payload is no longer as first shown.
     """
     reply = _reply_contract(output_mode, marker, tool_name)
     items = [
@@ -615,7 +618,11 @@ def render_correction(
         )
     return (
         _render(
-            "correction_call" if earlier_calls_kept else "correction",
+            "correction_call"
+            if earlier_calls_kept
+            else "correction_concurrent"
+            if any(p.code == "concurrent_change" for p in problems)
+            else "correction",
             problems="\n".join(items) + "\n\n" if items else "",
             truncation=_render("truncated") if truncated else "",
             reply=reply,

@@ -13,8 +13,11 @@ request is rebuilt from the nearest one).
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import inspect
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +28,7 @@ from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.diff import diff_payloads
 from agent_payload.errors import (
     ConcurrentChangeError,
+    ConfigurationError,
     PayloadValidationError,
     StalePayloadError,
     UsageError,
@@ -37,6 +41,7 @@ from agent_payload.merge import (
     rebase_change_request,
     validation_errors,
 )
+from agent_payload.result import AgentResult
 from agent_payload.store._backends import Backend, Cursor, open_backend
 from agent_payload.store._records import (
     HistoryEntry,
@@ -249,6 +254,70 @@ class PayloadStore:
             )
             self._write(cur, entry, result.payload)
         return StoredPayload(key, current + 1, result.payload, type_, entry, result.report)
+
+    # -- an agent's edit -------------------------------------------------------------------
+
+    def edit(self, key: str, agent: Any, task: str, **run_options: Any) -> AgentResult[Any]:
+        """Run ``agent`` (a ``PayloadAgent``) on the current payload of ``key`` and apply its
+        accepted change request at the version it read, inside the run: a collision with an
+        edit committed meanwhile goes back to the model as a correction (what the other edit
+        did, the current subtree), within the agent's retries, and the next reply is judged
+        against the then-current version. Returns the ``AgentResult`` whose ``payload`` is
+        the payload stored. ``run_options`` go to ``agent.run`` (the key's type is its
+        ``payload_type``). ``AsyncPayloadAgent``: ``await store.aedit(...)``."""
+        if inspect.iscoroutinefunction(getattr(agent, "run", None)):
+            raise ConfigurationError(
+                "PayloadStore.edit: this agent's run() is async; use await store.aedit(...)"
+            )
+        payload, commit = self._edit(key, agent, run_options)
+        result: AgentResult[Any] = agent.run(payload, task, commit=commit, **run_options)
+        return result
+
+    async def aedit(self, key: str, agent: Any, task: str, **run_options: Any) -> AgentResult[Any]:
+        """``edit`` for an ``AsyncPayloadAgent`` (the database calls run in a worker thread)."""
+        if not inspect.iscoroutinefunction(getattr(agent, "run", None)):
+            raise ConfigurationError(
+                "PayloadStore.aedit: this agent's run() is not async; use store.edit(...)"
+            )
+        payload, commit = await asyncio.to_thread(self._edit, key, agent, run_options)
+
+        async def acommit(result: AgentResult[Any]) -> AgentResult[Any]:
+            return await asyncio.to_thread(commit, result)
+
+        result: AgentResult[Any] = await agent.run(payload, task, commit=acommit, **run_options)
+        return result
+
+    def _edit(
+        self, key: str, agent: Any, run_options: dict[str, Any]
+    ) -> tuple[Any, Callable[[AgentResult[Any]], AgentResult[Any]]]:
+        """The payload to run on, and the commit that applies the run's result at the version
+        the run judges against (moved on by every collision)."""
+        if "commit" in run_options:
+            raise ConfigurationError("PayloadStore.edit: commit= is the store's own")
+        doc = self.get(key)
+        if doc.payload_type is not None:
+            run_options.setdefault("payload_type", resolve_type(doc.payload_type, self._types, key))
+        read = [doc.version]
+        model_name = getattr(getattr(agent, "model", None), "model_name", None)
+
+        def commit(result: AgentResult[Any]) -> AgentResult[Any]:
+            try:
+                stored = self.apply(
+                    key,
+                    result.change_request,
+                    base_version=read[0],
+                    reasoning=result.reasoning,
+                    run_id=result.run_id or None,
+                    model_name=model_name if isinstance(model_name, str) else None,
+                    usage=result.usage,
+                    markers=(result.marker,),
+                )
+            except ConcurrentChangeError as exc:
+                read[0] = exc.version
+                raise
+            return dataclasses.replace(result, payload=stored.payload)
+
+        return doc.payload, commit
 
     # -- the parts --------------------------------------------------------------------------
 
