@@ -232,7 +232,11 @@ class PostgresBackend(_PerThread):
             ) from exc
         self._psycopg = psycopg
         self.url = url
-        self._open()
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
 
     def connect(self) -> Any:
         return self._psycopg.connect(self.url, autocommit=True)
