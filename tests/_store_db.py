@@ -10,7 +10,6 @@ import contextlib
 import itertools
 import tempfile
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +65,3 @@ def store_url(kind: str, tmp_path: Path) -> str:
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     return postgres_url()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A URL of an empty store, once per backend."""
-    yield store_url(request.param, tmp_path)

@@ -26,7 +26,14 @@ from agent_payload.errors import (
 )
 from agent_payload.store import PayloadStore, replay
 from agent_payload.usage import Usage
-from tests._store_db import store_url, url  # noqa: F401  (the fixture)
+from tests._store_db import store_url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL of an empty store, once per backend."""
+    return store_url(request.param, tmp_path)
+
 
 PLAN = {"steps": [{"id": "a", "done": False}, {"id": "b", "done": False}, {"id": "c"}]}
 
@@ -226,13 +233,13 @@ def test_another_format_version_is_refused(tmp_path: Path) -> None:
 def test_another_applications_postgres_database_is_refused_untouched(tmp_path: Path) -> None:
     import psycopg
 
-    url = store_url("postgres", tmp_path)
-    with psycopg.connect(url, autocommit=True) as conn:
+    pg = store_url("postgres", tmp_path)
+    with psycopg.connect(pg, autocommit=True) as conn:
         conn.execute("CREATE TABLE users (id SERIAL PRIMARY KEY, name TEXT)")
         conn.execute("INSERT INTO users (name) VALUES ('ada')")
     with pytest.raises(ConfigurationError, match=r"another application \(users\)"):
-        PayloadStore(url)
-    with psycopg.connect(url, autocommit=True) as conn:
+        PayloadStore(pg)
+    with psycopg.connect(pg, autocommit=True) as conn:
         tables = conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
         ).fetchall()
@@ -282,9 +289,8 @@ def test_a_typed_key_validates_every_apply(url: str) -> None:
         assert store.get("plan").version == 1
         store.apply("plan", {"updateElements": {"steps": {"0": {"done": True}}}}, base_version=1)
         assert Plan.model_validate(store.get("plan").payload).steps[0].done is True
-    with PayloadStore(url) as other:  # another process finds the type by its name
-        with pytest.raises(PayloadValidationError):
-            other.apply("plan", {"updateElements": {"steps": "no"}}, base_version=2)
+    with PayloadStore(url) as other, pytest.raises(PayloadValidationError):
+        other.apply("plan", {"updateElements": {"steps": "no"}}, base_version=2)
 
 
 def test_what_json_cannot_keep_is_refused_at_create(url: str) -> None:

@@ -20,7 +20,7 @@ from agent_payload.agent import PayloadAgent
 from agent_payload.providers.base import ModelRequest
 from agent_payload.store import PayloadStore, replay
 from agent_payload.testing import ScriptedModel
-from tests._store_db import url  # noqa: F401  (the fixture)
+from tests._store_db import store_url
 
 pytestmark = pytest.mark.slow
 
@@ -28,10 +28,16 @@ ROOT = Path(__file__).resolve().parent.parent
 WRITER = Path(__file__).resolve().parent / "_store_writer.py"
 
 
-def _writer(mode: str, url: str, key: str, n: int, seed: int) -> subprocess.Popen[str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL of an empty store, once per backend."""
+    return store_url(request.param, tmp_path)
+
+
+def _writer(mode: str, store: str, key: str, n: int, seed: int) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, str(WRITER), mode, url, key, str(n), str(seed)],
+        [sys.executable, str(WRITER), mode, store, key, str(n), str(seed)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
