@@ -52,7 +52,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from agent_payload import _cli_batch, _jsontext
+from agent_payload import _cli_batch, _cli_store, _jsontext
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
@@ -428,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_mcp(sub)
     _cli_batch.add_parser(sub, CliError)
+    _cli_store.add_parser(sub, CliError)
     return parser
 
 
