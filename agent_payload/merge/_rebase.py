@@ -184,6 +184,8 @@ class _Rebase:
         pending: dict[Path, list[int | _New]] = {}
         layouts = tracer.layouts or {}
         for opath, (length, deleted, counts, final) in layouts.items():
+            if not deleted and not counts and final == length:
+                continue  # nothing inserted or deleted: every element keeps its place
             bpath, inside, opaque = self.locate(opath)
             if inside is not None or opaque:
                 continue
