@@ -66,6 +66,7 @@ bench:
 	$(PYTHON) bench/tokens.py
 	$(PYTHON) bench/schema.py
 	$(PYTHON) bench/context.py
+	$(PYTHON) bench/store.py
 
 # mypy --strict on the README's examples and on a typed OpenAI tool loop (also part of `test`).
 typecheck-examples:
