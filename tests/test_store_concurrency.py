@@ -109,10 +109,11 @@ def test_writers_killed_at_random_moments_leave_a_consistent_store(url: str) -> 
 
 
 def test_three_agents_at_once_the_colliding_one_is_corrected_in_its_run(url: str) -> None:
-    """Three agents edit one plan at once through ``edit``; all three read version 1. Ada and
-    Bob edit different steps; Cy writes the step Ada wrote, after Ada's commit: Cy's request
-    goes back to its model in the same run with the current value, and its second reply (judged
-    against the then-current version) lands."""
+    """Three agents edit one plan at once through ``edit``; all three read version 1. Ada
+    inserts a step at the front and takes step a; Bob takes step b; Cy also takes step a, after
+    Ada's commit: Cy's request goes back to its model in the same run, with the current value
+    at its current place (``steps[1]``), and its second reply, written against the current
+    payload (where step a is ``steps[1]``), lands on step a."""
     plan = {"steps": [{"id": "a", "owner": None}, {"id": "b", "owner": None}]}
     with PayloadStore(url) as store:
         store.create("plan", plan)
@@ -131,12 +132,19 @@ def test_three_agents_at_once_the_colliding_one_is_corrected_in_its_run(url: str
 
         return reply
 
-    ada = ScriptedModel(replies('{"updateElements":{"steps":{"0":{"owner":"ada"}}}}', None, None))
+    ada = ScriptedModel(
+        replies(
+            '{"newElements":{"steps":{"0":[{"id":"z","owner":null}]}},'
+            '"updateElements":{"steps":{"0":{"owner":"ada"}}}}',
+            None,
+            None,
+        )
+    )
     bob = ScriptedModel(replies('{"updateElements":{"steps":{"1":{"owner":"bob"}}}}', None, None))
     cy = ScriptedModel(
         replies(
             '{"updateElements":{"steps":{"0":{"owner":"cy"}}}}',
-            '{"updateElements":{"steps":{"0":{"reviewer":"cy"}}}}',
+            '{"updateElements":{"steps":{"1":{"reviewer":"cy"}}}}',
             ada_done,
         ),
         model_name="cy-model",
@@ -165,13 +173,15 @@ def test_three_agents_at_once_the_colliding_one_is_corrected_in_its_run(url: str
     assert (results["ada"].attempts, results["bob"].attempts, results["cy"].attempts) == (1, 1, 2)
     correction = cy.requests[1].messages[-1].content
     assert "concurrent_change" in correction and "no longer exactly as first shown" in correction
-    assert '"ada"' in correction  # the current value of the step Cy wrote
+    assert "it is now at steps[1].owner" in correction and '"ada"' in correction
+    expected = [
+        {"id": "z", "owner": None},
+        {"id": "a", "owner": "ada", "reviewer": "cy"},
+        {"id": "b", "owner": "bob"},
+    ]
+    assert results["cy"].payload["steps"][1] == expected[1]
     with PayloadStore(url) as store:
-        steps = store.get("plan").payload["steps"]
-        assert steps == [
-            {"id": "a", "owner": "ada", "reviewer": "cy"},
-            {"id": "b", "owner": "bob"},
-        ]
+        assert store.get("plan").payload["steps"] == expected
         history = store.history("plan")
         assert len(history) == 4
         (cy_entry,) = [e for e in history if e.model_name == "cy-model"]
