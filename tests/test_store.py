@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,30 @@ def test_what_json_cannot_keep_is_refused_at_create(url: str) -> None:
         with pytest.raises(PayloadValidationError):
             store.create("p", {"steps": [{"done": True}]}, payload_type=Plan)
         assert store.keys() == []
+
+
+def test_concurrent_creates_of_one_key_one_wins(url: str) -> None:
+    """Eight threads create the same key at once: one wins, the others get a clear
+    UsageError (never a raw database error), and the key holds the winner's payload."""
+    barrier = threading.Barrier(8)
+    outcomes: list[Any] = []
+
+    def create(n: int) -> None:
+        with PayloadStore(url) as mine:
+            barrier.wait()
+            try:
+                mine.create("k", {"n": n})
+                outcomes.append(n)
+            except UsageError as exc:
+                outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [o for o in outcomes if isinstance(o, int)]
+    assert len(winners) == 1 and len(outcomes) == 8
+    assert all("already exists" in o for o in outcomes if isinstance(o, str))
+    with PayloadStore(url) as store:
+        assert store.get("k").payload == {"n": winners[0]} and len(store.history("k")) == 1

@@ -68,6 +68,7 @@ class Cursor(Protocol):
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
     def run(self, sql: str, params: Sequence[Any] = ()) -> None: ...
+    def insert_new(self, sql: str, params: Sequence[Any] = ()) -> bool: ...
 
 
 class Backend(Protocol):
@@ -81,9 +82,10 @@ class Backend(Protocol):
 
 
 class _Cursor:
-    def __init__(self, execute: Any, placeholder: str) -> None:
+    def __init__(self, execute: Any, placeholder: str, duplicate: type[Exception]) -> None:
         self._execute = execute
         self._placeholder = placeholder
+        self._duplicate = duplicate
 
     def _sql(self, sql: str) -> str:
         return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
@@ -97,6 +99,15 @@ class _Cursor:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._execute(self._sql(sql), tuple(params))
+
+    def insert_new(self, sql: str, params: Sequence[Any] = ()) -> bool:
+        """Run an INSERT; False when its key exists (a writer created it meanwhile). Only
+        as the transaction's last statement: PostgreSQL aborts the transaction."""
+        try:
+            self.run(sql, params)
+        except self._duplicate:
+            return False
+        return True
 
 
 def _check_tables(tables: set[str], read_meta: Any, where: str) -> bool:
@@ -212,7 +223,7 @@ class SQLiteBackend(_PerThread):
         conn = self.connection()
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            yield _Cursor(conn.execute, "?")
+            yield _Cursor(conn.execute, "?", sqlite3.IntegrityError)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -263,7 +274,7 @@ class PostgresBackend(_PerThread):
     def transaction(self, *, write: bool) -> Iterator[Cursor]:
         conn = self.connection()
         with conn.transaction():
-            yield _Cursor(conn.execute, "%s")
+            yield _Cursor(conn.execute, "%s", self._psycopg.errors.UniqueViolation)
 
 
 def _redacted(url: str) -> str:

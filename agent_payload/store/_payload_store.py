@@ -155,15 +155,13 @@ class PayloadStore:
         now = time.time()
         with self._db.transaction(write=True) as cur:
             if cur.one(_DOC, (key,)) is not None:
-                raise UsageError(
-                    f"key {key!r} already exists in {self.url}; apply changes to it, or choose "
-                    "another key"
-                )
-            cur.run(
+                raise self._exists(key)
+            if not cur.insert_new(
                 "INSERT INTO agent_payload_documents (key, version, payload, payload_type, "
                 "created_at, updated_at) VALUES (?, 1, ?, ?, ?, ?)",
                 (key, text, name, now, now),
-            )
+            ):
+                raise self._exists(key)
             cur.run(
                 "INSERT INTO agent_payload_history (key, version, parent, kind, markers, "
                 "snapshot, created_at) VALUES (?, 1, NULL, 'create', '[]', ?, ?)",
@@ -320,6 +318,11 @@ class PayloadStore:
         return doc.payload, commit
 
     # -- the parts --------------------------------------------------------------------------
+
+    def _exists(self, key: str) -> UsageError:
+        return UsageError(
+            f"key {key!r} already exists in {self.url}; apply changes to it, or choose another key"
+        )
 
     def _doc(self, cur: Cursor, key: str, *, lock: bool = False) -> tuple[int, str, str | None]:
         row = cur.one(_DOC + (self._db.lock_row if lock else ""), (key,))
