@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, SecretStr
 from agent_payload.errors import (
     ConcurrentChangeError,
     ConfigurationError,
+    InvalidChangeRequestError,
     MergeConflictError,
     PayloadValidationError,
     StalePayloadError,
@@ -30,7 +31,7 @@ from agent_payload.usage import Usage
 from tests._store_db import store_url
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL of an empty store, once per backend."""
     return store_url(request.param, tmp_path)
@@ -130,6 +131,10 @@ def test_apply_is_all_or_nothing(url: str) -> None:
             store.apply("nope", {"updateElements": {"x": 1}}, base_version=1)
         with pytest.raises(UsageError, match="already exists"):
             store.create("plan", {})
+        with pytest.raises(InvalidChangeRequestError, match="not JSON data"):
+            store.apply("plan", {"updateElements": {"x": float("nan")}}, base_version=1)
+        with pytest.raises(InvalidChangeRequestError, match="found list"):
+            store.apply("plan", [], base_version=1)
         assert store.get("plan").payload == PLAN and len(store.history("plan")) == 1
 
 
@@ -231,6 +236,7 @@ def test_another_format_version_is_refused(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_another_applications_postgres_database_is_refused_untouched(tmp_path: Path) -> None:
     import psycopg
 

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WRITER = Path(__file__).resolve().parent / "_store_writer.py"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL of an empty store, once per backend."""
     return store_url(request.param, tmp_path)

@@ -13,7 +13,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agent_payload.changes import AgentPayloadChangeRequest
-from agent_payload.errors import ConfigurationError, InvalidPayloadError
+from agent_payload.errors import (
+    ConfigurationError,
+    InvalidChangeRequestError,
+    InvalidPayloadError,
+)
 from agent_payload.report import MergeReport
 from agent_payload.usage import Usage
 
@@ -101,11 +105,19 @@ def request_json(change_request: Any) -> dict[str, Any]:
     if change_request is None:
         return {}
     if not isinstance(change_request, Mapping):
-        raise InvalidPayloadError(
+        raise InvalidChangeRequestError(
             f"change_request: expected a change request object, found "
-            f"{type(change_request).__name__}"
+            f"{type(change_request).__name__}; nothing was stored"
         )
-    copied: dict[str, Any] = json.loads(dumps(dict(change_request), "the change request"))
+    try:
+        text = json.dumps(
+            dict(change_request), allow_nan=False, ensure_ascii=False, separators=(",", ":")
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidChangeRequestError(
+            f"change_request: holds something that is not JSON data ({exc}); nothing was stored"
+        ) from exc
+    copied: dict[str, Any] = json.loads(text)
     return copied
 
 
