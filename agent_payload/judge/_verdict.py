@@ -52,6 +52,14 @@ SURFACES: dict[str, dict[Status, str]] = {
         "error result, `ModelRetry`, `ToolMessage(status='error')`); the file is untouched",
         "confirm": "as the tool handler",
     },
+    "PayloadStore.edit": {
+        "accepted": "applies the change request at the version the run read (rebased over the "
+        "edits committed since) and returns the `AgentResult` with the payload stored; a "
+        "collision (`concurrent_change`) is a correction, as `problems`",
+        "problems": "as the agent; the next reply is judged against the payload as it is then "
+        "(after a collision, the current version); nothing stored",
+        "confirm": "as the agent",
+    },
     "BatchJob (batch and concurrent)": {
         "accepted": "the item is `done` with the payload, change request and report (it runs "
         "the agent's own run state)",
