@@ -185,6 +185,6 @@ def test_three_agents_at_once_the_colliding_one_is_corrected_in_its_run(url: str
         history = store.history("plan")
         assert len(history) == 4
         (cy_entry,) = [e for e in history if e.model_name == "cy-model"]
-        assert cy_entry.version == 4 and cy_entry.base_version >= 2  # the then-current version
+        assert cy_entry.base_version is not None and cy_entry.base_version >= 2  # Ada's or later
         assert cy_entry.run_id == results["cy"].run_id
         _consistent(store, "plan")
