@@ -226,6 +226,8 @@ class RunState:
         self.reads_before_failure = 0
         """How many of ``reads`` came before the last failed reply (they are sent before it)."""
         self.reads_used = 0
+        self.retargeted = False
+        """True once a collision moved the run to a newer payload (``collided``)."""
         self.judge_reply = self._judge_for(payload, payload_json, shown_json)
         """The one judge of every reply of this run (``agent_payload.judge``); a commit that
         collides (``collided``) gives it the then-current payload."""
@@ -551,6 +553,7 @@ class RunState:
         scope = self.settings.read_scope
         shown_json = payload_json if scope is None else scope.project(payload_json)
         self.payload, self.payload_json, self.shown_json = current, payload_json, shown_json
+        self.retargeted = True
         self.judge_reply = self._judge_for(current, payload_json, shown_json)
 
     # -- failures ------------------------------------------------------------------------
@@ -570,7 +573,9 @@ class RunState:
         """Keep the failed reply and the judge's correction for the next attempt; raise."""
         truncated = verdict.stage == "truncated"
         correction = verdict.feedback(
-            output_mode=self.settings.output_mode, render_current=self._render_current()
+            output_mode=self.settings.output_mode,
+            render_current=self._render_current(),
+            payload_changed=self.retargeted,
         )
         self.last_failure = _Failure(
             _echo(reply, truncated=truncated), correction, verdict.problems

@@ -156,3 +156,24 @@ def test_edit_runs_with_the_keys_type(tmp_path: Path) -> None:
             store.edit("i", AsyncPayloadAgent(ScriptedModel([])), "x")
         with pytest.raises(ConfigurationError, match=r"store\.edit"):
             asyncio.run(store.aedit("i", PayloadAgent(ScriptedModel([])), "x"))
+
+
+def test_later_corrections_say_the_payload_is_no_longer_as_first_shown() -> None:
+    """After a collision moved the run to the current payload, a later correction (here an
+    index out of range in it) does not claim the payload is still as first shown."""
+    error = _collision()
+    error.current, error.version = {"a": 5, "b": [1]}, "v2"
+    calls: list[Any] = []
+
+    def commit(result: AgentResult[Any]) -> None:
+        calls.append(result.payload)
+        if len(calls) == 1:
+            raise error
+
+    replies = [SET_A, '{"updateElements":{"b":{"3":7}}}', '{"newElements":{"b":[7]}}']
+    model = ScriptedModel(replies)
+    result = PayloadAgent(model, max_retries=2).run({"a": 1}, "set a", commit=commit)
+    assert result.payload == {"a": 5, "b": [1, 7]} and result.attempts == 3
+    third = model.requests[2].messages[-1].content
+    assert "index_out_of_range" in third and "no longer exactly as first shown" in third
+    assert "still exactly as first shown" not in third
