@@ -6,6 +6,7 @@ SIGKILL, agents at once) are in ``tests/test_store_concurrency.py``."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sqlite3
 import tempfile
 import threading
@@ -336,3 +337,24 @@ def test_concurrent_creates_of_one_key_one_wins(url: str) -> None:
     assert all("already exists" in o for o in outcomes if isinstance(o, str))
     with PayloadStore(url) as store:
         assert store.get("k").payload == {"n": winners[0]} and len(store.history("k")) == 1
+
+
+def test_a_forked_child_uses_its_own_connection(tmp_path: Path) -> None:
+    """A store opened before ``fork`` works in the child (which opens its own connection) and
+    in the parent afterwards."""
+    with PayloadStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.create("k", {"n": 0})
+        context = multiprocessing.get_context("fork")
+        parents = store._db.connection()  # type: ignore[attr-defined]
+        child = context.Process(target=_bump, args=(store, parents))
+        child.start()
+        child.join()
+        assert child.exitcode == 0
+        store.apply("k", {"updateElements": {"m": 1}}, base_version=1)
+        assert store.get("k").payload == {"n": 1, "m": 1}
+
+
+def _bump(store: PayloadStore, parents: Any) -> None:
+    if store._db.connection() is parents:  # type: ignore[attr-defined]
+        raise SystemExit(3)  # SQLite: a connection must never be used across fork
+    store.apply("k", {"updateElements": {"n": 1}}, base_version=1)

@@ -16,6 +16,7 @@ not race) and its format is checked on every open. A database that holds tables 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import urllib.parse
@@ -146,14 +147,18 @@ def _create(cur: _Cursor) -> None:
 
 
 class _PerThread:
-    """One connection per thread, every one closed by ``close``."""
+    """One connection per thread (and per process: a child forked with the store open makes
+    its own, never using its parent's), every one closed by ``close``."""
 
     def __init__(self) -> None:
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def connection(self) -> Any:
+        if os.getpid() != self._pid:  # forked: the parent's connections are not ours to use
+            self._pid, self._all, self._local = os.getpid(), [], threading.local()
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self.connect()
