@@ -261,6 +261,8 @@ def test_urls_the_store_cannot_use_are_refused(tmp_path: Path) -> None:
             PayloadStore(bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="does not exist"):
         PayloadStore(f"sqlite:///{tmp_path}/no/such/dir/s.db")
+    with pytest.raises(ConfigurationError, match="cannot open the SQLite database"):
+        PayloadStore(f"sqlite:///{tmp_path}")  # a directory
 
 
 # --- typed payloads ------------------------------------------------------------------------

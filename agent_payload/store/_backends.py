@@ -196,8 +196,8 @@ class SQLiteBackend(_PerThread):
 
     def _open(self) -> None:
         where = f"the SQLite database {self.path}"
-        conn = self.connection()
         try:
+            conn = self.connection()
             # Read only: nothing is written to a database that is not ours.
             names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
             tables = {name for (name,) in names}
@@ -208,9 +208,11 @@ class SQLiteBackend(_PerThread):
             self.close()
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
                 raise
-            raise ConfigurationError(
-                f"{self.path} is not an SQLite database ({exc}); it was left untouched"
-            ) from exc
+            if "not a database" in str(exc):
+                raise ConfigurationError(
+                    f"{self.path} is not an SQLite database ({exc}); it was left untouched"
+                ) from exc
+            raise ConfigurationError(f"cannot open the SQLite database {self.path}: {exc}") from exc
         except ConfigurationError:
             self.close()
             raise
