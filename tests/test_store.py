@@ -256,6 +256,9 @@ def test_another_applications_postgres_database_is_refused_untouched(tmp_path: P
 
 
 def test_urls_the_store_cannot_use_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        PayloadStore("mysql://bob:s3cret@db/app")
+    assert "s3cret" not in str(caught.value) and "bob:***@db" in str(caught.value)
     for bad in ("mysql://x/y", "sqlite://relative.db", "sqlite:///:memory:", 3):
         with pytest.raises(ConfigurationError):
             PayloadStore(bad)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from agent_payload.errors import ConfigurationError
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Backend", "Cursor", "open_backend"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "Backend", "Cursor", "open_backend", "redacted"]
 
 FORMAT = "agent-payload-store"
 FORMAT_VERSION = 1
@@ -260,7 +260,7 @@ class PostgresBackend(_PerThread):
         return self._psycopg.connect(self.url, autocommit=True)
 
     def _open(self) -> None:
-        where = "the PostgreSQL schema " + "{schema} of " + _redacted(self.url)
+        where = "the PostgreSQL schema " + "{schema} of " + redacted(self.url)
         with self.transaction(write=True) as cur:
             # One process creates the schema; the others wait here and then find it.
             cur.run("SELECT pg_advisory_xact_lock(7212145331)")
@@ -284,7 +284,7 @@ class PostgresBackend(_PerThread):
             yield _Cursor(conn.execute, "%s", self._psycopg.errors.UniqueViolation)
 
 
-def _redacted(url: str) -> str:
+def redacted(url: str) -> str:
     """``url`` without its password (for messages)."""
     parts = urllib.parse.urlsplit(url)
     if parts.password is None:
@@ -313,5 +313,5 @@ def open_backend(url: str, *, busy_timeout: float = 60.0) -> Backend:
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresBackend(url)
     raise ConfigurationError(
-        f"PayloadStore({url!r}): expected a sqlite:///path.db or postgresql://... URL"
+        f"PayloadStore({redacted(url)!r}): expected a sqlite:///path.db or postgresql://... URL"
     )

@@ -42,7 +42,7 @@ from agent_payload.merge import (
     validation_errors,
 )
 from agent_payload.result import AgentResult
-from agent_payload.store._backends import Backend, Cursor, open_backend
+from agent_payload.store._backends import Backend, Cursor, open_backend, redacted
 from agent_payload.store._records import (
     HistoryEntry,
     StoredPayload,
@@ -84,6 +84,7 @@ class PayloadStore:
         self._types: dict[str, Any] = {type_name(t): t for t in payload_types}
         self._db: Backend = open_backend(url, busy_timeout=busy_timeout)
         self.url = url
+        self._where = redacted(url)  # messages never show a password
 
     def __enter__(self) -> PayloadStore:
         return self
@@ -95,7 +96,7 @@ class PayloadStore:
         self._db.close()
 
     def __repr__(self) -> str:
-        return f"PayloadStore({self.url!r})"
+        return f"PayloadStore({self._where!r})"
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -321,13 +322,14 @@ class PayloadStore:
 
     def _exists(self, key: str) -> UsageError:
         return UsageError(
-            f"key {key!r} already exists in {self.url}; apply changes to it, or choose another key"
+            f"key {key!r} already exists in {self._where}; apply changes to it, or choose another "
+            "key"
         )
 
     def _doc(self, cur: Cursor, key: str, *, lock: bool = False) -> tuple[int, str, str | None]:
         row = cur.one(_DOC + (self._db.lock_row if lock else ""), (key,))
         if row is None:
-            raise UsageError(f"key {key!r} does not exist in {self.url}; create() it first")
+            raise UsageError(f"key {key!r} does not exist in {self._where}; create() it first")
         return int(row[0]), row[1], row[2]
 
     def _payload_at(self, cur: Cursor, key: str, version: int) -> Any:
