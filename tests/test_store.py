@@ -237,6 +237,12 @@ def test_another_format_version_is_refused(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+def test_an_unreachable_postgres_is_a_clear_error(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(ConfigurationError, match="cannot connect to the PostgreSQL store"):
+        PayloadStore(f"postgresql://bob:pw@/app?host={tmp_path}")  # no server there
+
+
 @pytest.mark.slow
 def test_another_applications_postgres_database_is_refused_untouched(tmp_path: Path) -> None:
     import psycopg

@@ -252,6 +252,11 @@ class PostgresBackend(_PerThread):
         self.url = url
         try:
             self._open()
+        except psycopg.OperationalError as exc:
+            self.close()
+            raise ConfigurationError(
+                f"cannot connect to the PostgreSQL store {redacted(url)}: {exc}"
+            ) from exc
         except BaseException:
             self.close()
             raise
