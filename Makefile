@@ -67,6 +67,7 @@ bench:
 	$(PYTHON) bench/schema.py
 	$(PYTHON) bench/context.py
 	$(PYTHON) bench/outline_reads.py
+	$(PYTHON) bench/store.py
 
 # mypy --strict on the README's examples and on a typed OpenAI tool loop (also part of `test`).
 typecheck-examples:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -42,6 +43,8 @@ from agent_payload import schema as _schema
 from agent_payload import typed as _typed
 from agent_payload._reply import OutputMode
 from agent_payload.errors import (
+    ConcurrentChangeError,
+    ConfigurationError,
     InvalidPayloadError,
     ModelReplyError,
     NoChangeRequestError,
@@ -68,6 +71,7 @@ from agent_payload.usage import Usage, estimate_tokens
 
 __all__ = [
     "AgentResult",
+    "Commit",
     "RunSettings",
     "RunState",
     "Validator",
@@ -87,6 +91,10 @@ _REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
     {ModelReplyError, ReplySyntaxError, NoChangeRequestError, UnknownFieldError}
 )
 """Parser errors re-raised with their own class (the others become ``ModelReplyError``)."""
+
+Commit = Callable[[AgentResult[Any]], Any]
+"""``run(commit=...)``: called with the accepted result before the run returns; returns the
+result to return (``None``: the same); may raise ``ConcurrentChangeError`` (a correction)."""
 
 MAX_REFUSALS = 2
 """A run stops with ``RefusalError`` at the second refusal (the first one is retried once)."""
@@ -217,17 +225,24 @@ class RunState:
         self.reads_before_failure = 0
         """How many of ``reads`` came before the last failed reply (they are sent before it)."""
         self.reads_used = 0
-        self.judge_reply = _judge.Judge(
+        self.retargeted = False
+        """True once a collision moved the run to a newer payload (``collided``)."""
+        self.judge_reply = self._judge_for(payload, payload_json, shown_json)
+        """The one judge of every reply of this run (``agent_payload.judge``); a commit that
+        collides (``collided``) gives it the then-current payload."""
+
+    def _judge_for(self, payload: Any, payload_json: Any, shown_json: Any) -> _judge.Judge:
+        s = self.settings
+        return _judge.Judge(
             payload,
-            marker=marker,
-            payload_type=payload_type,
-            validators=settings.validators,
-            guards=settings.guards,
-            read_scope=settings.read_scope,
+            marker=self.marker,
+            payload_type=self.payload_type,
+            validators=s.validators,
+            guards=s.guards,
+            read_scope=s.read_scope,
             payload_json=payload_json,
             shown_json=shown_json,
         )
-        """The one judge of every reply of this run (``agent_payload.judge``)."""
 
     # -- construction --------------------------------------------------------------------
 
@@ -492,6 +507,53 @@ class RunState:
             reads=self.reads_used,
         )
 
+    # -- committing an accepted result --------------------------------------------------
+
+    def commit(self, result: AgentResult[Any], commit: Commit) -> AgentResult[Any]:
+        """Hand the accepted ``result`` to ``commit`` (a store writing it at the version the
+        run read, ``PayloadStore.edit``) and return what it returns (``None``: ``result``);
+        a ``ConcurrentChangeError`` it raises becomes this attempt's correction
+        (``collided``)."""
+        try:
+            committed = commit(result)
+        except ConcurrentChangeError as exc:
+            self.collided(exc)
+        if inspect.isawaitable(committed):
+            close = getattr(committed, "close", None)
+            if callable(close):
+                close()
+            raise ConfigurationError(
+                "PayloadAgent: commit= returned an awaitable, which PayloadAgent cannot await; "
+                "use AsyncPayloadAgent, or make it a plain function"
+            )
+        return result if committed is None else committed
+
+    def collided(self, error: ConcurrentChangeError) -> NoReturn:
+        """The accepted request collided with an edit committed since the payload this run
+        judged against (MERGE.md section 9): from now on the run judges against the current
+        payload (``error.current``, when the surface set it), and the model is sent the
+        correction (each colliding entry, what the other edit did, the current subtree)
+        exactly like any other; raises that ``ModelReplyError``."""
+        if error.current is not None:
+            self._retarget(error.current)
+        self.pending = None
+        reply = self.replies[-1] if self.replies else ""
+        self._fail(reply, self.judge_reply.concurrent(error), ModelReplyError)
+
+    def _retarget(self, current: Any) -> None:
+        """Judge the next replies against ``current`` (as ``start`` prepares a payload)."""
+        payload_json = _merge.dump_payload(current)
+        payload_type = self.payload_type
+        if isinstance(self.payload, BaseModel) and not isinstance(current, BaseModel):
+            current = type(self.payload).model_validate(payload_json)
+        elif payload_type is not None and not isinstance(current, BaseModel):
+            current = payload_json = _typed.normalize(payload_json, payload_type)
+        scope = self.settings.read_scope
+        shown_json = payload_json if scope is None else scope.project(payload_json)
+        self.payload, self.payload_json, self.shown_json = current, payload_json, shown_json
+        self.retargeted = True
+        self.judge_reply = self._judge_for(current, payload_json, shown_json)
+
     # -- failures ------------------------------------------------------------------------
 
     def _render_current(self) -> Callable[[Any], str] | None:
@@ -509,7 +571,9 @@ class RunState:
         """Keep the failed reply and the judge's correction for the next attempt; raise."""
         truncated = verdict.stage == "truncated"
         correction = verdict.feedback(
-            output_mode=self.settings.output_mode, render_current=self._render_current()
+            output_mode=self.settings.output_mode,
+            render_current=self._render_current(),
+            payload_changed=self.retargeted,
         )
         self.last_failure = _Failure(
             _echo(reply, truncated=truncated), correction, verdict.problems

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -64,10 +65,11 @@ from agent_payload._drive import log_failure as _log_failure
 from agent_payload._drive import more_nodes_than as _more_nodes_than
 from agent_payload._drive import retry_is_last as _retry_is_last
 from agent_payload._drive import retrying as _retrying
-from agent_payload._loop import RunSettings, RunState, Validator
+from agent_payload._loop import Commit, RunSettings, RunState, Validator
 from agent_payload._reply import OUTPUT_MODES, OutputMode
 from agent_payload.errors import (
     AgentPayloadError,
+    ConcurrentChangeError,
     ConfigurationError,
     ModelReplyError,
 )
@@ -453,6 +455,7 @@ class PayloadAgent(_BaseAgent[Model]):
         expected_version: str | None = None,
         run_id: str | None = None,
         hooks: Hooks | None = None,
+        commit: Commit | None = None,
     ) -> AgentResult[P]:
         """Apply ``task`` to ``payload`` and return the updated copy (the same kind: dict,
         list, or the same pydantic class). The caller's payload is never modified.
@@ -470,6 +473,13 @@ class PayloadAgent(_BaseAgent[Model]):
         ``run_id`` tags the run (default: a fresh uuid4 hex): ``AgentResult.run_id``, the
         ``run_id`` attribute of the log records and of a failed run's error. ``hooks``: this
         run's own hooks, called after the agent's (to tag logs per request, say).
+
+        ``commit``: called with the accepted result before the run returns (a store writing
+        it at the version the run read: ``PayloadStore.edit``); what it returns is returned
+        (``None``: the result as is). A ``ConcurrentChangeError`` it raises (the request
+        collided with an edit committed since, MERGE.md section 9) goes back to the model as
+        a correction within the retries, like any other, and the next reply is judged against
+        the error's ``current`` payload.
         """
         self._require_sync(validators, hooks)
         started = time.time_ns()
@@ -495,6 +505,8 @@ class PayloadAgent(_BaseAgent[Model]):
                         _call(hook_sets, "on_response", state.attempt, reply, last)
                     try:
                         result: AgentResult[Any] = state.judge(reply)
+                        if commit is not None:
+                            result = state.commit(result, commit)
                     except ModelReplyError as exc:
                         last = _retry_is_last(retrying, attempt.retry_state, state, exc)
                         _call(hook_sets, "on_retry", state.attempt, exc.problems, last)
@@ -534,6 +546,7 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         expected_version: str | None = None,
         run_id: str | None = None,
         hooks: Hooks | None = None,
+        commit: Commit | None = None,
     ) -> AgentResult[P]:
         """The async twin of ``PayloadAgent.run`` (same result, same errors; validators and
         hooks may be ``async def``, and are awaited).
@@ -542,7 +555,8 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         never, ``0`` always) is rendered, and every reply parsed, merged and validated, in a
         worker thread (one thread shared by all async agents: the work holds the GIL, so more
         threads would only make the loop wait longer), so the event loop keeps serving other
-        tasks meanwhile; sync validators then run in that thread too."""
+        tasks meanwhile; sync validators then run in that thread too. ``commit`` may be an
+        ``async def`` (awaited)."""
         offload = self._offload(payload)
         started = time.time_ns()
         start = functools.partial(
@@ -584,6 +598,8 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
                         result: AgentResult[Any] = await _callables.adrive(
                             state.judge_steps(reply), offload
                         )
+                        if commit is not None:
+                            result = await _acommit(state, result, commit)
                     except ModelReplyError as exc:
                         last = _retry_is_last(retrying, attempt.retry_state, state, exc)
                         await _acall(hook_sets, "on_retry", state.attempt, exc.problems, last)
@@ -598,3 +614,14 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
             raise
         await _acall(hook_sets, "on_success", result)
         return result
+
+
+async def _acommit(state: RunState, result: AgentResult[Any], commit: Commit) -> AgentResult[Any]:
+    """``RunState.commit`` for the async agent: an ``async def`` commit is awaited."""
+    try:
+        committed = commit(result)
+        if inspect.isawaitable(committed):
+            committed = await committed
+    except ConcurrentChangeError as exc:
+        state.collided(exc)
+    return result if committed is None else committed

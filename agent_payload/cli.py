@@ -55,7 +55,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from agent_payload import _cli_batch
+from agent_payload import _cli_batch, _cli_store
 from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
 from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
@@ -391,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_mcp(sub)
     _cli_batch.add_parser(sub, CliError)
+    _cli_store.add_parser(sub, CliError)
     return parser
 
 

@@ -207,7 +207,13 @@ class MergeConflictError(AgentPayloadError):
 class ConcurrentChangeError(MergeConflictError):
     """A change request collides with what was applied since the payload it was written
     against (MERGE.md section 9): ``.report`` holds one ``concurrent_change`` conflict per
-    colliding entry; nothing of the request was applied."""
+    colliding entry; nothing of the request was applied. A surface that keeps the payload
+    (``VersionedStore``, ``PayloadStore``) also sets ``current`` (the current payload) and
+    ``version`` (its version), so a correction can be judged against them; both are ``None``
+    from the pure ``rebase_change_request``."""
+
+    current: Any = None
+    version: Any = None
 
 
 class PayloadValidationError(AgentPayloadError, ValueError):

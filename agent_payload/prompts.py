@@ -602,6 +602,7 @@ def render_correction(
     tool_name: str = DEFAULT_TOOL_NAME,
     earlier_calls_kept: bool = False,
     render_current: Callable[[Any], str] | None = None,
+    payload_changed: bool = False,
 ) -> str:
     """The message sent after a reply that could not be used.
 
@@ -616,6 +617,10 @@ def render_correction(
 
     ``render_current``: how a problem's current value is written (default: ``render_payload``);
     outline mode passes one that keeps it within the budget.
+
+    A ``concurrent_change`` problem (the request collided with an edit committed since,
+    MERGE.md section 9), or ``payload_changed`` (the run judges against a newer payload since
+    such a collision), says the payload is no longer as first shown.
     """
     reply = _reply_contract(output_mode, marker, tool_name)
     items = [
@@ -632,7 +637,11 @@ def render_correction(
         )
     return (
         _render(
-            "correction_call" if earlier_calls_kept else "correction",
+            "correction_call"
+            if earlier_calls_kept
+            else "correction_concurrent"
+            if payload_changed or any(p.code == "concurrent_change" for p in problems)
+            else "correction",
             problems="\n".join(items) + "\n\n" if items else "",
             truncation=_render("truncated") if truncated else "",
             reply=reply,

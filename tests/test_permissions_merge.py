@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_payload.errors import MergeConflictError, StalePayloadError
+from agent_payload.errors import ConcurrentChangeError, MergeConflictError, StalePayloadError
 from agent_payload.guards import (
     DataLossGuard,
     Permissions,
@@ -209,9 +209,15 @@ def test_apply_if_version_and_versioned_store() -> None:
     store = VersionedStore(copy.deepcopy(ORDER))
     _, first = store.get()
     store.apply({"updateElements": {"status": "paid"}}, expected_version=first)
-    with pytest.raises(StalePayloadError) as info:
+    # a stale request on the same field collides (MERGE.md section 9): nothing applied
+    with pytest.raises(ConcurrentChangeError):
         store.apply({"updateElements": {"status": "void"}}, expected_version=first)
-    assert info.value.expected == first and info.value.actual == store.version
+    assert store.get()[0]["status"] == "paid"
+    # a version the store never had is unknown: StalePayloadError
+    unknown = payload_version({"not": "a version of this store"})
+    with pytest.raises(StalePayloadError) as info:
+        store.apply({"updateElements": {"status": "void"}}, expected_version=unknown)
+    assert info.value.expected == unknown and info.value.actual == store.version
     assert store.get()[0]["status"] == "paid"
     # a strict-mode failure leaves the store as it was
     guard = Permissions(deny=["status"])

@@ -111,6 +111,20 @@ PROBLEMS = [
     Problem(kind="custom", message="Status must stay 'open' until payment clears."),
 ]
 
+CONCURRENT = [
+    Problem(
+        kind="conflict",
+        code="concurrent_change",
+        path='updateElements.lines["2"].qty',
+        message="Since the payload you were shown, another edit changed lines[2].qty (as you "
+        "saw it) from 3 to 30; this entry touches the same place (it is now at lines[3].qty). "
+        "Nothing of your request was applied. Read the current value and write a new change "
+        "request against the current payload.",
+        current=30,
+        has_current=True,
+    )
+]
+
 SUSPECTS: list[tuple[Change, Finding | Issue | str]] = [
     (
         Change("update", ("notes",), "Met at the trade fair; wants quarterly invoices. " * 12, ""),
@@ -154,6 +168,7 @@ def _golden_renders() -> dict[str, str]:
         "correction_call.txt": render_correction(
             PROBLEMS[:1], output_mode="tool", tool_name="edit_payload", earlier_calls_kept=True
         ),
+        "correction_concurrent.txt": render_correction(CONCURRENT),
         "confirm.txt": render_confirm(SUSPECTS),
         **_outline_renders(task),
     }
@@ -251,6 +266,7 @@ TEMPLATE_VARIABLES = {
     "reply_tool": {"marker", "tool_name"},
     "correction": {"problems", "truncation", "reply"},
     "correction_call": {"problems", "truncation", "reply"},
+    "correction_concurrent": {"problems", "truncation", "reply"},
     "truncated": set(),
     "confirm": {"changes", "reply"},
     "outline_user": {"schema", "budget", "max_reads", "outline", "task", "reply"},

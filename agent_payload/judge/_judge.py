@@ -20,6 +20,7 @@ from agent_payload._jsondata import format_payload_path, json_data, json_equal
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
+    ConcurrentChangeError,
     ModelReplyError,
     NoChangeRequestError,
     PayloadValidationError,
@@ -388,6 +389,22 @@ class Judge:
         )
 
     # -- failures --------------------------------------------------------------------------
+
+    def concurrent(self, error: ConcurrentChangeError) -> Verdict:
+        """The verdict for a request that collided, when a surface committed it, with an edit
+        committed since the payload it was judged against (MERGE.md section 9): its
+        ``concurrent_change`` conflicts shown as every conflict is (read scope applied), with
+        the current subtree from this judge's payload (build the judge on the current one)."""
+        problems = conflict_problems(self._redact(error.report.conflicts), self.shown_json)
+        return self._no(
+            "merge",
+            problems,
+            ModelReplyError,
+            f"the change request collided with an edit made since (nothing applied): "
+            f"{summary(problems)}",
+            error,
+            report=error.report,
+        )
 
     def _conflicts(
         self,

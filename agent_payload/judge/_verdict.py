@@ -52,6 +52,14 @@ SURFACES: dict[str, dict[Status, str]] = {
         "error result, `ModelRetry`, `ToolMessage(status='error')`); the file is untouched",
         "confirm": "as the tool handler",
     },
+    "PayloadStore.edit": {
+        "accepted": "applies the change request at the version the run read (rebased over the "
+        "edits committed since) and returns the `AgentResult` with the payload stored; a "
+        "collision (`concurrent_change`) is a correction, as `problems`",
+        "problems": "as the agent; the next reply is judged against the payload as it is then "
+        "(after a collision, the current version); nothing stored",
+        "confirm": "as the agent",
+    },
     "BatchJob (batch and concurrent)": {
         "accepted": "the item is `done` with the payload, change request and report (it runs "
         "the agent's own run state)",
@@ -121,11 +129,13 @@ class Verdict:
         tool_name: str = DEFAULT_TOOL_NAME,
         earlier_calls_kept: bool = False,
         render_current: Callable[[Any], str] | None = None,
+        payload_changed: bool = False,
     ) -> str:
         """The text to send back to the model: the correction for ``problems``, the
         before/after for ``confirm`` (``""`` for an accepted reply). ``render_current``: how
         the current value of a problem's subtree is written (outline mode keeps it within
-        its budget; see ``prompts.render_correction``)."""
+        its budget; see ``prompts.render_correction``). ``payload_changed``: the payload is
+        no longer the one first shown (a run judging against a newer one since a collision)."""
         if self.status == "confirm":
             return _prompts.render_confirm(
                 self.confirmations, marker=self.marker, output_mode=output_mode, tool_name=tool_name
@@ -140,4 +150,5 @@ class Verdict:
             tool_name=tool_name,
             earlier_calls_kept=earlier_calls_kept,
             render_current=render_current,
+            payload_changed=payload_changed,
         )
