@@ -18,14 +18,26 @@ of what changed; or, marked ``is_error``, the parse errors, conflicts or validat
 fix, or the before/after of a change a guard wants confirmed, and nothing applied). The
 handler keeps the current payload for the next call. It does no I/O, so it serves sync and async
 loops alike (``await handler.ahandle(arguments)`` also awaits ``async def`` validators).
+
+Concurrent edits (README "Concurrent edits", MERGE.md section 9): the handler numbers its payload
+versions (``handler.version``, stated in the prompt and in every tool result) and keeps the
+requests applied since each of the last ``history`` versions. A call written against an earlier
+version (``handle(arguments, base_version=v)``, a ``turn`` key shared by the calls of one model
+response, or the ``base_version`` argument the model passes back) is rebased over what was
+applied since and then judged like any call, or sent back with ``concurrent_change``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
-from collections.abc import Callable, Generator, Mapping, Sequence
+import threading
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pydantic import BaseModel
 
@@ -40,6 +52,7 @@ from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.judge import Judge, Verdict, check_payload_fits
+from agent_payload.merge import Applied
 from agent_payload.report import Change, Guard, MergeReport, Problem
 
 if TYPE_CHECKING:
@@ -76,8 +89,22 @@ def tool_description(marker: str = MARKER) -> str:
         '{"12": {...}} addresses elements by position. '
         f'removeElements: what to delete, marked "{marker}". replaceElements: whole new values '
         "for top-level keys. reasoning: why. Send one call with every change; do not repeat "
-        "unchanged data."
+        "unchanged data. base_version: the payload version your change was written against "
+        "(the prompt and every result of this tool state the current one); calls sent together "
+        "in one message pass the same one, with positions as you saw them."
     )
+
+
+BASE_VERSION: Final = "base_version"
+"""The optional tool argument naming the payload version a call was written against."""
+
+_BASE_DESCRIPTION: Final = (
+    "The payload version this change was written against (the prompt and every result of this "
+    "tool state the current version). Positions are read in that version; edits applied since "
+    "are taken into account."
+)
+_TURNS_KEPT: Final = 256
+"""How many ``turn`` keys a handler remembers (the oldest is forgotten first)."""
 
 
 def _schema(payload_type: Any, marker: str, strict: bool) -> tuple[dict[str, Any], bool]:
@@ -85,7 +112,14 @@ def _schema(payload_type: Any, marker: str, strict: bool) -> tuple[dict[str, Any
     ``strict`` is wanted and the schema fits it (OpenAI answers 400 otherwise; change-request
     schemas fall back to non-strict, see ``agent_payload.schema``)."""
     schema = _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
-    return schema, strict and _schema_module.is_strict_compatible(schema)
+    use_strict = strict and _schema_module.is_strict_compatible(schema)
+    schema = dict(schema)  # the schema builder's may be shared: never changed in place
+    version: dict[str, Any] = {"type": "integer", "minimum": 0, "description": _BASE_DESCRIPTION}
+    if use_strict:  # strict mode lists every property as required; null stands for "not given"
+        version = {"type": ["integer", "null"], "description": _BASE_DESCRIPTION}
+        schema["required"] = [*schema.get("required", ()), BASE_VERSION]
+    schema["properties"] = {**schema["properties"], BASE_VERSION: version}
+    return schema, use_strict
 
 
 def openai_tool(
@@ -156,7 +190,10 @@ class ToolResult:
     ``payload`` is the handler's payload after the call (unchanged when ``is_error``);
     ``content`` the tool-result text for the model; ``report`` the merge report (None when the
     arguments could not be read); ``change_request`` the parsed request (None likewise);
-    ``problems`` what the model must fix when ``is_error``.
+    ``problems`` what the model must fix when ``is_error``. ``version``: the handler's payload
+    version after the call (stated in ``content``); ``base_version``: the version the call was
+    written against when it was known (``None``: judged against the payload as it stood); an
+    accepted late call's ``change_request`` is the rebased one, as applied.
     """
 
     payload: Any
@@ -165,6 +202,8 @@ class ToolResult:
     report: MergeReport | None = None
     change_request: AgentPayloadChangeRequest[Any] | None = None
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    version: int = 0
+    base_version: int | None = None
 
     @property
     def changes(self) -> list[Change]:
@@ -228,7 +267,13 @@ class ChangeRequestToolHandler:
     model instance); raising ``RetryWithFeedback``, ``ValueError`` or ``AssertionError``
     refuses the call with its message; ``async def`` validators need ``ahandle``.
     ``prompt(task)`` renders the system prompt and user message that name this handler's
-    marker and tool.
+    marker and tool. ``history``: how many earlier payload versions a late call may be written
+    against (default 32; each is kept in memory until ``history`` calls were applied after it);
+    a call against an older version is sent back (``concurrent_change``) with the current
+    payload.
+
+    Calls on one handler run one at a time (``handle`` under a lock, ``ahandle`` under an
+    asyncio lock per event loop): each is judged against the payload the previous one left.
 
     Every call is judged by ``agent_payload.judge.Judge``, like the agent's replies (README:
     "What each surface does with a reply"). A call that cannot be fully applied applies
@@ -247,8 +292,14 @@ class ChangeRequestToolHandler:
         name: str = DEFAULT_TOOL_NAME,
         permissions: Guard | None = None,
         read_scope: Any = None,
+        history: int = 32,
     ) -> None:
         _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
+        if not isinstance(history, int) or isinstance(history, bool) or history < 0:
+            raise ConfigurationError(
+                "ChangeRequestToolHandler(history=...): expected how many earlier payload "
+                f"versions to keep, a whole number 0 or more; found {history!r}"
+            )
         check_payload_type(payload_type, "ChangeRequestToolHandler(payload_type=...)")
         guards = check_guards(guards, "ChangeRequestToolHandler(guards=...)")
         validators = check_validators(validators, "ChangeRequestToolHandler(validators=...)")
@@ -279,6 +330,18 @@ class ChangeRequestToolHandler:
         """Every call's result, in order."""
         self._confirming: Any = None
         """The payload JSON shown for confirmation by the last call (None: nothing pending)."""
+        self.history = history
+        self.version = 0
+        """The payload's version: 0 as given, one more after each applied call."""
+        self._past: deque[tuple[Any, Applied]] = deque()
+        """For each kept version ``version - len(_past) + n``: its payload and the request
+        (as applied, rebased, with the marker in force) that made the next version."""
+        self._turns: OrderedDict[Hashable, int] = OrderedDict()
+        """The base version of each ``turn`` key seen (its first call's)."""
+        self._lock = threading.Lock()
+        self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- tool definitions -----------------------------------------------------------------
 
@@ -304,7 +367,8 @@ class ChangeRequestToolHandler:
     ) -> _prompts.PromptParts:
         """The system prompt and the first user message for a tool loop over this handler:
         the current payload, its schema, the task, and the instruction to call this tool,
-        naming this handler's marker (the tool description, the prompt and the merge agree).
+        naming this handler's marker, and the payload's version (the tool description, the
+        prompt and the merge agree).
         With a ``read_scope`` the payload shown is its projection (what the judge lets the
         model see).
 
@@ -322,7 +386,7 @@ class ChangeRequestToolHandler:
         shown = _as_json(self.payload)
         if self.read_scope is not None:
             shown = self.read_scope.project(shown)
-        return _prompts.render_prompt(
+        parts = _prompts.render_prompt(
             shown,
             task,
             marker=self.marker,
@@ -333,11 +397,27 @@ class ChangeRequestToolHandler:
             output_mode="tool",
             tool_name=self.name,
         )
+        version = (
+            f" The payload shown is version {self.version}: calls written against it pass "
+            f"{BASE_VERSION} {self.version}."
+        )
+        return dataclasses.replace(parts, user=parts.user + version)
 
     # -- calls ----------------------------------------------------------------------------
 
-    def judge(self) -> Judge:
-        """The judge of the next call (the current payload and this handler's options)."""
+    def judge(self, base_version: int | None = None) -> Judge:
+        """The judge of the next call (the current payload and this handler's options); with
+        ``base_version`` (a kept earlier version), the judge of a call written against it,
+        which rebases it over the requests applied since (MERGE.md section 9)."""
+        late: dict[str, Any] = {}
+        if base_version is not None and base_version != self.version:
+            kept = self._kept(base_version)
+            if kept is None:
+                raise UsageError(
+                    f"ChangeRequestToolHandler.judge: version {base_version} is not kept (kept: "
+                    f"{self.version - len(self._past)} to {self.version})"
+                )
+            late = {"base": kept[0], "applied": kept[1]}
         return Judge(
             self.payload,
             marker=self.marker,
@@ -346,12 +426,25 @@ class ChangeRequestToolHandler:
             guards=self.guards,
             permissions=self.permissions,
             read_scope=self.read_scope,
+            **late,
         )
 
     def handle(
-        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+        self,
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        *,
+        base_version: int | None = None,
+        turn: Hashable | None = None,
     ) -> ToolResult:
         """Apply one tool call's arguments (the JSON text, or the already decoded mapping).
+
+        Which payload the call was written against (its base), first known wins:
+        ``base_version`` (a ``handler.version`` the caller read when it sent the model the
+        request this call answers); ``turn``, any hashable naming the model response the call
+        came from (the calls of one response share the version current at the first of them);
+        the ``base_version`` argument the model passed back. None of them: the current payload
+        (as if no other call had been applied since the model saw it). An earlier base: the
+        call is rebased over what was applied since, then judged; a collision is sent back.
 
         An async validator cannot be awaited here: ``ConfigurationError`` (use ``ahandle``)."""
         _callables.require_sync(
@@ -359,31 +452,100 @@ class ChangeRequestToolHandler:
             [("validator", v) for v in self.validators],
             "call await handler.ahandle(arguments) instead",
         )
-        result = _callables.drive(
-            self._handle(arguments),
-            "ChangeRequestToolHandler.handle",
-            "call await handler.ahandle(arguments) instead",
-        )
-        return self._keep(result)
+        with self._lock:
+            result = _callables.drive(
+                self._handle(arguments, base_version, turn),
+                "ChangeRequestToolHandler.handle",
+                "call await handler.ahandle(arguments) instead",
+            )
+            return self._keep(result)
 
     async def ahandle(
-        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+        self,
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        *,
+        base_version: int | None = None,
+        turn: Hashable | None = None,
     ) -> ToolResult:
         """``handle`` for async loops: the same judge, with async validators awaited."""
-        result: ToolResult = await _callables.adrive(self._handle(arguments), offload=False)
-        return self._keep(result)
+        async with self._async_lock():
+            result: ToolResult = await _callables.adrive(
+                self._handle(arguments, base_version, turn), offload=False
+            )
+            return self._keep(result)
+
+    def _async_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            lock = self._async_locks.get(loop)
+            if lock is None:
+                lock = self._async_locks[loop] = asyncio.Lock()
+            return lock
 
     def _keep(self, result: ToolResult) -> ToolResult:
         self.results.append(result)
         if not result.is_error:
+            assert result.change_request is not None
+            self._past.append((self.payload, Applied(result.change_request, frozenset({self.marker}))))
+            while len(self._past) > self.history:
+                self._past.popleft()
             self.payload = result.payload
+            self.version += 1
         return result
 
+    def _kept(self, version: int) -> tuple[Any, list[Applied]] | None:
+        """The payload of a kept earlier ``version`` and the requests applied since."""
+        first = self.version - len(self._past)
+        if not first <= version < self.version:
+            return None
+        past = list(self._past)[version - first :]
+        return past[0][0], [applied for _, applied in past]
+
+    def _base(
+        self, base_version: int | None, turn: Hashable | None, asked: Any
+    ) -> int | None | Problem:
+        """The call's base version (None: the current payload), or the problem with the one
+        the model gave."""
+        if base_version is not None:
+            if not _is_version(base_version) or base_version > self.version:
+                raise UsageError(
+                    f"ChangeRequestToolHandler.handle: base_version={base_version!r} is not a "
+                    f"version of this handler's payload (0 to {self.version}); pass the "
+                    "handler.version read when the model was sent the request this call answers"
+                )
+            return int(base_version)
+        if turn is not None:
+            base = self._turns.get(turn)
+            if base is None:
+                base = self._turns[turn] = self.version
+                while len(self._turns) > _TURNS_KEPT:
+                    self._turns.popitem(last=False)
+            else:
+                self._turns.move_to_end(turn)
+            return base
+        if asked is None:
+            return None
+        if not _is_version(asked) or asked > self.version:
+            return Problem(
+                kind="conflict",
+                code="base_version",
+                path=BASE_VERSION,
+                message=f"{BASE_VERSION} {json.dumps(asked)} is not a version of this payload: "
+                f"it must be one that the prompt or a result of this tool stated, 0 to "
+                f"{self.version} (the payload is now version {self.version}). Send the call "
+                f"again with the version your change was written against, or leave "
+                f"{BASE_VERSION} out if it is written against version {self.version}.",
+            )
+        return int(asked)
+
     def _handle(
-        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+        self,
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        base_version: int | None = None,
+        turn: Hashable | None = None,
     ) -> Generator[Any, Any, ToolResult]:
-        """One call: the judge's steps (``Judge.steps``, which yield an async validator's
-        awaitable to the driver), then the verdict as a tool result."""
+        """One call: its base, the judge's steps (``Judge.steps``, which yield an async
+        validator's awaitable to the driver), then the verdict as a tool result."""
         if arguments is not None and not isinstance(
             arguments, str | Mapping | AgentPayloadChangeRequest
         ):
@@ -392,11 +554,41 @@ class ChangeRequestToolHandler:
                 f"JSON string or a mapping, found {type(arguments).__name__}; pass "
                 "tool_call.function.arguments (OpenAI) or block.input (Anthropic)"
             )
+        arguments, asked = _split_base_version(arguments)
+        base = self._base(base_version, turn, asked)
+        if isinstance(base, Problem):
+            return self._result(self._refused(base), None)
+        if base is not None and base != self.version and self._kept(base) is None:
+            return self._result(self._refused(self._too_old(base)), base)
         pending = {} if self._confirming is None else {"confirming": self._confirming}
-        verdict = yield from self.judge().steps(arguments, **pending)
-        return self._result(verdict)
+        verdict = yield from self.judge(base).steps(arguments, **pending)
+        return self._result(verdict, base)
 
-    def _result(self, verdict: Verdict) -> ToolResult:
+    def _too_old(self, base: int) -> Problem:
+        shown = _as_json(self.payload)
+        if self.read_scope is not None:
+            shown = self.read_scope.project(shown)
+        return Problem(
+            kind="conflict",
+            code="concurrent_change",
+            message=f"this call was written against version {base} of the payload, which has "
+            f"changed {self.version - base} times since: more than this tool keeps (the last "
+            f"{self.history} versions), so its positions cannot be mapped to the payload as it "
+            f"is now (version {self.version}, shown here). Write the change again against it.",
+            current=shown,
+            has_current=True,
+        )
+
+    def _refused(self, problem: Problem) -> Verdict:
+        return Verdict(
+            status="problems",
+            stage="merge",
+            marker=self.marker,
+            problems=(problem,),
+            message=f"the call was not applied: {problem.message}",
+        )
+
+    def _result(self, verdict: Verdict, base: int | None) -> ToolResult:
         """Map the judge's verdict to a tool result (a tool call cannot be asked to confirm
         mid-call: ``confirm`` is an error result showing before/after; the same call again is
         accepted as confirmed)."""
@@ -405,10 +597,12 @@ class ChangeRequestToolHandler:
             assert verdict.report is not None
             return ToolResult(
                 payload=verdict.payload,
-                content=self._summary(verdict.report),
+                content=self._summary(verdict.report) + _version_line(self.version + 1),
                 is_error=False,
                 report=verdict.report,
                 change_request=verdict.change_request,
+                version=self.version + 1,
+                base_version=base,
             )
         if verdict.status == "confirm":
             self._confirming = verdict.payload_json
@@ -422,11 +616,13 @@ class ChangeRequestToolHandler:
             )
         return ToolResult(
             payload=self.payload,
-            content=content,
+            content=content + _version_line(self.version),
             is_error=True,
             report=verdict.report,
             change_request=verdict.change_request,
             problems=verdict.problems,
+            version=self.version,
+            base_version=base,
         )
 
     def _summary(self, report: MergeReport) -> str:
@@ -440,6 +636,33 @@ class ChangeRequestToolHandler:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"
         return text + "\nCall the tool again for further changes, or reply when the task is done."
+
+
+def _version_line(version: int) -> str:
+    return f"\nThe payload is now version {version} ({BASE_VERSION} of calls written against it)."
+
+
+def _is_version(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _split_base_version(
+    arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any] | None,
+) -> tuple[str | Mapping[str, Any] | AgentPayloadChangeRequest[Any] | None, Any]:
+    """The arguments without the ``base_version`` the model may pass (JSON text is decoded
+    only when it holds one), and that version (None when absent)."""
+    mapping: Any = arguments
+    if isinstance(arguments, str):
+        if BASE_VERSION not in arguments:
+            return arguments, None
+        try:
+            mapping = json.loads(arguments)
+        except ValueError:
+            return arguments, None  # the judge reports the syntax
+    if not isinstance(mapping, Mapping) or BASE_VERSION not in mapping:
+        return arguments, None
+    rest = {k: v for k, v in mapping.items() if k != BASE_VERSION}
+    return rest, mapping[BASE_VERSION]
 
 
 def _as_json(payload: Any) -> Any:

@@ -19,6 +19,8 @@ from agent_payload._jsondata import format_payload_path, json_data, json_equal
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
+    ConcurrentChangeError,
+    MergeConflictError,
     ModelReplyError,
     NoChangeRequestError,
     PayloadValidationError,
@@ -53,7 +55,11 @@ class Judge:
     awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
     ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
     ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
-    every text may show.
+    every text may show. ``base``: the payload the replies were written against when it is not
+    ``payload`` (a late reply, MERGE.md section 9), with ``applied``, the change requests
+    applied to ``base`` since (in order, giving ``payload``; ``merge.Applied`` records for their
+    own markers): a reply is then rebased over them before it is judged on ``payload``, or sent
+    back with ``concurrent_change`` conflicts.
     """
 
     def __init__(
@@ -68,8 +74,12 @@ class Judge:
         read_scope: Any = None,
         payload_json: Any = _NOTHING,
         shown_json: Any = _NOTHING,
+        base: Any = _NOTHING,
+        applied: Sequence[Any] = (),
     ) -> None:
         self.payload = payload
+        self.base = base
+        self.applied = tuple(applied)
         self.payload_json = (
             _merge.dump_payload(payload) if payload_json is _NOTHING else payload_json
         )
@@ -207,6 +217,11 @@ class Judge:
         self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
     ) -> Generator[Any, Any, Verdict]:
         """Steps 4 to 8 for a parsed request; each step returns a refusing verdict or None."""
+        if self.base is not _NOTHING:
+            rebased = self._rebase(request)
+            if isinstance(rebased, Verdict):
+                return rebased
+            request = rebased
         recorder = Recorder(self.guards, self.read_scope) if self.guards else None
         merged = self._merge(request, recorder)
         if isinstance(merged, Verdict):
@@ -234,6 +249,39 @@ class Judge:
             repairs=repairs,
             confirmations=tuple(flagged),
         )
+
+    def _rebase(
+        self, request: AgentPayloadChangeRequest[Any]
+    ) -> Verdict | AgentPayloadChangeRequest[Any]:
+        """Step 4a (MERGE.md section 9): the request, written against ``base``, rebased over
+        ``applied``; a collision goes back (``concurrent_change``, the current subtree shown),
+        as does a conflict with its own base (judged there, as if it had not come late)."""
+        base_json = json_data(self.base)
+        try:
+            return _merge.rebase_change_request(
+                base_json, self.applied, request, markers=frozenset({self.marker})
+            )
+        except ConcurrentChangeError as exc:
+            report = exc.report
+            report.conflicts[:] = self._redact(report.conflicts)
+            return self._conflicts(
+                request,
+                report,
+                report.conflicts,
+                "the change request collides with edits applied since the payload it was "
+                "written against",
+            )
+        except MergeConflictError as exc:
+            report = exc.report
+            problems = conflict_problems(report.conflicts, self.shown(base_json))
+            return self._no(
+                "merge",
+                problems,
+                ModelReplyError,
+                f"the change request conflicts with the payload: {summary(problems)}",
+                request=request,
+                report=report,
+            )
 
     def _merge(
         self, request: AgentPayloadChangeRequest[Any], recorder: Recorder | None
