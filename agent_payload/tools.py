@@ -30,12 +30,14 @@ applied since and then judged like any call, or sent back with ``concurrent_chan
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import dataclasses
 import json
 import threading
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -105,6 +107,10 @@ _BASE_DESCRIPTION: Final = (
 )
 _TURNS_KEPT: Final = 256
 """How many ``turn`` keys a handler remembers (the oldest is forgotten first)."""
+_IN_TURN: contextvars.ContextVar[tuple[object, int] | None] = contextvars.ContextVar(
+    "agent_payload_turn", default=None
+)
+"""Inside ``handler.turn()``: that handler and the version current when the block began."""
 
 
 def _schema(payload_type: Any, marker: str, strict: bool) -> tuple[dict[str, Any], bool]:
@@ -429,6 +435,21 @@ class ChangeRequestToolHandler:
             **late,
         )
 
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[int]:
+        """A block whose calls share one base: the version current when it begins (yielded).
+        For the calls of one model response in a loop of your own, however they reach the
+        handler (``handle``, a framework tool's ``invoke``, threads or tasks started inside)::
+
+            with handler.turn():
+                results = [tool.invoke(call) for call in ai_message.tool_calls]
+        """
+        token = _IN_TURN.set((self, self.version))
+        try:
+            yield self.version
+        finally:
+            _IN_TURN.reset(token)
+
     def handle(
         self,
         arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
@@ -440,9 +461,10 @@ class ChangeRequestToolHandler:
 
         Which payload the call was written against (its base), first known wins:
         ``base_version`` (a ``handler.version`` the caller read when it sent the model the
-        request this call answers); ``turn``, any hashable naming the model response the call
-        came from (the calls of one response share the version current at the first of them);
-        the ``base_version`` argument the model passed back. None of them: the current payload
+        request this call answers); a ``with handler.turn():`` block around the call;
+        ``turn``, any hashable naming the model response the call came from (the calls of one
+        response share the version current at the first of them; the framework tools pass
+        it); the ``base_version`` argument the model passed back. None of them: the current payload
         (as if no other call had been applied since the model saw it). An earlier base: the
         call is rebased over what was applied since, then judged; a collision is sent back.
 
@@ -514,6 +536,9 @@ class ChangeRequestToolHandler:
                     "handler.version read when the model was sent the request this call answers"
                 )
             return int(base_version)
+        block = _IN_TURN.get()
+        if block is not None and block[0] is self:
+            return block[1]
         if turn is not None:
             base = self._turns.get(turn)
             if base is None:

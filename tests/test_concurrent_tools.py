@@ -266,3 +266,18 @@ def test_anthropic_several_tool_use_blocks(fake_server: FakeProviderServer) -> N
     for block in blocks:  # the message id names the response the calls came from
         h.handle(block.input, turn=message.id)
     assert skus(h.payload) == MEANT
+
+
+def test_a_turn_block_gives_its_calls_the_version_current_when_it_began() -> None:
+    h = ChangeRequestToolHandler(six_lines())
+    other = ChangeRequestToolHandler(six_lines())
+    with h.turn() as base:
+        assert base == 0
+        h.handle(DELETE_B)
+        other.handle(DELETE_B)  # another handler's calls are not in this block
+        other.handle(E_TO_99)
+        h.handle(E_TO_99, turn="ignored: the block says which response")
+    assert skus(h.payload) == MEANT
+    assert skus(other.payload)[-1] == ("F", 99)
+    h.handle({"updateElements": {"lines": {"0": {"qty": 10}}}})  # after the block: current
+    assert h.results[-1].base_version is None and h.payload["lines"][0]["qty"] == 10
