@@ -80,9 +80,11 @@ __all__ = [
 ]
 
 
-def tool_description(marker: str = MARKER) -> str:
-    """What the tool does, in words for the model (names the active DELETE marker)."""
-    return (
+def tool_description(marker: str = MARKER, *, base_version: bool = True) -> str:
+    """What the tool does, in words for the model (names the active DELETE marker; with
+    ``base_version``, the optional argument naming the payload version a call was written
+    against)."""
+    text = (
         "Edit the JSON payload by sending only what changes. newElements: keys to add and "
         'items to append; an object of indices such as {"2": [items]} inserts the items before '
         'original element 2 ({"2": {...}} adds inside it). '
@@ -91,10 +93,15 @@ def tool_description(marker: str = MARKER) -> str:
         '{"12": {...}} addresses elements by position. '
         f'removeElements: what to delete, marked "{marker}". replaceElements: whole new values '
         "for top-level keys. reasoning: why. Send one call with every change; do not repeat "
-        "unchanged data. base_version: the payload version your change was written against "
-        "(the prompt and every result of this tool state the current one); calls sent together "
-        "in one message pass the same one, with positions as you saw them."
+        "unchanged data."
     )
+    if base_version:
+        text += (
+            " base_version: the payload version your change was written against (the prompt "
+            "and every result of this tool state the current one); calls sent together in one "
+            "message pass the same one, with positions as you saw them."
+        )
+    return text
 
 
 BASE_VERSION: Final = "base_version"
@@ -113,12 +120,16 @@ _IN_TURN: contextvars.ContextVar[tuple[object, int] | None] = contextvars.Contex
 """Inside ``handler.turn()``: that handler and the version current when the block began."""
 
 
-def _schema(payload_type: Any, marker: str, strict: bool) -> tuple[dict[str, Any], bool]:
+def _schema(
+    payload_type: Any, marker: str, strict: bool, base_version: bool
+) -> tuple[dict[str, Any], bool]:
     """The tool's input schema, and whether OpenAI's strict mode may be asked for: only when
     ``strict`` is wanted and the schema fits it (OpenAI answers 400 otherwise; change-request
     schemas fall back to non-strict, see ``agent_payload.schema``)."""
     schema = _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
     use_strict = strict and _schema_module.is_strict_compatible(schema)
+    if not base_version:
+        return schema, use_strict
     schema = dict(schema)  # the schema builder's may be shared: never changed in place
     version: dict[str, Any] = {"type": "integer", "minimum": 0, "description": _BASE_DESCRIPTION}
     if use_strict:  # strict mode lists every property as required; null stands for "not given"
@@ -135,14 +146,15 @@ def openai_tool(
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
     strict: bool = False,
+    base_version: bool = True,
 ) -> OpenAIToolParam:
     """The change request as an OpenAI Chat Completions function tool
     (``{"type": "function", "function": {...}}``; typed as the SDK's
     ``ChatCompletionFunctionToolParam``)."""
-    parameters, use_strict = _schema(payload_type, marker, strict)
+    parameters, use_strict = _schema(payload_type, marker, strict, base_version)
     function: dict[str, Any] = {
         "name": name,
-        "description": description or tool_description(marker),
+        "description": description or tool_description(marker, base_version=base_version),
         "parameters": parameters,
     }
     if use_strict:
@@ -157,15 +169,16 @@ def responses_tool(
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
     strict: bool = False,
+    base_version: bool = True,
 ) -> ResponsesToolParam:
     """The change request as an OpenAI Responses API function tool (flat:
     ``{"type": "function", "name": ..., "parameters": ..., "strict": ...}``; typed as the
     SDK's ``FunctionToolParam``)."""
-    parameters, use_strict = _schema(payload_type, marker, strict)
+    parameters, use_strict = _schema(payload_type, marker, strict, base_version)
     tool = {
         "type": "function",
         "name": name,
-        "description": description or tool_description(marker),
+        "description": description or tool_description(marker, base_version=base_version),
         "parameters": parameters,
         "strict": use_strict,
     }
@@ -178,13 +191,14 @@ def anthropic_tool(
     marker: str = MARKER,
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
+    base_version: bool = True,
 ) -> AnthropicToolParam:
     """The change request as an Anthropic tool (``{"name", "description", "input_schema"}``;
     typed as the SDK's ``ToolParam``)."""
     tool = {
         "name": name,
-        "description": description or tool_description(marker),
-        "input_schema": _schema(payload_type, marker, False)[0],
+        "description": description or tool_description(marker, base_version=base_version),
+        "input_schema": _schema(payload_type, marker, False, base_version)[0],
     }
     return cast("AnthropicToolParam", tool)
 
@@ -276,7 +290,10 @@ class ChangeRequestToolHandler:
     marker and tool. ``history``: how many earlier payload versions a late call may be written
     against (default 32; each is kept in memory until ``history`` calls were applied after it);
     a call against an older version is sent back (``concurrent_change``) with the current
-    payload.
+    payload. ``versions``: whether the prompt, the tool definition and every result state the
+    payload version and take it back as the ``base_version`` argument (default True; False for a
+    host that numbers versions itself, such as the MCP server: the argument is then an unknown
+    field, and ``handle(..., base_version=)`` still works).
 
     Calls on one handler run one at a time (``handle`` under a lock, ``ahandle`` under an
     asyncio lock per event loop): each is judged against the payload the previous one left.
@@ -299,6 +316,7 @@ class ChangeRequestToolHandler:
         permissions: Guard | None = None,
         read_scope: Any = None,
         history: int = 32,
+        versions: bool = True,
     ) -> None:
         _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
         if not isinstance(history, int) or isinstance(history, bool) or history < 0:
@@ -337,6 +355,7 @@ class ChangeRequestToolHandler:
         self._confirming: Any = None
         """The payload JSON shown for confirmation by the last call (None: nothing pending)."""
         self.history = history
+        self.versions = bool(versions)
         self.version = 0
         """The payload's version: 0 as given, one more after each applied call."""
         self._past: deque[tuple[Any, Applied]] = deque()
@@ -353,15 +372,29 @@ class ChangeRequestToolHandler:
 
     def openai_tool(self, *, strict: bool = False) -> OpenAIToolParam:
         """``openai_tool`` for this handler's payload type, marker and name."""
-        return openai_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
+        return openai_tool(
+            self.payload_type,
+            marker=self.marker,
+            name=self.name,
+            strict=strict,
+            base_version=self.versions,
+        )
 
     def responses_tool(self, *, strict: bool = False) -> ResponsesToolParam:
         """``responses_tool`` for this handler's payload type, marker and name."""
-        return responses_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
+        return responses_tool(
+            self.payload_type,
+            marker=self.marker,
+            name=self.name,
+            strict=strict,
+            base_version=self.versions,
+        )
 
     def anthropic_tool(self) -> AnthropicToolParam:
         """``anthropic_tool`` for this handler's payload type, marker and name."""
-        return anthropic_tool(self.payload_type, marker=self.marker, name=self.name)
+        return anthropic_tool(
+            self.payload_type, marker=self.marker, name=self.name, base_version=self.versions
+        )
 
     def prompt(
         self,
@@ -403,6 +436,8 @@ class ChangeRequestToolHandler:
             output_mode="tool",
             tool_name=self.name,
         )
+        if not self.versions:
+            return parts
         version = (
             f" The payload shown is version {self.version}: calls written against it pass "
             f"{BASE_VERSION} {self.version}."
@@ -508,7 +543,8 @@ class ChangeRequestToolHandler:
         self.results.append(result)
         if not result.is_error:
             assert result.change_request is not None
-            self._past.append((self.payload, Applied(result.change_request, frozenset({self.marker}))))
+            applied = Applied(result.change_request, frozenset({self.marker}))
+            self._past.append((self.payload, applied))
             while len(self._past) > self.history:
                 self._past.popleft()
             self.payload = result.payload
@@ -525,7 +561,7 @@ class ChangeRequestToolHandler:
 
     def _base(
         self, base_version: int | None, turn: Hashable | None, asked: Any
-    ) -> int | None | Problem:
+    ) -> int | Problem | None:
         """The call's base version (None: the current payload), or the problem with the one
         the model gave."""
         if base_version is not None:
@@ -579,7 +615,9 @@ class ChangeRequestToolHandler:
                 f"JSON string or a mapping, found {type(arguments).__name__}; pass "
                 "tool_call.function.arguments (OpenAI) or block.input (Anthropic)"
             )
-        arguments, asked = _split_base_version(arguments)
+        asked = None
+        if self.versions:
+            arguments, asked = _split_base_version(arguments)
         base = self._base(base_version, turn, asked)
         if isinstance(base, Problem):
             return self._result(self._refused(base), None)
@@ -622,7 +660,7 @@ class ChangeRequestToolHandler:
             assert verdict.report is not None
             return ToolResult(
                 payload=verdict.payload,
-                content=self._summary(verdict.report) + _version_line(self.version + 1),
+                content=self._summary(verdict.report) + self._version_line(self.version + 1),
                 is_error=False,
                 report=verdict.report,
                 change_request=verdict.change_request,
@@ -641,13 +679,20 @@ class ChangeRequestToolHandler:
             )
         return ToolResult(
             payload=self.payload,
-            content=content + _version_line(self.version),
+            content=content + self._version_line(self.version),
             is_error=True,
             report=verdict.report,
             change_request=verdict.change_request,
             problems=verdict.problems,
             version=self.version,
             base_version=base,
+        )
+
+    def _version_line(self, version: int) -> str:
+        if not self.versions:
+            return ""
+        return (
+            f"\nThe payload is now version {version} ({BASE_VERSION} of calls written against it)."
         )
 
     def _summary(self, report: MergeReport) -> str:
@@ -663,17 +708,13 @@ class ChangeRequestToolHandler:
         return text + "\nCall the tool again for further changes, or reply when the task is done."
 
 
-def _version_line(version: int) -> str:
-    return f"\nThe payload is now version {version} ({BASE_VERSION} of calls written against it)."
-
-
 def _is_version(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _split_base_version(
-    arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any] | None,
-) -> tuple[str | Mapping[str, Any] | AgentPayloadChangeRequest[Any] | None, Any]:
+    arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+) -> tuple[str | Mapping[str, Any] | AgentPayloadChangeRequest[Any], Any]:
     """The arguments without the ``base_version`` the model may pass (JSON text is decoded
     only when it holds one), and that version (None when absent)."""
     mapping: Any = arguments

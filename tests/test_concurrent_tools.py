@@ -174,9 +174,7 @@ def test_parallel_async_calls_with_an_async_validator_are_judged_one_at_a_time()
     h = ChangeRequestToolHandler(six_lines(), validators=[slow_ok])
 
     async def run() -> list[Any]:
-        return await asyncio.gather(
-            h.ahandle(DELETE_B, turn="t"), h.ahandle(E_TO_99, turn="t")
-        )
+        return await asyncio.gather(h.ahandle(DELETE_B, turn="t"), h.ahandle(E_TO_99, turn="t"))
 
     results = asyncio.run(run())
     assert [r.is_error for r in results] == [False, False]
@@ -201,7 +199,7 @@ PAIR = Reply.tool_calls([DELETE_B, E_TO_99])
 def test_reply_tool_calls_checks_its_calls() -> None:
     with pytest.raises(TypeError, match="non-empty list"):
         Reply.tool_calls([])
-    with pytest.raises(TypeError, match="Reply.tool_call"):
+    with pytest.raises(TypeError, match=r"Reply\.tool_call"):
         Reply.tool_calls([Reply.message("hi")])
     named = Reply.tool_calls([Reply.tool_call({"a": 1}, name="other"), {"b": 2}])
     assert [c.tool_name for c in named.calls] == ["other", None]
@@ -281,3 +279,18 @@ def test_a_turn_block_gives_its_calls_the_version_current_when_it_began() -> Non
     assert skus(other.payload)[-1] == ("F", 99)
     h.handle({"updateElements": {"lines": {"0": {"qty": 10}}}})  # after the block: current
     assert h.results[-1].base_version is None and h.payload["lines"][0]["qty"] == 10
+
+
+def test_versions_false_leaves_the_version_to_a_host_that_numbers_its_own() -> None:
+    """The MCP server numbers its file's versions itself: its handlers state none."""
+    h = ChangeRequestToolHandler(six_lines(), versions=False)
+    tool = h.anthropic_tool()
+    assert BASE_VERSION not in tool["description"]
+    assert BASE_VERSION not in tool["input_schema"]["properties"]
+    assert "version" not in h.prompt("Set E to 99").user.rsplit("</task>", 1)[1]
+    applied = h.handle(DELETE_B)
+    assert "version" not in applied.content and applied.version == 1
+    late = h.handle(E_TO_99, base_version=0)  # the caller's base still counts
+    assert not late.is_error and skus(h.payload) == MEANT
+    unknown = h.handle({**E_TO_99, BASE_VERSION: 0})  # not an argument of this tool
+    assert unknown.is_error and "base_version" in unknown.content

@@ -538,7 +538,9 @@ async def at_most_50(order: Any) -> None:
         raise ValueError("no line may hold more than 50")
 
 
-def test_pydantic_ai_arguments_holding_ctx_go_to_the_handler(fake_server: FakeProviderServer) -> None:
+def test_pydantic_ai_arguments_holding_ctx_go_to_the_handler(
+    fake_server: FakeProviderServer,
+) -> None:
     """A "ctx" key in the model's arguments is the model's (an unknown field sent back), not a
     TypeError ending the run; for the handler's tool and the per-run tool alike."""
     from pydantic_ai import RunContext

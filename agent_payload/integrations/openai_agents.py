@@ -15,8 +15,9 @@ The tool's ``params_json_schema`` is the change request's schema for the handler
 validators are awaited); its text is the tool's output. The calls of one model response share
 one base (the payload that response was written against, README "Concurrent edits"): the turn
 is the run's model request count (``ToolContext.usage.requests``), so a parallel call is
-rebased over its siblings applied before it. The Responses and Chat Completions APIs have no error flag on a function's output, so a
-refused call is told apart by its text (it starts by saying nothing was applied and what to fix).
+rebased over its siblings applied before it. The Responses and Chat Completions APIs have no
+error flag on a function's output, so a refused call is told apart by its text (it starts by
+saying nothing was applied and what to fix).
 """
 
 from __future__ import annotations

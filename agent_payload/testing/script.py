@@ -128,7 +128,8 @@ class Reply:
             if isinstance(call, Reply):
                 if call.kind != "tool_call" or call.calls:
                     raise TypeError(
-                        f"Reply.tool_calls: each call must be a Reply.tool_call(...), found {call!r}"
+                        "Reply.tool_calls: each call must be a Reply.tool_call(...), "
+                        f"found {call!r}"
                     )
                 items.append(call)
             else:

@@ -187,9 +187,8 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
                 stop_reason = "tool_use"
             elif reply.length_limited:
                 # A tool call cut by max_tokens: the API returns the block with what it has.
-                content.append(
-                    {"type": "tool_use", "id": new_id("toolu_"), "name": call.tool_name, "input": {}}
-                )
+                block = {"type": "tool_use", "id": new_id("toolu_"), "input": {}}
+                content.append({**block, "name": call.tool_name})
             else:
                 # Tool input is always an object in this API; anything else is sent as text.
                 content.append({"type": "text", "text": call.text, "citations": None})
