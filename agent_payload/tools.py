@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import json
 import threading
 import weakref
-from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -48,13 +46,13 @@ from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
 from agent_payload import typed as _typed
+from agent_payload._bases import BASE_VERSION, Bases, split_base_version
 from agent_payload._config import check_guard, check_guards, check_payload_type, check_validators
 from agent_payload._jsondata import json_data
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.judge import Judge, Verdict, check_payload_fits
-from agent_payload.merge import Applied
 from agent_payload.report import Change, Guard, MergeReport, Problem
 
 if TYPE_CHECKING:
@@ -69,6 +67,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "BASE_VERSION",
     "DEFAULT_TOOL_NAME",
     "ChangeRequestToolHandler",
     "ToolResult",
@@ -104,20 +103,11 @@ def tool_description(marker: str = MARKER, *, base_version: bool = True) -> str:
     return text
 
 
-BASE_VERSION: Final = "base_version"
-"""The optional tool argument naming the payload version a call was written against."""
-
 _BASE_DESCRIPTION: Final = (
     "The payload version this change was written against (the prompt and every result of this "
     "tool state the current version). Positions are read in that version; edits applied since "
     "are taken into account."
 )
-_TURNS_KEPT: Final = 256
-"""How many ``turn`` keys a handler remembers (the oldest is forgotten first)."""
-_IN_TURN: contextvars.ContextVar[tuple[object, int] | None] = contextvars.ContextVar(
-    "agent_payload_turn", default=None
-)
-"""Inside ``handler.turn()``: that handler and the version current when the block began."""
 
 
 def _schema(
@@ -356,13 +346,7 @@ class ChangeRequestToolHandler:
         """The payload JSON shown for confirmation by the last call (None: nothing pending)."""
         self.history = history
         self.versions = bool(versions)
-        self.version = 0
-        """The payload's version: 0 as given, one more after each applied call."""
-        self._past: deque[tuple[Any, Applied]] = deque()
-        """For each kept version ``version - len(_past) + n``: its payload and the request
-        (as applied, rebased, with the marker in force) that made the next version."""
-        self._turns: OrderedDict[Hashable, int] = OrderedDict()
-        """The base version of each ``turn`` key seen (its first call's)."""
+        self._bases = Bases(history)
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -446,17 +430,22 @@ class ChangeRequestToolHandler:
 
     # -- calls ----------------------------------------------------------------------------
 
+    @property
+    def version(self) -> int:
+        """The payload's version: 0 as given, one more after each applied call."""
+        return self._bases.version
+
     def judge(self, base_version: int | None = None) -> Judge:
         """The judge of the next call (the current payload and this handler's options); with
         ``base_version`` (a kept earlier version), the judge of a call written against it,
         which rebases it over the requests applied since (MERGE.md section 9)."""
         late: dict[str, Any] = {}
         if base_version is not None and base_version != self.version:
-            kept = self._kept(base_version)
+            kept = self._bases.kept(base_version)
             if kept is None:
                 raise UsageError(
                     f"ChangeRequestToolHandler.judge: version {base_version} is not kept (kept: "
-                    f"{self.version - len(self._past)} to {self.version})"
+                    f"{self.version - len(self._bases.past)} to {self.version})"
                 )
             late = {"base": kept[0], "applied": kept[1]}
         return Judge(
@@ -479,11 +468,8 @@ class ChangeRequestToolHandler:
             with handler.turn():
                 results = [tool.invoke(call) for call in ai_message.tool_calls]
         """
-        token = _IN_TURN.set((self, self.version))
-        try:
-            yield self.version
-        finally:
-            _IN_TURN.reset(token)
+        with self._bases.turn() as version:
+            yield version
 
     def handle(
         self,
@@ -543,61 +529,9 @@ class ChangeRequestToolHandler:
         self.results.append(result)
         if not result.is_error:
             assert result.change_request is not None
-            applied = Applied(result.change_request, frozenset({self.marker}))
-            self._past.append((self.payload, applied))
-            while len(self._past) > self.history:
-                self._past.popleft()
+            self._bases.advance(self.payload, result.change_request, self.marker)
             self.payload = result.payload
-            self.version += 1
         return result
-
-    def _kept(self, version: int) -> tuple[Any, list[Applied]] | None:
-        """The payload of a kept earlier ``version`` and the requests applied since."""
-        first = self.version - len(self._past)
-        if not first <= version < self.version:
-            return None
-        past = list(self._past)[version - first :]
-        return past[0][0], [applied for _, applied in past]
-
-    def _base(
-        self, base_version: int | None, turn: Hashable | None, asked: Any
-    ) -> int | Problem | None:
-        """The call's base version (None: the current payload), or the problem with the one
-        the model gave."""
-        if base_version is not None:
-            if not _is_version(base_version) or base_version > self.version:
-                raise UsageError(
-                    f"ChangeRequestToolHandler.handle: base_version={base_version!r} is not a "
-                    f"version of this handler's payload (0 to {self.version}); pass the "
-                    "handler.version read when the model was sent the request this call answers"
-                )
-            return int(base_version)
-        block = _IN_TURN.get()
-        if block is not None and block[0] is self:
-            return block[1]
-        if turn is not None:
-            base = self._turns.get(turn)
-            if base is None:
-                base = self._turns[turn] = self.version
-                while len(self._turns) > _TURNS_KEPT:
-                    self._turns.popitem(last=False)
-            else:
-                self._turns.move_to_end(turn)
-            return base
-        if asked is None:
-            return None
-        if not _is_version(asked) or asked > self.version:
-            return Problem(
-                kind="conflict",
-                code="base_version",
-                path=BASE_VERSION,
-                message=f"{BASE_VERSION} {json.dumps(asked)} is not a version of this payload: "
-                f"it must be one that the prompt or a result of this tool stated, 0 to "
-                f"{self.version} (the payload is now version {self.version}). Send the call "
-                f"again with the version your change was written against, or leave "
-                f"{BASE_VERSION} out if it is written against version {self.version}.",
-            )
-        return int(asked)
 
     def _handle(
         self,
@@ -617,11 +551,11 @@ class ChangeRequestToolHandler:
             )
         asked = None
         if self.versions:
-            arguments, asked = _split_base_version(arguments)
-        base = self._base(base_version, turn, asked)
+            arguments, asked = split_base_version(arguments)
+        base = self._bases.base("ChangeRequestToolHandler.handle", base_version, turn, asked)
         if isinstance(base, Problem):
             return self._result(self._refused(base), None)
-        if base is not None and base != self.version and self._kept(base) is None:
+        if base is not None and base != self.version and self._bases.kept(base) is None:
             return self._result(self._refused(self._too_old(base)), base)
         pending = {} if self._confirming is None else {"confirming": self._confirming}
         verdict = yield from self.judge(base).steps(arguments, **pending)
@@ -706,29 +640,6 @@ class ChangeRequestToolHandler:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"
         return text + "\nCall the tool again for further changes, or reply when the task is done."
-
-
-def _is_version(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _split_base_version(
-    arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
-) -> tuple[str | Mapping[str, Any] | AgentPayloadChangeRequest[Any], Any]:
-    """The arguments without the ``base_version`` the model may pass (JSON text is decoded
-    only when it holds one), and that version (None when absent)."""
-    mapping: Any = arguments
-    if isinstance(arguments, str):
-        if BASE_VERSION not in arguments:
-            return arguments, None
-        try:
-            mapping = json.loads(arguments)
-        except ValueError:
-            return arguments, None  # the judge reports the syntax
-    if not isinstance(mapping, Mapping) or BASE_VERSION not in mapping:
-        return arguments, None
-    rest = {k: v for k, v in mapping.items() if k != BASE_VERSION}
-    return rest, mapping[BASE_VERSION]
 
 
 def _as_json(payload: Any) -> Any:

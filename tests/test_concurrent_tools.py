@@ -120,7 +120,7 @@ def test_a_base_older_than_the_history_goes_back_with_the_current_payload() -> N
     h = ChangeRequestToolHandler(six_lines(), history=2)
     for qty in (10, 11, 12):
         h.handle({"updateElements": {"lines": {"0": {"qty": qty}}}})
-    assert len(h._past) == 2  # memory is bounded
+    assert len(h._bases.past) == 2  # memory is bounded
     late = h.handle(E_TO_99, base_version=0)
     assert late.is_error and late.problems[0].code == "concurrent_change"
     assert "changed 3 times since" in late.content and "the last 2 versions" in late.content
