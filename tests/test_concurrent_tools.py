@@ -294,3 +294,33 @@ def test_versions_false_leaves_the_version_to_a_host_that_numbers_its_own() -> N
     assert not late.is_error and skus(h.payload) == MEANT
     unknown = h.handle({**E_TO_99, BASE_VERSION: 0})  # not an argument of this tool
     assert unknown.is_error and "base_version" in unknown.content
+
+
+def test_a_session_records_a_rebased_call_as_applied_and_undoes_it() -> None:
+    from agent_payload import PayloadSession
+
+    h = ChangeRequestToolHandler(six_lines())
+    session = PayloadSession(None, six_lines())
+    with h.turn():
+        for args in (DELETE_B, E_TO_99):
+            session.record("Remove B, 99 of E", h.handle(args))
+    assert skus(session.payload) == MEANT
+    assert session.history[1].change_request == {"updateElements": {"lines": {"3": {"qty": 99}}}}
+    session.undo()
+    assert skus(session.payload) == [("A", 1), ("C", 3), ("D", 4), ("E", 5), ("F", 6)]
+
+
+def test_the_agents_sdk_turn_is_unknown_when_the_model_counts_no_requests() -> None:
+    """Every response of such a run would share one key (a base too old for all but the
+    first): the calls are judged against the current payload instead."""
+    from types import SimpleNamespace
+
+    from agent_payload.integrations.openai_agents import _turn
+
+    usage = SimpleNamespace(requests=0)
+    assert _turn(SimpleNamespace(usage=usage)) is None
+    usage.requests = 2
+    assert _turn(SimpleNamespace(usage=usage)) == _turn(SimpleNamespace(usage=usage))
+    assert _turn(SimpleNamespace(usage=usage)) != _turn(
+        SimpleNamespace(usage=SimpleNamespace(requests=2))
+    )

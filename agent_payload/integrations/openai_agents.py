@@ -66,9 +66,10 @@ def change_request_tool(
 
 def _turn(context: Any) -> Any:
     """The model response a call came from: the run (its ``Usage``, one per run) and the
-    number of model requests it made so far; None when the context has no usage."""
+    number of model requests it made so far. None (the base unknown) when the context has no
+    usage or the model counts no requests: every response of the run would share one key."""
     usage = getattr(context, "usage", None)
     requests = getattr(usage, "requests", None)
-    if usage is None or not isinstance(requests, int):
+    if usage is None or not isinstance(requests, int) or requests <= 0:
         return None
     return ("openai-agents", Same(usage), requests)
