@@ -324,3 +324,20 @@ def test_the_agents_sdk_turn_is_unknown_when_the_model_counts_no_requests() -> N
     assert _turn(SimpleNamespace(usage=usage)) != _turn(
         SimpleNamespace(usage=SimpleNamespace(requests=2))
     )
+
+
+def test_a_late_call_that_conflicts_with_its_own_base_goes_back_showing_the_current_payload() -> (
+    None
+):
+    """Judged on its base first (lines[6] was past the end of the six lines the model saw);
+    the value shown is the current one, which the model's next call is read against."""
+    h = ChangeRequestToolHandler(six_lines())
+    h.handle(DELETE_B, base_version=0)
+    late = h.handle({"updateElements": {"lines": {"6": {"qty": 9}}}}, base_version=0)
+    assert late.is_error and [p.code for p in late.problems] == ["index_out_of_range"]
+    assert late.problems[0].message.startswith("in the payload as you saw it: ")
+    assert "it has 6 elements" in late.content
+    assert late.problems[0].current == h.payload["lines"]  # five lines, as they are now
+    # in range in the base: rebased like any late call (F is at 4 now)
+    ok = h.handle({"updateElements": {"lines": {"5": {"qty": 9}}}}, base_version=0)
+    assert not ok.is_error and h.payload["lines"][4] == {"sku": "F", "qty": 9}

@@ -4,6 +4,7 @@ payload before any request."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Generator, Sequence
@@ -255,7 +256,8 @@ class Judge:
     ) -> Verdict | AgentPayloadChangeRequest[Any]:
         """Step 4a (MERGE.md section 9): the request, written against ``base``, rebased over
         ``applied``; a collision goes back (``concurrent_change``, the current subtree shown),
-        as does a conflict with its own base (judged there, as if it had not come late)."""
+        as does a conflict with its own base (found there, as if it had not come late; the
+        current subtree shown, as the model's next call is read against it)."""
         base_json = json_data(self.base)
         try:
             return _merge.rebase_change_request(
@@ -272,8 +274,13 @@ class Judge:
                 "written against",
             )
         except MergeConflictError as exc:
+            # Judged on its base (as if it had come in time); the value shown is the current
+            # one, which the next call is read against (its base is the payload as it is now).
             report = exc.report
-            problems = conflict_problems(report.conflicts, self.shown(base_json))
+            problems = tuple(
+                dataclasses.replace(p, message=f"in the payload as you saw it: {p.message}")
+                for p in conflict_problems(self._redact(report.conflicts), self.shown_json)
+            )
             return self._no(
                 "merge",
                 problems,
