@@ -496,31 +496,39 @@ def test_langgraph_tool_node_parallel_calls_share_one_base(
     fake_server.reset([Reply.tool_calls([DELETE_B, second]), "Done."])
     h = six_lines()
     tool = change_request_tool(h)
-    llm = ChatOpenAI(
-        model="gpt-test",
-        base_url=fake_server.openai_base_url,
-        api_key="test",  # type: ignore[arg-type]
-        max_retries=0,
-        # its own async client: langchain-openai shares one between instances, bound to the
-        # event loop of the test that made it
-        http_async_client=openai.DefaultAsyncHttpxClient(),
-    ).bind_tools([tool])
 
-    def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [llm.invoke(state["messages"])]}
+    def build(http_async_client: Any = None) -> Any:
+        llm = ChatOpenAI(
+            model="gpt-test",
+            base_url=fake_server.openai_base_url,
+            api_key="test",  # type: ignore[arg-type]
+            max_retries=0,
+            http_async_client=http_async_client,
+        ).bind_tools([tool])
 
-    async def aagent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [await llm.ainvoke(state["messages"])]}
+        def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [llm.invoke(state["messages"])]}
 
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent if mode == "sync" else aagent)
-    graph.add_node("tools", ToolNode([tool]))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    app = graph.compile()
+        async def aagent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [await llm.ainvoke(state["messages"])]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("agent", agent if http_async_client is None else aagent)
+        graph.add_node("tools", ToolNode([tool]))
+        graph.add_edge(START, "agent")
+        graph.add_conditional_edges("agent", tools_condition)
+        graph.add_edge("tools", "agent")
+        return graph.compile()
+
     start = {"messages": [("user", TASK)]}
-    out = app.invoke(start) if mode == "sync" else asyncio.run(app.ainvoke(start))
+
+    async def run_async() -> Any:
+        # its own async client, closed here: langchain-openai's default one is shared between
+        # instances and bound to the event loop of the test that made it
+        async with openai.DefaultAsyncHttpxClient() as http:
+            return await build(http).ainvoke(start)
+
+    out = build().invoke(start) if mode == "sync" else asyncio.run(run_async())
 
     assert out["messages"][-1].content == "Done."
     assert_parallel_outcome(h, fake_server, expected, collides)
