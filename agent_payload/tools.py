@@ -22,9 +22,10 @@ loops alike (``await handler.ahandle(arguments)`` also awaits ``async def`` vali
 Concurrent edits (README "Concurrent edits", MERGE.md section 9): the handler numbers its payload
 versions (``handler.version``, stated in the prompt and in every tool result) and keeps the
 requests applied since each of the last ``history`` versions. A call written against an earlier
-version (``handle(arguments, base_version=v)``, a ``turn`` key shared by the calls of one model
-response, or the ``base_version`` argument the model passes back) is rebased over what was
-applied since and then judged like any call, or sent back with ``concurrent_change``.
+version (``handle(arguments, base_version=v)``, a ``with handler.turn():`` block, a ``turn`` key
+shared by the calls of one model response, or the ``base_version`` argument the model passes
+back; the bookkeeping is ``agent_payload._bases``) is rebased over what was applied since and
+then judged like any call, or sent back with ``concurrent_change``.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from agent_payload import _callables
 from agent_payload.integrations._common import require, tool_spec
 from agent_payload.tools import ChangeRequestToolHandler
 
@@ -48,6 +49,11 @@ def _tool_class() -> type[BaseTool]:
         handle_tool_error: bool = True
 
         def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
+            _callables.require_sync(
+                "langchain.change_request_tool (invoked synchronously)",
+                [("the handler's validator", v) for v in self.handler.validators],
+                "invoke it with await tool.ainvoke(...) (in LangGraph: await graph.ainvoke(...))",
+            )
             result = self.handler.handle(kwargs, turn=_turn(run_manager))
             if result.is_error:
                 raise tools.ToolException(result.content)
