@@ -595,7 +595,7 @@ class ChangeRequestToolHandler:
             assert verdict.report is not None
             return ToolResult(
                 payload=verdict.payload,
-                content=self._summary(verdict.report) + self._version_line(self.version + 1),
+                content=self._summary(verdict.report, base) + self._version_line(self.version + 1),
                 is_error=False,
                 report=verdict.report,
                 change_request=verdict.change_request,
@@ -630,13 +630,21 @@ class ChangeRequestToolHandler:
             f"\nThe payload is now version {version} ({BASE_VERSION} of calls written against it)."
         )
 
-    def _summary(self, report: MergeReport) -> str:
+    def _summary(self, report: MergeReport, base: int | None = None) -> str:
+        late = ""
+        if base is not None and base < self.version:
+            since = self.version - base
+            calls = "1 call was" if since == 1 else f"{since} calls were"
+            late = (
+                f" (written against version {base}; {calls} applied since, so the positions "
+                "below are the payload's as it is now)"
+            )
         if not report.changes:
             text = "Applied: nothing changed (the payload already had these values)."
         else:
             count = len(report.changes)
             plural = "change" if count == 1 else "changes"
-            text = f"Applied {count} {plural}:\n{summarize_changes(report.changes)}"
+            text = f"Applied {count} {plural}{late}:\n{summarize_changes(report.changes)}"
         if report.warnings:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"

@@ -52,6 +52,11 @@ def test_two_calls_written_against_one_version_land_where_the_model_saw_them() -
     assert second.change_request is not None
     assert second.change_request.to_wire() == {"updateElements": {"lines": {"3": {"qty": 99}}}}
     assert [str(c.path) for c in second.changes] == ["('lines', 3, 'qty')"]
+    assert second.content.startswith(
+        "Applied 1 change (written against version 0; 1 call was applied since, so the "
+        "positions below are the payload's as it is now):\n- update lines[3].qty: 5 -> 99"
+    )
+    assert first.content.startswith("Applied 1 change:\n")
     # today's behaviour without a base, for contrast: the edit lands on F
     blind = ChangeRequestToolHandler(six_lines())
     blind.handle(DELETE_B)
