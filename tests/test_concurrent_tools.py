@@ -346,3 +346,20 @@ def test_a_late_call_that_conflicts_with_its_own_base_goes_back_showing_the_curr
     # in range in the base: rebased like any late call (F is at 4 now)
     ok = h.handle({"updateElements": {"lines": {"5": {"qty": 9}}}}, base_version=0)
     assert not ok.is_error and h.payload["lines"][4] == {"sku": "F", "qty": 9}
+
+
+def test_the_judge_rebases_a_reply_written_against_its_base() -> None:
+    from agent_payload import apply_change_request
+    from agent_payload.judge import Judge
+
+    base = six_lines()
+    current = apply_change_request(base, DELETE_B).payload
+    late = Judge(current, base=base, applied=[DELETE_B])
+    verdict = late(json.dumps(E_TO_99))
+    assert verdict.accepted and skus(verdict.payload) == MEANT
+    assert verdict.change_request is not None
+    assert verdict.change_request.to_wire() == {"updateElements": {"lines": {"3": {"qty": 99}}}}
+    refused = late(json.dumps(B_TO_7))
+    assert refused.status == "problems" and refused.codes == ("concurrent_change",)
+    assert refused.stage == "merge" and refused.problems[0].current == current["lines"]
+    assert base == six_lines()  # inputs untouched
