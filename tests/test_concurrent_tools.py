@@ -363,3 +363,21 @@ def test_the_judge_rebases_a_reply_written_against_its_base() -> None:
     assert refused.status == "problems" and refused.codes == ("concurrent_change",)
     assert refused.stage == "merge" and refused.problems[0].current == current["lines"]
     assert base == six_lines()  # inputs untouched
+
+
+def test_with_a_read_scope_a_collision_never_shows_what_the_other_edit_wrote() -> None:
+    """``applied`` may come from a writer the scope did not judge: its values are not shown."""
+    from agent_payload import ReadScope, apply_change_request
+    from agent_payload.judge import Judge
+
+    base = {"lines": [{"sku": s, "cost": 1000 + n} for n, s in enumerate("ABC")]}
+    other = {"updateElements": {"lines": {"1": "DELETE"}}}  # removes cost 1001 with it
+    current = apply_change_request(base, other).payload
+    scope = ReadScope(exclude=["lines[*].cost"])
+    verdict = Judge(current, base=base, applied=[other], read_scope=scope)(
+        json.dumps({"updateElements": {"lines": {"1": {"sku": "b"}}}})
+    )
+    assert verdict.codes == ("concurrent_change",)
+    text = verdict.feedback(output_mode="tool")
+    assert "1001" not in text and "cost" not in text
+    assert "another edit changed what this entry touches" in text

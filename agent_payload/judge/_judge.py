@@ -265,6 +265,10 @@ class Judge:
             )
         except ConcurrentChangeError as exc:
             report = exc.report
+            if self.read_scope is not None:
+                # what the other edit did may hold values outside the scope (``applied`` need not
+                # have been judged by it): only where, and the projected current value, are shown
+                report.conflicts[:] = [_without_values(i) for i in report.conflicts]
             report.conflicts[:] = self._redact(report.conflicts)
             return self._conflicts(
                 request,
@@ -524,6 +528,17 @@ def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
         if k in config
     }
     return Judge(payload, **config)(reply, **call)
+
+
+def _without_values(issue: Issue) -> Issue:
+    """A ``concurrent_change`` conflict saying where the other edit collided, not what it did."""
+    where = format_payload_path(issue.payload_path or ()) or "the payload root"
+    message = (
+        "Since the payload you were shown, another edit changed what this entry touches (now "
+        f"at {where}, or no longer there). Nothing of your request was applied. Read the "
+        "current value and write a new change request against the current payload."
+    )
+    return Issue(issue.code, issue.path, message, issue.payload_path, issue.severity)
 
 
 def _text(reply: Reply) -> str:
