@@ -381,3 +381,49 @@ def test_with_a_read_scope_a_collision_never_shows_what_the_other_edit_wrote() -
     text = verdict.feedback(output_mode="tool")
     assert "1001" not in text and "cost" not in text
     assert "another edit changed what this entry touches" in text
+
+
+# --- sessions: a turn that finishes after others ------------------------------------------------
+
+
+def _concurrent_sends(second: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """Two ``send``s of an ``AsyncPayloadSession`` started together from one payload."""
+    from agent_payload import AsyncPayloadAgent, AsyncPayloadSession
+    from agent_payload.providers.base import ModelRequest
+    from agent_payload.testing import ScriptedModel
+
+    def answer(request: ModelRequest) -> str:
+        first = "Remove B" in request.messages[-1].content
+        return json.dumps(DELETE_B if first else second)
+
+    agent = AsyncPayloadAgent(ScriptedModel(answer), max_retries=0)
+    session = AsyncPayloadSession(agent, six_lines())
+
+    async def both() -> list[Any]:
+        sends = (session.send("Remove B"), session.send("Change a line"))
+        return await asyncio.gather(*sends, return_exceptions=True)
+
+    return session, asyncio.run(both())
+
+
+def test_a_session_turn_that_finished_after_another_is_rebased_over_it() -> None:
+    session, outcomes = _concurrent_sends(E_TO_99)
+    assert not any(isinstance(o, BaseException) for o in outcomes), outcomes
+    assert skus(session.payload) == MEANT
+    assert [t.task for t in session.history] == ["Remove B", "Change a line"]
+    assert session.history[1].change_request == {"updateElements": {"lines": {"3": {"qty": 99}}}}
+    session.undo()
+    session.undo()
+    assert session.payload == six_lines()
+
+
+def test_a_session_turn_colliding_with_one_recorded_meanwhile_raises_and_changes_nothing() -> None:
+    from agent_payload.errors import ConcurrentChangeError
+
+    session, outcomes = _concurrent_sends(B_TO_7)
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(errors) == 1 and isinstance(errors[0], ConcurrentChangeError)
+    assert "Send the task again" in str(errors[0])
+    assert [c.code for c in errors[0].report.conflicts] == ["concurrent_change"]
+    assert [t.task for t in session.history] == ["Remove B"]
+    assert skus(session.payload) == [("A", 1), ("C", 3), ("D", 4), ("E", 5), ("F", 6)]
