@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from agent_payload import merge as _merge
 from agent_payload import typed as _typed
 from agent_payload._config import check_payload_type
 from agent_payload._jsondata import json_data, locate_problem
-from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
 from agent_payload.errors import (
     InvalidPayloadError,
@@ -198,6 +199,10 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+HISTORY_KEPT = 32
+"""How many changes back a turn that ran while others finished may have started."""
+
+
 class SessionState:
     """Every decision of a session (pure: no model calls, no I/O).
 
@@ -224,6 +229,9 @@ class SessionState:
         self.summary_turns = summary_turns
         self.turns: list[TurnRecord] = list(turns)
         self.redo_stack: list[_Undone] = list(redo)
+        self._since: deque[tuple[Any, _merge.Applied]] = deque(maxlen=HISTORY_KEPT)
+        """The last changes of the payload (turns, undos, redos): the payload each was applied
+        to and the request, so a turn that started from one of them can be rebased."""
         self._next_index = (
             max((t.index for t in (*self.turns, *(u.turn for u in redo))), default=0) + 1
         )
@@ -306,8 +314,22 @@ class SessionState:
         self._next_index += 1
         self.turns.append(turn)
         self.redo_stack.clear()
+        marker = getattr(result, "marker", None)
+        markers = frozenset({marker}) if isinstance(marker, str) else DEFAULT_MARKERS
+        self._since.append((self.payload, _merge.Applied(request, markers)))
         self.payload = result.payload
         return turn
+
+    def since(self, base: Any) -> list[_merge.Applied] | None:
+        """The changes applied since ``base`` (a payload this session held, the start of a turn
+        that ran while others finished), in order; None when ``base`` is not among the last
+        ``HISTORY_KEPT`` payloads (or was replaced from outside the session)."""
+        if base is self.payload:
+            return []
+        for n, (before, _) in enumerate(self._since):
+            if before is base:
+                return [applied for _, applied in list(self._since)[n:]]
+        return None
 
     def check_before_turn(self) -> None:
         """Raise now, before the model is asked (no tokens spent), what would stop a turn on
@@ -331,6 +353,7 @@ class SessionState:
         redo_request = diff_payloads(_as_json(restored.payload), after).to_wire()
         self.turns.pop()
         self.redo_stack.append(_Undone(turn, redo_request))
+        self._since.append((self.payload, _merge.Applied(turn.undo_request)))
         self.payload = restored.payload
         return turn
 
@@ -340,6 +363,7 @@ class SessionState:
             return None
         undone = self.redo_stack.pop()
         redone = _merge.apply_change_request(self.payload, undone.redo_request, strict=True)
+        self._since.append((self.payload, _merge.Applied(undone.redo_request)))
         self.payload = redone.payload
         self.turns.append(undone.turn)
         return undone.turn

@@ -26,10 +26,19 @@ stack. ``why(path)`` answers from the turns in effect (undone turns do not count
 
 ``AsyncPayloadSession`` is the same with ``await session.send(task)``; both share every
 decision in ``SessionState`` (``agent_payload._session_state``: pure, no I/O).
+
+A turn that finishes after others (concurrent ``send``s, an ``undo`` meanwhile) was written
+against the payload it started from: its change request is rebased over the changes recorded
+since (MERGE.md section 9) and judged again on the current payload with the agent's guards,
+validators and read scope, then recorded; a collision (or a refusal on the current payload)
+raises ``ConcurrentChangeError`` and the session is unchanged. A turn that started more than
+``HISTORY_KEPT`` (32) changes back, or from a payload set from outside, raises
+``StalePayloadError`` as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -47,6 +56,9 @@ from agent_payload._session_state import (
     _undo_wire,
     parse_payload_path,
 )
+from agent_payload.errors import ConcurrentChangeError
+from agent_payload.judge import Judge, Verdict
+from agent_payload.report import MergeReport
 
 __all__ = [
     "AsyncPayloadSession",
@@ -134,6 +146,40 @@ class _SessionBase:
         them back. Protect such a file as you would the secrets."""
         atomic_write_text(path, _sessionfile.dumps(self.to_json(include_secrets=include_secrets)))
 
+    def _late_judge(self, base: Any, result: Any) -> Judge | None:
+        """The judge of a turn that started from ``base`` when the session has moved on since
+        (None: ``base`` is current, or too old to rebase: ``record`` then refuses it)."""
+        since = self.state.since(base)
+        if not since:
+            return None
+        return Judge(
+            self.state.payload,
+            marker=getattr(result, "marker", None),
+            payload_type=self.state.payload_type,
+            validators=getattr(self.agent, "validators", ()),
+            guards=getattr(self.agent, "guards", ()),
+            read_scope=getattr(self.agent, "read_scope", None),
+            base=base,
+            applied=since,
+        )
+
+    def _rebased(self, task: str, result: Any, verdict: Verdict) -> Any:
+        """The late turn's result as rebased and judged on the current payload."""
+        if verdict.status != "accepted":
+            problems = "; ".join(f"{p.path}: {p.message}" for p in verdict.problems)
+            raise ConcurrentChangeError(
+                f"session: the turn {task!r} finished after other changes were recorded and "
+                f"could not be applied over them ({verdict.message or problems}); the session is "
+                "unchanged. Send the task again.",
+                report=verdict.report or MergeReport(),
+            )
+        return dataclasses.replace(
+            result,
+            payload=verdict.payload,
+            change_request=verdict.change_request,
+            report=verdict.report,
+        )
+
     def _run_args(self, task: str) -> dict[str, Any]:
         args: dict[str, Any] = {}
         summary = self.state.summary()
@@ -179,6 +225,12 @@ class PayloadSession(_SessionBase):
         started = self._clock()
         result = self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
+        late = self._late_judge(base, result)
+        if late is not None:  # other changes were recorded while it ran (MERGE.md section 9)
+            verdict = _callables.drive(
+                late.steps(result.change_request), "PayloadSession.send", "use AsyncPayloadSession"
+            )
+            result, base = self._rebased(task, result, verdict), late.payload
         return self.state.record(task, result, duration=duration, timestamp=self._now(), base=base)
 
 
@@ -192,9 +244,21 @@ class AsyncPayloadSession(_SessionBase):
         started = self._clock()
         result = await self.agent.run(base, task, **self._run_args(task))
         duration = self._clock() - started
-        # The undo request diffs the whole payload: off the event loop, in the async agent's
-        # one worker thread.
-        undo = await _callables.off_loop(lambda: _undo_wire(base, result.payload))
-        return self.state.record(
-            task, result, duration=duration, timestamp=self._now(), base=base, undo_request=undo
-        )
+        while True:
+            late = self._late_judge(base, result)
+            if late is not None:  # other changes were recorded while it ran (MERGE.md section 9)
+                verdict = await _callables.adrive(late.steps(result.change_request), offload=False)
+                result, base = self._rebased(task, result, verdict), late.payload
+            # The undo request diffs the whole payload: off the event loop, in the async agent's
+            # one worker thread.
+            undo = await _callables.off_loop(_undo_wire, base, result.payload)
+            if base is self.state.payload or self.state.since(base) is None:
+                return self.state.record(
+                    task,
+                    result,
+                    duration=duration,
+                    timestamp=self._now(),
+                    base=base,
+                    undo_request=undo,
+                )
+            # another turn was recorded while this one was judged: rebase over it too

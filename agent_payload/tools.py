@@ -18,14 +18,27 @@ of what changed; or, marked ``is_error``, the parse errors, conflicts or validat
 fix, or the before/after of a change a guard wants confirmed, and nothing applied). The
 handler keeps the current payload for the next call. It does no I/O, so it serves sync and async
 loops alike (``await handler.ahandle(arguments)`` also awaits ``async def`` validators).
+
+Concurrent edits (README "Concurrent edits", MERGE.md section 9): the handler numbers its payload
+versions (``handler.version``, stated in the prompt and in every tool result) and keeps the
+requests applied since each of the last ``history`` versions. A call written against an earlier
+version (``handle(arguments, base_version=v)``, a ``with handler.turn():`` block, a ``turn`` key
+shared by the calls of one model response, or the ``base_version`` argument the model passes
+back; the bookkeeping is ``agent_payload._bases``) is rebased over what was applied since and
+then judged like any call, or sent back with ``concurrent_change``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import json
-from collections.abc import Callable, Generator, Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pydantic import BaseModel
 
@@ -34,6 +47,7 @@ from agent_payload import merge as _merge
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
 from agent_payload import typed as _typed
+from agent_payload._bases import BASE_VERSION, Bases, split_base_version
 from agent_payload._config import (
     check_guard,
     check_guards,
@@ -60,6 +74,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "BASE_VERSION",
     "DEFAULT_TOOL_NAME",
     "ChangeRequestToolHandler",
     "ToolResult",
@@ -71,9 +86,11 @@ __all__ = [
 ]
 
 
-def tool_description(marker: str = MARKER) -> str:
-    """What the tool does, in words for the model (names the active DELETE marker)."""
-    return (
+def tool_description(marker: str = MARKER, *, base_version: bool = True) -> str:
+    """What the tool does, in words for the model (names the active DELETE marker; with
+    ``base_version``, the optional argument naming the payload version a call was written
+    against)."""
+    text = (
         "Edit the JSON payload by sending only what changes. newElements: keys to add and "
         'items to append; an object of indices such as {"2": [items]} inserts the items before '
         'original element 2 ({"2": {...}} adds inside it). '
@@ -84,14 +101,39 @@ def tool_description(marker: str = MARKER) -> str:
         "for top-level keys. reasoning: why. Send one call with every change; do not repeat "
         "unchanged data."
     )
+    if base_version:
+        text += (
+            " base_version: the payload version your change was written against (the prompt "
+            "and every result of this tool state the current one); calls sent together in one "
+            "message pass the same one, with positions as you saw them."
+        )
+    return text
 
 
-def _schema(payload_type: Any, marker: str, strict: bool) -> tuple[dict[str, Any], bool]:
+_BASE_DESCRIPTION: Final = (
+    "The payload version this change was written against (the prompt and every result of this "
+    "tool state the current version). Positions are read in that version; edits applied since "
+    "are taken into account."
+)
+
+
+def _schema(
+    payload_type: Any, marker: str, strict: bool, base_version: bool
+) -> tuple[dict[str, Any], bool]:
     """The tool's input schema, and whether OpenAI's strict mode may be asked for: only when
     ``strict`` is wanted and the schema fits it (OpenAI answers 400 otherwise; change-request
     schemas fall back to non-strict, see ``agent_payload.schema``)."""
     schema = _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
-    return schema, strict and _schema_module.is_strict_compatible(schema)
+    use_strict = strict and _schema_module.is_strict_compatible(schema)
+    if not base_version:
+        return schema, use_strict
+    schema = dict(schema)  # the schema builder's may be shared: never changed in place
+    version: dict[str, Any] = {"type": "integer", "minimum": 0, "description": _BASE_DESCRIPTION}
+    if use_strict:  # strict mode lists every property as required; null stands for "not given"
+        version = {"type": ["integer", "null"], "description": _BASE_DESCRIPTION}
+        schema["required"] = [*schema.get("required", ()), BASE_VERSION]
+    schema["properties"] = {**schema["properties"], BASE_VERSION: version}
+    return schema, use_strict
 
 
 def openai_tool(
@@ -101,14 +143,15 @@ def openai_tool(
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
     strict: bool = False,
+    base_version: bool = True,
 ) -> OpenAIToolParam:
     """The change request as an OpenAI Chat Completions function tool
     (``{"type": "function", "function": {...}}``; typed as the SDK's
     ``ChatCompletionFunctionToolParam``)."""
-    parameters, use_strict = _schema(payload_type, marker, strict)
+    parameters, use_strict = _schema(payload_type, marker, strict, base_version)
     function: dict[str, Any] = {
         "name": name,
-        "description": description or tool_description(marker),
+        "description": description or tool_description(marker, base_version=base_version),
         "parameters": parameters,
     }
     if use_strict:
@@ -123,15 +166,16 @@ def responses_tool(
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
     strict: bool = False,
+    base_version: bool = True,
 ) -> ResponsesToolParam:
     """The change request as an OpenAI Responses API function tool (flat:
     ``{"type": "function", "name": ..., "parameters": ..., "strict": ...}``; typed as the
     SDK's ``FunctionToolParam``)."""
-    parameters, use_strict = _schema(payload_type, marker, strict)
+    parameters, use_strict = _schema(payload_type, marker, strict, base_version)
     tool = {
         "type": "function",
         "name": name,
-        "description": description or tool_description(marker),
+        "description": description or tool_description(marker, base_version=base_version),
         "parameters": parameters,
         "strict": use_strict,
     }
@@ -144,13 +188,14 @@ def anthropic_tool(
     marker: str = MARKER,
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
+    base_version: bool = True,
 ) -> AnthropicToolParam:
     """The change request as an Anthropic tool (``{"name", "description", "input_schema"}``;
     typed as the SDK's ``ToolParam``)."""
     tool = {
         "name": name,
-        "description": description or tool_description(marker),
-        "input_schema": _schema(payload_type, marker, False)[0],
+        "description": description or tool_description(marker, base_version=base_version),
+        "input_schema": _schema(payload_type, marker, False, base_version)[0],
     }
     return cast("AnthropicToolParam", tool)
 
@@ -162,7 +207,10 @@ class ToolResult:
     ``payload`` is the handler's payload after the call (unchanged when ``is_error``);
     ``content`` the tool-result text for the model; ``report`` the merge report (None when the
     arguments could not be read); ``change_request`` the parsed request (None likewise);
-    ``problems`` what the model must fix when ``is_error``.
+    ``problems`` what the model must fix when ``is_error``. ``version``: the handler's payload
+    version after the call (stated in ``content``); ``base_version``: the version the call was
+    written against when it was known (``None``: judged against the payload as it stood); an
+    accepted late call's ``change_request`` is the rebased one, as applied.
     """
 
     payload: Any
@@ -171,6 +219,8 @@ class ToolResult:
     report: MergeReport | None = None
     change_request: AgentPayloadChangeRequest[Any] | None = None
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    version: int = 0
+    base_version: int | None = None
 
     @property
     def changes(self) -> list[Change]:
@@ -234,7 +284,16 @@ class ChangeRequestToolHandler:
     model instance); raising ``RetryWithFeedback``, ``ValueError`` or ``AssertionError``
     refuses the call with its message; ``async def`` validators need ``ahandle``.
     ``prompt(task)`` renders the system prompt and user message that name this handler's
-    marker and tool.
+    marker and tool. ``history``: how many earlier payload versions a late call may be written
+    against (default 32; each is kept in memory until ``history`` calls were applied after it);
+    a call against an older version is sent back (``concurrent_change``) with the current
+    payload. ``versions``: whether the prompt, the tool definition and every result state the
+    payload version and take it back as the ``base_version`` argument (default True; False for a
+    host that numbers versions itself, such as the MCP server: the argument is then an unknown
+    field, and ``handle(..., base_version=)`` still works).
+
+    Calls on one handler run one at a time (``handle`` under a lock, ``ahandle`` under an
+    asyncio lock per event loop): each is judged against the payload the previous one left.
 
     Every call is judged by ``agent_payload.judge.Judge``, like the agent's replies (README:
     "What each surface does with a reply"). A call that cannot be fully applied applies
@@ -253,8 +312,15 @@ class ChangeRequestToolHandler:
         name: str = DEFAULT_TOOL_NAME,
         permissions: Guard | None = None,
         read_scope: Any = None,
+        history: int = 32,
+        versions: bool = True,
     ) -> None:
         _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
+        if not isinstance(history, int) or isinstance(history, bool) or history < 0:
+            raise ConfigurationError(
+                "ChangeRequestToolHandler(history=...): expected how many earlier payload "
+                f"versions to keep, a whole number 0 or more; found {history!r}"
+            )
         check_payload_type(payload_type, "ChangeRequestToolHandler(payload_type=...)")
         guards = check_guards(guards, "ChangeRequestToolHandler(guards=...)")
         validators = check_validators(validators, "ChangeRequestToolHandler(validators=...)")
@@ -291,23 +357,44 @@ class ChangeRequestToolHandler:
         """Every call's result, in order."""
         self._confirming: Any = None
         """The payload JSON shown for confirmation by the last call (None: nothing pending)."""
+        self.history = history
+        self.versions = bool(versions)
+        self._bases = Bases(history)
+        self._lock = threading.Lock()
+        self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- tool definitions -----------------------------------------------------------------
 
     def openai_tool(self, *, strict: bool = False) -> OpenAIToolParam:
         """``openai_tool`` for this handler's payload type, marker and name."""
         self._marker_fixed = True
-        return openai_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
+        return openai_tool(
+            self.payload_type,
+            marker=self.marker,
+            name=self.name,
+            strict=strict,
+            base_version=self.versions,
+        )
 
     def responses_tool(self, *, strict: bool = False) -> ResponsesToolParam:
         """``responses_tool`` for this handler's payload type, marker and name."""
         self._marker_fixed = True
-        return responses_tool(self.payload_type, marker=self.marker, name=self.name, strict=strict)
+        return responses_tool(
+            self.payload_type,
+            marker=self.marker,
+            name=self.name,
+            strict=strict,
+            base_version=self.versions,
+        )
 
     def anthropic_tool(self) -> AnthropicToolParam:
         """``anthropic_tool`` for this handler's payload type, marker and name."""
         self._marker_fixed = True
-        return anthropic_tool(self.payload_type, marker=self.marker, name=self.name)
+        return anthropic_tool(
+            self.payload_type, marker=self.marker, name=self.name, base_version=self.versions
+        )
 
     def prompt(
         self,
@@ -319,7 +406,8 @@ class ChangeRequestToolHandler:
     ) -> _prompts.PromptParts:
         """The system prompt and the first user message for a tool loop over this handler:
         the current payload, its schema, the task, and the instruction to call this tool,
-        naming this handler's marker (the tool description, the prompt and the merge agree).
+        naming this handler's marker, and the payload's version (the tool description, the
+        prompt and the merge agree).
         With a ``read_scope`` the payload shown is its projection (what the judge lets the
         model see). The rules section states what the handler enforces (every guard's
         ``describe()``: ``permissions``, ``read_scope``, ``guards``), after ``rules_text``.
@@ -360,7 +448,7 @@ class ChangeRequestToolHandler:
         shown = _as_json(self.payload)
         if self.read_scope is not None:
             shown = self.read_scope.project(shown)
-        return _prompts.render_prompt(
+        parts = _prompts.render_prompt(
             shown,
             task,
             marker=self.marker,
@@ -370,11 +458,34 @@ class ChangeRequestToolHandler:
             output_mode="tool",
             tool_name=self.name,
         )
+        if not self.versions:
+            return parts
+        version = (
+            f" The payload shown is version {self.version}: calls written against it pass "
+            f"{BASE_VERSION} {self.version}."
+        )
+        return dataclasses.replace(parts, user=parts.user + version)
 
     # -- calls ----------------------------------------------------------------------------
 
-    def judge(self) -> Judge:
-        """The judge of the next call (the current payload and this handler's options)."""
+    @property
+    def version(self) -> int:
+        """The payload's version: 0 as given, one more after each applied call."""
+        return self._bases.version
+
+    def judge(self, base_version: int | None = None) -> Judge:
+        """The judge of the next call (the current payload and this handler's options); with
+        ``base_version`` (a kept earlier version), the judge of a call written against it,
+        which rebases it over the requests applied since (MERGE.md section 9)."""
+        late: dict[str, Any] = {}
+        if base_version is not None and base_version != self.version:
+            kept = self._bases.kept(base_version)
+            if kept is None:
+                raise UsageError(
+                    f"ChangeRequestToolHandler.judge: version {base_version} is not kept (kept: "
+                    f"{self.version - len(self._bases.past)} to {self.version})"
+                )
+            late = {"base": kept[0], "applied": kept[1]}
         return Judge(
             self.payload,
             marker=self.marker,
@@ -383,12 +494,38 @@ class ChangeRequestToolHandler:
             guards=self.guards,
             permissions=self.permissions,
             read_scope=self.read_scope,
+            **late,
         )
 
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[int]:
+        """A block whose calls share one base: the version current when it begins (yielded).
+        For the calls of one model response in a loop of your own, however they reach the
+        handler (``handle``, a framework tool's ``invoke``, threads or tasks started inside)::
+
+            with handler.turn():
+                results = [tool.invoke(call) for call in ai_message.tool_calls]
+        """
+        with self._bases.turn() as version:
+            yield version
+
     def handle(
-        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+        self,
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        *,
+        base_version: int | None = None,
+        turn: Hashable | None = None,
     ) -> ToolResult:
         """Apply one tool call's arguments (the JSON text, or the already decoded mapping).
+
+        Which payload the call was written against (its base), first known wins:
+        ``base_version`` (a ``handler.version`` the caller read when it sent the model the
+        request this call answers); a ``with handler.turn():`` block around the call;
+        ``turn``, any hashable naming the model response the call came from (the calls of one
+        response share the version current at the first of them; the framework tools pass
+        it); the ``base_version`` argument the model passed back. None of them: the current payload
+        (as if no other call had been applied since the model saw it). An earlier base: the
+        call is rebased over what was applied since, then judged; a collision is sent back.
 
         An async validator cannot be awaited here: ``ConfigurationError`` (use ``ahandle``)."""
         _callables.require_sync(
@@ -396,31 +533,52 @@ class ChangeRequestToolHandler:
             [("validator", v) for v in self.validators],
             "call await handler.ahandle(arguments) instead",
         )
-        result = _callables.drive(
-            self._handle(arguments),
-            "ChangeRequestToolHandler.handle",
-            "call await handler.ahandle(arguments) instead",
-        )
-        return self._keep(result)
+        with self._lock:
+            result = _callables.drive(
+                self._handle(arguments, base_version, turn),
+                "ChangeRequestToolHandler.handle",
+                "call await handler.ahandle(arguments) instead",
+            )
+            return self._keep(result)
 
     async def ahandle(
-        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+        self,
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        *,
+        base_version: int | None = None,
+        turn: Hashable | None = None,
     ) -> ToolResult:
         """``handle`` for async loops: the same judge, with async validators awaited."""
-        result: ToolResult = await _callables.adrive(self._handle(arguments), offload=False)
-        return self._keep(result)
+        async with self._async_lock():
+            result: ToolResult = await _callables.adrive(
+                self._handle(arguments, base_version, turn), offload=False
+            )
+            return self._keep(result)
+
+    def _async_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            lock = self._async_locks.get(loop)
+            if lock is None:
+                lock = self._async_locks[loop] = asyncio.Lock()
+            return lock
 
     def _keep(self, result: ToolResult) -> ToolResult:
         self.results.append(result)
         if not result.is_error:
+            assert result.change_request is not None
+            self._bases.advance(self.payload, result.change_request, self.marker)
             self.payload = result.payload
         return result
 
     def _handle(
-        self, arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+        self,
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        base_version: int | None = None,
+        turn: Hashable | None = None,
     ) -> Generator[Any, Any, ToolResult]:
-        """One call: the judge's steps (``Judge.steps``, which yield an async validator's
-        awaitable to the driver), then the verdict as a tool result."""
+        """One call: its base, the judge's steps (``Judge.steps``, which yield an async
+        validator's awaitable to the driver), then the verdict as a tool result."""
         if arguments is not None and not isinstance(
             arguments, str | Mapping | AgentPayloadChangeRequest
         ):
@@ -429,11 +587,43 @@ class ChangeRequestToolHandler:
                 f"JSON string or a mapping, found {type(arguments).__name__}; pass "
                 "tool_call.function.arguments (OpenAI) or block.input (Anthropic)"
             )
+        asked = None
+        if self.versions:
+            arguments, asked = split_base_version(arguments)
+        base = self._bases.base("ChangeRequestToolHandler.handle", base_version, turn, asked)
+        if isinstance(base, Problem):
+            return self._result(self._refused(base), None)
+        if base is not None and base != self.version and self._bases.kept(base) is None:
+            return self._result(self._refused(self._too_old(base)), base)
         pending = {} if self._confirming is None else {"confirming": self._confirming}
-        verdict = yield from self.judge().steps(arguments, **pending)
-        return self._result(verdict)
+        verdict = yield from self.judge(base).steps(arguments, **pending)
+        return self._result(verdict, base)
 
-    def _result(self, verdict: Verdict) -> ToolResult:
+    def _too_old(self, base: int) -> Problem:
+        shown = _as_json(self.payload)
+        if self.read_scope is not None:
+            shown = self.read_scope.project(shown)
+        return Problem(
+            kind="conflict",
+            code="concurrent_change",
+            message=f"this call was written against version {base} of the payload, which has "
+            f"changed {self.version - base} times since: more than this tool keeps (the last "
+            f"{self.history} versions), so its positions cannot be mapped to the payload as it "
+            f"is now (version {self.version}, shown here). Write the change again against it.",
+            current=shown,
+            has_current=True,
+        )
+
+    def _refused(self, problem: Problem) -> Verdict:
+        return Verdict(
+            status="problems",
+            stage="merge",
+            marker=self.marker,
+            problems=(problem,),
+            message=f"the call was not applied: {problem.message}",
+        )
+
+    def _result(self, verdict: Verdict, base: int | None) -> ToolResult:
         """Map the judge's verdict to a tool result (a tool call cannot be asked to confirm
         mid-call: ``confirm`` is an error result showing before/after; the same call again is
         accepted as confirmed)."""
@@ -442,10 +632,12 @@ class ChangeRequestToolHandler:
             assert verdict.report is not None
             return ToolResult(
                 payload=verdict.payload,
-                content=self._summary(verdict.report),
+                content=self._summary(verdict.report, base) + self._version_line(self.version + 1),
                 is_error=False,
                 report=verdict.report,
                 change_request=verdict.change_request,
+                version=self.version + 1,
+                base_version=base,
             )
         if verdict.status == "confirm":
             self._confirming = verdict.payload_json
@@ -459,20 +651,37 @@ class ChangeRequestToolHandler:
             )
         return ToolResult(
             payload=self.payload,
-            content=content,
+            content=content + self._version_line(self.version),
             is_error=True,
             report=verdict.report,
             change_request=verdict.change_request,
             problems=verdict.problems,
+            version=self.version,
+            base_version=base,
         )
 
-    def _summary(self, report: MergeReport) -> str:
+    def _version_line(self, version: int) -> str:
+        if not self.versions:
+            return ""
+        return (
+            f"\nThe payload is now version {version} ({BASE_VERSION} of calls written against it)."
+        )
+
+    def _summary(self, report: MergeReport, base: int | None = None) -> str:
+        late = ""
+        if base is not None and base < self.version:
+            since = self.version - base
+            calls = "1 call was" if since == 1 else f"{since} calls were"
+            late = (
+                f" (written against version {base}; {calls} applied since, so the positions "
+                "below are the payload's as it is now)"
+            )
         if not report.changes:
             text = "Applied: nothing changed (the payload already had these values)."
         else:
             count = len(report.changes)
             plural = "change" if count == 1 else "changes"
-            text = f"Applied {count} {plural}:\n{summarize_changes(report.changes)}"
+            text = f"Applied {count} {plural}{late}:\n{summarize_changes(report.changes)}"
         if report.warnings:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"

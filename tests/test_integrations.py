@@ -394,3 +394,222 @@ def test_pydantic_ai_per_run_handler_must_carry_the_tool_name() -> None:
     ):
         run_pydantic_ai(fake, [change_request_tool(run_handler)])
     assert other.results == []
+
+
+# --- parallel tool calls of one response (README "Concurrent edits", MERGE.md section 9) ------
+
+
+class Order(BaseModel):
+    lines: list[Line]
+
+
+def six_lines() -> ChangeRequestToolHandler:
+    return ChangeRequestToolHandler(
+        Order(lines=[Line(sku=s, qty=n) for n, s in enumerate("ABCDEF", start=1)])
+    )
+
+
+DELETE_B = {"updateElements": {"lines": {"1": "DELETE"}}, "reasoning": "B goes"}
+E_TO_99 = {"updateElements": {"lines": {"4": {"qty": 99}}}, "reasoning": "99 of E"}
+B_TO_7 = {"updateElements": {"lines": {"1": {"qty": 7}}}, "reasoning": "7 of B"}
+MEANT = [("A", 1), ("C", 3), ("D", 4), ("E", 99), ("F", 6)]
+PARALLEL = [
+    # (the second call, what the payload ends as, whether the second call is sent back)
+    pytest.param(E_TO_99, MEANT, False, id="disjoint"),
+    pytest.param(B_TO_7, [(s, n) for s, n in MEANT[:3]] + [("E", 5), ("F", 6)], True, id="collide"),
+]
+
+
+def lines_of(h: ChangeRequestToolHandler) -> list[tuple[str, int]]:
+    return [(line.sku, line.qty) for line in h.payload.lines]
+
+
+def assert_parallel_outcome(
+    h: ChangeRequestToolHandler, server: FakeProviderServer, expected: Any, collides: bool
+) -> None:
+    assert lines_of(h) == expected
+    assert [r.is_error for r in h.results] == [False, collides]
+    assert [r.base_version for r in h.results] == [0, 0]
+    outputs = tool_outputs(server, 1)
+    assert len(outputs) == 2
+    if collides:
+        assert h.results[1].problems[0].code == "concurrent_change"
+        sent = outputs[1] if outputs[1].startswith("Your") else json.loads(outputs[1])["error"]
+        assert sent == h.results[1].content  # the second call's own result
+        assert "deleted lines[1] (as you saw it)" in sent
+    assert server.errors == []
+
+
+@pytest.mark.parametrize(("second", "expected", "collides"), PARALLEL)
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_openai_agents_parallel_calls_share_one_base(
+    fake_server: FakeProviderServer, api: str, second: Any, expected: Any, collides: bool
+) -> None:
+    from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, RunConfig, Runner
+
+    from agent_payload.integrations.openai_agents import change_request_tool
+
+    fake_server.reset([Reply.tool_calls([DELETE_B, second]), "Done."])
+    h = six_lines()
+    model_cls = OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel
+
+    async def run() -> Any:
+        async with fake_server.openai_client(async_client=True) as client:
+            agent = Agent(
+                name="editor",
+                instructions="Edit the order.",
+                tools=[change_request_tool(h)],
+                model=model_cls(model="gpt-test", openai_client=client),
+            )
+            return await Runner.run(agent, TASK, run_config=RunConfig(tracing_disabled=True))
+
+    assert asyncio.run(run()).final_output == "Done."
+    assert_parallel_outcome(h, fake_server, expected, collides)
+
+
+@pytest.mark.parametrize(("second", "expected", "collides"), PARALLEL)
+def test_pydantic_ai_parallel_calls_share_one_base(
+    fake_server: FakeProviderServer, second: Any, expected: Any, collides: bool
+) -> None:
+    from agent_payload.integrations.pydantic_ai import change_request_tool
+
+    fake_server.reset([Reply.tool_calls([DELETE_B, second]), "Done."])
+    h = six_lines()
+    result = run_pydantic_ai(fake_server, [change_request_tool(h)])
+    assert result.output == "Done."
+    assert_parallel_outcome(h, fake_server, expected, collides)
+
+
+@pytest.mark.parametrize(("second", "expected", "collides"), PARALLEL)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_langgraph_tool_node_parallel_calls_share_one_base(
+    fake_server: FakeProviderServer, mode: str, second: Any, expected: Any, collides: bool
+) -> None:
+    import openai
+    from langchain_core.messages import ToolMessage
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from agent_payload.integrations.langchain import change_request_tool
+
+    fake_server.reset([Reply.tool_calls([DELETE_B, second]), "Done."])
+    h = six_lines()
+    tool = change_request_tool(h)
+
+    def build(http_async_client: Any = None) -> Any:
+        llm = ChatOpenAI(
+            model="gpt-test",
+            base_url=fake_server.openai_base_url,
+            api_key="test",  # type: ignore[arg-type]
+            max_retries=0,
+            http_async_client=http_async_client,
+        ).bind_tools([tool])
+
+        def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [llm.invoke(state["messages"])]}
+
+        async def aagent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [await llm.ainvoke(state["messages"])]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("agent", agent if http_async_client is None else aagent)
+        graph.add_node("tools", ToolNode([tool]))
+        graph.add_edge(START, "agent")
+        graph.add_conditional_edges("agent", tools_condition)
+        graph.add_edge("tools", "agent")
+        return graph.compile()
+
+    start = {"messages": [("user", TASK)]}
+
+    async def run_async() -> Any:
+        # its own async client, closed here: langchain-openai's default one is shared between
+        # instances and bound to the event loop of the test that made it
+        async with openai.DefaultAsyncHttpxClient() as http:
+            return await build(http).ainvoke(start)
+
+    out = build().invoke(start) if mode == "sync" else asyncio.run(run_async())
+
+    assert out["messages"][-1].content == "Done."
+    assert_parallel_outcome(h, fake_server, expected, collides)
+    statuses = [m.status for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert statuses == ["success", "error" if collides else "success"]
+
+
+# --- issue 31: arguments named like the framework's, async validators ---------------------------
+
+
+async def at_most_50(order: Any) -> None:
+    """An async validator: the async framework tools must await it (``ahandle``)."""
+    await asyncio.sleep(0)
+    if any(line.qty > 50 for line in order.lines):
+        raise ValueError("no line may hold more than 50")
+
+
+def test_pydantic_ai_arguments_holding_ctx_go_to_the_handler(
+    fake_server: FakeProviderServer,
+) -> None:
+    """A "ctx" key in the model's arguments is the model's (an unknown field sent back), not a
+    TypeError ending the run; for the handler's tool and the per-run tool alike."""
+    from pydantic_ai import RunContext
+
+    from agent_payload.integrations.pydantic_ai import change_request_tool
+
+    @dataclass
+    class Deps:
+        handler: ChangeRequestToolHandler
+
+    def run_handler(ctx: RunContext[Deps]) -> ChangeRequestToolHandler:
+        return ctx.deps.handler
+
+    for per_run in (False, True):
+        fake_server.reset([Reply.tool_call({**RIGHT_ARGS, "ctx": 1}), RIGHT, "Done."])
+        h = handler()
+        tool = change_request_tool(run_handler if per_run else h)
+        result = run_pydantic_ai(fake_server, [tool], deps=Deps(h))
+        assert result.output == "Done."
+        assert [r.is_error for r in h.results] == [True, False]
+        assert "ctx" in h.results[0].content
+        assert h.payload.lines[1].qty == 3
+
+
+def test_openai_agents_tool_awaits_an_async_validator(fake_server: FakeProviderServer) -> None:
+    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner
+
+    from agent_payload.integrations.openai_agents import change_request_tool
+
+    fake_server.reset([Reply.tool_call(E_TO_99), RIGHT_E, "Done."])
+    h = ChangeRequestToolHandler(six_lines().payload, validators=[at_most_50])
+
+    async def run() -> Any:
+        async with fake_server.openai_client(async_client=True) as client:
+            agent = Agent(
+                name="editor",
+                tools=[change_request_tool(h)],
+                model=OpenAIChatCompletionsModel(model="gpt-test", openai_client=client),
+            )
+            return await Runner.run(agent, TASK, run_config=RunConfig(tracing_disabled=True))
+
+    assert asyncio.run(run()).final_output == "Done."
+    assert [r.is_error for r in h.results] == [True, False]
+    assert "no line may hold more than 50" in h.results[0].content
+    assert lines_of(h)[4] == ("E", 40)
+
+
+def test_langchain_ainvoke_awaits_an_async_validator() -> None:
+    from agent_payload.integrations.langchain import change_request_tool
+
+    h = ChangeRequestToolHandler(six_lines().payload, validators=[at_most_50])
+    tool = change_request_tool(h)
+    call = {"name": tool.name, "id": "c1", "type": "tool_call"}
+    refused = asyncio.run(tool.ainvoke({**call, "args": E_TO_99}))
+    assert refused.status == "error" and "no line may hold more than 50" in refused.content
+    applied = asyncio.run(tool.ainvoke({**call, "args": RIGHT_E_ARGS}))
+    assert applied.status == "success" and lines_of(h)[4] == ("E", 40)
+    with pytest.raises(ConfigurationError, match=r"await tool\.ainvoke"):
+        tool.invoke({**call, "args": RIGHT_E_ARGS})  # sync invocation cannot await it
+
+
+RIGHT_ARGS = {"updateElements": {"lines": {"1": {"qty": 3}}}, "reasoning": "3 of B"}
+RIGHT_E_ARGS = {"updateElements": {"lines": {"4": {"qty": 40}}}}
+RIGHT_E = Reply.tool_call(RIGHT_E_ARGS)

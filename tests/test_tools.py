@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -47,8 +48,16 @@ INVOICE = {
 
 def test_tool_definitions_have_each_api_shape_and_the_schema() -> None:
     """Chat Completions nests the function, Responses is flat, Anthropic uses input_schema;
-    all three carry change_request_schema for the payload type and name the marker."""
-    schema = change_request_schema(Invoice, marker="__DELETE__")
+    all three carry change_request_schema for the payload type, with the optional
+    base_version (the version the call was written against), and name the marker."""
+    schema = copy.deepcopy(change_request_schema(Invoice, marker="__DELETE__"))
+    schema["properties"]["base_version"] = {
+        "type": "integer",
+        "minimum": 0,
+        "description": "The payload version this change was written against (the prompt and "
+        "every result of this tool state the current version). Positions are read in that "
+        "version; edits applied since are taken into account.",
+    }
     chat = openai_tool(Invoice, marker="__DELETE__")
     assert chat["type"] == "function"
     assert chat["function"]["name"] == DEFAULT_TOOL_NAME

@@ -13,9 +13,13 @@ the extra to install when it is missing:
   'agent-payload[langchain]'``).
 
 Each takes a ``ChangeRequestToolHandler`` (the payload holder with its payload type, marker,
-guards and validators) and calls only its public ``handle`` and tool-definition methods, so
-every framework gets exactly the handler's verdicts: the tool's JSON schema is the change
-request's schema for the handler's payload type, the result text is the handler's (a summary of
-what changed, or the problems to fix with nothing applied), and a refused call is marked as an
+guards and validators) and calls only its public ``handle``/``ahandle`` (the async tools await
+async validators) and tool-definition methods, so every framework gets exactly the handler's
+verdicts. Each call is passed with the model response it came from (``turn=``: the Agents
+SDK's run and request count, pydantic-ai's run id and step, the parent run of a LangChain tool),
+so the parallel calls of one response share its base (README "Concurrent edits"). The tool's
+JSON schema is the change request's schema for the handler's payload type, the result text is
+the handler's (a summary of what changed, or the problems to fix with nothing applied), and a
+refused call is marked as an
 error where the framework has a way to say so. The MCP server is ``agent_payload.mcp``.
 """

@@ -1,23 +1,15 @@
-"""What the framework integrations share: the lazy import and the tool's name, description
-and schema taken from the handler."""
+"""What the framework integrations share: the lazy import, the tool's name, description and
+schema taken from the handler, and ``Same``, for ``turn`` keys naming a framework's object."""
 
 from __future__ import annotations
 
 import importlib
-import threading
-import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from agent_payload.errors import ConfigurationError
-from agent_payload.tools import ChangeRequestToolHandler, ToolResult
-
-_LOCKS: weakref.WeakKeyDictionary[ChangeRequestToolHandler, threading.Lock] = (
-    weakref.WeakKeyDictionary()
-)
-_LOCKS_LOCK = threading.Lock()
+from agent_payload.tools import ChangeRequestToolHandler
 
 
 def require(module: str, *, package: str, extra: str) -> ModuleType:
@@ -74,13 +66,17 @@ def tool_spec(
     )
 
 
-def handle(handler: ChangeRequestToolHandler, arguments: str | Mapping[str, Any]) -> ToolResult:
-    """``handler.handle(arguments)``, one call at a time per handler: frameworks run parallel
-    tool calls in threads, and each call must be judged against the payload the previous one
-    left."""
-    with _LOCKS_LOCK:
-        lock = _LOCKS.get(handler)
-        if lock is None:
-            lock = _LOCKS[handler] = threading.Lock()
-    with lock:
-        return handler.handle(arguments)
+class Same:
+    """A ``turn`` key part that compares by identity and keeps its object alive while the
+    handler remembers the key (so its ``id`` is never reused by another object meanwhile)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Same) and other.obj is self.obj

@@ -14,7 +14,10 @@ schema for the handler's payload type (a dict: LangChain passes the model's argu
 unvalidated, and the handler's parser and merge judge them). Invoked with a tool call it returns a
 ``ToolMessage`` holding the handler's text; a refused call has ``status="error"`` (the tool raises
 ``ToolException`` and handles it itself, so LangGraph's ``ToolNode`` passes the message on as it
-is). Sync and async invocation both work; calls on one handler run one at a time.
+is). Sync and async invocation both work (``ainvoke`` awaits async validators); calls on one
+handler run one at a time. The calls of one ``AIMessage`` run by LangGraph's ``ToolNode`` (or
+any runnable that invokes the tool with callbacks) share one base, the payload that message was
+written against (README "Concurrent edits"): the turn is the parent run of the tool runs.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from agent_payload.integrations._common import handle, require, tool_spec
+from agent_payload import _callables
+from agent_payload.integrations._common import require, tool_spec
 from agent_payload.tools import ChangeRequestToolHandler
 
 if TYPE_CHECKING:
@@ -44,8 +48,19 @@ def _tool_class() -> type[BaseTool]:
         handler: ChangeRequestToolHandler
         handle_tool_error: bool = True
 
-        def _run(self, *args: Any, **kwargs: Any) -> str:
-            result = handle(self.handler, kwargs)
+        def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
+            _callables.require_sync(
+                "langchain.change_request_tool (invoked synchronously)",
+                [("the handler's validator", v) for v in self.handler.validators],
+                "invoke it with await tool.ainvoke(...) (in LangGraph: await graph.ainvoke(...))",
+            )
+            result = self.handler.handle(kwargs, turn=_turn(run_manager))
+            if result.is_error:
+                raise tools.ToolException(result.content)
+            return result.content
+
+        async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
+            result = await self.handler.ahandle(kwargs, turn=_turn(run_manager))
             if result.is_error:
                 raise tools.ToolException(result.content)
             return result.content
@@ -76,3 +91,10 @@ def change_request_tool(
         args_schema=spec.schema,
         handler=handler,
     )
+
+
+def _turn(run_manager: Any) -> Any:
+    """The run the tool was invoked from (``ToolNode`` runs the calls of one ``AIMessage``
+    under one run); None when invoked on its own."""
+    parent = getattr(run_manager, "parent_run_id", None)
+    return None if parent is None else ("langchain", parent)

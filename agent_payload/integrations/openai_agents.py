@@ -11,16 +11,20 @@
 
 The tool's ``params_json_schema`` is the change request's schema for the handler's payload type
 (sent with ``strict_json_schema=False``: strict mode cannot express a change request, see
-``agent_payload.schema``). Each call's arguments go to ``handler.handle``; its text is the tool's
-output. The Responses and Chat Completions APIs have no error flag on a function's output, so a
-refused call is told apart by its text (it starts by saying nothing was applied and what to fix).
+``agent_payload.schema``). Each call's arguments go to ``await handler.ahandle`` (async
+validators are awaited); its text is the tool's output. The calls of one model response share
+one base (the payload that response was written against, README "Concurrent edits"): the turn
+is the run's model request count (``ToolContext.usage.requests``), so a parallel call is
+rebased over its siblings applied before it. The Responses and Chat Completions APIs have no
+error flag on a function's output, so a refused call is told apart by its text (it starts by
+saying nothing was applied and what to fix).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_payload.integrations._common import handle, require, tool_spec
+from agent_payload.integrations._common import Same, require, tool_spec
 from agent_payload.tools import ChangeRequestToolHandler
 
 if TYPE_CHECKING:
@@ -47,7 +51,8 @@ def change_request_tool(
     )
 
     async def invoke(context: Any, arguments: str) -> str:
-        return handle(handler, arguments).content
+        result = await handler.ahandle(arguments, turn=_turn(context))
+        return result.content
 
     tool: FunctionTool = agents.FunctionTool(
         name=spec.name,
@@ -57,3 +62,14 @@ def change_request_tool(
         strict_json_schema=False,
     )
     return tool
+
+
+def _turn(context: Any) -> Any:
+    """The model response a call came from: the run (its ``Usage``, one per run) and the
+    number of model requests it made so far. None (the base unknown) when the context has no
+    usage or the model counts no requests: every response of the run would share one key."""
+    usage = getattr(context, "usage", None)
+    requests = getattr(usage, "requests", None)
+    if usage is None or not isinstance(requests, int) or requests <= 0:
+        return None
+    return ("openai-agents", Same(usage), requests)

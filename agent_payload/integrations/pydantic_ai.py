@@ -26,20 +26,24 @@ type::
 The tool's schema is the change request's schema for the handler's payload type (arguments are
 not validated by pydantic-ai: the handler's tolerant parser and merge judge them). A refused call
 raises ``ModelRetry`` with the handler's text, so pydantic-ai sends it back as a retry prompt (a
-tool result marked as an error) and counts it against the tool's ``max_retries``.
+tool result marked as an error) and counts it against the tool's ``max_retries``. Calls go to
+``await handler.ahandle`` (async validators are awaited). The calls of one model response share
+one base, the payload that response was written against (README "Concurrent edits"): the turn
+is the run's step (``RunContext.run_id`` and ``run_step``), so parallel calls are rebased over
+their siblings applied before them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import SchemaValidator, core_schema
 
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.errors import ConfigurationError
-from agent_payload.integrations._common import handle, require, tool_spec
+from agent_payload.integrations._common import require, tool_spec
 from agent_payload.tools import ChangeRequestToolHandler
 
 if TYPE_CHECKING:
@@ -77,8 +81,10 @@ def change_request_tool(
         )
     model_retry = pydantic_ai.ModelRetry
 
-    def apply(handler: ChangeRequestToolHandler, arguments: dict[str, Any]) -> str:
-        result = handle(handler, arguments)
+    async def apply(
+        handler: ChangeRequestToolHandler, ctx: RunContext[Any], arguments: dict[str, Any]
+    ) -> str:
+        result = await handler.ahandle(arguments, turn=_turn(ctx))
         if result.is_error:
             raise model_retry(result.content)
         return result.content
@@ -108,7 +114,13 @@ def change_request_tool(
     return tool
 
 
-Apply = Callable[[ChangeRequestToolHandler, dict[str, Any]], str]
+Apply = Callable[[ChangeRequestToolHandler, "RunContext[Any]", dict[str, Any]], Awaitable[str]]
+
+
+def _turn(ctx: RunContext[Any]) -> Any:
+    """The model response a call came from: the run and its step (None without a run id)."""
+    run_id = getattr(ctx, "run_id", None)
+    return None if run_id is None else ("pydantic-ai", run_id, ctx.run_step)
 
 
 def _tool_of_handler(
@@ -121,11 +133,16 @@ def _tool_of_handler(
     """The tool of one handler (one payload for every run)."""
     spec = tool_spec(handler, name=name, description=description, caller=_CALLER)
 
-    def call(**arguments: Any) -> str:
-        return apply(handler, arguments)
+    # ``ctx`` is positional-only: the model's arguments may hold a "ctx" key of their own.
+    async def call(ctx: RunContext[Any], /, **arguments: Any) -> str:
+        return await apply(handler, ctx, arguments)
 
     tool: Tool[Any] = pydantic_ai.Tool.from_schema(
-        call, name=spec.name, description=spec.description, json_schema=spec.schema
+        call,
+        name=spec.name,
+        description=spec.description,
+        json_schema=spec.schema,
+        takes_ctx=True,
     )
     return tool
 
@@ -149,8 +166,9 @@ def _tool_of_each_run(
             )
         return found
 
-    def call_in_run(ctx: RunContext[Any], **arguments: Any) -> str:
-        return apply(run_handler(ctx), arguments)
+    # ``ctx`` is positional-only: the model's arguments may hold a "ctx" key of their own.
+    async def call_in_run(ctx: RunContext[Any], /, **arguments: Any) -> str:
+        return await apply(run_handler(ctx), ctx, arguments)
 
     registered = name or DEFAULT_TOOL_NAME
 

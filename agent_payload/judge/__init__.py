@@ -18,8 +18,13 @@ The steps, in order (each one lives here, once):
 1. ``truncated`` (the provider says the reply was cut off): never parsed nor applied;
 2. ``refusal`` (the provider's refusal field, or the parser's ``RefusalError``);
 3. ``parse`` (``parse.parse_change_request_with_repairs``): syntax, prose, unknown fields;
-4. ``merge`` (``merge.apply_change_request`` with the active marker alone and every guard, whose
-   whole-merge ``review`` the merge runs itself, and ``refuse_stale_markers``: a DELETE marker
+4. ``merge``: first, only for a reply written against an earlier payload (``base=``, with
+   ``applied=``, the requests applied to it since: MERGE.md section 9), the rebase
+   (``merge.rebase_change_request``): its positions mapped to the current payload, or a
+   ``concurrent_change`` conflict for each entry colliding with what was applied since (nothing
+   applied); the rebased request is what every later step judges and what the verdict carries.
+   Then ``merge.apply_change_request`` with the active marker alone and every guard, whose
+   whole-merge ``review`` the merge runs itself, and ``refuse_stale_markers`` (a DELETE marker
    written out of habit is a ``stale_marker`` conflict): any conflict, guard refusals included;
 5. ``validation`` against the payload type (a pydantic payload is validated by the merge); a
    change that validation would silently drop (a key the type ignores) is a problem too;

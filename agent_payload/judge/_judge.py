@@ -4,6 +4,7 @@ payload before any request."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Generator, Sequence
@@ -21,6 +22,7 @@ from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
     ConcurrentChangeError,
+    MergeConflictError,
     ModelReplyError,
     NoChangeRequestError,
     PayloadValidationError,
@@ -55,7 +57,11 @@ class Judge:
     awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
     ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
     ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
-    every text may show.
+    every text may show. ``base``: the payload the replies were written against when it is not
+    ``payload`` (a late reply, MERGE.md section 9), with ``applied``, the change requests
+    applied to ``base`` since (in order, giving ``payload``; ``merge.Applied`` records for their
+    own markers): a reply is then rebased over them before it is judged on ``payload``, or sent
+    back with ``concurrent_change`` conflicts.
     """
 
     def __init__(
@@ -70,8 +76,12 @@ class Judge:
         read_scope: Any = None,
         payload_json: Any = _NOTHING,
         shown_json: Any = _NOTHING,
+        base: Any = _NOTHING,
+        applied: Sequence[Any] = (),
     ) -> None:
         self.payload = payload
+        self.base = base
+        self.applied = tuple(applied)
         self.payload_json = (
             _merge.dump_payload(payload) if payload_json is _NOTHING else payload_json
         )
@@ -211,7 +221,12 @@ class Judge:
         self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
     ) -> Generator[Any, Any, Verdict]:
         """Steps 4 to 8 for a parsed request; each step returns a refusing verdict or None."""
-        outside = self._named_outside(request)
+        if self.base is not _NOTHING:
+            rebased = self._rebase(request)
+            if isinstance(rebased, Verdict):
+                return rebased
+            request = rebased
+        outside = self._named_outside(request)  # in the current payload's coordinates
         if outside is not None:
             return outside
         recorder = Recorder(self.guards, self.read_scope) if self.guards else None
@@ -266,6 +281,49 @@ class Judge:
         ]
         report = MergeReport(conflicts=issues, reasoning=request.reasoning)
         return self._conflicts(request, report, issues, "the change request names hidden paths")
+
+    def _rebase(
+        self, request: AgentPayloadChangeRequest[Any]
+    ) -> Verdict | AgentPayloadChangeRequest[Any]:
+        """Step 4a (MERGE.md section 9): the request, written against ``base``, rebased over
+        ``applied``; a collision goes back (``concurrent_change``, the current subtree shown),
+        as does a conflict with its own base (found there, as if it had not come late; the
+        current subtree shown, as the model's next call is read against it)."""
+        base_json = json_data(self.base)
+        try:
+            return _merge.rebase_change_request(
+                base_json, self.applied, request, markers=frozenset({self.marker})
+            )
+        except ConcurrentChangeError as exc:
+            report = exc.report
+            if self.read_scope is not None:
+                # what the other edit did may hold values outside the scope (``applied`` need not
+                # have been judged by it): only where, and the projected current value, are shown
+                report.conflicts[:] = [_without_values(i) for i in report.conflicts]
+            report.conflicts[:] = self._redact(report.conflicts)
+            return self._conflicts(
+                request,
+                report,
+                report.conflicts,
+                "the change request collides with edits applied since the payload it was "
+                "written against",
+            )
+        except MergeConflictError as exc:
+            # Judged on its base (as if it had come in time); the value shown is the current
+            # one, which the next call is read against (its base is the payload as it is now).
+            report = exc.report
+            problems = tuple(
+                dataclasses.replace(p, message=f"in the payload as you saw it: {p.message}")
+                for p in conflict_problems(self._redact(report.conflicts), self.shown_json)
+            )
+            return self._no(
+                "merge",
+                problems,
+                ModelReplyError,
+                f"the change request conflicts with the payload: {summary(problems)}",
+                request=request,
+                report=report,
+            )
 
     def _merge(
         self, request: AgentPayloadChangeRequest[Any], recorder: Recorder | None
@@ -517,6 +575,17 @@ def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
         if k in config
     }
     return Judge(payload, **config)(reply, **call)
+
+
+def _without_values(issue: Issue) -> Issue:
+    """A ``concurrent_change`` conflict saying where the other edit collided, not what it did."""
+    where = format_payload_path(issue.payload_path or ()) or "the payload root"
+    message = (
+        "Since the payload you were shown, another edit changed what this entry touches (now "
+        f"at {where}, or no longer there). Nothing of your request was applied. Read the "
+        "current value and write a new change request against the current payload."
+    )
+    return Issue(issue.code, issue.path, message, issue.payload_path, issue.severity)
 
 
 def _text(reply: Reply) -> str:

@@ -5,7 +5,7 @@ the three APIs' shapes)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -44,6 +44,10 @@ class Reply:
     ``input_tokens_details.cached_tokens`` (and ``cache_write_tokens``) inside the input count,
     Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens`` beside an
     ``input_tokens`` that leaves them out.
+
+    ``calls``: the tool calls of a reply that makes several in one response
+    (``Reply.tool_calls``), each a ``tool_call`` reply; empty for one call (``text`` and
+    ``tool_name`` are then the call).
     """
 
     text: str = ""
@@ -54,6 +58,7 @@ class Reply:
     output_tokens: int | None = None
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+    calls: tuple[Reply, ...] = ()
 
     @classmethod
     def message(
@@ -97,6 +102,43 @@ class Reply:
             output_tokens=output_tokens,
             cached_input_tokens=cached_input_tokens,
             cache_write_input_tokens=cache_write_input_tokens,
+        )
+
+    @classmethod
+    def tool_calls(
+        cls,
+        calls: Sequence[Reply | str | Mapping[str, Any]],
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> Reply:
+        """Several tool calls in one response (parallel tool calls), in order, in each API's
+        own shape: Chat Completions ``message.tool_calls``, Responses ``function_call`` output
+        items, Anthropic ``tool_use`` blocks. Each item is a ``Reply.tool_call(...)`` (its name
+        and arguments) or the arguments alone (a JSON string or a mapping) of a call of the
+        forced tool, else the first tool offered."""
+        if isinstance(calls, str | Mapping) or not calls:
+            raise TypeError(
+                "Reply.tool_calls: expected a non-empty list of calls (Reply.tool_call(...), "
+                f"or each call's arguments), found {calls!r}"
+            )
+        items: list[Reply] = []
+        for call in calls:
+            if isinstance(call, Reply):
+                if call.kind != "tool_call" or call.calls:
+                    raise TypeError(
+                        "Reply.tool_calls: each call must be a Reply.tool_call(...), "
+                        f"found {call!r}"
+                    )
+                items.append(call)
+            else:
+                items.append(cls.tool_call(call))
+        return cls(
+            text="\n".join(item.text for item in items),
+            kind="tool_call",
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            calls=tuple(items),
         )
 
     @classmethod

@@ -30,9 +30,17 @@ def resolve_reply(item: str | Reply, request: FakeRequest) -> Reply:
     if kind == "auto":
         kind = "tool_call" if request.forced_tool is not None else "text"
     name = None
+    calls = reply.calls
     if kind == "tool_call":
-        name = reply.tool_name or request.forced_tool or (request.tools or ["tool"])[0]
-    return dataclasses.replace(reply, kind=kind, tool_name=name)
+        default = request.forced_tool or (request.tools or ["tool"])[0]
+        name = reply.tool_name or default
+        calls = tuple(dataclasses.replace(c, tool_name=c.tool_name or default) for c in calls)
+    return dataclasses.replace(reply, kind=kind, tool_name=name, calls=calls)
+
+
+def _calls(reply: Reply) -> tuple[Reply, ...]:
+    """The tool calls of a settled ``tool_call`` reply (itself when it makes one)."""
+    return reply.calls or (reply,)
 
 
 def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
@@ -58,8 +66,9 @@ def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
             {
                 "id": new_id("call_"),
                 "type": "function",
-                "function": {"name": reply.tool_name, "arguments": reply.text},
+                "function": {"name": call.tool_name, "arguments": call.text},
             }
+            for call in _calls(reply)
         ]
         finish_reason = "stop" if request.forced_tool else "tool_calls"
     elif reply.kind == "refusal":
@@ -102,10 +111,11 @@ def _response(reply: Reply, request: FakeRequest) -> dict[str, Any]:
                 "type": "function_call",
                 "id": new_id("fc_"),
                 "call_id": new_id("call_"),
-                "name": reply.tool_name,
-                "arguments": reply.text,
+                "name": call.tool_name,
+                "arguments": call.text,
                 "status": item_status,
             }
+            for call in _calls(reply)
         ]
     else:
         part: dict[str, Any]
@@ -160,28 +170,28 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
     stop_reason = "end_turn"
     stop_details: dict[str, Any] | None = None
     if reply.kind == "tool_call":
-        try:
-            arguments = json.loads(reply.text)
-        except ValueError:
-            arguments = None
-        if isinstance(arguments, dict):
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": new_id("toolu_"),
-                    "name": reply.tool_name,
-                    "input": arguments,
-                }
-            )
-            stop_reason = "tool_use"
-        elif reply.length_limited:
-            # A tool call cut by max_tokens: the API returns the block with what it has.
-            content.append(
-                {"type": "tool_use", "id": new_id("toolu_"), "name": reply.tool_name, "input": {}}
-            )
-        else:
-            # Tool input is always an object in this API; anything else is sent as text.
-            content.append({"type": "text", "text": reply.text, "citations": None})
+        for call in _calls(reply):
+            try:
+                arguments = json.loads(call.text)
+            except ValueError:
+                arguments = None
+            if isinstance(arguments, dict):
+                content.append(
+                    {
+                        "type": "tool_use",
+                        "id": new_id("toolu_"),
+                        "name": call.tool_name,
+                        "input": arguments,
+                    }
+                )
+                stop_reason = "tool_use"
+            elif reply.length_limited:
+                # A tool call cut by max_tokens: the API returns the block with what it has.
+                block = {"type": "tool_use", "id": new_id("toolu_"), "input": {}}
+                content.append({**block, "name": call.tool_name})
+            else:
+                # Tool input is always an object in this API; anything else is sent as text.
+                content.append({"type": "text", "text": call.text, "citations": None})
     elif reply.kind == "refusal":
         if reply.text:
             content.append({"type": "text", "text": reply.text, "citations": None})
