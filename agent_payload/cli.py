@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from agent_payload import _cli_batch, _jsontext
+from agent_payload._filelock import locked
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
@@ -62,6 +63,7 @@ from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
+    FileWriteError,
     LimitExceededError,
     MergeConflictError,
     ModelReplyError,
@@ -182,14 +184,40 @@ def _dump(value: Any, layout: _Layout | None = None) -> str:
     return text
 
 
-def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
+def _write_result(
+    text: str, output: str | None, stdout: TextIO, source: tuple[str, str] | None = None
+) -> None:
     if output is None or output == "-":
         stdout.write(text)
         stdout.flush()
         return
     # Atomic: on any failure (disk full, a file-size limit) the file at ``output``, which may
     # be the input itself, is exactly as it was; FileWriteError names it (exit status 1).
-    atomic_write_text(output, text)
+    # Under the file's lock (the one MCP servers of the file take): writing over the input
+    # (``source``: its name and the text read) is refused if it changed since it was read.
+    with locked(output):
+        in_place = source is not None and source[0] != "-" and _same_file(source[0], output)
+        if in_place and source is not None and _text_now(source[0]) != source[1]:
+            raise FileWriteError(
+                f"could not write {output}: it was changed by someone else since it was "
+                "read; the file was not changed (run the command again)",
+                path=output,
+            )
+        atomic_write_text(output, text)
+
+
+def _text_now(name: str) -> str | None:
+    try:
+        return Path(name).read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _payload_and_other(args: argparse.Namespace, other: str) -> tuple[str, str]:
@@ -293,7 +321,10 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         )
     if not args.dry_run:
         _write_result(
-            _dump(_to_jsonable(result.payload), _layout(payload_text)), args.output, stdout
+            _dump(_to_jsonable(result.payload), _layout(payload_text)),
+            args.output,
+            stdout,
+            (payload_file, payload_text),
         )
     return EXIT_OK
 
@@ -334,7 +365,10 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
 
     if not args.dry_run:
         _write_result(
-            _dump(_to_jsonable(result.payload), _layout(payload_text)), args.output, stdout
+            _dump(_to_jsonable(result.payload), _layout(payload_text)),
+            args.output,
+            stdout,
+            (payload_file, payload_text),
         )
     for line in render_issues(result.report, style=style):
         stderr.write(line + "\n")

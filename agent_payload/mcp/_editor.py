@@ -1,13 +1,18 @@
 """The JSON file the MCP server edits: reading it as the model may see it, applying a change
-request with the handler's verdict, the optimistic version check, and undo. No MCP here: the
-server (``agent_payload.mcp._server``) only turns these results into tool results."""
+request with the handler's verdict (rebased over the writes made since the version it was
+written against, MERGE.md section 9), and undo. Every check-and-write holds the file's lock
+(``agent_payload._filelock``) and is recorded in the journal the servers of one file share
+(``agent_payload.mcp._journal``). No MCP here: the server (``agent_payload.mcp._server``) only
+turns these results into tool results."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import hashlib
 import json
+import logging
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,32 +20,47 @@ from string import Template
 from typing import Any
 
 from agent_payload import prompts as _prompts
+from agent_payload._filelock import locked
 from agent_payload._files import atomic_write_text
+from agent_payload._jsondata import json_equal
 from agent_payload._reply import DEFAULT_TOOL_NAME
+from agent_payload.diff import undo_change_request
 from agent_payload.errors import (
     AgentPayloadError,
+    ConcurrentChangeError,
     ConfigurationError,
     FileWriteError,
     RetryWithFeedback,
 )
 from agent_payload.guards import Permissions, ReadScope
-from agent_payload.merge import choose_marker
+from agent_payload.judge._problems import conflict_problems
+from agent_payload.mcp._journal import Entry, Journal, differences, digest
+from agent_payload.mcp._paths import has_long_array, parse_path, subtree
+from agent_payload.merge import Applied, apply_change_request, choose_marker, rebase_change_request
+from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
-from agent_payload.tools import ChangeRequestToolHandler, ToolResult
+from agent_payload.tools import ChangeRequestToolHandler
 
 __all__ = ["Outcome", "PayloadFileEditor", "parse_path"]
 
 READ_TOOL = "read_payload"
 APPLY_TOOL = DEFAULT_TOOL_NAME
 UNDO_TOOL = "undo_last_change"
+BASE_VERSION = "base_version"
+VERSIONS_KEPT = 64
+"""How many versions shown to the model a server remembers (a request's base must be one)."""
+
+logger = logging.getLogger("agent_payload.mcp")
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A tool's answer: the text for the model and whether it is an error (nothing changed)."""
+    """A tool's answer: the text for the model, whether it is an error (nothing changed), and
+    the file's version the text shows (None when it shows none)."""
 
     text: str
     is_error: bool = False
+    version: str | None = None
 
 
 class _FileProblem(Exception):
@@ -93,79 +113,39 @@ def _dump(value: Any, indent: int | str | None) -> str:
     return text + "\n"
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:12]
+# --- versions -----------------------------------------------------------------------------
 
 
-# --- paths --------------------------------------------------------------------------------
-
-_PATH_TOKEN = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
-
-
-def parse_path(text: str) -> list[str | int]:
-    """A payload path written as the library writes it (``items[3].price``, ``["a.b"].c``)
-    as its segments; ``""`` is the root. Raises ``ValueError`` saying what was expected."""
-    segments: list[str | int] = []
-    pos = 0
-    text = text.strip()
-    while pos < len(text):
-        match = _PATH_TOKEN.match(text, pos)
-        if match is None or (match.group(1) is not None and pos > 0 and text[pos] != "."):
-            raise ValueError(
-                f"path {text!r}: cannot read it at character {pos + 1}; expected keys joined "
-                'by dots and indices in brackets, such as items[3].price or ["a.b"].c'
-            )
-        if match.group(1) is not None:
-            segments.append(match.group(1))
-        elif match.group(2) is not None:
-            segments.append(int(match.group(2)))
-        else:
-            segments.append(json.loads(match.group(3)))
-        pos = match.end()
-    return segments
+def _version_line(version: str) -> str:
+    return (
+        f"\n\n(version {version}: pass it as {BASE_VERSION} with a change request written "
+        "against this payload)"
+    )
 
 
-def _subtree(data: Any, segments: Sequence[str | int], text: str) -> Any:
-    node = data
-    for depth, segment in enumerate(segments):
-        where = _prompts.format_payload_path(segments[:depth]) or "the root"
-        if isinstance(node, dict) and isinstance(segment, str):
-            if segment not in node:
-                raise ValueError(f"path {text!r}: {where} has no key {segment!r} you can see")
-            node = node[segment]
-        elif isinstance(node, list) and isinstance(segment, int):
-            if segment >= len(node):
-                raise ValueError(
-                    f"path {text!r}: {where} is an array of {len(node)} elements "
-                    f"(indices 0 to {len(node) - 1}); there is no element {segment}"
-                )
-            node = node[segment]
-        elif isinstance(node, list):
-            raise ValueError(
-                f"path {text!r}: {where} is an array; address its elements by index, "
-                f"as in {_prompts.format_payload_path([*segments[:depth], 0])}"
-            )
-        elif isinstance(node, dict):
-            raise ValueError(
-                f"path {text!r}: {where} is an object; address its keys by name, "
-                f'as in ["{segment}"]'
-            )
-        else:
-            raise ValueError(f"path {text!r}: {where} is a plain value, with nothing inside")
-    return node
-
-
-def _has_long_array(value: Any, threshold: int) -> bool:
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            if len(node) > threshold:
-                return True
-            stack.extend(node)
-        elif isinstance(node, dict):
-            stack.extend(node.values())
-    return False
+def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
+    """The change request and its ``base_version`` (None when not given; an ``Outcome`` when
+    it is not a string) from the tool's arguments (a mapping, or its JSON text)."""
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            return arguments, None  # the handler says what is wrong with it
+        if not isinstance(decoded, dict):
+            return arguments, None
+        arguments = decoded
+    if not isinstance(arguments, Mapping) or BASE_VERSION not in arguments:
+        return arguments, None
+    request = {k: v for k, v in arguments.items() if k != BASE_VERSION}
+    base = arguments[BASE_VERSION]
+    if not isinstance(base, str) or not base.strip():
+        return request, Outcome(
+            f"Nothing was applied: {BASE_VERSION} must be the version string that "
+            f"{READ_TOOL} (or a previous result) showed, such as {digest(b'')!r}; found "
+            f"{json.dumps(base)}.",
+            True,
+        )
+    return request, base.strip()
 
 
 # --- the editor ---------------------------------------------------------------------------
@@ -181,9 +161,12 @@ class PayloadFileEditor:
     file cannot be read, is not JSON, or does not match ``payload_schema``, or a rule is
     malformed.
 
-    Optimistic concurrency: the editor remembers the file's bytes as the model last saw them
-    (read_payload) or as it last wrote them. A change request or an undo finds the file
-    different (someone else edited it meanwhile) and is refused, the file left as it is.
+    Concurrency: every result that shows the payload names its version (a digest of the file's
+    bytes). A change request is read against its ``base_version`` (default: the version this
+    editor last showed) and rebased over the writes recorded in the journal since then, by this
+    editor or another on the same file; one that collides with them, or that is older than an
+    outside edit (a change no journal line explains), is sent back with what changed. Each
+    check-and-write holds the file's lock.
     """
 
     def __init__(
@@ -225,7 +208,9 @@ class PayloadFileEditor:
                     f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
                     "or the schema before serving it"
                 )
-        self._seen = data
+        self._journal = Journal(self.path)
+        self._shown: OrderedDict[str, bytes] = OrderedDict()
+        self._last = self._remember(data)
         self._history: list[tuple[bytes, bytes]] = []
 
     # -- what the model is told -------------------------------------------------------------
@@ -247,7 +232,16 @@ class PayloadFileEditor:
             f"Edit the JSON file {self.path.name} with a change request. Call {READ_TOOL} "
             "first to see the payload; the file is written after each call that applies, and "
             f"{UNDO_TOOL} reverts the last one. A call that cannot be fully applied applies "
-            "nothing and says what to fix.\n\n" + system.strip() + "\n\n" + reply_text
+            "nothing and says what to fix.\n\n"
+            f"Versions: every result that shows the payload ends with its version. Pass the "
+            f"version of the payload your request was written against as {BASE_VERSION} "
+            "(optional; default: the version this session last showed you). Positions in "
+            "your request are read in that version; if the file was edited since (by you or "
+            "someone else), your request is moved over those edits, or sent back with the "
+            "current values when it touches what they changed.\n\n"
+            + system.strip()
+            + "\n\n"
+            + reply_text
         )
 
     def read_description(self) -> str:
@@ -255,22 +249,34 @@ class PayloadFileEditor:
         scope = self.read_scope.describe() if self.read_scope is not None else ""
         return (
             f"Return the JSON payload of the file {self.path.name} as you may see it, as "
-            f"compact JSON. {note} Optional path (such as items[3] or customer.address): "
+            f"compact JSON, followed by its version (pass it to {APPLY_TOOL} as "
+            f"{BASE_VERSION}). {note} Optional path (such as items[3] or customer.address): "
             "return only the value there, as the same JSON with positions counted inside it."
             + (f" {scope}" if scope else "")
         )
 
     def undo_description(self) -> str:
         return (
-            f"Revert the last change {APPLY_TOOL} wrote to {self.path.name}, restoring the "
-            "file exactly as it was before it (repeat to go further back). Refused when the "
-            "file was edited by someone else since."
+            f"Revert the last change {APPLY_TOOL} wrote to {self.path.name} (repeat to go "
+            "further back). When nobody else wrote the file since, it is restored exactly as it "
+            "was before that change; when other change requests were applied since, only what "
+            "yours changed is put back. Refused when someone else changed the same values "
+            "since, or edited the file by other means."
         )
 
     def apply_schema(self) -> dict[str, Any]:
         """The input schema of the apply tool: the change request's schema for the payload
-        (for ``payload_schema``, else any JSON)."""
-        return change_request_schema(self.payload_schema, marker=self.marker)
+        (for ``payload_schema``, else any JSON), plus the optional ``base_version``."""
+        schema = change_request_schema(self.payload_schema, marker=self.marker)
+        schema["properties"] = {
+            **schema.get("properties", {}),
+            BASE_VERSION: {
+                "type": "string",
+                "description": f"Optional: the version ({READ_TOOL} and every result show it) "
+                "of the payload this request was written against.",
+            },
+        }
+        return schema
 
     @staticmethod
     def read_schema() -> dict[str, Any]:
@@ -289,7 +295,7 @@ class PayloadFileEditor:
     # -- the tools --------------------------------------------------------------------------
 
     def read(self, path: str | None = None) -> Outcome:
-        """The payload (or the value at ``path``) as the model may see it."""
+        """The payload (or the value at ``path``) as the model may see it, and its version."""
         if path is not None and not isinstance(path, str):
             return Outcome(f"path: expected a string such as items[3], found {path!r}", True)
         try:
@@ -297,33 +303,244 @@ class PayloadFileEditor:
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
-        self._seen = data
-        view = self.read_scope.project(payload) if self.read_scope is not None else payload
+        version = self._remember(data)
+        view = self._view(payload)
         if path:
             try:
-                view = _subtree(view, parse_path(path), path)
+                view = subtree(view, parse_path(path), path)
             except ValueError as exc:
-                return Outcome(f"{exc}. Nothing else was done.", True)
+                return Outcome(f"{exc}. Nothing else was done.", True, version)
+        self._last = version
         threshold = _prompts.DEFAULT_INDEX_THRESHOLD
         text = _prompts.render_payload(view, index_threshold=threshold)
-        if _has_long_array(view, threshold):
+        if has_long_array(view, threshold):
             text += "\n\n" + _prompts.load_template("index_note").strip()
-        return Outcome(text)
+        return Outcome(text + _version_line(version), version=version)
 
     def apply(self, arguments: Mapping[str, Any] | str) -> Outcome:
-        """Judge one change request; write the file atomically when it applies."""
+        """Judge one change request against its base version, rebased over what was written
+        since; write the file atomically (and the journal) when it applies."""
+        request, base = _split(arguments)
+        if isinstance(base, Outcome):
+            return base
+        try:
+            with locked(self.path):
+                return self._apply(request, base if base is not None else self._last)
+        except FileWriteError as exc:  # the lock file cannot be opened
+            return Outcome(f"Nothing was applied: {exc}.", True)
+
+    def undo(self) -> Outcome:
+        """Revert the last change written here: the exact bytes of before when the file is as
+        it left it, else its inverse rebased over the change requests applied since."""
+        if not self._history:
+            return Outcome(f"There is no change of yours to undo in {self.path.name}.", True)
+        try:
+            with locked(self.path):
+                return self._undo()
+        except FileWriteError as exc:  # the lock file cannot be opened
+            return Outcome(f"Nothing was undone: {exc}.", True)
+
+    # -- under the lock ---------------------------------------------------------------------
+
+    def _apply(self, request: Any, base: str) -> Outcome:
         try:
             data = self._read_bytes()
-        except _FileProblem as exc:
-            return Outcome(f"Nothing was applied: {exc}.", True)
-        if data != self._seen:
-            return Outcome(self._stale_text("Nothing was applied"), True)
-        try:
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
+        current = digest(data)
+        moved = since = ""
+        if base != current and isinstance(request, Mapping):
+            rebased = self._rebase(request, base, current, payload)
+            if isinstance(rebased, Outcome):
+                return rebased
+            request, count = rebased
+            since = f"{count} change request{'s' if count != 1 else ''}"
+            moved = (
+                f"Your request was written against version {base}, and {since} "
+                f"{'were' if count != 1 else 'was'} applied since (by you or others): its "
+                "positions were moved to the current payload, and they are the ones named "
+                "below. "
+            )
+        handler = self._handler(payload)
+        if isinstance(handler, Outcome):
+            return handler
+        result = handler.handle(request)
+        if result.is_error:
+            self._remember(data)
+            text = self._error_text(result.problems, result.content)
+            return Outcome(moved + text + _version_line(current), True, current)
+        if not result.changes:
+            self._remember(data)
+            return Outcome(moved + result.content + _version_line(current), version=current)
+        new = _dump(result.payload, _layout(data)).encode("utf-8")
+        written = self._write(data, new, "Nothing was applied")
+        if written is not None:
+            return written
+        after = self._remember(new)
+        self._last = after
+        self._record(current, after, payload, result.payload, result.change_request)
+        self._history.append((data, new))
+        also = (
+            f" The file also holds the {since} applied since version {base}: call "
+            f"{READ_TOOL} before writing positions against the new version."
+            if since
+            else ""
+        )
+        return Outcome(
+            f"Saved to {self.path.name}. {moved}{result.content}".rstrip()
+            + also
+            + _version_line(after),
+            version=after,
+        )
+
+    def _rebase(
+        self, request: Mapping[str, Any], base: str, current: str, payload: Any
+    ) -> tuple[dict[str, Any], int] | Outcome:
+        """``request`` (written against version ``base``) rebased over the journal's writes
+        since, with their count; an ``Outcome`` when it cannot be."""
+        base_data = self._shown.get(base)
+        if base_data is None:
+            return Outcome(
+                f"Nothing was applied: {BASE_VERSION} {base!r} is not a version this server "
+                f"showed you (it remembers the last {VERSIONS_KEPT}). Call {READ_TOOL} to see "
+                f"the current payload (version {current}), then send your change again "
+                "against it." + _version_line(current),
+                True,
+                current,
+            )
+        base_payload = _decode(self.path, base_data)
+        entries = self._journal.since(base, current)
+        if entries is None:
+            return Outcome(self._outside_text(base, base_payload, current, payload), True, current)
         try:
-            handler = ChangeRequestToolHandler(
+            rebased = rebase_change_request(
+                base_payload,
+                [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries],
+                request,
+                markers={self.marker},
+            )
+        except ConcurrentChangeError as exc:
+            problems = conflict_problems(exc.report.conflicts, payload)
+            text = _prompts.render_correction(
+                problems, marker=self.marker, output_mode="tool", tool_name=APPLY_TOOL
+            )
+            return Outcome(self._error_text(problems, text) + _version_line(current), True, current)
+        except AgentPayloadError as exc:  # wrong on its own base: judged there, as any request
+            handler = self._handler(base_payload)
+            if isinstance(handler, Outcome):
+                return handler
+            judged = handler.handle(request)
+            text = (
+                self._error_text(judged.problems, judged.content)
+                if judged.is_error
+                else f"Nothing was applied: {exc}\n"
+            )
+            return Outcome(
+                f"(Judged against version {base}, which your request was written against.)\n"
+                + text
+                + _version_line(current),
+                True,
+                current,
+            )
+        return rebased.to_wire(), len(entries)
+
+    def _undo(self) -> Outcome:
+        before, after = self._history[-1]
+        try:
+            data = self._read_bytes()
+            payload = _decode(self.path, data)
+            old, mine = _decode(self.path, before), _decode(self.path, after)
+        except _FileProblem as exc:
+            return Outcome(f"Nothing was undone: {exc}.", True)
+        current, version_after = digest(data), digest(after)
+        inverse = None
+        with contextlib.suppress(AgentPayloadError):
+            inverse = undo_change_request(old, mine, marker=self.marker, markers={self.marker})
+        if data == after:
+            new = before
+        else:
+            entries = self._journal.since(version_after, current)
+            if entries is None or inverse is None:
+                self._history.clear()
+                return Outcome(
+                    f"Nothing was undone: {self.path.name} was changed by someone else since "
+                    f"your last change (by means other than a change request: your change left "
+                    f"version {version_after}, the file is now version {current}). Undoing "
+                    "would throw their edit away, so none of your earlier changes can be "
+                    f"undone any more. To revert yours, call {READ_TOOL} and send a change "
+                    "request that puts the old values back.",
+                    True,
+                    current,
+                )
+            try:
+                rebased = rebase_change_request(
+                    mine,
+                    [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries],
+                    inverse,
+                    markers={self.marker},
+                )
+            except AgentPayloadError as exc:
+                self._history.clear()
+                reason = (
+                    exc.report.conflicts[0].message.split(";")[0]
+                    if isinstance(exc, ConcurrentChangeError)
+                    else str(exc)
+                )
+                return Outcome(
+                    f"Nothing was undone: since your last change, someone else changed what it "
+                    f"changed ({reason}). Undoing it would overwrite their edit, so none of "
+                    f"your earlier changes can be undone any more. To revert yours, call "
+                    f"{READ_TOOL} and send a change request that puts the old values back.",
+                    True,
+                    current,
+                )
+            merged = apply_change_request(payload, rebased, markers={self.marker})
+            new = _dump(merged.payload, _layout(data)).encode("utf-8")
+        written = self._write(data, new, "Nothing was undone")
+        if written is not None:
+            return written
+        restored = self._remember(new)
+        self._last = restored
+        if inverse is not None and data == after:
+            self._record(current, restored, payload, old, inverse)
+        elif data != after:
+            self._record(current, restored, payload, merged.payload, rebased)
+        self._history.pop()
+        left = len(self._history)
+        more = (
+            f"{left} earlier change{'s' if left != 1 else ''} can still be undone"
+            if left
+            else "no earlier change of yours is left to undo"
+        )
+        how = (
+            "is as it was before your last change"
+            if data == after
+            else "has the values your last change replaced back (the edits made by others "
+            "since are kept)"
+        )
+        return Outcome(
+            f"Undone: {self.path.name} {how} ({more})." + _version_line(restored),
+            version=restored,
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _view(self, payload: Any) -> Any:
+        return self.read_scope.project(payload) if self.read_scope is not None else payload
+
+    def _remember(self, data: bytes) -> str:
+        """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``)."""
+        version = digest(data)
+        self._shown[version] = data
+        self._shown.move_to_end(version)
+        while len(self._shown) > VERSIONS_KEPT:
+            self._shown.popitem(last=False)
+        return version
+
+    def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
+        try:
+            return ChangeRequestToolHandler(
                 payload,
                 marker=self.marker,
                 guards=self.guards(),
@@ -332,55 +549,32 @@ class PayloadFileEditor:
             )
         except AgentPayloadError as exc:  # the file was changed into something not editable
             return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
-        result = handler.handle(arguments)
-        if result.is_error:
-            return Outcome(self._error_text(result), True)
-        if not result.changes:
-            return Outcome(result.content)
-        new = _dump(result.payload, _layout(data)).encode("utf-8")
-        written = self._write(data, new)
-        if written is not None:
-            return written
-        self._history.append((data, new))
-        return Outcome(f"Saved to {self.path.name}. {result.content}")
 
-    def undo(self) -> Outcome:
-        """Restore the file as it was before the last change written here."""
-        if not self._history:
-            return Outcome(f"There is no change of yours to undo in {self.path.name}.", True)
-        before, after = self._history[-1]
+    def _record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
+        """Journal one write: the request as applied when it replays it exactly, else none
+        (others then treat the write as an outside edit)."""
+        wire = request.to_wire() if hasattr(request, "to_wire") else request
         try:
-            data = self._read_bytes()
-        except _FileProblem as exc:
-            return Outcome(f"Nothing was undone: {exc}.", True)
-        if data != after:
-            return Outcome(self._stale_text("Nothing was undone"), True)
-        written = self._write(data, before, "Nothing was undone")
-        if written is not None:
-            return written
-        self._history.pop()
-        left = len(self._history)
-        more = (
-            f"{left} earlier change{'s' if left != 1 else ''} can still be undone"
-            if left
-            else "no earlier change of yours is left to undo"
-        )
-        return Outcome(f"Undone: {self.path.name} is as it was before your last change ({more}).")
+            replayed = apply_change_request(old, wire, markers={self.marker}).payload
+            if not json_equal(replayed, new):
+                wire = None
+        except AgentPayloadError:
+            wire = None
+        try:
+            self._journal.append(Entry(before, after, wire, (self.marker,)))
+        except OSError as exc:  # the file is written: others will read it as an outside edit
+            logger.warning("cannot write the journal %s: %s", self._journal.path, exc)
 
-    # -- helpers ----------------------------------------------------------------------------
-
-    def _error_text(self, result: ToolResult) -> str:
+    def _error_text(self, problems: Sequence[Problem], content: str) -> str:
         """The handler's correction; under a read scope, without the current values it shows
         (they are whole subtrees of the file, hidden keys included: until the handler projects
         them itself, the model reads them with read_payload, which applies the scope)."""
-        if self.read_scope is None or not any(p.has_current for p in result.problems):
-            return result.content
-        problems = [
-            dataclasses.replace(p, current=None, has_current=False) for p in result.problems
-        ]
+        if self.read_scope is None or not any(p.has_current for p in problems):
+            return content
+        bare = [dataclasses.replace(p, current=None, has_current=False) for p in problems]
         return (
             _prompts.render_correction(
-                problems,
+                bare,
                 marker=self.marker,
                 output_mode="tool",
                 tool_name=APPLY_TOOL,
@@ -389,32 +583,32 @@ class PayloadFileEditor:
             + f"(Call {READ_TOOL} with a path to see the current values concerned.)\n"
         )
 
-    def _stale_text(self, what: str) -> str:
+    def _outside_text(self, base: str, base_payload: Any, current: str, payload: Any) -> str:
+        changed, count = differences(self._view(base_payload), self._view(payload))
+        what = ", ".join(changed) + (f" (and {count - len(changed)} more)" if count > 5 else "")
         return (
-            f"{what}: {self.path.name} changed on disk since you last read it (someone else "
-            f"edited it, version {_digest(self._seen)} -> {_digest(self._current_or_empty())}). "
-            f"The file was left as it is. Call {READ_TOOL} to see the current payload, then "
-            "send your change again."
+            f"Nothing was applied: {self.path.name} was changed by someone else since version "
+            f"{base}, which your request was written against, by means other than a change "
+            "request (an editor, a script), so your request cannot be moved over that edit. "
+            f"What differs from the version you saw: {what or 'the file bytes only'}. Call "
+            f"{READ_TOOL} to see the current payload (version {current}), then send your "
+            "change again against it." + _version_line(current)
         )
 
-    def _current_or_empty(self) -> bytes:
-        try:
-            return self._read_bytes()
-        except _FileProblem:
-            return b""
-
-    def _write(
-        self, expected: bytes, new: bytes, what: str = "Nothing was applied"
-    ) -> Outcome | None:
-        """Write ``new`` if the file still holds ``expected`` (checked again just before the
-        atomic replace); an ``Outcome`` when it could not."""
+    def _write(self, expected: bytes, new: bytes, what: str) -> Outcome | None:
+        """Write ``new`` if the file still holds ``expected`` (a writer that does not take the
+        lock may have replaced it); an ``Outcome`` when it could not."""
         try:
             if self._read_bytes() != expected:
-                return Outcome(self._stale_text(what), True)
+                return Outcome(
+                    f"{what}: {self.path.name} was changed by someone else just now (by a "
+                    f"program that does not take its lock). Call {READ_TOOL} to see the "
+                    "current payload, then try again.",
+                    True,
+                )
             atomic_write_text(self.path, new.decode("utf-8"))
         except (_FileProblem, FileWriteError) as exc:
             return Outcome(f"{what}: {exc}.", True)
-        self._seen = new
         return None
 
     def _read_bytes(self) -> bytes:

@@ -50,7 +50,11 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
             if name != READ_TOOL:
                 logger.info("%s: %s", name, "refused" if outcome.is_error else "done")
             return CallToolResult(
-                content=[TextContent(type="text", text=outcome.text)], is_error=outcome.is_error
+                content=[TextContent(type="text", text=outcome.text)],
+                structured_content=(
+                    {"version": outcome.version} if outcome.version is not None else None
+                ),
+                is_error=outcome.is_error,
             )
 
     return PayloadServer(

@@ -1,0 +1,166 @@
+"""The journal every MCP server of one file shares: the change requests written to it, in order.
+
+A JSONL sidecar ``.<name>.journal`` next to the file. Each line is one write:
+``{"before": V, "after": W, "request": {...}, "markers": [...]}``, where ``V`` and ``W`` are the
+file's versions (a digest of its bytes) before and after, and ``request`` is the change request
+exactly as applied (rebased, so positions are those of ``V``) or ``null`` when no request
+replays the write. Lines are appended under the file's lock (``agent_payload._filelock``), after
+the file itself was written: a write whose line is missing (a crash in between) reads as an
+outside edit, which is safe. The journal is compacted (oldest lines dropped) past
+``MAX_BYTES``; a request older than what is left is sent back like one older than an outside
+edit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_payload import prompts as _prompts
+from agent_payload._filelock import sidecar
+from agent_payload._files import atomic_write_text
+from agent_payload._jsondata import json_equal
+
+__all__ = ["MAX_BYTES", "Entry", "Journal", "chain", "differences", "digest"]
+
+MAX_BYTES = 512 * 1024
+"""Past this size the journal keeps only its newest lines, about half of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One write: the versions before and after and the request that made it (None: unknown)."""
+
+    before: str
+    after: str
+    request: dict[str, Any] | None
+    markers: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        data = {
+            "before": self.before,
+            "after": self.after,
+            "request": self.request,
+            "markers": list(self.markers),
+        }
+        return json.dumps(data, ensure_ascii=True, separators=(",", ":")) + "\n"
+
+    @classmethod
+    def read(cls, line: str) -> Entry | None:
+        """The entry of one line; None for a line that is not one (a torn write)."""
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        before, after, request = data.get("before"), data.get("after"), data.get("request")
+        markers = data.get("markers", [])
+        if not (isinstance(before, str) and isinstance(after, str)):
+            return None
+        if request is not None and not isinstance(request, dict):
+            return None
+        if not isinstance(markers, list) or not all(isinstance(m, str) for m in markers):
+            return None
+        return cls(before, after, request, tuple(markers))
+
+
+class Journal:
+    """The journal of the file at ``path``. Every method runs under the file's lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = sidecar(path, ".journal")
+
+    def entries(self) -> list[Entry]:
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        found = (Entry.read(line) for line in text.splitlines() if line.strip())
+        return [e for e in found if e is not None]
+
+    def append(self, entry: Entry) -> None:
+        """Add one write (compacting past ``MAX_BYTES``). Raises ``OSError`` on failure."""
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(entry.line())
+        with contextlib.suppress(OSError):
+            if self.path.stat().st_size > MAX_BYTES:
+                self._compact(self.entries())
+
+    def _compact(self, entries: Sequence[Entry]) -> None:
+        kept: list[str] = []
+        size = 0
+        for entry in reversed(entries):
+            line = entry.line()
+            size += len(line)
+            if size > MAX_BYTES // 2 and kept:
+                break
+            kept.append(line)
+        atomic_write_text(self.path, "".join(reversed(kept)))
+
+    def since(self, base: str, current: str) -> list[Entry] | None:
+        """The writes that turned version ``base`` into ``current``, in order (the latest run
+        of entries linking them); None when something else changed the file in between (an
+        outside edit, a write with no request, or one older than the journal)."""
+        return chain(self.entries(), base, current)
+
+
+def chain(entries: Iterable[Entry], base: str, current: str) -> list[Entry] | None:
+    """The latest run of ``entries`` leading from ``base`` to ``current`` (see ``since``)."""
+    ordered = list(entries)
+    out: list[Entry] = []
+    expect = current
+    index = len(ordered) - 1
+    while expect != base:
+        if index < 0:
+            return None
+        entry = ordered[index]
+        if entry.after != expect or entry.request is None:
+            return None
+        out.append(entry)
+        expect = entry.before
+        index -= 1
+    out.reverse()
+    return out
+
+
+def digest(data: bytes) -> str:
+    """The version of a file's bytes: the first 12 hex digits of their SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+_ABSENT: Any = object()
+
+
+def differences(old: Any, new: Any, limit: int = 5) -> tuple[list[str], int]:
+    """Where ``new`` differs from ``old``: the first ``limit`` places, and how many in all."""
+    found: list[str] = []
+    count = 0
+    stack: list[tuple[tuple[str | int, ...], Any, Any]] = [((), old, new)]
+    while stack:
+        path, a, b = stack.pop()
+        if a is not _ABSENT and b is not _ABSENT and json_equal(a, b):
+            continue
+        where = _prompts.format_payload_path(path) or "the whole payload"
+        if type(a) is dict and type(b) is dict:
+            keys = list(dict.fromkeys([*a, *b]))
+            stack.extend(((*path, k), a.get(k, _ABSENT), b.get(k, _ABSENT)) for k in keys[::-1])
+            continue
+        if type(a) is list and type(b) is list and len(a) == len(b):
+            stack.extend(((*path, i), a[i], b[i]) for i in reversed(range(len(a))))
+            continue
+        count += 1
+        if len(found) >= limit:
+            continue
+        if a is _ABSENT or b is _ABSENT:
+            found.append(f"{where} {'added' if a is _ABSENT else 'removed'}")
+        elif type(a) is list and type(b) is list:
+            found.append(f"{where} ({len(a)} elements, now {len(b)})")
+        else:
+            found.append(f"{where} changed")
+    return found, count
