@@ -116,11 +116,13 @@ def _dump(value: Any, indent: int | str | None) -> str:
 # --- versions -----------------------------------------------------------------------------
 
 
-def _version_line(version: str) -> str:
-    return (
-        f"\n\n(version {version}: pass it as {BASE_VERSION} with a change request written "
-        "against this payload)"
-    )
+def _version_line(version: str, note: str = "") -> str:
+    """The last line of a result: the file's version it shows, and what to do with it."""
+    note = note or f"pass it as {BASE_VERSION} with a change request written against it"
+    return f"\n\n(version {version}: {note})"
+
+
+_NOW = "the file as it is now; the current values above are from it"
 
 
 def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
@@ -369,10 +371,13 @@ class PayloadFileEditor:
         if result.is_error:
             self._remember(data)
             text = self._error_text(result.problems, result.content)
-            return Outcome(moved + text + _version_line(current), True, current)
+            return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
             self._remember(data)
-            return Outcome(moved + result.content + _version_line(current), version=current)
+            return Outcome(
+                moved + result.content + _version_line(current, "the file as it is now"),
+                version=current,
+            )
         new = _dump(result.payload, _layout(data)).encode("utf-8")
         written = self._write(data, new, "Nothing was applied")
         if written is not None:
@@ -381,16 +386,16 @@ class PayloadFileEditor:
         self._last = after
         self._record(current, after, payload, result.payload, result.change_request)
         self._history.append((data, new))
-        also = (
-            f" The file also holds the {since} applied since version {base}: call "
-            f"{READ_TOOL} before writing positions against the new version."
+        note = (
+            f"it also holds the {since} applied since version {base}: call {READ_TOOL} "
+            "before writing positions against it"
             if since
-            else ""
+            else "the payload you were shown with this change; pass it as "
+            f"{BASE_VERSION} with your next change request"
         )
         return Outcome(
             f"Saved to {self.path.name}. {moved}{result.content}".rstrip()
-            + also
-            + _version_line(after),
+            + _version_line(after, note),
             version=after,
         )
 
@@ -405,13 +410,22 @@ class PayloadFileEditor:
                 f"Nothing was applied: {BASE_VERSION} {base!r} is not a version this server "
                 f"showed you (it remembers the last {VERSIONS_KEPT}). Call {READ_TOOL} to see "
                 f"the current payload (version {current}), then send your change again "
-                "against it." + _version_line(current),
+                "against it.",
                 True,
                 current,
             )
         base_payload = _decode(self.path, base_data)
         entries = self._journal.since(base, current)
-        if entries is None:
+        if entries == "older":
+            return Outcome(
+                f"Nothing was applied: more change requests were applied since version {base}, "
+                f"which your request was written against, than this server can move it over. "
+                f"Call {READ_TOOL} to see the current payload (version {current}), then send "
+                "your change again against it.",
+                True,
+                current,
+            )
+        if isinstance(entries, str):
             return Outcome(self._outside_text(base, base_payload, current, payload), True, current)
         try:
             rebased = rebase_change_request(
@@ -425,7 +439,8 @@ class PayloadFileEditor:
             text = _prompts.render_correction(
                 problems, marker=self.marker, output_mode="tool", tool_name=APPLY_TOOL
             )
-            return Outcome(self._error_text(problems, text) + _version_line(current), True, current)
+            text = self._error_text(problems, text) + _version_line(current, _NOW)
+            return Outcome(text, True, current)
         except AgentPayloadError as exc:  # wrong on its own base: judged there, as any request
             handler = self._handler(base_payload)
             if isinstance(handler, Outcome):
@@ -439,7 +454,7 @@ class PayloadFileEditor:
             return Outcome(
                 f"(Judged against version {base}, which your request was written against.)\n"
                 + text
-                + _version_line(current),
+                + _version_line(current, "the file as it is now"),
                 True,
                 current,
             )
@@ -453,59 +468,25 @@ class PayloadFileEditor:
             old, mine = _decode(self.path, before), _decode(self.path, after)
         except _FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
-        current, version_after = digest(data), digest(after)
-        inverse = None
+        current = digest(data)
+        inverse: Any = None
         with contextlib.suppress(AgentPayloadError):
             inverse = undo_change_request(old, mine, marker=self.marker, markers={self.marker})
-        if data == after:
-            new = before
+        if data == after:  # nobody wrote since: the exact bytes of before
+            new, target, request = before, old, inverse
         else:
-            entries = self._journal.since(version_after, current)
-            if entries is None or inverse is None:
-                self._history.clear()
-                return Outcome(
-                    f"Nothing was undone: {self.path.name} was changed by someone else since "
-                    f"your last change (by means other than a change request: your change left "
-                    f"version {version_after}, the file is now version {current}). Undoing "
-                    "would throw their edit away, so none of your earlier changes can be "
-                    f"undone any more. To revert yours, call {READ_TOOL} and send a change "
-                    "request that puts the old values back.",
-                    True,
-                    current,
-                )
-            try:
-                rebased = rebase_change_request(
-                    mine,
-                    [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries],
-                    inverse,
-                    markers={self.marker},
-                )
-            except AgentPayloadError as exc:
-                self._history.clear()
-                reason = (
-                    exc.report.conflicts[0].message.split(";")[0]
-                    if isinstance(exc, ConcurrentChangeError)
-                    else str(exc)
-                )
-                return Outcome(
-                    f"Nothing was undone: since your last change, someone else changed what it "
-                    f"changed ({reason}). Undoing it would overwrite their edit, so none of "
-                    f"your earlier changes can be undone any more. To revert yours, call "
-                    f"{READ_TOOL} and send a change request that puts the old values back.",
-                    True,
-                    current,
-                )
-            merged = apply_change_request(payload, rebased, markers={self.marker})
-            new = _dump(merged.payload, _layout(data)).encode("utf-8")
+            reverted = self._revert(inverse, mine, digest(after), current, payload)
+            if isinstance(reverted, Outcome):
+                self._history.clear()  # what made it impossible stays: never promise it again
+                return reverted
+            target, request = reverted
+            new = _dump(target, _layout(data)).encode("utf-8")
         written = self._write(data, new, "Nothing was undone")
         if written is not None:
             return written
         restored = self._remember(new)
         self._last = restored
-        if inverse is not None and data == after:
-            self._record(current, restored, payload, old, inverse)
-        elif data != after:
-            self._record(current, restored, payload, merged.payload, rebased)
+        self._record(current, restored, payload, target, request)
         self._history.pop()
         left = len(self._history)
         more = (
@@ -516,13 +497,67 @@ class PayloadFileEditor:
         how = (
             "is as it was before your last change"
             if data == after
-            else "has the values your last change replaced back (the edits made by others "
+            else "has back the values your last change replaced (the changes made by others "
             "since are kept)"
         )
         return Outcome(
-            f"Undone: {self.path.name} {how} ({more})." + _version_line(restored),
+            f"Undone: {self.path.name} {how} ({more})."
+            + _version_line(restored, "the file as it is now"),
             version=restored,
         )
+
+    def _revert(
+        self, inverse: Any, mine: Any, left: str, current: str, payload: Any
+    ) -> tuple[Any, Any] | Outcome:
+        """The undo of a change (``inverse``, written against ``mine``, the payload it left as
+        version ``left``) rebased over the change requests applied since: (the payload it
+        gives, the request as applied), or why it cannot be done."""
+        refused = (
+            f"Nothing was undone: {self.path.name} was changed by someone else since your last "
+            f"change (your change left version {left}; the file is now version {current})"
+        )
+        advice = (
+            f" None of your earlier changes can be undone any more. To revert yours, call "
+            f"{READ_TOOL} and send a change request that puts the old values back."
+        )
+        entries = self._journal.since(left, current)
+        if entries == "older":
+            return Outcome(
+                f"{refused}, by more change requests than this server keeps track of.{advice}",
+                True,
+                current,
+            )
+        if isinstance(entries, str) or inverse is None:
+            return Outcome(
+                f"{refused}, by means other than a change request (an editor, a script): "
+                f"undoing would throw their edit away.{advice}",
+                True,
+                current,
+            )
+        try:
+            rebased = rebase_change_request(
+                mine,
+                [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries],
+                inverse,
+                markers={self.marker},
+            )
+            merged = apply_change_request(payload, rebased, markers={self.marker}, strict=True)
+        except ConcurrentChangeError as exc:
+            where = sorted(
+                {_prompts.format_payload_path(c.payload_path or ()) for c in exc.report.conflicts}
+            )
+            return Outcome(
+                f"{refused}, and their change touched what yours changed "
+                f"({', '.join(w or 'the payload root' for w in where)}): undoing would "
+                f"overwrite it.{advice}",
+                True,
+                current,
+            )
+        except AgentPayloadError as exc:
+            return Outcome(
+                f"{refused}; your change cannot be reverted over it ({exc}).{advice}", True, current
+            )
+        return merged.payload, rebased
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -555,8 +590,8 @@ class PayloadFileEditor:
         (others then treat the write as an outside edit)."""
         wire = request.to_wire() if hasattr(request, "to_wire") else request
         try:
-            replayed = apply_change_request(old, wire, markers={self.marker}).payload
-            if not json_equal(replayed, new):
+            replayed = apply_change_request(old, wire, markers={self.marker}, share=True)
+            if wire is None or not json_equal(replayed.payload, new):
                 wire = None
         except AgentPayloadError:
             wire = None
@@ -592,7 +627,7 @@ class PayloadFileEditor:
             "request (an editor, a script), so your request cannot be moved over that edit. "
             f"What differs from the version you saw: {what or 'the file bytes only'}. Call "
             f"{READ_TOOL} to see the current payload (version {current}), then send your "
-            "change again against it." + _version_line(current)
+            "change again against it."
         )
 
     def _write(self, expected: bytes, new: bytes, what: str) -> Outcome | None:

@@ -76,13 +76,16 @@ class Journal:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = sidecar(path, ".journal")
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> tuple[list[Entry], bool]:
+        """The entries, oldest first, and whether older ones were dropped by a compaction."""
         try:
             text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
-            return []
-        found = (Entry.read(line) for line in text.splitlines() if line.strip())
-        return [e for e in found if e is not None]
+            return [], False
+        lines = text.splitlines()
+        compacted = bool(lines) and lines[0] == _COMPACTED.strip()
+        found = (Entry.read(line) for line in lines if line.strip())
+        return [e for e in found if e is not None], compacted
 
     def append(self, entry: Entry) -> None:
         """Add one write (compacting past ``MAX_BYTES``). Raises ``OSError`` on failure."""
@@ -90,7 +93,7 @@ class Journal:
             handle.write(entry.line())
         with contextlib.suppress(OSError):
             if self.path.stat().st_size > MAX_BYTES:
-                self._compact(self.entries())
+                self._compact(self.entries()[0])
 
     def _compact(self, entries: Sequence[Entry]) -> None:
         kept: list[str] = []
@@ -101,16 +104,23 @@ class Journal:
             if size > MAX_BYTES // 2 and kept:
                 break
             kept.append(line)
-        atomic_write_text(self.path, "".join(reversed(kept)))
+        atomic_write_text(self.path, _COMPACTED + "".join(reversed(kept)))
 
-    def since(self, base: str, current: str) -> list[Entry] | None:
+    def since(self, base: str, current: str) -> list[Entry] | str:
         """The writes that turned version ``base`` into ``current``, in order (the latest run
-        of entries linking them); None when something else changed the file in between (an
-        outside edit, a write with no request, or one older than the journal)."""
-        return chain(self.entries(), base, current)
+        of entries linking them); else why not: ``"outside"`` (something no change request
+        explains changed the file in between) or ``"older"`` (``base`` is older than what the
+        compacted journal keeps)."""
+        entries, compacted = self.entries()
+        return chain(entries, base, current, compacted=compacted)
 
 
-def chain(entries: Iterable[Entry], base: str, current: str) -> list[Entry] | None:
+_COMPACTED = '{"compacted":true}\n'
+
+
+def chain(
+    entries: Iterable[Entry], base: str, current: str, *, compacted: bool = False
+) -> list[Entry] | str:
     """The latest run of ``entries`` leading from ``base`` to ``current`` (see ``since``)."""
     ordered = list(entries)
     out: list[Entry] = []
@@ -118,10 +128,10 @@ def chain(entries: Iterable[Entry], base: str, current: str) -> list[Entry] | No
     index = len(ordered) - 1
     while expect != base:
         if index < 0:
-            return None
+            return "older" if compacted else "outside"
         entry = ordered[index]
         if entry.after != expect or entry.request is None:
-            return None
+            return "outside"
         out.append(entry)
         expect = entry.before
         index -= 1
