@@ -437,7 +437,11 @@ class PayloadFileEditor:
         except ConcurrentChangeError as exc:
             problems = conflict_problems(exc.report.conflicts, payload)
             text = _prompts.render_correction(
-                problems, marker=self.marker, output_mode="tool", tool_name=APPLY_TOOL
+                problems,
+                marker=self.marker,
+                output_mode="tool",
+                tool_name=APPLY_TOOL,
+                earlier_calls_kept=True,
             )
             text = self._error_text(problems, text) + _version_line(current, _NOW)
             return Outcome(text, True, current)

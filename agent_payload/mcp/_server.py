@@ -64,7 +64,8 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
         instructions=(
             f"Edits the JSON file {editor.path.name} with change requests: {READ_TOOL} shows "
             f"it, {APPLY_TOOL} changes it (only what changes), {UNDO_TOOL} reverts the last "
-            "change."
+            "change. Each result ends with the file's version: pass the version your change "
+            "request was written against as its base_version."
         ),
         log_level="INFO",
     )
