@@ -123,6 +123,11 @@ def _version_line(version: str, note: str = "") -> str:
 
 
 _NOW = "the file as it is now; the current values above are from it"
+_CONCURRENT_IN_SCOPE = (
+    "Since the version you wrote against, another change request changed what this entry "
+    "touches. Nothing of your request was applied. Read the current value with "
+    f"{READ_TOOL} and write a new change request against the current payload."
+)
 
 
 def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
@@ -436,6 +441,10 @@ class PayloadFileEditor:
             )
         except ConcurrentChangeError as exc:
             problems = conflict_problems(exc.report.conflicts, payload)
+            if self.read_scope is not None:  # the other edit's values may be hidden ones
+                problems = tuple(
+                    dataclasses.replace(p, message=_CONCURRENT_IN_SCOPE) for p in problems
+                )
             text = _prompts.render_correction(
                 problems,
                 marker=self.marker,
