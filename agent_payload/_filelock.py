@@ -5,7 +5,8 @@ target itself: an atomic write replaces the target's inode, so a lock held on it
 nothing). Every writer that reads the file, decides, and writes it back holds the lock across
 the three steps, so two of them never interleave. The sidecar sits next to the file's real path
 (symlinks resolved), so writers naming the file by different paths share one lock. Where
-``fcntl`` does not exist (Windows) the lock is a no-op.
+``fcntl`` does not exist (Windows) the lock is a no-op. The lock file is left in place: removing
+it while another writer waits on it would let two writers in at once.
 """
 
 from __future__ import annotations

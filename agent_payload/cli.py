@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from agent_payload import _cli_batch, _jsontext
-from agent_payload._filelock import locked
+from agent_payload._filelock import lock_path, locked
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
@@ -193,10 +193,14 @@ def _write_result(
         return
     # Atomic: on any failure (disk full, a file-size limit) the file at ``output``, which may
     # be the input itself, is exactly as it was; FileWriteError names it (exit status 1).
-    # Under the file's lock (the one MCP servers of the file take): writing over the input
-    # (``source``: its name and the text read) is refused if it changed since it was read.
+    # Writing over the input (``source``: its name and the text read), or over a file whose
+    # writers lock it (MCP servers), holds its lock; over the input it is refused when the
+    # input changed since it was read.
+    in_place = source is not None and source[0] != "-" and _same_file(source[0], output)
+    if not in_place and not lock_path(output).exists():
+        atomic_write_text(output, text)
+        return
     with locked(output):
-        in_place = source is not None and source[0] != "-" and _same_file(source[0], output)
         if in_place and source is not None and _text_now(source[0]) != source[1]:
             raise FileWriteError(
                 f"could not write {output}: it was changed by someone else since it was "

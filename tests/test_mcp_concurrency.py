@@ -322,6 +322,10 @@ def test_the_command_line_writes_in_place_under_the_lock_and_never_over_a_newer_
     status, _, err = cli_apply(str(invoice_file), str(change), "-o", str(invoice_file))
     assert status == 0, err
     assert held == [True] and skus(invoice_file)[0] == ("S0", 5)
+    # A new output file nobody locks gets no lock file.
+    other = tmp_path / "other.json"
+    assert cli_apply(str(invoice_file), str(change), "-o", str(other))[0] == 0
+    assert held == [True, False] and not lock_path(other).exists()
 
     # Someone writes the file between the command's read and its write: refused, theirs kept.
     @contextmanager
