@@ -146,6 +146,16 @@ def test_a_collision_under_a_read_scope_never_shows_a_hidden_value(tmp_path: Pat
     assert "password" not in late.text
 
 
+def test_an_outside_edit_that_leaves_the_same_json_is_no_collision(invoice_file: Path) -> None:
+    editor = PayloadFileEditor(invoice_file)
+    seen = editor.read().version
+    invoice_file.write_text(json.dumps(INVOICE, indent=4) + "\n", encoding="utf-8")  # reformatted
+    moved = editor.apply({"updateElements": {"lines": {"1": {"qty": 5}}}, "base_version": seen})
+    assert not moved.is_error, moved.text
+    assert skus(invoice_file)[1] == ("S1", 5)
+    assert invoice_file.read_text(encoding="utf-8").startswith('{\n    "id"')  # theirs kept
+
+
 def test_a_base_version_this_server_never_showed_is_refused(invoice_file: Path) -> None:
     editor = PayloadFileEditor(invoice_file)
     before = invoice_file.read_bytes()

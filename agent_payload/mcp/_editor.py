@@ -357,11 +357,13 @@ class PayloadFileEditor:
             return Outcome(f"Nothing was applied: {exc}.", True)
         current = digest(data)
         moved = since = ""
+        count = 0
         if base != current and isinstance(request, Mapping):
             rebased = self._rebase(request, base, current, payload)
             if isinstance(rebased, Outcome):
                 return rebased
             request, count = rebased
+        if count:
             since = f"{count} change request{'s' if count != 1 else ''}"
             moved = (
                 f"Your request was written against version {base}, and {since} "
@@ -420,6 +422,8 @@ class PayloadFileEditor:
                 current,
             )
         base_payload = _decode(self.path, base_data)
+        if json_equal(base_payload, payload):  # the same JSON (reformatted, or changed back)
+            return dict(request), 0
         entries = self._journal.since(base, current)
         if entries == "older":
             return Outcome(
@@ -638,7 +642,7 @@ class PayloadFileEditor:
             f"Nothing was applied: {self.path.name} was changed by someone else since version "
             f"{base}, which your request was written against, by means other than a change "
             "request (an editor, a script), so your request cannot be moved over that edit. "
-            f"What differs from the version you saw: {what or 'the file bytes only'}. Call "
+            f"What differs from the version you saw: {what or 'a part you cannot see'}. Call "
             f"{READ_TOOL} to see the current payload (version {current}), then send your "
             "change again against it."
         )
