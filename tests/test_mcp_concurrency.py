@@ -162,10 +162,12 @@ def test_a_base_version_this_server_never_showed_is_refused(invoice_file: Path) 
     change = {"updateElements": {"lines": {"0": {"qty": 1}}}}
     unknown = editor.apply({**change, "base_version": "0123456789ab"})
     assert unknown.is_error and "is not a version this server showed you" in unknown.text
-    for wrong in (7, "", None):
+    for wrong in (7, "", ["x"]):
         bad = editor.apply({**change, "base_version": wrong})
         assert bad.is_error and "base_version must be the version string" in bad.text
     assert invoice_file.read_bytes() == before
+    # null (how models often leave out an optional argument) is the default base.
+    assert not editor.apply({**change, "base_version": None}).is_error
 
 
 def test_a_request_wrong_on_its_own_base_is_judged_there(invoice_file: Path) -> None:

@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import logging
 import re
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +32,9 @@ from agent_payload.errors import (
 )
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
-from agent_payload.mcp._journal import Entry, Journal, differences, digest
+from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
 from agent_payload.mcp._paths import has_long_array, parse_path, subtree
-from agent_payload.merge import Applied, apply_change_request, choose_marker, rebase_change_request
+from agent_payload.merge import apply_change_request, choose_marker
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
@@ -47,10 +45,6 @@ READ_TOOL = "read_payload"
 APPLY_TOOL = DEFAULT_TOOL_NAME
 UNDO_TOOL = "undo_last_change"
 BASE_VERSION = "base_version"
-VERSIONS_KEPT = 64
-"""How many versions shown to the model a server remembers (a request's base must be one)."""
-
-logger = logging.getLogger("agent_payload.mcp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,26 +127,14 @@ _CONCURRENT_IN_SCOPE = (
 def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
     """The change request and its ``base_version`` (None when not given; an ``Outcome`` when
     it is not a string) from the tool's arguments (a mapping, or its JSON text)."""
-    if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments)
-        except ValueError:
-            return arguments, None  # the handler says what is wrong with it
-        if not isinstance(decoded, dict):
-            return arguments, None
-        arguments = decoded
-    if not isinstance(arguments, Mapping) or BASE_VERSION not in arguments:
-        return arguments, None
-    request = {k: v for k, v in arguments.items() if k != BASE_VERSION}
-    base = arguments[BASE_VERSION]
-    if not isinstance(base, str) or not base.strip():
-        return request, Outcome(
-            f"Nothing was applied: {BASE_VERSION} must be the version string that "
-            f"{READ_TOOL} (or a previous result) showed, such as {digest(b'')!r}; found "
-            f"{json.dumps(base)}.",
-            True,
-        )
-    return request, base.strip()
+    request, base = split_off(arguments, BASE_VERSION)
+    if base is None or (isinstance(base, str) and base.strip()):
+        return request, base.strip() if isinstance(base, str) else None
+    return request, Outcome(
+        f"Nothing was applied: {BASE_VERSION} must be the version string that {READ_TOOL} (or "
+        f"a previous result) showed, such as {digest(b'')!r}; found {json.dumps(base)}.",
+        True,
+    )
 
 
 # --- the editor ---------------------------------------------------------------------------
@@ -215,9 +197,8 @@ class PayloadFileEditor:
                     f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
                     "or the schema before serving it"
                 )
-        self._journal = Journal(self.path)
-        self._shown: OrderedDict[str, bytes] = OrderedDict()
-        self._last = self._remember(data)
+        self._versions = Versions(self.path, self.marker)
+        self._last = self._versions.remember(data)
         self._history: list[tuple[bytes, bytes]] = []
 
     # -- what the model is told -------------------------------------------------------------
@@ -310,7 +291,7 @@ class PayloadFileEditor:
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
-        version = self._remember(data)
+        version = self._versions.remember(data)
         view = self._view(payload)
         if path:
             try:
@@ -376,11 +357,11 @@ class PayloadFileEditor:
             return handler
         result = handler.handle(request)
         if result.is_error:
-            self._remember(data)
+            self._versions.remember(data)
             text = self._error_text(result.problems, result.content)
             return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
-            self._remember(data)
+            self._versions.remember(data)
             return Outcome(
                 moved + result.content + _version_line(current, "the file as it is now"),
                 version=current,
@@ -389,9 +370,9 @@ class PayloadFileEditor:
         written = self._write(data, new, "Nothing was applied")
         if written is not None:
             return written
-        after = self._remember(new)
+        after = self._versions.remember(new)
         self._last = after
-        self._record(current, after, payload, result.payload, result.change_request)
+        self._versions.record(current, after, payload, result.payload, result.change_request)
         self._history.append((data, new))
         note = (
             f"it also holds the {since} applied since version {base}: call {READ_TOOL} "
@@ -411,7 +392,7 @@ class PayloadFileEditor:
     ) -> tuple[dict[str, Any], int] | Outcome:
         """``request`` (written against version ``base``) rebased over the journal's writes
         since, with their count; an ``Outcome`` when it cannot be."""
-        base_data = self._shown.get(base)
+        base_data = self._versions.shown(base)
         if base_data is None:
             return Outcome(
                 f"Nothing was applied: {BASE_VERSION} {base!r} is not a version this server "
@@ -424,7 +405,7 @@ class PayloadFileEditor:
         base_payload = _decode(self.path, base_data)
         if json_equal(base_payload, payload):  # the same JSON (reformatted, or changed back)
             return dict(request), 0
-        entries = self._journal.since(base, current)
+        entries = self._versions.journal.since(base, current)
         if entries == "older":
             return Outcome(
                 f"Nothing was applied: more change requests were applied since version {base}, "
@@ -437,12 +418,7 @@ class PayloadFileEditor:
         if isinstance(entries, str):
             return Outcome(self._outside_text(base, base_payload, current, payload), True, current)
         try:
-            rebased = rebase_change_request(
-                base_payload,
-                [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries],
-                request,
-                markers={self.marker},
-            )
+            rebased = self._versions.rebase(base_payload, entries, request)
         except ConcurrentChangeError as exc:
             problems = conflict_problems(exc.report.conflicts, payload)
             if self.read_scope is not None:  # the other edit's values may be hidden ones
@@ -501,9 +477,9 @@ class PayloadFileEditor:
         written = self._write(data, new, "Nothing was undone")
         if written is not None:
             return written
-        restored = self._remember(new)
+        restored = self._versions.remember(new)
         self._last = restored
-        self._record(current, restored, payload, target, request)
+        self._versions.record(current, restored, payload, target, request)
         self._history.pop()
         left = len(self._history)
         more = (
@@ -537,7 +513,7 @@ class PayloadFileEditor:
             f" None of your earlier changes can be undone any more. To revert yours, call "
             f"{READ_TOOL} and send a change request that puts the old values back."
         )
-        entries = self._journal.since(left, current)
+        entries = self._versions.journal.since(left, current)
         if entries == "older":
             return Outcome(
                 f"{refused}, by more change requests than this server keeps track of.{advice}",
@@ -552,12 +528,7 @@ class PayloadFileEditor:
                 current,
             )
         try:
-            rebased = rebase_change_request(
-                mine,
-                [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries],
-                inverse,
-                markers={self.marker},
-            )
+            rebased = self._versions.rebase(mine, entries, inverse)
             merged = apply_change_request(payload, rebased, markers={self.marker}, strict=True)
         except ConcurrentChangeError as exc:
             where = sorted(
@@ -581,15 +552,6 @@ class PayloadFileEditor:
     def _view(self, payload: Any) -> Any:
         return self.read_scope.project(payload) if self.read_scope is not None else payload
 
-    def _remember(self, data: bytes) -> str:
-        """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``)."""
-        version = digest(data)
-        self._shown[version] = data
-        self._shown.move_to_end(version)
-        while len(self._shown) > VERSIONS_KEPT:
-            self._shown.popitem(last=False)
-        return version
-
     def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
         try:
             return ChangeRequestToolHandler(
@@ -601,21 +563,6 @@ class PayloadFileEditor:
             )
         except AgentPayloadError as exc:  # the file was changed into something not editable
             return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
-
-    def _record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
-        """Journal one write: the request as applied when it replays it exactly, else none
-        (others then treat the write as an outside edit)."""
-        wire = request.to_wire() if hasattr(request, "to_wire") else request
-        try:
-            replayed = apply_change_request(old, wire, markers={self.marker}, share=True)
-            if wire is None or not json_equal(replayed.payload, new):
-                wire = None
-        except AgentPayloadError:
-            wire = None
-        try:
-            self._journal.append(Entry(before, after, wire, (self.marker,)))
-        except OSError as exc:  # the file is written: others will read it as an outside edit
-            logger.warning("cannot write the journal %s: %s", self._journal.path, exc)
 
     def _error_text(self, problems: Sequence[Problem], content: str) -> str:
         """The handler's correction; under a read scope, without the current values it shows

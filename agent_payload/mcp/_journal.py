@@ -1,14 +1,17 @@
-"""The journal every MCP server of one file shares: the change requests written to it, in order.
+"""Versions of the served file, and the journal every MCP server of one file shares.
 
-A JSONL sidecar ``.<name>.journal`` next to the file. Each line is one write:
+A version is the first 12 hex digits of the SHA-256 of the file's bytes. ``Versions`` keeps the
+versions one server showed its model (a request's base must be one) and rebases a request over
+the journal's writes since its base (MERGE.md section 9).
+
+The journal is a JSONL sidecar ``.<name>.journal`` next to the file. Each line is one write:
 ``{"before": V, "after": W, "request": {...}, "markers": [...]}``, where ``V`` and ``W`` are the
-file's versions (a digest of its bytes) before and after, and ``request`` is the change request
-exactly as applied (rebased, so positions are those of ``V``) or ``null`` when no request
-replays the write. Lines are appended under the file's lock (``agent_payload._filelock``), after
-the file itself was written: a write whose line is missing (a crash in between) reads as an
-outside edit, which is safe. The journal is compacted (oldest lines dropped) past
-``MAX_BYTES``; a request older than what is left is sent back like one older than an outside
-edit.
+file's versions before and after, and ``request`` is the change request exactly as applied
+(rebased, so positions are those of ``V``) or ``null`` when no request replays the write. Lines
+are appended under the file's lock (``agent_payload._filelock``), after the file itself was
+written: a write whose line is missing (a crash in between) reads as an outside edit, which is
+safe. The journal is compacted (oldest lines dropped) past ``MAX_BYTES``; a request older than
+what is left is sent back like one older than an outside edit.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +30,25 @@ from agent_payload import prompts as _prompts
 from agent_payload._filelock import sidecar
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_equal
+from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload.errors import AgentPayloadError
+from agent_payload.merge import Applied, apply_change_request, rebase_change_request
 
-__all__ = ["MAX_BYTES", "Entry", "Journal", "chain", "differences", "digest"]
+__all__ = [
+    "MAX_BYTES",
+    "VERSIONS_KEPT",
+    "Entry",
+    "Journal",
+    "Versions",
+    "chain",
+    "differences",
+    "digest",
+]
+
+logger = logging.getLogger("agent_payload.mcp")
+
+VERSIONS_KEPT = 64
+"""How many versions shown to the model a server remembers (a request's base must be one)."""
 
 MAX_BYTES = 512 * 1024
 """Past this size the journal keeps only its newest lines, about half of it."""
@@ -144,6 +166,22 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
+def split_off(arguments: Any, key: str) -> tuple[Any, Any]:
+    """``(the arguments without key, its value or None)`` from a tool call's arguments (a
+    mapping, or its JSON text; anything else is handed on as it is)."""
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            return arguments, None  # the handler says what is wrong with it
+        if not isinstance(decoded, dict):
+            return arguments, None
+        arguments = decoded
+    if not isinstance(arguments, Mapping) or key not in arguments:
+        return arguments, None
+    return {k: v for k, v in arguments.items() if k != key}, arguments[key]
+
+
 _ABSENT: Any = object()
 
 
@@ -174,3 +212,49 @@ def differences(old: Any, new: Any, limit: int = 5) -> tuple[list[str], int]:
         else:
             found.append(f"{where} changed")
     return found, count
+
+
+class Versions:
+    """The versions of ``path`` one server showed its model, and its journal: a request's
+    base is looked up here, rebased over the writes since, and each write recorded."""
+
+    def __init__(self, path: str | os.PathLike[str], marker: str) -> None:
+        self.journal = Journal(path)
+        self.marker = marker
+        self._shown: OrderedDict[str, bytes] = OrderedDict()
+
+    def remember(self, data: bytes) -> str:
+        """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``)."""
+        version = digest(data)
+        self._shown[version] = data
+        self._shown.move_to_end(version)
+        while len(self._shown) > VERSIONS_KEPT:
+            self._shown.popitem(last=False)
+        return version
+
+    def shown(self, version: str) -> bytes | None:
+        """The bytes of a version this server showed (None: never, or too long ago)."""
+        return self._shown.get(version)
+
+    def rebase(
+        self, base_payload: Any, entries: Sequence[Entry], request: Any
+    ) -> AgentPayloadChangeRequest[Any]:
+        """``request`` (written against ``base_payload``) rebased over ``entries``; raises
+        ``ConcurrentChangeError`` on a collision (``rebase_change_request``)."""
+        applied = [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries]
+        return rebase_change_request(base_payload, applied, request, markers={self.marker})
+
+    def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
+        """Journal one write: the request as applied when it replays it exactly (``old`` to
+        ``new``), else none (others then treat the write as an outside edit)."""
+        wire = request.to_wire() if hasattr(request, "to_wire") else request
+        try:
+            replayed = apply_change_request(old, wire, markers={self.marker}, share=True)
+            if wire is None or not json_equal(replayed.payload, new):
+                wire = None
+        except AgentPayloadError:
+            wire = None
+        try:
+            self.journal.append(Entry(before, after, wire, (self.marker,)))
+        except OSError as exc:  # the file is written: others will read it as an outside edit
+            logger.warning("cannot write the journal %s: %s", self.journal.path, exc)
