@@ -364,8 +364,12 @@ EDITS = 200
 
 def _items_from(result: Any) -> list[dict[str, Any]]:
     (block,) = result.content
-    shown = str(block.text).split("\n\n")[0]
-    data: dict[str, Any] = json.loads(strip_index_comments(shown))
+    return _items_from_text(str(block.text))
+
+
+def _items_from_text(text: str) -> list[dict[str, Any]]:
+    """The items of a ``read_payload`` text (the payload before its notes and version)."""
+    data: dict[str, Any] = json.loads(strip_index_comments(text.split("\n\n")[0]))
     return list(data["items"])
 
 
@@ -472,3 +476,79 @@ def test_four_servers_editing_one_file_lose_no_acknowledged_edit(memory_dir: Pat
     assert sum(report[f"s{k}"]["rebased"] for k in range(SERVERS)) > 0
     entries, _ = Journal(path).entries()
     assert len(entries) == SERVERS * EDITS
+
+
+@pytest.mark.slow
+def test_parallel_calls_of_four_editors_against_one_version_each_lose_nothing(
+    memory_dir: Path,
+) -> None:
+    """Four editors on one file (as four servers, in process): each reads, then sends one to
+    three requests written against that one version (the parallel tool calls of one model
+    turn), each on a different element of its own, interleaved at random with the others'.
+    Every request applies, and each editor's elements end as its acknowledged edits say."""
+    rng = random.Random(27)
+    path = memory_dir / "shared.json"
+    items = [{"id": f"s{k}-{n}", "v": 0} for n in range(4) for k in range(SERVERS)]
+    path.write_text(json.dumps({"items": items}, indent=2) + "\n", encoding="utf-8")
+    editors = [PayloadFileEditor(path) for _ in range(SERVERS)]
+    mine: list[list[tuple[str, int]]] = [
+        [(f"s{k}-{n}", 0) for n in range(4)] for k in range(SERVERS)
+    ]
+    made = [4] * SERVERS
+    batches: list[list[tuple[dict[str, Any], tuple[Any, ...]]]] = [[] for _ in range(SERVERS)]
+    bases = [""] * SERVERS
+    sent = errors = rebased = 0
+    while sent < SERVERS * 60:
+        k = rng.randrange(SERVERS)
+        if not batches[k]:
+            read = editors[k].read()
+            bases[k] = str(read.version)
+            at = {item["id"]: i for i, item in enumerate(_items_from_text(read.text))}
+            for pick in rng.sample(range(len(mine[k])), min(rng.randint(1, 3), len(mine[k]))):
+                ident = mine[k][pick][0]
+                op = rng.choice(["update", "update", "insert", "delete", "append"])
+                if len(mine[k]) < 4 and op == "delete":
+                    op = "insert"
+                if len(mine[k]) > 9 and op in ("insert", "append"):
+                    op = "delete"
+                new = f"s{k}-{made[k]}"
+                if op == "update":
+                    value = rng.randrange(1, 10**6)
+                    request: dict[str, Any] = {
+                        "updateElements": {"items": {str(at[ident]): {"v": value}}}
+                    }
+                    effect: tuple[Any, ...] = ("update", ident, value)
+                elif op == "delete":
+                    request = {"removeElements": {"items": {str(at[ident]): "DELETE"}}}
+                    effect = ("delete", ident)
+                elif op == "insert":
+                    request = {"newElements": {"items": {str(at[ident]): [{"id": new, "v": 0}]}}}
+                    effect, made[k] = ("insert", new, ident), made[k] + 1
+                else:
+                    request = {"newElements": {"items": [{"id": new, "v": 0}]}}
+                    effect, made[k] = ("append", new), made[k] + 1
+                batches[k].append((request, effect))
+            continue
+        request, effect = batches[k].pop(0)
+        sent += 1
+        result = editors[k].apply({**request, "base_version": bases[k]})
+        if result.is_error:
+            errors += 1
+            batches[k] = []
+            continue
+        rebased += "Your request was written against version" in result.text
+        ids = [ident for ident, _ in mine[k]]
+        if effect[0] == "update":
+            mine[k] = [(i, effect[2] if i == effect[1] else v) for i, v in mine[k]]
+        elif effect[0] == "delete":
+            mine[k] = [(i, v) for i, v in mine[k] if i != effect[1]]
+        elif effect[0] == "insert":
+            at_anchor = ids.index(effect[2])
+            mine[k] = [*mine[k][:at_anchor], (effect[1], 0), *mine[k][at_anchor:]]
+        else:
+            mine[k] = [*mine[k], (effect[1], 0)]
+    assert errors == 0
+    assert rebased > SERVERS * 10
+    final = on_disk(path)["items"]
+    for k in range(SERVERS):
+        assert [(i["id"], i["v"]) for i in final if i["id"].startswith(f"s{k}-")] == mine[k]
