@@ -224,6 +224,21 @@ def test_undo_reverts_only_its_own_change_over_anothers(invoice_file: Path) -> N
     assert stale.is_error and "changed lines[0].qty (as you saw it) from 100 to 0" in stale.text
 
 
+def test_undoing_two_changes_of_one_value_over_anothers_change(invoice_file: Path) -> None:
+    """The second undo is not blocked by the first change and its own undo (they cancel out)."""
+    mine, theirs = PayloadFileEditor(invoice_file), PayloadFileEditor(invoice_file)
+    assert not mine.apply({"updateElements": {"lines": {"0": {"qty": 100}}}}).is_error
+    assert not mine.apply({"updateElements": {"lines": {"0": {"qty": 200}}}}).is_error
+    theirs.read()
+    assert not theirs.apply({"updateElements": {"lines": {"5": {"qty": 500}}}}).is_error
+    for _ in range(2):
+        undone = mine.undo()
+        assert not undone.is_error, undone.text
+    expected = [(f"S{i}", i) for i in range(10)]
+    expected[5] = ("S5", 500)
+    assert skus(invoice_file) == expected
+
+
 def test_undo_refuses_plainly_when_another_change_touched_the_same_value(
     invoice_file: Path,
 ) -> None:
@@ -236,7 +251,7 @@ def test_undo_refuses_plainly_when_another_change_touched_the_same_value(
     undo = mine.undo()
     assert undo.is_error
     assert "was changed by someone else since your last change" in undo.text
-    assert "their change touched what yours changed (lines[1].qty)" in undo.text
+    assert "what your change changed was changed again since (lines[1].qty)" in undo.text
     assert "None of your earlier changes can be undone any more" in undo.text
     assert mine.undo().text.startswith("There is no change of yours to undo")
     assert invoice_file.read_bytes() == before

@@ -480,6 +480,7 @@ class PayloadFileEditor:
         restored = self._versions.remember(new)
         self._last = restored
         self._versions.record(current, restored, payload, target, request)
+        self._versions.cancel((digest(before), digest(after)), (current, restored))
         self._history.pop()
         left = len(self._history)
         more = (
@@ -527,6 +528,7 @@ class PayloadFileEditor:
                 True,
                 current,
             )
+        entries = self._versions.without_cancelled(entries, mine, payload)
         try:
             rebased = self._versions.rebase(mine, entries, inverse)
             merged = apply_change_request(payload, rebased, markers={self.marker}, strict=True)
@@ -535,9 +537,9 @@ class PayloadFileEditor:
                 {_prompts.format_payload_path(c.payload_path or ()) for c in exc.report.conflicts}
             )
             return Outcome(
-                f"{refused}, and their change touched what yours changed "
+                f"{refused}, and what your change changed was changed again since "
                 f"({', '.join(w or 'the payload root' for w in where)}): undoing would "
-                f"overwrite it.{advice}",
+                f"overwrite that.{advice}",
                 True,
                 current,
             )

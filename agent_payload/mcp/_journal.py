@@ -222,6 +222,7 @@ class Versions:
         self.journal = Journal(path)
         self.marker = marker
         self._shown: OrderedDict[str, bytes] = OrderedDict()
+        self._cancelled: set[tuple[str, str]] = set()
 
     def remember(self, data: bytes) -> str:
         """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``)."""
@@ -258,3 +259,24 @@ class Versions:
             self.journal.append(Entry(before, after, wire, (self.marker,)))
         except OSError as exc:  # the file is written: others will read it as an outside edit
             logger.warning("cannot write the journal %s: %s", self.journal.path, exc)
+
+    def cancel(self, change: tuple[str, str], undo: tuple[str, str]) -> None:
+        """Note a change this server wrote and the undo that reverted it (their journal entries
+        as (before, after)): together they change nothing."""
+        self._cancelled |= {change, undo}
+
+    def without_cancelled(self, entries: list[Entry], old: Any, new: Any) -> list[Entry]:
+        """``entries`` less this server's undone changes and their undos, when the rest still
+        leads from ``old`` to ``new`` (replayed: they may have moved positions); else all."""
+        rest = [e for e in entries if (e.before, e.after) not in self._cancelled]
+        if len(rest) == len(entries):
+            return entries
+        state = old
+        try:
+            for entry in rest:
+                markers = set(entry.markers or (self.marker,))
+                merged = apply_change_request(state, entry.request, markers=markers, strict=True)
+                state = merged.payload
+        except AgentPayloadError:
+            return entries
+        return rest if json_equal(state, new) else entries
