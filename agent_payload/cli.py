@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from agent_payload import _cli_batch, _cli_store
+from agent_payload._filelock import lock_path, locked
 from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
 from agent_payload._jsondata import json_data
 from agent_payload._render import Style, render_changes, render_issues, summarize, use_color
@@ -65,6 +66,7 @@ from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
+    FileWriteError,
     LimitExceededError,
     MergeConflictError,
     ModelReplyError,
@@ -141,14 +143,44 @@ def _parse_markers(text: str | None) -> frozenset[str]:
     return markers
 
 
-def _write_result(text: str, output: str | None, stdout: TextIO) -> None:
+def _write_result(
+    text: str, output: str | None, stdout: TextIO, source: tuple[str, str] | None = None
+) -> None:
     if output is None or output == "-":
         stdout.write(text)
         stdout.flush()
         return
     # Atomic: on any failure (disk full, a file-size limit) the file at ``output``, which may
     # be the input itself, is exactly as it was; FileWriteError names it (exit status 1).
-    atomic_write_text(output, text)
+    # Writing over the input (``source``: its name and the text read), or over a file whose
+    # writers lock it (MCP servers), holds its lock; over the input it is refused when the
+    # input changed since it was read.
+    in_place = source is not None and source[0] != "-" and _same_file(source[0], output)
+    if not in_place and not lock_path(output).exists():
+        atomic_write_text(output, text)
+        return
+    with locked(output):
+        if in_place and source is not None and _text_now(source[0]) != source[1]:
+            raise FileWriteError(
+                f"could not write {output}: it was changed by someone else since it was "
+                "read; the file was not changed (run the command again)",
+                path=output,
+            )
+        atomic_write_text(output, text)
+
+
+def _text_now(name: str) -> str | None:
+    try:
+        return Path(name).read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _payload_and_other(args: argparse.Namespace, other: str) -> tuple[str, str]:
@@ -255,6 +287,7 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
             json_file_text(_to_jsonable(result.payload), json_layout(payload_text)),
             args.output,
             stdout,
+            (payload_file, payload_text),
         )
     return EXIT_OK
 
@@ -298,6 +331,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
             json_file_text(_to_jsonable(result.payload), json_layout(payload_text)),
             args.output,
             stdout,
+            (payload_file, payload_text),
         )
     for line in render_issues(result.report, style=style):
         stderr.write(line + "\n")
@@ -553,12 +587,16 @@ def _add_mcp(sub: Any) -> None:
         help="serve a JSON file to MCP hosts (stdio): read it, edit it with change requests",
         description="Serve PAYLOAD_FILE over stdio with the Model Context Protocol\n"
         "(needs pip install 'agent-payload[mcp]'). Tools:\n"
-        "  read_payload          the payload as the model may see it, or one subtree (path)\n"
+        "  read_payload          the payload as the model may see it, or one subtree (path),\n"
+        "                        and its version\n"
         "  apply_change_request  judged like every change request; the file is written\n"
-        "                        atomically after a call that applies, and the call is\n"
-        "                        refused if someone else edited the file since the model\n"
-        "                        last read it; a refused call leaves it byte-identical\n"
-        "  undo_last_change      restores the file as it was before the last change\n"
+        "                        atomically after a call that applies; a request written\n"
+        "                        against an older version (base_version) is rebased over the\n"
+        "                        change requests applied since, or sent back when it touches\n"
+        "                        what they changed; a refused call leaves it byte-identical\n"
+        "  undo_last_change      reverts the last change\n"
+        "Several servers (and agent-payload apply -o) may edit one file: they take its lock\n"
+        "(.NAME.lock beside it) and share a journal of the change requests (.NAME.journal).\n"
         "stdout is the protocol; logs go to stderr.",
         epilog="rules (for --allow, --deny, --hide): a.b is the key b inside a, items[3] an "
         "element,\nitems[*] any element, * any one key or element, ** any depth, "

@@ -88,7 +88,8 @@ def test_cli_output_over_its_input_under_a_file_size_limit(tmp_path: Path) -> No
     assert str(big) in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert big.read_bytes() == original
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json", "c.json"]
+    # The lock file it writes under stays (never removed: see agent_payload._filelock).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".big.json.lock", "big.json", "c.json"]
     # Control: the same command without the limit (run in process: what the child did but for
     # the limit) writes the merged payload.
     err = io.StringIO()

@@ -57,7 +57,9 @@ def files(tmp_path: Path, payload: str, change: Any = RENAME) -> tuple[Path, Pat
 
 
 def listing(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir())
+    """The files of ``folder`` but the writers' lock files (``.<name>.lock``, left in place by
+    design: see agent_payload._filelock); a write leaves nothing else behind."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".lock"))
 
 
 # --- numbers ----------------------------------------------------------------------------------

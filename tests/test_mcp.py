@@ -82,6 +82,20 @@ def text(result: Any) -> str:
     return str(block.text)
 
 
+def payload_text(result: Any) -> str:
+    """The payload a result shows, without its last line (the version)."""
+    body, _, version = text(result).rpartition("\n\n(version ")
+    assert version.startswith(result.structured_content["version"]), text(result)
+    return body
+
+
+def without_base_version(schema: dict[str, Any]) -> dict[str, Any]:
+    """The apply tool's input schema less its ``base_version`` (a string)."""
+    properties = dict(schema["properties"])
+    assert properties.pop("base_version")["type"] == "string"
+    return {**schema, "properties": properties}
+
+
 @pytest.mark.slow
 def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
     original = invoice_file.read_bytes()
@@ -91,7 +105,10 @@ def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert list(tools) == ["read_payload", "apply_change_request", "undo_last_change"]
             apply_tool = tools["apply_change_request"]
-            assert apply_tool.input_schema == change_request_schema(None, marker="DELETE")
+            assert without_base_version(apply_tool.input_schema) == change_request_schema(
+                None, marker="DELETE"
+            )
+            assert "base_version" in apply_tool.description
             # The description teaches the format with the system prompt's own text.
             system = render_system(marker="DELETE")
             assert system.splitlines()[0] in apply_tool.description
@@ -106,7 +123,7 @@ def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
             assert "/*9*/" in shown and "SECRET" not in shown and "tax_id" not in shown
             assert '"name":"Ann"' in shown
             line = await client.call_tool("read_payload", {"path": "lines[3]"})
-            assert json.loads(text(line)) == {"sku": "S3", "qty": 3}
+            assert json.loads(payload_text(line)) == {"sku": "S3", "qty": 3}
             hidden = await client.call_tool("read_payload", {"path": "customer.tax_id"})
             assert hidden.is_error and "SECRET" not in text(hidden)
 
@@ -157,31 +174,54 @@ def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
 def test_an_edit_made_meanwhile_is_never_overwritten(invoice_file: Path) -> None:
     async def main() -> None:
         async with connect_in_process(invoice_file) as client:
-            await client.call_tool("read_payload", {})
+            read = await client.call_tool("read_payload", {})
+            seen = read.structured_content["version"]
+            assert f"(version {seen}: pass it as base_version" in text(read)
             theirs = invoice_file.read_text(encoding="utf-8").replace('"Ann"', '"Bob"')
             invoice_file.write_text(theirs, encoding="utf-8")  # someone else's edit
 
+            # An outside edit (no change request explains it) collides with every request
+            # written before it: the message says what changed and to read again.
             change = {"updateElements": {"lines": {"0": {"qty": 5}}}}
             stale = await client.call_tool("apply_change_request", change)
             assert stale.is_error
-            assert "changed on disk since you last read it" in text(stale)
-            assert "read_payload" in text(stale)
+            assert "changed by someone else since version " + seen in text(stale)
+            assert "customer.name changed" in text(stale)
+            assert "Call read_payload" in text(stale)
+            now = stale.structured_content["version"]
+            assert now != seen and f"(version {now})" in text(stale)
             assert invoice_file.read_text(encoding="utf-8") == theirs
+            explicit = await client.call_tool(
+                "apply_change_request", {**change, "base_version": seen}
+            )
+            assert explicit.is_error and "customer.name changed" in text(explicit)
 
             # After reading the new version, the same change applies on top of their edit.
             read = await client.call_tool("read_payload", {})
-            assert '"Bob"' in text(read)
+            assert '"Bob"' in text(read) and read.structured_content["version"] == now
             good = await client.call_tool("apply_change_request", change)
             assert not good.is_error, text(good)
             on_disk = json.loads(invoice_file.read_text(encoding="utf-8"))
             assert (on_disk["customer"]["name"], on_disk["lines"][0]["qty"]) == ("Bob", 5)
 
-            # Edited again behind our back: undo would overwrite it, so it is refused too.
+            # Edited again behind our back: undo would overwrite it, so it is refused, saying
+            # plainly that someone else changed the file (two different versions) and that no
+            # undo is left: asking again does not loop on the same promise.
             after_ours = invoice_file.read_bytes()
             theirs_again = after_ours.replace(b'"INV-7"', b'"INV-9"')
             invoice_file.write_bytes(theirs_again)
             undo = await client.call_tool("undo_last_change", {})
-            assert undo.is_error and "changed on disk" in text(undo)
+            assert undo.is_error, text(undo)
+            mine, then = good.structured_content["version"], undo.structured_content["version"]
+            assert mine != then
+            assert (
+                f"changed by someone else since your last change (your change left version "
+                f"{mine}; the file is now version {then})" in text(undo)
+            )
+            assert "can be undone any more" in text(undo)
+            assert "read again" not in text(undo) and "send your change again" not in text(undo)
+            again = await client.call_tool("undo_last_change", {})
+            assert again.is_error and "There is no change of yours to undo" in text(again)
             assert invoice_file.read_bytes() == theirs_again
 
     run(main)
@@ -208,9 +248,9 @@ def test_payload_schema_shapes_the_tool_and_refuses_a_result_that_breaks_it(
     async def main() -> None:
         async with connect_in_process(config, "--payload-schema", str(schema_file)) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert tools["apply_change_request"].input_schema == change_request_schema(
-                schema, marker="DELETE"
-            )
+            assert without_base_version(
+                tools["apply_change_request"].input_schema
+            ) == change_request_schema(schema, marker="DELETE")
             bad = await client.call_tool("apply_change_request", {"updateElements": {"port": 0}})
             assert bad.is_error and "minimum" in text(bad)
             assert config.read_bytes() == original
@@ -345,7 +385,7 @@ def test_read_paths_explain_what_is_there(invoice_file: Path) -> None:
     assert "array of 10 elements" in editor.read("lines[10]").text
     assert "address its elements by index, as in lines[0]" in editor.read("lines.x").text
     assert "no key 'nope'" in editor.read("nope").text
-    assert editor.read("id").text == '"INV-7"'
+    assert editor.read("id").text.startswith('"INV-7"\n\n(version ')
 
 
 def test_without_the_mcp_package_the_command_names_the_extra(

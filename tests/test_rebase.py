@@ -245,3 +245,20 @@ def test_a_rebase_over_nothing_is_the_identity(
     base, a, _ = case
     rebased = rebase_change_request(base, [], a)
     assert apply_change_request(base, rebased).payload == apply_change_request(base, a).payload
+
+
+def test_deleting_an_item_inserted_since_leaves_the_rest_of_the_array_known() -> None:
+    """Found by four MCP servers on one file: an applied request deleting an item that an
+    earlier applied request inserted made the whole array opaque, so every later edit in it
+    (and every late request there) collided."""
+    base = {"items": [{"id": i, "v": 0} for i in "abcd"]}
+    applied = [
+        {"newElements": {"items": {"2": [{"id": "x", "v": 0}]}}},
+        {"removeElements": {"items": {"2": "DELETE"}}},
+        {"updateElements": {"items": {"0": {"v": 1}}}},
+    ]
+    late = {"updateElements": {"items": {"3": {"v": 2}}}}
+    rebased = rebase_change_request(base, applied, late)
+    assert rebased.to_wire() == {"updateElements": {"items": {"3": {"v": 2}}}}
+    with pytest.raises(ConcurrentChangeError):
+        rebase_change_request(base, applied, {"updateElements": {"items": {"0": {"v": 5}}}})

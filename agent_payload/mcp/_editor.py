@@ -1,13 +1,15 @@
 """The JSON file the MCP server edits: reading it as the model may see it, applying a change
-request with the handler's verdict, the optimistic version check, and undo. No MCP here: the
-server (``agent_payload.mcp._server``) only turns these results into tool results."""
+request with the handler's verdict (rebased over the writes made since the version it was
+written against, MERGE.md section 9), and undo. Every check-and-write holds the file's lock
+(``agent_payload._filelock``) and is recorded in the journal the servers of one file share
+(``agent_payload.mcp._journal``). No MCP here: the server (``agent_payload.mcp._server``) only
+turns these results into tool results."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,32 +17,43 @@ from string import Template
 from typing import Any, Final
 
 from agent_payload import prompts as _prompts
+from agent_payload._filelock import locked
 from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
+from agent_payload._jsondata import json_equal
 from agent_payload._reply import DEFAULT_TOOL_NAME
+from agent_payload.diff import undo_change_request
 from agent_payload.errors import (
     AgentPayloadError,
+    ConcurrentChangeError,
     ConfigurationError,
     FileWriteError,
     RetryWithFeedback,
 )
 from agent_payload.guards import Permissions, ReadScope
-from agent_payload.merge import choose_marker
+from agent_payload.judge._problems import conflict_problems
+from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
+from agent_payload.mcp._paths import has_long_array, parse_path, subtree
+from agent_payload.merge import apply_change_request, choose_marker
+from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
-from agent_payload.tools import ChangeRequestToolHandler, ToolResult
+from agent_payload.tools import ChangeRequestToolHandler
 
 __all__ = ["Outcome", "PayloadFileEditor", "parse_path"]
 
 READ_TOOL = "read_payload"
 APPLY_TOOL = DEFAULT_TOOL_NAME
 UNDO_TOOL = "undo_last_change"
+BASE_VERSION = "base_version"
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A tool's answer: the text for the model and whether it is an error (nothing changed)."""
+    """A tool's answer: the text for the model, whether it is an error (nothing changed), and
+    the file's version the text shows (None when it shows none)."""
 
     text: str
     is_error: bool = False
+    version: str | None = None
 
 
 class _FileProblem(Exception):
@@ -63,79 +76,34 @@ def _decode(path: Path, data: bytes) -> Any:
         ) from exc
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:12]
+# --- versions -----------------------------------------------------------------------------
 
 
-# --- paths --------------------------------------------------------------------------------
-
-_PATH_TOKEN = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
-
-
-def parse_path(text: str) -> list[str | int]:
-    """A payload path written as the library writes it (``items[3].price``, ``["a.b"].c``)
-    as its segments; ``""`` is the root. Raises ``ValueError`` saying what was expected."""
-    segments: list[str | int] = []
-    pos = 0
-    text = text.strip()
-    while pos < len(text):
-        match = _PATH_TOKEN.match(text, pos)
-        if match is None or (match.group(1) is not None and pos > 0 and text[pos] != "."):
-            raise ValueError(
-                f"path {text!r}: cannot read it at character {pos + 1}; expected keys joined "
-                'by dots and indices in brackets, such as items[3].price or ["a.b"].c'
-            )
-        if match.group(1) is not None:
-            segments.append(match.group(1))
-        elif match.group(2) is not None:
-            segments.append(int(match.group(2)))
-        else:
-            segments.append(json.loads(match.group(3)))
-        pos = match.end()
-    return segments
+def _version_line(version: str, note: str = "") -> str:
+    """The last line of a result: the file's version it shows, and what to do with it."""
+    note = note or f"pass it as {BASE_VERSION} with a change request written against it"
+    return f"\n\n(version {version}: {note})"
 
 
-def _subtree(data: Any, segments: Sequence[str | int], text: str) -> Any:
-    node = data
-    for depth, segment in enumerate(segments):
-        where = _prompts.format_payload_path(segments[:depth]) or "the root"
-        if isinstance(node, dict) and isinstance(segment, str):
-            if segment not in node:
-                raise ValueError(f"path {text!r}: {where} has no key {segment!r} you can see")
-            node = node[segment]
-        elif isinstance(node, list) and isinstance(segment, int):
-            if segment >= len(node):
-                raise ValueError(
-                    f"path {text!r}: {where} is an array of {len(node)} elements "
-                    f"(indices 0 to {len(node) - 1}); there is no element {segment}"
-                )
-            node = node[segment]
-        elif isinstance(node, list):
-            raise ValueError(
-                f"path {text!r}: {where} is an array; address its elements by index, "
-                f"as in {_prompts.format_payload_path([*segments[:depth], 0])}"
-            )
-        elif isinstance(node, dict):
-            raise ValueError(
-                f"path {text!r}: {where} is an object; address its keys by name, "
-                f'as in ["{segment}"]'
-            )
-        else:
-            raise ValueError(f"path {text!r}: {where} is a plain value, with nothing inside")
-    return node
+_NOW = "the file as it is now; the current values above are from it"
+_CONCURRENT_IN_SCOPE = (
+    "Since the version you wrote against, another change request changed what this entry "
+    "touches. Nothing of your request was applied. Read the current value with "
+    f"{READ_TOOL} and write a new change request against the current payload."
+)
 
 
-def _has_long_array(value: Any, threshold: int) -> bool:
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            if len(node) > threshold:
-                return True
-            stack.extend(node)
-        elif isinstance(node, dict):
-            stack.extend(node.values())
-    return False
+def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
+    """The change request and its ``base_version`` (None when not given; an ``Outcome`` when
+    it is not a string) from the tool's arguments (a mapping, or its JSON text)."""
+    request, base = split_off(arguments, BASE_VERSION)
+    if base is None or (isinstance(base, str) and base.strip()):
+        return request, base.strip() if isinstance(base, str) else None
+    return request, Outcome(
+        f"Nothing was applied: {BASE_VERSION} must be the version string that {READ_TOOL} (or "
+        f"a previous result) showed, such as {digest(b'')!r}; found {json.dumps(base)}.",
+        True,
+    )
 
 
 # --- the editor ---------------------------------------------------------------------------
@@ -151,9 +119,12 @@ class PayloadFileEditor:
     file cannot be read, is not JSON, or does not match ``payload_schema``, or a rule is
     malformed.
 
-    Optimistic concurrency: the editor remembers the file's bytes as the model last saw them
-    (read_payload) or as it last wrote them. A change request or an undo finds the file
-    different (someone else edited it meanwhile) and is refused, the file left as it is.
+    Concurrency: every result that shows the payload names its version (a digest of the file's
+    bytes). A change request is read against its ``base_version`` (default: the version this
+    editor last showed) and rebased over the writes recorded in the journal since then, by this
+    editor or another on the same file; one that collides with them, or that is older than an
+    outside edit (a change no journal line explains), is sent back with what changed. Each
+    check-and-write holds the file's lock.
     """
 
     def __init__(
@@ -173,7 +144,7 @@ class PayloadFileEditor:
             raise ConfigurationError(str(exc)) from exc
         self.marker = choose_marker(payload)
         try:  # the handler's own check of the payload (kind, depth, values), before serving
-            ChangeRequestToolHandler(payload, marker=self.marker)
+            ChangeRequestToolHandler(payload, marker=self.marker, versions=False)
         except AgentPayloadError as exc:
             raise ConfigurationError(f"{self.path}: {exc}") from exc
         try:
@@ -195,7 +166,8 @@ class PayloadFileEditor:
                     f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
                     "or the schema before serving it"
                 )
-        self._seen = data
+        self._versions = Versions(self.path, self.marker)
+        self._last = self._versions.remember(data)
         self._history: list[tuple[bytes, bytes]] = []
 
     # -- what the model is told -------------------------------------------------------------
@@ -217,7 +189,16 @@ class PayloadFileEditor:
             f"Edit the JSON file {self.path.name} with a change request. Call {READ_TOOL} "
             "first to see the payload; the file is written after each call that applies, and "
             f"{UNDO_TOOL} reverts the last one. A call that cannot be fully applied applies "
-            "nothing and says what to fix.\n\n" + system.strip() + "\n\n" + reply_text
+            "nothing and says what to fix.\n\n"
+            f"Versions: every result that shows the payload ends with its version. Pass the "
+            f"version of the payload your request was written against as {BASE_VERSION} "
+            "(optional; default: the version this session last showed you). Positions in "
+            "your request are read in that version; if the file was edited since (by you or "
+            "someone else), your request is moved over those edits, or sent back with the "
+            "current values when it touches what they changed.\n\n"
+            + system.strip()
+            + "\n\n"
+            + reply_text
         )
 
     def read_description(self) -> str:
@@ -225,22 +206,34 @@ class PayloadFileEditor:
         scope = self.read_scope.describe() if self.read_scope is not None else ""
         return (
             f"Return the JSON payload of the file {self.path.name} as you may see it, as "
-            f"compact JSON. {note} Optional path (such as items[3] or customer.address): "
+            f"compact JSON, followed by its version (pass it to {APPLY_TOOL} as "
+            f"{BASE_VERSION}). {note} Optional path (such as items[3] or customer.address): "
             "return only the value there, as the same JSON with positions counted inside it."
             + (f" {scope}" if scope else "")
         )
 
     def undo_description(self) -> str:
         return (
-            f"Revert the last change {APPLY_TOOL} wrote to {self.path.name}, restoring the "
-            "file exactly as it was before it (repeat to go further back). Refused when the "
-            "file was edited by someone else since."
+            f"Revert the last change {APPLY_TOOL} wrote to {self.path.name} (repeat to go "
+            "further back). When nobody else wrote the file since, it is restored exactly as it "
+            "was before that change; when other change requests were applied since, only what "
+            "yours changed is put back. Refused when someone else changed the same values "
+            "since, or edited the file by other means."
         )
 
     def apply_schema(self) -> dict[str, Any]:
         """The input schema of the apply tool: the change request's schema for the payload
-        (for ``payload_schema``, else any JSON)."""
-        return change_request_schema(self.payload_schema, marker=self.marker)
+        (for ``payload_schema``, else any JSON), plus the optional ``base_version``."""
+        schema = change_request_schema(self.payload_schema, marker=self.marker)
+        schema["properties"] = {
+            **schema.get("properties", {}),
+            BASE_VERSION: {
+                "type": "string",
+                "description": f"Optional: the version ({READ_TOOL} and every result show it) "
+                "of the payload this request was written against.",
+            },
+        }
+        return schema
 
     @staticmethod
     def read_schema() -> dict[str, Any]:
@@ -259,7 +252,7 @@ class PayloadFileEditor:
     # -- the tools --------------------------------------------------------------------------
 
     def read(self, path: str | None = None) -> Outcome:
-        """The payload (or the value at ``path``) as the model may see it."""
+        """The payload (or the value at ``path``) as the model may see it, and its version."""
         if path is not None and not isinstance(path, str):
             return Outcome(f"path: expected a string such as items[3], found {path!r}", True)
         try:
@@ -267,67 +260,196 @@ class PayloadFileEditor:
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
-        self._seen = data
-        view = self.read_scope.project(payload) if self.read_scope is not None else payload
+        version = self._versions.remember(data)
+        view = self._view(payload)
         if path:
             try:
-                view = _subtree(view, parse_path(path), path)
+                view = subtree(view, parse_path(path), path)
             except ValueError as exc:
-                return Outcome(f"{exc}. Nothing else was done.", True)
+                return Outcome(f"{exc}. Nothing else was done.", True, version)
+        self._last = version
         threshold = _prompts.DEFAULT_INDEX_THRESHOLD
         text = _prompts.render_payload(view, index_threshold=threshold)
-        if _has_long_array(view, threshold):
+        if has_long_array(view, threshold):
             text += "\n\n" + _prompts.load_template("index_note").strip()
-        return Outcome(text)
+        return Outcome(text + _version_line(version), version=version)
 
     def apply(self, arguments: Mapping[str, Any] | str) -> Outcome:
-        """Judge one change request; write the file atomically when it applies."""
+        """Judge one change request against its base version, rebased over what was written
+        since; write the file atomically (and the journal) when it applies."""
+        request, base = _split(arguments)
+        if isinstance(base, Outcome):
+            return base
+        try:
+            with locked(self.path):
+                return self._apply(request, base if base is not None else self._last)
+        except FileWriteError as exc:  # the lock file cannot be opened
+            return Outcome(f"Nothing was applied: {exc}.", True)
+
+    def undo(self) -> Outcome:
+        """Revert the last change written here: the exact bytes of before when the file is as
+        it left it, else its inverse rebased over the change requests applied since."""
+        if not self._history:
+            return Outcome(f"There is no change of yours to undo in {self.path.name}.", True)
+        try:
+            with locked(self.path):
+                return self._undo()
+        except FileWriteError as exc:  # the lock file cannot be opened
+            return Outcome(f"Nothing was undone: {exc}.", True)
+
+    # -- under the lock ---------------------------------------------------------------------
+
+    def _apply(self, request: Any, base: str) -> Outcome:
         try:
             data = self._read_bytes()
-        except _FileProblem as exc:
-            return Outcome(f"Nothing was applied: {exc}.", True)
-        if data != self._seen:
-            return Outcome(self._stale_text("Nothing was applied"), True)
-        try:
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
-        try:
-            handler = ChangeRequestToolHandler(
-                payload,
-                marker=self.marker,
-                guards=self.guards(),
-                validators=[self._validate] if self._schema_validator is not None else [],
-                name=APPLY_TOOL,
+        current = digest(data)
+        moved = since = ""
+        count = 0
+        if base != current and isinstance(request, Mapping):
+            rebased = self._rebase(request, base, current, payload)
+            if isinstance(rebased, Outcome):
+                return rebased
+            request, count = rebased
+        if count:
+            since = f"{count} change request{'s' if count != 1 else ''}"
+            moved = (
+                f"Your request was written against version {base}, and {since} "
+                f"{'were' if count != 1 else 'was'} applied since (by you or others): its "
+                "positions were moved to the current payload, and they are the ones named "
+                "below. "
             )
-        except AgentPayloadError as exc:  # the file was changed into something not editable
-            return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
-        result = handler.handle(arguments)
+        handler = self._handler(payload)
+        if isinstance(handler, Outcome):
+            return handler
+        result = handler.handle(request)
         if result.is_error:
-            return Outcome(self._error_text(result), True)
+            self._versions.remember(data)
+            text = self._error_text(result.problems, result.content)
+            return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
-            return Outcome(result.content)
+            self._versions.remember(data)
+            return Outcome(
+                moved + result.content + _version_line(current, "the file as it is now"),
+                version=current,
+            )
         new = json_file_text(result.payload, json_layout(data.decode("utf-8-sig"))).encode()
-        written = self._write(data, new)
+        written = self._write(data, new, "Nothing was applied")
         if written is not None:
             return written
+        after = self._versions.remember(new)
+        self._last = after
+        self._versions.record(current, after, payload, result.payload, result.change_request)
         self._history.append((data, new))
-        return Outcome(f"Saved to {self.path.name}. {result.content}")
+        note = (
+            f"it also holds the {since} applied since version {base}: call {READ_TOOL} "
+            "before writing positions against it"
+            if since
+            else "the payload you were shown with this change; pass it as "
+            f"{BASE_VERSION} with your next change request"
+        )
+        return Outcome(
+            f"Saved to {self.path.name}. {moved}{result.content}".rstrip()
+            + _version_line(after, note),
+            version=after,
+        )
 
-    def undo(self) -> Outcome:
-        """Restore the file as it was before the last change written here."""
-        if not self._history:
-            return Outcome(f"There is no change of yours to undo in {self.path.name}.", True)
+    def _rebase(
+        self, request: Mapping[str, Any], base: str, current: str, payload: Any
+    ) -> tuple[dict[str, Any], int] | Outcome:
+        """``request`` (written against version ``base``) rebased over the journal's writes
+        since, with their count; an ``Outcome`` when it cannot be."""
+        base_data = self._versions.shown(base)
+        if base_data is None:
+            return Outcome(
+                f"Nothing was applied: {BASE_VERSION} {base!r} is not a version this server "
+                f"showed you (it remembers the last {VERSIONS_KEPT}). Call {READ_TOOL} to see "
+                f"the current payload (version {current}), then send your change again "
+                "against it.",
+                True,
+                current,
+            )
+        base_payload = _decode(self.path, base_data)
+        if json_equal(base_payload, payload):  # the same JSON (reformatted, or changed back)
+            return dict(request), 0
+        entries = self._versions.journal.since(base, current)
+        if entries == "older":
+            return Outcome(
+                f"Nothing was applied: more change requests were applied since version {base}, "
+                f"which your request was written against, than this server can move it over. "
+                f"Call {READ_TOOL} to see the current payload (version {current}), then send "
+                "your change again against it.",
+                True,
+                current,
+            )
+        if isinstance(entries, str):
+            return Outcome(self._outside_text(base, base_payload, current, payload), True, current)
+        try:
+            rebased = self._versions.rebase(base_payload, entries, request)
+        except ConcurrentChangeError as exc:
+            problems = conflict_problems(exc.report.conflicts, payload)
+            if self.read_scope is not None:  # the other edit's values may be hidden ones
+                problems = tuple(
+                    dataclasses.replace(p, message=_CONCURRENT_IN_SCOPE) for p in problems
+                )
+            text = _prompts.render_correction(
+                problems,
+                marker=self.marker,
+                output_mode="tool",
+                tool_name=APPLY_TOOL,
+                earlier_calls_kept=True,
+            )
+            text = self._error_text(problems, text) + _version_line(current, _NOW)
+            return Outcome(text, True, current)
+        except AgentPayloadError as exc:  # wrong on its own base: judged there, as any request
+            handler = self._handler(base_payload)
+            if isinstance(handler, Outcome):
+                return handler
+            judged = handler.handle(request)
+            text = (
+                self._error_text(judged.problems, judged.content)
+                if judged.is_error
+                else f"Nothing was applied: {exc}\n"
+            )
+            return Outcome(
+                f"(Judged against version {base}, which your request was written against.)\n"
+                + text
+                + _version_line(current, "the file as it is now"),
+                True,
+                current,
+            )
+        return rebased.to_wire(), len(entries)
+
+    def _undo(self) -> Outcome:
         before, after = self._history[-1]
         try:
             data = self._read_bytes()
+            payload = _decode(self.path, data)
+            old, mine = _decode(self.path, before), _decode(self.path, after)
         except _FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
-        if data != after:
-            return Outcome(self._stale_text("Nothing was undone"), True)
-        written = self._write(data, before, "Nothing was undone")
+        current = digest(data)
+        inverse: Any = None
+        with contextlib.suppress(AgentPayloadError):
+            inverse = undo_change_request(old, mine, marker=self.marker, markers={self.marker})
+        if data == after:  # nobody wrote since: the exact bytes of before
+            new, target, request = before, old, inverse
+        else:
+            reverted = self._revert(inverse, mine, digest(after), current, payload)
+            if isinstance(reverted, Outcome):
+                self._history.clear()  # what made it impossible stays: never promise it again
+                return reverted
+            target, request = reverted
+            new = json_file_text(target, json_layout(data.decode("utf-8-sig"))).encode()
+        written = self._write(data, new, "Nothing was undone")
         if written is not None:
             return written
+        restored = self._versions.remember(new)
+        self._last = restored
+        self._versions.record(current, restored, payload, target, request)
+        self._versions.cancel((digest(before), digest(after)), (current, restored))
         self._history.pop()
         left = len(self._history)
         more = (
@@ -335,22 +457,95 @@ class PayloadFileEditor:
             if left
             else "no earlier change of yours is left to undo"
         )
-        return Outcome(f"Undone: {self.path.name} is as it was before your last change ({more}).")
+        how = (
+            "is as it was before your last change"
+            if data == after
+            else "has back the values your last change replaced (the changes made by others "
+            "since are kept)"
+        )
+        return Outcome(
+            f"Undone: {self.path.name} {how} ({more})."
+            + _version_line(restored, "the file as it is now"),
+            version=restored,
+        )
+
+    def _revert(
+        self, inverse: Any, mine: Any, left: str, current: str, payload: Any
+    ) -> tuple[Any, Any] | Outcome:
+        """The undo of a change (``inverse``, written against ``mine``, the payload it left as
+        version ``left``) rebased over the change requests applied since: (the payload it
+        gives, the request as applied), or why it cannot be done."""
+        refused = (
+            f"Nothing was undone: {self.path.name} was changed by someone else since your last "
+            f"change (your change left version {left}; the file is now version {current})"
+        )
+        advice = (
+            f" None of your earlier changes can be undone any more. To revert yours, call "
+            f"{READ_TOOL} and send a change request that puts the old values back."
+        )
+        entries = self._versions.journal.since(left, current)
+        if entries == "older":
+            return Outcome(
+                f"{refused}, by more change requests than this server keeps track of.{advice}",
+                True,
+                current,
+            )
+        if isinstance(entries, str) or inverse is None:
+            return Outcome(
+                f"{refused}, by means other than a change request (an editor, a script): "
+                f"undoing would throw their edit away.{advice}",
+                True,
+                current,
+            )
+        entries = self._versions.without_cancelled(entries, mine, payload)
+        try:
+            rebased = self._versions.rebase(mine, entries, inverse)
+            merged = apply_change_request(payload, rebased, markers={self.marker}, strict=True)
+        except ConcurrentChangeError as exc:
+            where = sorted(
+                {_prompts.format_payload_path(c.payload_path or ()) for c in exc.report.conflicts}
+            )
+            return Outcome(
+                f"{refused}, and what your change changed was changed again since "
+                f"({', '.join(w or 'the payload root' for w in where)}): undoing would "
+                f"overwrite that.{advice}",
+                True,
+                current,
+            )
+        except AgentPayloadError as exc:
+            return Outcome(
+                f"{refused}; your change cannot be reverted over it ({exc}).{advice}", True, current
+            )
+        return merged.payload, rebased
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _error_text(self, result: ToolResult) -> str:
+    def _view(self, payload: Any) -> Any:
+        return self.read_scope.project(payload) if self.read_scope is not None else payload
+
+    def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
+        try:
+            return ChangeRequestToolHandler(
+                payload,
+                marker=self.marker,
+                guards=self.guards(),
+                validators=[self._validate] if self._schema_validator is not None else [],
+                name=APPLY_TOOL,
+                versions=False,  # the server numbers the file's versions itself
+            )
+        except AgentPayloadError as exc:  # the file was changed into something not editable
+            return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
+
+    def _error_text(self, problems: Sequence[Problem], content: str) -> str:
         """The handler's correction; under a read scope, without the current values it shows
         (they are whole subtrees of the file, hidden keys included: until the handler projects
         them itself, the model reads them with read_payload, which applies the scope)."""
-        if self.read_scope is None or not any(p.has_current for p in result.problems):
-            return result.content
-        problems = [
-            dataclasses.replace(p, current=None, has_current=False) for p in result.problems
-        ]
+        if self.read_scope is None or not any(p.has_current for p in problems):
+            return content
+        bare = [dataclasses.replace(p, current=None, has_current=False) for p in problems]
         return (
             _prompts.render_correction(
-                problems,
+                bare,
                 marker=self.marker,
                 output_mode="tool",
                 tool_name=APPLY_TOOL,
@@ -359,32 +554,32 @@ class PayloadFileEditor:
             + f"(Call {READ_TOOL} with a path to see the current values concerned.)\n"
         )
 
-    def _stale_text(self, what: str) -> str:
+    def _outside_text(self, base: str, base_payload: Any, current: str, payload: Any) -> str:
+        changed, count = differences(self._view(base_payload), self._view(payload))
+        what = ", ".join(changed) + (f" (and {count - len(changed)} more)" if count > 5 else "")
         return (
-            f"{what}: {self.path.name} changed on disk since you last read it (someone else "
-            f"edited it, version {_digest(self._seen)} -> {_digest(self._current_or_empty())}). "
-            f"The file was left as it is. Call {READ_TOOL} to see the current payload, then "
-            "send your change again."
+            f"Nothing was applied: {self.path.name} was changed by someone else since version "
+            f"{base}, which your request was written against, by means other than a change "
+            "request (an editor, a script), so your request cannot be moved over that edit. "
+            f"What differs from the version you saw: {what or 'a part you cannot see'}. Call "
+            f"{READ_TOOL} to see the current payload (version {current}), then send your "
+            "change again against it."
         )
 
-    def _current_or_empty(self) -> bytes:
-        try:
-            return self._read_bytes()
-        except _FileProblem:
-            return b""
-
-    def _write(
-        self, expected: bytes, new: bytes, what: str = "Nothing was applied"
-    ) -> Outcome | None:
-        """Write ``new`` if the file still holds ``expected`` (checked again just before the
-        atomic replace); an ``Outcome`` when it could not."""
+    def _write(self, expected: bytes, new: bytes, what: str) -> Outcome | None:
+        """Write ``new`` if the file still holds ``expected`` (a writer that does not take the
+        lock may have replaced it); an ``Outcome`` when it could not."""
         try:
             if self._read_bytes() != expected:
-                return Outcome(self._stale_text(what), True)
+                return Outcome(
+                    f"{what}: {self.path.name} was changed by someone else just now (by a "
+                    f"program that does not take its lock). Call {READ_TOOL} to see the "
+                    "current payload, then try again.",
+                    True,
+                )
             atomic_write_text(self.path, new.decode("utf-8"))
         except (_FileProblem, FileWriteError) as exc:
             return Outcome(f"{what}: {exc}.", True)
-        self._seen = new
         return None
 
     def _read_bytes(self) -> bytes:

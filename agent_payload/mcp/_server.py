@@ -69,7 +69,11 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
             if name != READ_TOOL:
                 logger.info("%s: %s", name, "refused" if outcome.is_error else "done")
             return CallToolResult(
-                content=[TextContent(type="text", text=outcome.text)], is_error=outcome.is_error
+                content=[TextContent(type="text", text=outcome.text)],
+                structured_content=(
+                    {"version": outcome.version} if outcome.version is not None else None
+                ),
+                is_error=outcome.is_error,
             )
 
         async def run_stdio_async(self) -> None:
@@ -89,7 +93,8 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
         instructions=(
             f"Edits the JSON file {editor.path.name} with change requests: {READ_TOOL} shows "
             f"it, {APPLY_TOOL} changes it (only what changes), {UNDO_TOOL} reverts the last "
-            "change."
+            "change. Each result ends with the file's version: pass the version your change "
+            "request was written against as its base_version."
         ),
         log_level="INFO",
     )

@@ -232,10 +232,10 @@ class _Rebase:
                 out.append(_Effect("set", bpath, request_path=rpath, step=step))
             elif op == "delete":
                 out.append(_Effect("delete", bpath, END, _GONE, old_value, rpath, step))
+                if bpath and type(bpath[-1]) is str:  # a key: what is added there later is new
+                    opened.append(bpath)
             else:
                 out.append(_Effect("set", bpath, END, new_value, old_value, rpath, step))
-                opened.append(bpath)
-            if op == "delete" and type(bpath[-1] if bpath else None) is str:
                 opened.append(bpath)
         if not late:
             for bpath, ids in pending.items():

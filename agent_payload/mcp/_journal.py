@@ -1,0 +1,282 @@
+"""Versions of the served file, and the journal every MCP server of one file shares.
+
+A version is the first 12 hex digits of the SHA-256 of the file's bytes. ``Versions`` keeps the
+versions one server showed its model (a request's base must be one) and rebases a request over
+the journal's writes since its base (MERGE.md section 9).
+
+The journal is a JSONL sidecar ``.<name>.journal`` next to the file. Each line is one write:
+``{"before": V, "after": W, "request": {...}, "markers": [...]}``, where ``V`` and ``W`` are the
+file's versions before and after, and ``request`` is the change request exactly as applied
+(rebased, so positions are those of ``V``) or ``null`` when no request replays the write. Lines
+are appended under the file's lock (``agent_payload._filelock``), after the file itself was
+written: a write whose line is missing (a crash in between) reads as an outside edit, which is
+safe. The journal is compacted (oldest lines dropped) past ``MAX_BYTES``; a request older than
+what is left is sent back like one older than an outside edit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_payload import prompts as _prompts
+from agent_payload._filelock import sidecar
+from agent_payload._files import atomic_write_text
+from agent_payload._jsondata import json_equal
+from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload.errors import AgentPayloadError
+from agent_payload.merge import Applied, apply_change_request, rebase_change_request
+
+__all__ = [
+    "MAX_BYTES",
+    "VERSIONS_KEPT",
+    "Entry",
+    "Journal",
+    "Versions",
+    "chain",
+    "differences",
+    "digest",
+]
+
+logger = logging.getLogger("agent_payload.mcp")
+
+VERSIONS_KEPT = 64
+"""How many versions shown to the model a server remembers (a request's base must be one)."""
+
+MAX_BYTES = 512 * 1024
+"""Past this size the journal keeps only its newest lines, about half of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One write: the versions before and after and the request that made it (None: unknown)."""
+
+    before: str
+    after: str
+    request: dict[str, Any] | None
+    markers: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        data = {
+            "before": self.before,
+            "after": self.after,
+            "request": self.request,
+            "markers": list(self.markers),
+        }
+        return json.dumps(data, ensure_ascii=True, separators=(",", ":")) + "\n"
+
+    @classmethod
+    def read(cls, line: str) -> Entry | None:
+        """The entry of one line; None for a line that is not one (a torn write)."""
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        before, after, request = data.get("before"), data.get("after"), data.get("request")
+        markers = data.get("markers", [])
+        if not (isinstance(before, str) and isinstance(after, str)):
+            return None
+        if request is not None and not isinstance(request, dict):
+            return None
+        if not isinstance(markers, list) or not all(isinstance(m, str) for m in markers):
+            return None
+        return cls(before, after, request, tuple(markers))
+
+
+class Journal:
+    """The journal of the file at ``path``. Every method runs under the file's lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = sidecar(path, ".journal")
+
+    def entries(self) -> tuple[list[Entry], bool]:
+        """The entries, oldest first, and whether older ones were dropped by a compaction."""
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return [], False
+        lines = text.splitlines()
+        compacted = bool(lines) and lines[0] == _COMPACTED.strip()
+        found = (Entry.read(line) for line in lines if line.strip())
+        return [e for e in found if e is not None], compacted
+
+    def append(self, entry: Entry) -> None:
+        """Add one write (compacting past ``MAX_BYTES``). Raises ``OSError`` on failure."""
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(entry.line())
+        with contextlib.suppress(OSError):
+            if self.path.stat().st_size > MAX_BYTES:
+                self._compact(self.entries()[0])
+
+    def _compact(self, entries: Sequence[Entry]) -> None:
+        kept: list[str] = []
+        size = 0
+        for entry in reversed(entries):
+            line = entry.line()
+            size += len(line)
+            if size > MAX_BYTES // 2 and kept:
+                break
+            kept.append(line)
+        atomic_write_text(self.path, _COMPACTED + "".join(reversed(kept)))
+
+    def since(self, base: str, current: str) -> list[Entry] | str:
+        """The writes that turned version ``base`` into ``current``, in order (the latest run
+        of entries linking them); else why not: ``"outside"`` (something no change request
+        explains changed the file in between) or ``"older"`` (``base`` is older than what the
+        compacted journal keeps)."""
+        entries, compacted = self.entries()
+        return chain(entries, base, current, compacted=compacted)
+
+
+_COMPACTED = '{"compacted":true}\n'
+
+
+def chain(
+    entries: Iterable[Entry], base: str, current: str, *, compacted: bool = False
+) -> list[Entry] | str:
+    """The latest run of ``entries`` leading from ``base`` to ``current`` (see ``since``)."""
+    ordered = list(entries)
+    out: list[Entry] = []
+    expect = current
+    index = len(ordered) - 1
+    while expect != base:
+        if index < 0:
+            return "older" if compacted else "outside"
+        entry = ordered[index]
+        if entry.after != expect or entry.request is None:
+            return "outside"
+        out.append(entry)
+        expect = entry.before
+        index -= 1
+    out.reverse()
+    return out
+
+
+def digest(data: bytes) -> str:
+    """The version of a file's bytes: the first 12 hex digits of their SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def split_off(arguments: Any, key: str) -> tuple[Any, Any]:
+    """``(the arguments without key, its value or None)`` from a tool call's arguments (a
+    mapping, or its JSON text; anything else is handed on as it is)."""
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            return arguments, None  # the handler says what is wrong with it
+        if not isinstance(decoded, dict):
+            return arguments, None
+        arguments = decoded
+    if not isinstance(arguments, Mapping) or key not in arguments:
+        return arguments, None
+    return {k: v for k, v in arguments.items() if k != key}, arguments[key]
+
+
+_ABSENT: Any = object()
+
+
+def differences(old: Any, new: Any, limit: int = 5) -> tuple[list[str], int]:
+    """Where ``new`` differs from ``old``: the first ``limit`` places, and how many in all."""
+    found: list[str] = []
+    count = 0
+    stack: list[tuple[tuple[str | int, ...], Any, Any]] = [((), old, new)]
+    while stack:
+        path, a, b = stack.pop()
+        if a is not _ABSENT and b is not _ABSENT and json_equal(a, b):
+            continue
+        where = _prompts.format_payload_path(path) or "the whole payload"
+        if type(a) is dict and type(b) is dict:
+            keys = list(dict.fromkeys([*a, *b]))
+            stack.extend(((*path, k), a.get(k, _ABSENT), b.get(k, _ABSENT)) for k in keys[::-1])
+            continue
+        if type(a) is list and type(b) is list and len(a) == len(b):
+            stack.extend(((*path, i), a[i], b[i]) for i in reversed(range(len(a))))
+            continue
+        count += 1
+        if len(found) >= limit:
+            continue
+        if a is _ABSENT or b is _ABSENT:
+            found.append(f"{where} {'added' if a is _ABSENT else 'removed'}")
+        elif type(a) is list and type(b) is list:
+            found.append(f"{where} ({len(a)} elements, now {len(b)})")
+        else:
+            found.append(f"{where} changed")
+    return found, count
+
+
+class Versions:
+    """The versions of ``path`` one server showed its model, and its journal: a request's
+    base is looked up here, rebased over the writes since, and each write recorded."""
+
+    def __init__(self, path: str | os.PathLike[str], marker: str) -> None:
+        self.journal = Journal(path)
+        self.marker = marker
+        self._shown: OrderedDict[str, bytes] = OrderedDict()
+        self._cancelled: set[tuple[str, str]] = set()
+
+    def remember(self, data: bytes) -> str:
+        """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``)."""
+        version = digest(data)
+        self._shown[version] = data
+        self._shown.move_to_end(version)
+        while len(self._shown) > VERSIONS_KEPT:
+            self._shown.popitem(last=False)
+        return version
+
+    def shown(self, version: str) -> bytes | None:
+        """The bytes of a version this server showed (None: never, or too long ago)."""
+        return self._shown.get(version)
+
+    def rebase(
+        self, base_payload: Any, entries: Sequence[Entry], request: Any
+    ) -> AgentPayloadChangeRequest[Any]:
+        """``request`` (written against ``base_payload``) rebased over ``entries``; raises
+        ``ConcurrentChangeError`` on a collision (``rebase_change_request``)."""
+        applied = [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries]
+        return rebase_change_request(base_payload, applied, request, markers={self.marker})
+
+    def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
+        """Journal one write: the request as applied when it replays it exactly (``old`` to
+        ``new``), else none (others then treat the write as an outside edit)."""
+        wire = request.to_wire() if hasattr(request, "to_wire") else request
+        try:
+            replayed = apply_change_request(old, wire, markers={self.marker}, share=True)
+            if wire is None or not json_equal(replayed.payload, new):
+                wire = None
+        except AgentPayloadError:
+            wire = None
+        try:
+            self.journal.append(Entry(before, after, wire, (self.marker,)))
+        except OSError as exc:  # the file is written: others will read it as an outside edit
+            logger.warning("cannot write the journal %s: %s", self.journal.path, exc)
+
+    def cancel(self, change: tuple[str, str], undo: tuple[str, str]) -> None:
+        """Note a change this server wrote and the undo that reverted it (their journal entries
+        as (before, after)): together they change nothing."""
+        self._cancelled |= {change, undo}
+
+    def without_cancelled(self, entries: list[Entry], old: Any, new: Any) -> list[Entry]:
+        """``entries`` less this server's undone changes and their undos, when the rest still
+        leads from ``old`` to ``new`` (replayed: they may have moved positions); else all."""
+        rest = [e for e in entries if (e.before, e.after) not in self._cancelled]
+        if len(rest) == len(entries):
+            return entries
+        state = old
+        try:
+            for entry in rest:
+                markers = set(entry.markers or (self.marker,))
+                merged = apply_change_request(state, entry.request, markers=markers, strict=True)
+                state = merged.payload
+        except AgentPayloadError:
+            return entries
+        return rest if json_equal(state, new) else entries
