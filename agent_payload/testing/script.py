@@ -198,7 +198,9 @@ class Reply:
         )
 
 
-FaultKind = Literal["status", "delay", "reset", "not_json", "cut_short", "malformed"]
+FaultKind = Literal[
+    "status", "delay", "reset", "not_json", "cut_short", "malformed", "stream_cut", "stream_error"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +215,8 @@ class Fault:
     content_type: str = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
     transform: Callable[[dict[str, Any]], Any] | None = None
+    after: int = 0
+    """``stream_cut`` / ``stream_error``: events sent before the fault."""
 
     @classmethod
     def status(
@@ -264,6 +268,22 @@ class Fault:
         ``lambda body: {**body, "output": None}``. ``transform`` gets a copy it may change in
         place (return it) or replace."""
         return cls(kind="malformed", then=then, transform=transform)
+
+    @classmethod
+    def stream_cut(cls, after: int = 3, *, then: Reply | str = "{}") -> Fault:
+        """A streamed answer (to ``then``) whose connection is reset (TCP RST) after its first
+        ``after`` events; to a request that does not stream, the same as ``reset()``."""
+        return cls(kind="stream_cut", after=after, then=then)
+
+    @classmethod
+    def stream_error(
+        cls, after: int = 3, *, message: str | None = None, then: Reply | str = "{}"
+    ) -> Fault:
+        """A streamed answer (to ``then``) that sends the API's own error event after its first
+        ``after`` events and ends there (Chat Completions ``data: {"error": ...}``, a Responses
+        ``error`` event, an Anthropic ``error`` event of type ``overloaded_error``); to a request
+        that does not stream, an HTTP 500 with that message (and ``x-should-retry: false``)."""
+        return cls(kind="stream_error", after=after, then=then, body=message)
 
     @classmethod
     def cut_short(cls) -> Fault:
