@@ -1,5 +1,6 @@
-# Over 600 lines (608): two adapters (Chat Completions and Responses) sharing one base, with
-# the tool-call mapping of each API beside its request builder.
+# Over 650 lines (666): two adapters (Chat Completions and Responses) sharing one base, with
+# the tool-call mapping of each API beside its request builder, and their streamed calls (the
+# stream readers themselves live in openai_stream.py).
 """OpenAI adapters: Chat Completions (``OpenAIChatModel``) and the Responses API
 (``OpenAIResponsesModel``), on the user's own ``openai.OpenAI`` / ``openai.AsyncOpenAI`` client.
 
@@ -32,8 +33,9 @@ the schema fits it, ``True`` always.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -43,6 +45,7 @@ from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     ResponseShape,
     SdkErrors,
+    StreamProgress,
     Strict,
     check_client_kind,
     check_strict,
@@ -53,6 +56,7 @@ from agent_payload.providers._common import (
     split_system,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
+from agent_payload.providers.openai_stream import ChatStreamReader, ResponsesStreamReader
 from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
@@ -266,6 +270,48 @@ class _OpenAIModel(ABC):
             result = await self._create(params)
         return self.parse_reply(result, request)
 
+    def _stream_params(self, request: ModelRequest) -> dict[str, Any]:
+        return {**self.build_params(request), "stream": True}
+
+    @abstractmethod
+    def _reader(self) -> ChatStreamReader | ResponsesStreamReader:
+        """A fresh reader of this API's event stream (``providers.openai_stream``)."""
+
+    def stream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``request`` with the reply streamed (``stream=True``): ``on_progress(characters)``
+        after each piece; the ``ModelReply`` once it is whole (a broken stream: a retryable
+        ``ProviderError``)."""
+        self._check_sync(wanted_async=False)
+        params = self._stream_params(request)
+        progress, reader = StreamProgress(on_progress), self._reader()
+        with map_openai_errors(self.model_name, self.client):
+            stream = self._create(params)
+        with stream, _ERRORS.streamed(self.model_name, progress):
+            for event in stream:
+                progress.add(reader.feed(event))
+            result = reader.result()
+        return self.parse_reply(result, request)
+
+    async def astream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``stream_request`` on an async client (an awaitable from ``on_progress`` is awaited)."""
+        self._check_sync(wanted_async=True)
+        params = self._stream_params(request)
+        progress, reader = StreamProgress(on_progress), self._reader()
+        with map_openai_errors(self.model_name, self.client):
+            stream = await self._create(params)
+        async with stream:
+            with _ERRORS.streamed(self.model_name, progress):
+                async for event in stream:
+                    outcome = progress.add(reader.feed(event))
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                result = reader.result()
+        return self.parse_reply(result, request)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_name={self.model_name!r}, async={self._is_async})"
 
@@ -423,6 +469,14 @@ class OpenAIChatModel(_OpenAIModel):
     def _create(self, params: dict[str, Any]) -> Any:
         return self.client.chat.completions.create(**params)
 
+    def _stream_params(self, request: ModelRequest) -> dict[str, Any]:
+        params = super()._stream_params(request)
+        params.setdefault("stream_options", {"include_usage": True})  # else no usage comes
+        return params
+
+    def _reader(self) -> ChatStreamReader:
+        return ChatStreamReader()
+
 
 class OpenAIResponsesModel(_OpenAIModel):
     """A ``Model`` on the Responses API (``client.responses.create``).
@@ -562,6 +616,9 @@ class OpenAIResponsesModel(_OpenAIModel):
 
     def _create(self, params: dict[str, Any]) -> Any:
         return self.client.responses.create(**params)
+
+    def _reader(self) -> ResponsesStreamReader:
+        return ResponsesStreamReader()
 
 
 def _chat_message(message: Message) -> dict[str, Any]:
