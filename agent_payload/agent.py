@@ -373,7 +373,9 @@ def _check_stream(stream: object, model: Any, async_client: bool) -> bool:
     if not isinstance(stream, bool):
         raise ConfigurationError(f"stream: expected True or False, found {stream!r}")
     wanted, method = (
-        (AsyncStreamingModel, "astream_request") if async_client else (StreamingModel, "stream_request")
+        (AsyncStreamingModel, "astream_request")
+        if async_client
+        else (StreamingModel, "stream_request")
     )
     if stream and not isinstance(model, wanted):
         raise ConfigurationError(

@@ -217,6 +217,8 @@ class Fault:
     transform: Callable[[dict[str, Any]], Any] | None = None
     after: int = 0
     """``stream_cut`` / ``stream_error``: events sent before the fault."""
+    clean: bool = False
+    """``stream_cut``: end the HTTP body properly instead of resetting the connection."""
 
     @classmethod
     def status(
@@ -270,10 +272,12 @@ class Fault:
         return cls(kind="malformed", then=then, transform=transform)
 
     @classmethod
-    def stream_cut(cls, after: int = 3, *, then: Reply | str = "{}") -> Fault:
+    def stream_cut(cls, after: int = 3, *, then: Reply | str = "{}", clean: bool = False) -> Fault:
         """A streamed answer (to ``then``) whose connection is reset (TCP RST) after its first
-        ``after`` events; to a request that does not stream, the same as ``reset()``."""
-        return cls(kind="stream_cut", after=after, then=then)
+        ``after`` events; ``clean=True`` ends the body properly there instead, without the
+        API's closing events (a server that gave up). To a request that does not stream, the
+        same as ``reset()``."""
+        return cls(kind="stream_cut", after=after, then=then, clean=clean)
 
     @classmethod
     def stream_error(

@@ -218,8 +218,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             events = stream_events(resolve_reply(fault.then or "{}", request), request)
             sent = events[: fault.after]
             if fault.kind == "stream_cut":
-                self._send_stream(sent, end=False)
-                self._abort()
+                self._send_stream(sent, end=fault.clean)
+                if not fault.clean:
+                    self._abort()
             else:
                 message = fault.body or "FakeProviderServer injected an error mid-stream"
                 error = error_event(request.api, message, sequence_number=len(sent))
