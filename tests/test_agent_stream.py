@@ -108,7 +108,7 @@ def test_a_streamed_run_corrects_and_reports_progress(
     assert streamed.usage.cached_input_tokens == 3
     for attempt, reply in ((1, BAD), (2, GOOD)):
         counts = [n for a, n in progress if a == attempt]
-        expected = list(range(CHUNK_CHARS, len(reply), CHUNK_CHARS)) + [len(reply)]
+        expected = [*range(CHUNK_CHARS, len(reply), CHUNK_CHARS), len(reply)]
         assert counts == expected
 
 
@@ -168,7 +168,7 @@ def test_a_broken_stream_is_a_retryable_provider_error(
     assert caught.value.retryable is True
     assert errors == [caught.value]
     assert len(server.requests) == 1
-    assert PAYLOAD == before
+    assert before == PAYLOAD
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -202,6 +202,9 @@ def test_stream_option_is_checked() -> None:
     async def hook(attempt: int, characters: int) -> None:
         return None
 
-    with FakeProviderServer() as fake, fake.openai_client() as client:
-        with pytest.raises(ConfigurationError, match="on_progress"):
-            PayloadAgent(client, model_name="gpt-test", stream=True, on_progress=hook)
+    with (
+        FakeProviderServer() as fake,
+        fake.openai_client() as client,
+        pytest.raises(ConfigurationError, match="on_progress"),
+    ):
+        PayloadAgent(client, model_name="gpt-test", stream=True, on_progress=hook)

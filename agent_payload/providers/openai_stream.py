@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_payload.providers._common import StreamBroken
+from agent_payload.providers._common import StreamBroken, missing_sdk
 
 try:
     from openai.types.chat import ChatCompletion
     from openai.types.responses import Response
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
-    from agent_payload.providers._common import missing_sdk
-
     raise missing_sdk("openai", _exc) from _exc
 
 __all__ = ["ChatStreamReader", "ResponsesStreamReader"]

@@ -60,7 +60,7 @@ def stream_events(reply: Reply, request: FakeRequest) -> list[bytes]:
     return _STREAMS[request.api](body, request)
 
 
-# --- Chat Completions ------------------------------------------------------------------------------
+# --- Chat Completions ----------------------------------------------------------------------------
 
 
 def _chat_events(completion: dict[str, Any], request: FakeRequest) -> list[bytes]:
@@ -108,7 +108,7 @@ def _chat_events(completion: dict[str, Any], request: FakeRequest) -> list[bytes
     return events
 
 
-# --- Responses ---------------------------------------------------------------------------------------
+# --- Responses -----------------------------------------------------------------------------------
 
 
 def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[bytes]:
@@ -169,7 +169,7 @@ def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[by
     return events
 
 
-# --- Anthropic Messages ------------------------------------------------------------------------------
+# --- Anthropic Messages --------------------------------------------------------------------------
 
 
 def _anthropic_events(message: dict[str, Any], request: FakeRequest) -> list[bytes]:
@@ -231,8 +231,8 @@ def error_event(api: Api, message: str, *, sequence_number: int = 0) -> bytes:
     an ``error`` object, Responses an ``error`` event, Anthropic an ``error`` event
     (``overloaded_error``)."""
     if api == "messages":
-        error = {"type": "overloaded_error", "message": message}
-        return _frame({"type": "error", "error": error}, "error")
+        overloaded = {"type": "overloaded_error", "message": message}
+        return _frame({"type": "error", "error": overloaded}, "error")
     if api == "responses":
         data = {
             "type": "error",
