@@ -18,7 +18,7 @@ from agent_payload.providers.anthropic import AnthropicModel
 from agent_payload.providers.base import ModelReply, ToolSpec
 from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
 from agent_payload.testing import FakeProviderServer, Fault, Reply, ScriptedModel
-from agent_payload.testing._stream import CHUNK_CHARS
+from agent_payload.testing.script import CHUNK_CHARS
 from tests._provider_helpers import ask
 
 APIS = ["chat", "responses", "anthropic"]
@@ -193,11 +193,22 @@ def test_the_next_run_after_a_broken_stream_applies_the_change(server: FakeProvi
     assert result.payload["name"] == "Ada Lovelace, Countess of Lovelace"
 
 
+class _NoStreaming:
+    """A model of one's own that does not stream."""
+
+    model_name = "mine"
+    provider = "mine"
+
+    def request(self, request: Any) -> ModelReply:
+        return ModelReply(GOOD)
+
+
 def test_stream_option_is_checked() -> None:
     with pytest.raises(ConfigurationError, match="stream: expected True or False"):
         PayloadAgent(ScriptedModel([GOOD]), stream="yes")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"cannot stream.*no stream_request\(\)"):
-        PayloadAgent(ScriptedModel([GOOD]), stream=True)
+        PayloadAgent(_NoStreaming(), stream=True)
+    assert PayloadAgent(_NoStreaming()).run(PAYLOAD, "Rename").payload["name"].startswith("Ada")
 
     async def hook(attempt: int, characters: int) -> None:
         return None
@@ -208,3 +219,24 @@ def test_stream_option_is_checked() -> None:
         pytest.raises(ConfigurationError, match="on_progress"),
     ):
         PayloadAgent(client, model_name="gpt-test", stream=True, on_progress=hook)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_scripted_model_streams_offline(mode: str) -> None:
+    """``ScriptedModel`` streams too (no HTTP): on_progress hears each piece of each reply."""
+    progress: list[tuple[int, int]] = []
+    model = ScriptedModel([BAD, GOOD])
+    if mode == "sync":
+        agent = PayloadAgent(model, stream=True, on_progress=lambda a, n: progress.append((a, n)))
+        result = agent.run(PAYLOAD, "Rename Bob")
+    else:
+
+        async def hook(attempt: int, characters: int) -> None:
+            progress.append((attempt, characters))
+
+        result = asyncio.run(
+            AsyncPayloadAgent(model, stream=True, on_progress=hook).run(PAYLOAD, "Rename Bob")
+        )
+    assert result.attempts == 2
+    assert progress[-1] == (2, len(GOOD))
+    assert [n for a, n in progress if a == 1] == [16, 32, len(BAD)]

@@ -21,7 +21,7 @@ import pytest
 
 from agent_payload import ChangeRequestToolHandler
 from agent_payload.testing import FakeProviderServer, Fault, Reply
-from agent_payload.testing._stream import CHUNK_CHARS
+from agent_payload.testing.script import CHUNK_CHARS
 
 LONG = "A reply long enough to arrive in several pieces, one delta event each."
 CHAT_TOOL = {"type": "function", "function": {"name": "edit", "parameters": {"type": "object"}}}

@@ -26,20 +26,24 @@ from agent_payload._deprecated import renamed
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import (
     AsyncModel,
+    AsyncStreamingModel,
     Message,
     Model,
     ModelReply,
     ModelRequest,
     OutputMode,
+    StreamingModel,
 )
 
 __all__ = [
     "AsyncModel",
+    "AsyncStreamingModel",
     "Message",
     "Model",
     "ModelReply",
     "ModelRequest",
     "OutputMode",
+    "StreamingModel",
     "as_model",
     "close_client",
     "infer_model",

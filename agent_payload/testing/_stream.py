@@ -28,13 +28,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agent_payload.testing.script import Api, FakeRequest, Reply
+from agent_payload.testing.script import CHUNK_CHARS, Api, FakeRequest, Reply
 from agent_payload.testing.wire import BUILDERS
 
 __all__ = ["CHUNK_CHARS", "error_event", "stream_events", "wants_stream"]
-
-CHUNK_CHARS = 16
-"""Characters of text (or tool-call arguments) per delta event."""
 
 
 def wants_stream(request: FakeRequest) -> bool:

@@ -14,6 +14,7 @@ from agent_payload.outline import FIND_IN_PAYLOAD, READ_PAYLOAD
 
 __all__ = [
     "API_PATHS",
+    "CHUNK_CHARS",
     "Api",
     "FakeRequest",
     "Fault",
@@ -26,6 +27,10 @@ __all__ = [
 ]
 
 ReplyKind = Literal["auto", "text", "tool_call", "refusal"]
+
+CHUNK_CHARS = 16
+"""Characters of text (or tool-call arguments) per piece of a streamed reply: per delta event
+of ``FakeProviderServer``'s streams, per ``on_progress`` call of ``ScriptedModel``'s."""
 
 
 @dataclass(frozen=True, slots=True)
