@@ -240,3 +240,28 @@ def test_scripted_model_streams_offline(mode: str) -> None:
     assert result.attempts == 2
     assert progress[-1] == (2, len(GOOD))
     assert [n for a, n in progress if a == 1] == [16, 32, len(BAD)]
+
+
+@pytest.mark.slow  # about 2 s each: the server is slow on purpose
+@pytest.mark.parametrize("api", APIS)
+def test_a_slow_server_streams_within_the_read_timeout(
+    server: FakeProviderServer, api: str
+) -> None:
+    """A server that takes longer than the client's read timeout for the whole reply (its
+    events 0.1 s apart, about a second in all, against a 0.5 s timeout) fails the request
+    without streaming and answers it with streaming: each event arrives well within the timeout."""
+    server.reset([Fault.trickle(0.1, then=GOOD)] * 2)
+    if api == "anthropic":
+        client = server.anthropic_client(max_retries=0, timeout=0.5)
+    else:
+        client = server.openai_client(max_retries=0, timeout=0.5)
+    with client:
+        with pytest.raises(ProviderError, match="timed out"):
+            PayloadAgent(client, **agent_options(api)).run(PAYLOAD, "Rename Bob")
+        progress: list[int] = []
+        agent = PayloadAgent(
+            client, **agent_options(api), stream=True, on_progress=lambda a, n: progress.append(n)
+        )
+        result = agent.run(PAYLOAD, "Rename Bob")
+    assert result.payload["name"] == "Ada Lovelace, Countess of Lovelace"
+    assert progress[-1] == len(GOOD)

@@ -42,7 +42,8 @@ Three tools, all offline:
   format (``testing._stream``), so the SDKs' streaming helpers, ``PayloadAgent(stream=True)``
   and the frameworks' streaming runs work against it. Faults mid-stream:
   ``Fault.stream_cut(after)`` resets the connection after ``after`` events (``clean=True``: the
-  stream just ends there), ``Fault.stream_error(after)`` sends the API's error event.
+  stream just ends there), ``Fault.stream_error(after)`` sends the API's error event;
+  ``Fault.trickle(seconds)`` is a slow server (events ``seconds`` apart).
 
 * ``block_model_requests()`` — while active (or while ``ALLOW_MODEL_REQUESTS`` is False, or the
   environment has ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0``), the provider adapters raise

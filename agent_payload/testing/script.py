@@ -204,7 +204,15 @@ class Reply:
 
 
 FaultKind = Literal[
-    "status", "delay", "reset", "not_json", "cut_short", "malformed", "stream_cut", "stream_error"
+    "status",
+    "delay",
+    "reset",
+    "not_json",
+    "cut_short",
+    "malformed",
+    "stream_cut",
+    "stream_error",
+    "trickle",
 ]
 
 
@@ -293,6 +301,14 @@ class Fault:
         ``error`` event, an Anthropic ``error`` event of type ``overloaded_error``); to a request
         that does not stream, an HTTP 500 with that message (and ``x-should-retry: false``)."""
         return cls(kind="stream_error", after=after, then=then, body=message)
+
+    @classmethod
+    def trickle(cls, seconds: float, *, then: Reply | str = "{}") -> Fault:
+        """A slow server: a streamed answer (to ``then``) whose events come ``seconds`` apart;
+        to a request that does not stream, the whole answer after as long as all the events
+        would take (so a client's read timeout shorter than that fires only without
+        streaming)."""
+        return cls(kind="trickle", seconds=seconds, then=then)
 
     @classmethod
     def cut_short(cls) -> Fault:

@@ -225,6 +225,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 message = fault.body or "FakeProviderServer injected an error mid-stream"
                 error = error_event(request.api, message, sequence_number=len(sent))
                 self._send_stream([*sent, error])
+        elif fault.kind == "trickle":
+            reply = resolve_reply(fault.then or "{}", request)
+            events = stream_events(reply, request)
+            if wants_stream(request):
+                self._send_stream(events, pace=fault.seconds)
+            elif self.server.fake._wake.wait(fault.seconds * len(events)):
+                self.close_connection = True  # the server is closing or resetting
+            else:
+                with contextlib.suppress(OSError):
+                    self._send_json(200, BUILDERS[request.api](reply, request))
         elif fault.kind == "stream_error":
             message = fault.body or "FakeProviderServer injected an error mid-stream"
             self._send_json(500, error_body(request.api, 500, message), {"x-should-retry": "false"})
@@ -267,9 +277,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         with self.server.sockets_lock:
             self.server.abort_sockets.add(self.connection)
 
-    def _send_stream(self, events: list[bytes], *, end: bool = True) -> None:
+    def _send_stream(self, events: list[bytes], *, end: bool = True, pace: float = 0.0) -> None:
         """A 200 ``text/event-stream`` in chunked transfer encoding, one chunk per event
-        (flushed), closed by the last chunk unless ``end`` is False."""
+        (flushed, ``pace`` seconds after the one before), closed by the last chunk unless
+        ``end`` is False."""
         request_id = new_id("req_")
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
@@ -278,7 +289,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.send_header("x-request-id", request_id)
         self.send_header("request-id", request_id)
         self.end_headers()
-        for event in events:
+        wake = self.server.fake._wake
+        for n, event in enumerate(events):
+            if n and pace and wake.wait(pace):
+                self.close_connection = True  # the server is closing or resetting
+                return
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.flush()
         if end:
