@@ -265,3 +265,27 @@ def test_a_slow_server_streams_within_the_read_timeout(
         result = agent.run(PAYLOAD, "Rename Bob")
     assert result.payload["name"] == "Ada Lovelace, Countess of Lovelace"
     assert progress[-1] == len(GOOD)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_outline_mode_reads_are_streamed_too(server: FakeProviderServer, api: str) -> None:
+    """A payload over the budget: the outline, a read (a streamed tool call of read_payload,
+    answered), then the change request, all streamed; on_progress hears both requests."""
+    payload = {"lines": [{"sku": f"SKU-{i:04d}", "note": "x" * 80} for i in range(400)]}
+    change = '{"updateElements": {"lines": {"250": {"sku": "NEW"}}}}'
+    server.reset([Reply.read_payload("lines[250]"), change])
+    progress: list[int] = []
+    with client_for(server, api) as client:
+        agent = PayloadAgent(
+            client,
+            **agent_options(api),
+            stream=True,
+            max_payload_tokens=2_000,
+            on_progress=lambda attempt, characters: progress.append(characters),
+        )
+        result = agent.run(payload, "Rename line 250 to NEW")
+    assert result.payload["lines"][250]["sku"] == "NEW"
+    assert result.outlined and result.reads == 1
+    assert [r.body["stream"] for r in server.requests] == [True, True]
+    assert "SKU-0250" in server.requests[1].text  # the read was answered
+    assert progress[-1] == len(change)
