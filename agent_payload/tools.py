@@ -486,9 +486,7 @@ class ChangeRequestToolHandler:
         self.results.append(result)
         if not result.is_error:
             assert result.change_request is not None
-            self._past.append(
-                (self.payload, Applied(result.change_request, frozenset({self.marker})))
-            )
+            self._past.append((self.payload, Applied(result.change_request, frozenset({self.marker}))))
             while len(self._past) > self.history:
                 self._past.popleft()
             self.payload = result.payload

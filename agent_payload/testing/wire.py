@@ -188,12 +188,7 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
             elif reply.length_limited:
                 # A tool call cut by max_tokens: the API returns the block with what it has.
                 content.append(
-                    {
-                        "type": "tool_use",
-                        "id": new_id("toolu_"),
-                        "name": call.tool_name,
-                        "input": {},
-                    }
+                    {"type": "tool_use", "id": new_id("toolu_"), "name": call.tool_name, "input": {}}
                 )
             else:
                 # Tool input is always an object in this API; anything else is sent as text.
