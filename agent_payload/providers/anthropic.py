@@ -27,6 +27,10 @@ model's minimum cacheable length are simply not cached). Cache reads and writes 
 version has no ``temperature`` parameter). ``finish_reason`` is the ``stop_reason``;
 ``"max_tokens"`` (and ``"model_context_window_exceeded"``) mark a truncated reply and
 ``"refusal"`` a refusal (``ModelReply.refusal`` holds the text, or the refusal's explanation).
+
+Streaming (``stream_request`` / ``astream_request``, for ``PayloadAgent(stream=True)``):
+``messages.stream`` with the same parameters; the SDK's stream assembles the ``Message`` that
+``parse_reply`` reads, once ``message_stop`` has arrived.
 """
 
 from __future__ import annotations

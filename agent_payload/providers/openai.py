@@ -1,4 +1,4 @@
-# Over 650 lines (666): two adapters (Chat Completions and Responses) sharing one base, with
+# Over 650 lines (672): two adapters (Chat Completions and Responses) sharing one base, with
 # the tool-call mapping of each API beside its request builder, and their streamed calls (the
 # stream readers themselves live in openai_stream.py).
 """OpenAI adapters: Chat Completions (``OpenAIChatModel``) and the Responses API
@@ -23,6 +23,11 @@ itself; the agent keeps that prefix long (system prompt, payload, then the task)
 ``prompt_cache_key`` to both APIs when set. ``Usage.cached_input_tokens`` is the usage's
 ``cached_tokens`` (counted in ``input_tokens``, as OpenAI counts it) and
 ``Usage.cache_write_input_tokens`` its ``cache_write_tokens`` where the server reports them.
+
+Streaming (``stream_request`` / ``astream_request``, for ``PayloadAgent(stream=True)``): the
+same call with ``stream=True`` (Chat Completions also asks for the usage chunk with
+``stream_options``); ``providers.openai_stream`` gathers the events into the object
+``parse_reply`` reads, so the ``ModelReply`` is the one the plain call gives.
 
 ``strict`` (constructor), the same in both adapters: ``False`` (default) never sends
 ``strict: true`` (the Responses API, which defaults to strict, gets ``strict: false``), which
