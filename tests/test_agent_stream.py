@@ -93,7 +93,7 @@ def test_a_streamed_run_corrects_and_reports_progress(
     hook = on_progress_async if mode == "async" else on_progress
     server.reset(script)
     streamed = RUNS[mode](server, api, stream=True, on_progress=hook, output_mode=output_mode)
-    assert all(r.body["stream"] is True for r in server.requests)
+    assert all(r.stream for r in server.requests)
     server.reset(script)
     plain = RUNS[mode](server, api, output_mode=output_mode)
     assert all("stream" not in r.body for r in server.requests)
@@ -286,6 +286,6 @@ def test_outline_mode_reads_are_streamed_too(server: FakeProviderServer, api: st
         result = agent.run(payload, "Rename line 250 to NEW")
     assert result.payload["lines"][250]["sku"] == "NEW"
     assert result.outlined and result.reads == 1
-    assert [r.body["stream"] for r in server.requests] == [True, True]
+    assert [r.stream for r in server.requests] == [True, True]
     assert "SKU-0250" in server.requests[1].text  # the read was answered
     assert progress[-1] == len(change)

@@ -72,7 +72,7 @@ def test_chat_stream_text_in_pieces_with_a_usage_chunk(
     assert completion.usage.model_dump() == plain.usage.model_dump()
     assert completion.usage.prompt_tokens_details.cached_tokens == 600
     raw = fake_server.requests[0]
-    assert raw.body["stream"] is True
+    assert raw.body["stream"] is True and raw.stream
 
 
 def test_chat_stream_raw_chunks(fake_server: FakeProviderServer, oa: Any) -> None:
@@ -289,7 +289,7 @@ DONE = "Done: three of B."
 def assert_applied(h: ChangeRequestToolHandler, server: FakeProviderServer) -> None:
     assert h.payload["lines"][1]["qty"] == 3
     assert h.payload["lines"][0] == {"sku": "A", "qty": 1}
-    assert all(r.body.get("stream") is True for r in server.requests)
+    assert all(r.stream for r in server.requests)
     assert server.errors == []
 
 

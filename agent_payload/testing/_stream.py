@@ -31,13 +31,7 @@ from typing import Any
 from agent_payload.testing.script import CHUNK_CHARS, Api, FakeRequest, Reply
 from agent_payload.testing.wire import BUILDERS
 
-__all__ = ["CHUNK_CHARS", "error_event", "stream_events", "wants_stream"]
-
-
-def wants_stream(request: FakeRequest) -> bool:
-    """True when the request asks for an event stream (``"stream": true``)."""
-    body = request.body if isinstance(request.body, dict) else {}
-    return body.get("stream") is True
+__all__ = ["CHUNK_CHARS", "error_event", "stream_events"]
 
 
 def _pieces(text: str) -> list[str]:

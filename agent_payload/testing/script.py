@@ -380,6 +380,12 @@ class FakeRequest:
         return self.model_name
 
     @property
+    def stream(self) -> bool:
+        """True when the request asks for an event stream (``"stream": true``)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        return body.get("stream") is True
+
+    @property
     def retry_count(self) -> int:
         """The SDK's ``x-stainless-retry-count`` header (0 on a first attempt)."""
         try:

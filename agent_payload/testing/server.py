@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agent_payload.testing._stream import error_event, stream_events, wants_stream
+from agent_payload.testing._stream import error_event, stream_events
 from agent_payload.testing.batch import BatchFakes, Route
 from agent_payload.testing.script import (
     API_PATHS,
@@ -187,7 +187,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             )
             return
         reply = resolve_reply(item, request)
-        if wants_stream(request):
+        if request.stream:
             self._send_stream(stream_events(reply, request))
         else:
             self._send_json(200, BUILDERS[request.api](reply, request))
@@ -214,7 +214,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         elif fault.kind == "not_json":
             data = (fault.body or "").encode()
             self._send_raw(200, data, fault.content_type, {})
-        elif fault.kind in ("stream_cut", "stream_error") and wants_stream(request):
+        elif fault.kind in ("stream_cut", "stream_error") and request.stream:
             events = stream_events(resolve_reply(fault.then or "{}", request), request)
             sent = events[: fault.after]
             if fault.kind == "stream_cut":
@@ -228,7 +228,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         elif fault.kind == "trickle":
             reply = resolve_reply(fault.then or "{}", request)
             events = stream_events(reply, request)
-            if wants_stream(request):
+            if request.stream:
                 self._send_stream(events, pace=fault.seconds)
             elif self.server.fake._wake.wait(fault.seconds * len(events)):
                 self.close_connection = True  # the server is closing or resetting
