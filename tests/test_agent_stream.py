@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agent_payload import AsyncPayloadAgent, ConfigurationError, PayloadAgent, ProviderError
+from agent_payload.agent import Hooks
 from agent_payload.providers.anthropic import AnthropicModel
 from agent_payload.providers.base import ModelReply, ToolSpec
 from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -289,3 +290,14 @@ def test_outline_mode_reads_are_streamed_too(server: FakeProviderServer, api: st
     assert [r.stream for r in server.requests] == [True, True]
     assert "SKU-0250" in server.requests[1].text  # the read was answered
     assert progress[-1] == len(change)
+
+
+def test_a_runs_own_hooks_hear_the_progress_too() -> None:
+    """``run(hooks=Hooks(on_progress=...))``: called after the agent's own, per piece."""
+    heard: list[str] = []
+    agent = PayloadAgent(
+        ScriptedModel([GOOD]), stream=True, on_progress=lambda a, n: heard.append(f"agent {n}")
+    )
+    agent.run(PAYLOAD, "Rename", hooks=Hooks(on_progress=lambda a, n: heard.append(f"run {n}")))
+    assert heard[:4] == ["agent 16", "run 16", "agent 32", "run 32"]
+    assert heard[-1] == f"run {len(GOOD)}"

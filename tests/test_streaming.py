@@ -423,3 +423,29 @@ def test_openai_agents_run_streamed_cut_mid_stream(fake_server: FakeProviderServ
     with pytest.raises(openai.APIConnectionError):
         asyncio.run(run())
     assert h.payload == INVOICE and h.results == []
+
+
+@pytest_slow
+def test_pydantic_ai_run_stream_error_event_mid_stream(fake_server: FakeProviderServer) -> None:
+    """The API's error event in the middle of the tool call: pydantic-ai raises its
+    ModelHTTPError with the event's error, the handler never sees the half call."""
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from agent_payload.integrations.pydantic_ai import change_request_tool
+
+    fake_server.reset([Fault.stream_error(4, message="overloaded", then=RIGHT)])
+    h = ChangeRequestToolHandler(INVOICE)
+
+    async def run() -> str:
+        async with fake_server.openai_client(async_client=True, max_retries=0) as client:
+            model = OpenAIChatModel("gpt-test", provider=OpenAIProvider(openai_client=client))
+            agent = Agent(model, tools=[change_request_tool(h)])
+            async with agent.run_stream(TASK) as result:
+                return await result.get_output()
+
+    with pytest.raises(ModelHTTPError, match="overloaded"):
+        asyncio.run(run())
+    assert h.payload == INVOICE and h.results == []
