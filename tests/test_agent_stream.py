@@ -187,6 +187,7 @@ def test_a_stream_that_ends_early_is_a_retryable_provider_error(
 
 
 def test_the_next_run_after_a_broken_stream_applies_the_change(server: FakeProviderServer) -> None:
+    """A broken stream leaves nothing behind: the next run applies the change whole."""
     server.reset([Fault.stream_cut(4, then=GOOD), GOOD])
     with pytest.raises(ProviderError):
         run_sync(server, "chat", stream=True)
@@ -205,6 +206,8 @@ class _NoStreaming:
 
 
 def test_stream_option_is_checked() -> None:
+    """stream must be a bool, and the model able to stream; the sync agent refuses an async
+    on_progress."""
     with pytest.raises(ConfigurationError, match="stream: expected True or False"):
         PayloadAgent(ScriptedModel([GOOD]), stream="yes")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"cannot stream.*no stream_request\(\)"):

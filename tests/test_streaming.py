@@ -60,6 +60,8 @@ def chat(client: Any, **options: Any) -> Any:
 def test_chat_stream_text_in_pieces_with_a_usage_chunk(
     fake_server: FakeProviderServer, oa: Any
 ) -> None:
+    """The SDK's helper assembles the text from content deltas; with include_usage the usage
+    chunk carries the same usage as the plain answer (cached tokens included)."""
     fake_server.reset([CACHED, CACHED])
     client = oa
     completion, kinds = chat(client, stream_options={"include_usage": True})
@@ -95,6 +97,8 @@ def test_chat_stream_raw_chunks(fake_server: FakeProviderServer, oa: Any) -> Non
 
 
 def test_chat_stream_several_tool_calls_by_index(fake_server: FakeProviderServer, oa: Any) -> None:
+    """Two calls in one response, each announced (id, name) then its arguments in pieces,
+    told apart by index."""
     fake_server.reset([TWO_CALLS])
     completion, kinds = chat(oa, tools=[CHAT_TOOL])
     calls = completion.choices[0].message.tool_calls
@@ -108,6 +112,8 @@ def test_chat_stream_several_tool_calls_by_index(fake_server: FakeProviderServer
 
 
 def test_chat_stream_refusal_and_truncation(fake_server: FakeProviderServer, oa: Any) -> None:
+    """A refusal arrives as refusal deltas; a truncated reply ends with finish_reason
+    "length"."""
     fake_server.reset([Reply.refusal("No."), Reply.truncated("cut he")])
     client = oa
     completion, kinds = chat(client)
@@ -133,6 +139,8 @@ def responses_events(client: Any, **options: Any) -> list[Any]:
 
 
 def test_responses_stream_text_events(fake_server: FakeProviderServer, oa: Any) -> None:
+    """The Responses events in their order, numbered; the helper's final response has the
+    text and the usage (cached tokens included)."""
     fake_server.reset([CACHED, CACHED])
     client = oa
     events = responses_events(client)
@@ -160,6 +168,8 @@ def test_responses_stream_text_events(fake_server: FakeProviderServer, oa: Any) 
 
 
 def test_responses_stream_function_calls(fake_server: FakeProviderServer, oa: Any) -> None:
+    """Two function_call items, each with argument deltas and a done event, gathered by the
+    helper."""
     fake_server.reset([TWO_CALLS, TWO_CALLS])
     client = oa
     events = responses_events(client, tools=[RESPONSES_TOOL])
@@ -176,6 +186,8 @@ def test_responses_stream_function_calls(fake_server: FakeProviderServer, oa: An
 
 
 def test_responses_stream_refusal_and_incomplete(fake_server: FakeProviderServer, oa: Any) -> None:
+    """A refusal arrives as refusal events; a truncated reply ends with response.incomplete
+    (max_output_tokens)."""
     fake_server.reset([Reply.refusal("No."), Reply.truncated("cut he")])
     client = oa
     events = responses_events(client)
@@ -200,6 +212,8 @@ def anthropic_stream(client: Any, **options: Any) -> tuple[Any, list[str]]:
 
 
 def test_anthropic_stream_text_and_usage(fake_server: FakeProviderServer, an: Any) -> None:
+    """message_start to message_stop; the assembled message has the text, the stop reason
+    and the plain answer's usage (cache reads included)."""
     fake_server.reset([CACHED, CACHED])
     client = an
     message, kinds = anthropic_stream(client)
@@ -215,6 +229,7 @@ def test_anthropic_stream_text_and_usage(fake_server: FakeProviderServer, an: An
 
 
 def test_anthropic_stream_tool_use_blocks(fake_server: FakeProviderServer, an: Any) -> None:
+    """Two tool_use blocks, each input arriving as input_json_delta pieces."""
     fake_server.reset([TWO_CALLS])
     message, kinds = anthropic_stream(an, tools=[ANTHROPIC_TOOL])
     assert [(b.name, b.input) for b in message.content] == [
@@ -226,6 +241,7 @@ def test_anthropic_stream_tool_use_blocks(fake_server: FakeProviderServer, an: A
 
 
 def test_anthropic_stream_refusal_and_max_tokens(fake_server: FakeProviderServer, an: Any) -> None:
+    """stop_reason "refusal" with its stop_details; "max_tokens" for a truncated reply."""
     fake_server.reset([Reply.refusal("No."), Reply.truncated("cut he")])
     client = an
     message, _ = anthropic_stream(client)
@@ -240,6 +256,8 @@ def test_anthropic_stream_refusal_and_max_tokens(fake_server: FakeProviderServer
 def test_a_cut_stream_is_a_connection_error_in_each_sdk(
     fake_server: FakeProviderServer, oa: Any, an: Any
 ) -> None:
+    """A connection reset after a few events is each SDK's connection error, raised while
+    reading."""
     fake_server.reset([Fault.stream_cut(3, then=LONG)] * 3)
     client = oa
     with pytest.raises(openai.APIConnectionError):
@@ -252,6 +270,8 @@ def test_a_cut_stream_is_a_connection_error_in_each_sdk(
 
 
 def test_an_error_event_mid_stream(fake_server: FakeProviderServer, oa: Any, an: Any) -> None:
+    """Each API's error event: the Chat SDK and the Anthropic SDK raise it, the Responses
+    stream hands it over as an event."""
     fake_server.reset([Fault.stream_error(2, message="overloaded", then=LONG)] * 3)
     client = oa
     with pytest.raises(openai.APIError, match="overloaded"):
@@ -266,6 +286,7 @@ def test_an_error_event_mid_stream(fake_server: FakeProviderServer, oa: Any, an:
 def test_stream_faults_on_a_request_that_does_not_stream(
     fake_server: FakeProviderServer, oa: Any
 ) -> None:
+    """Without streaming, stream_cut is a reset and stream_error an HTTP 500."""
     fake_server.reset([Fault.stream_cut(), Fault.stream_error(message="down")])
     client = oa
     messages = [{"role": "user", "content": "hi"}]
@@ -296,6 +317,8 @@ def assert_applied(h: ChangeRequestToolHandler, server: FakeProviderServer) -> N
 @pytest_slow
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_openai_agents_run_streamed(fake_server: FakeProviderServer, api: str) -> None:
+    """Runner.run_streamed over either OpenAI API: the wrong call is sent back, the right
+    one applied, the run ends with the scripted text."""
     from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, RunConfig, Runner
 
     from agent_payload.integrations.openai_agents import change_request_tool
@@ -326,6 +349,8 @@ def test_openai_agents_run_streamed(fake_server: FakeProviderServer, api: str) -
 @pytest_slow
 @pytest.mark.parametrize("api", ["chat", "responses"])
 def test_pydantic_ai_run_stream(fake_server: FakeProviderServer, api: str) -> None:
+    """agent.run_stream over either OpenAI API: the change applied through the tool, the
+    streamed output ends with the scripted text."""
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -371,6 +396,8 @@ def anthropic_tool_loop(
 
 
 def test_anthropic_messages_stream_tool_loop(fake_server: FakeProviderServer, an: Any) -> None:
+    """A loop of messages.stream turns: tool_use blocks handled, results sent back, the last
+    turn's text streamed."""
     fake_server.reset([WRONG, RIGHT, DONE])
     h = ChangeRequestToolHandler(INVOICE)
     client = an
