@@ -298,7 +298,7 @@ def test_stream_faults_on_a_request_that_does_not_stream(
 
 # --- the frameworks' streaming loops (issue 31's acceptance) -----------------------------------
 
-pytest_slow = pytest.mark.slow
+slow = pytest.mark.slow  # imports an agent framework (1-4 s the first time)
 
 WRONG = Reply.tool_call({"updateElements": {"lines": {"5": {"qty": 3}}}})
 RIGHT = Reply.tool_call({"updateElements": {"lines": {"1": {"qty": 3}}}, "reasoning": "3 of B"})
@@ -314,7 +314,7 @@ def assert_applied(h: ChangeRequestToolHandler, server: FakeProviderServer) -> N
     assert server.errors == []
 
 
-@pytest_slow
+@slow
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_openai_agents_run_streamed(fake_server: FakeProviderServer, api: str) -> None:
     """Runner.run_streamed over either OpenAI API: the wrong call is sent back, the right
@@ -346,7 +346,7 @@ def test_openai_agents_run_streamed(fake_server: FakeProviderServer, api: str) -
     assert_applied(h, fake_server)
 
 
-@pytest_slow
+@slow
 @pytest.mark.parametrize("api", ["chat", "responses"])
 def test_pydantic_ai_run_stream(fake_server: FakeProviderServer, api: str) -> None:
     """agent.run_stream over either OpenAI API: the change applied through the tool, the
@@ -425,7 +425,7 @@ def test_anthropic_stream_cut_mid_tool_call_applies_nothing(
     assert_applied(h, fake_server)
 
 
-@pytest_slow
+@slow
 def test_openai_agents_run_streamed_cut_mid_stream(fake_server: FakeProviderServer) -> None:
     """A stream cut while the model writes its tool call ends the run with the SDK's
     connection error; the payload is untouched."""
@@ -452,7 +452,7 @@ def test_openai_agents_run_streamed_cut_mid_stream(fake_server: FakeProviderServ
     assert h.payload == INVOICE and h.results == []
 
 
-@pytest_slow
+@slow
 def test_pydantic_ai_run_stream_error_event_mid_stream(fake_server: FakeProviderServer) -> None:
     """The API's error event in the middle of the tool call: pydantic-ai raises its
     ModelHTTPError with the event's error, the handler never sees the half call."""
