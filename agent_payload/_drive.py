@@ -61,6 +61,7 @@ class Hooks:
     on_retry: Callable[[int, Sequence[Problem], bool], Any] | None = None
     on_success: Callable[[AgentResult[Any]], Any] | None = None
     on_error: Callable[[BaseException, int], Any] | None = None
+    on_progress: Callable[[int, int], Any] | None = None
 
 
 @overload

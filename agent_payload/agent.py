@@ -22,7 +22,11 @@ it, and a dropped validator would apply what it should reject):
 * ``on_response(attempt, reply, is_last)`` after it;
 * ``on_retry(attempt, problems, is_last)`` after an attempt whose reply could not be used;
   ``is_last`` is True when no further attempt will follow (the run is about to fail);
-* ``on_success(result)`` and ``on_error(error, attempts)`` once per run.
+* ``on_success(result)`` and ``on_error(error, attempts)`` once per run;
+* ``on_progress(attempt, characters)`` with ``stream=True``, as the reply arrives: the
+  characters of the reply received so far in this request (text, refusal or tool-call
+  arguments). The reply is judged only once it is whole; a stream that breaks off is a
+  retryable ``ProviderError`` and nothing of it is applied.
 
 ``is_last`` is True when the retry policy's ``stop`` says no attempt follows this one (exact
 for attempt-count and token-budget stops; False when a time-based stop cannot tell yet).
@@ -81,7 +85,14 @@ from agent_payload.outline import (
     default_max_payload_tokens,
 )
 from agent_payload.providers import as_model, infer_model
-from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
+from agent_payload.providers.base import (
+    AsyncModel,
+    AsyncStreamingModel,
+    Model,
+    ModelReply,
+    ModelRequest,
+    StreamingModel,
+)
 from agent_payload.report import Guard, Problem
 from agent_payload.result import AgentResult
 from agent_payload.telemetry import run_trace
@@ -254,6 +265,8 @@ class _BaseAgent(Generic[M]):
         on_retry: Callable[[int, Sequence[Problem], bool], Any] | None = None,
         on_success: Callable[[AgentResult[Any]], Any] | None = None,
         on_error: Callable[[BaseException, int], Any] | None = None,
+        on_progress: Callable[[int, int], Any] | None = None,
+        stream: bool = False,
         offload_nodes: int | None = OFFLOAD_NODES,
         prompt_caching: bool = True,
         prompt_cache_key: str | None = None,
@@ -313,7 +326,9 @@ class _BaseAgent(Generic[M]):
             on_retry=on_retry or base.on_retry,
             on_success=on_success or base.on_success,
             on_error=on_error or base.on_error,
+            on_progress=on_progress or base.on_progress,
         )
+        self.stream = _check_stream(stream, self.model, self._async_client)
         if not self._async_client:
             self._require_sync(self.validators, self.hooks)
 
@@ -373,6 +388,24 @@ class _BaseAgent(Generic[M]):
         return state
 
 
+def _check_stream(stream: object, model: Any, async_client: bool) -> bool:
+    """``stream`` checked: a bool, and True only for a model that can stream."""
+    if not isinstance(stream, bool):
+        raise ConfigurationError(f"stream: expected True or False, found {stream!r}")
+    wanted, method = (
+        (AsyncStreamingModel, "astream_request")
+        if async_client
+        else (StreamingModel, "stream_request")
+    )
+    if stream and not isinstance(model, wanted):
+        raise ConfigurationError(
+            f"stream=True: the model {model.model_name!r} ({type(model).__qualname__}) cannot "
+            f"stream its reply (it has no {method}()); use an OpenAI or Anthropic SDK client, "
+            "or drop stream=True"
+        )
+    return stream
+
+
 def _payload_budget(value: int | str | None, model: Model) -> int | None:
     """``max_payload_tokens`` resolved: ``"auto"`` from the model's name
     (``outline.default_max_payload_tokens``), ``None`` as is, an int checked."""
@@ -428,6 +461,11 @@ class PayloadAgent(_BaseAgent[Model]):
       pydantic's own validators) to have the model try again with that message. Any other
       exception propagates (a bug in the validator is not the model's to fix).
     * ``api``: ``"chat"`` (default) or ``"responses"`` for an OpenAI client or string.
+    * ``stream`` (default False): receive each reply as a stream through the SDK (Chat
+      Completions, Responses, Anthropic ``messages.stream``), so a long change request from a
+      slow server never waits out a read timeout in silence; ``on_progress(attempt,
+      characters)`` hears of every piece. The reply is judged when whole, exactly as without
+      streaming; a stream that breaks off is a retryable ``ProviderError``.
     * ``offload_nodes`` (``AsyncPayloadAgent``): see ``AsyncPayloadAgent.run``.
     * ``extra_instructions``: added to the system prompt. Hooks: see the module docstring.
     * ``max_payload_tokens`` (default ``"auto"``: a quarter of the model's context window when
@@ -496,12 +534,12 @@ class PayloadAgent(_BaseAgent[Model]):
                     last = _is_last(retrying, attempt.retry_state)
                     _call(hook_sets, "on_request", state.attempt, request, last)
                     log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
-                    reply = self.model.request(request)
+                    reply = self._ask(request, state.attempt, hook_sets)
                     _call(hook_sets, "on_response", state.attempt, reply, last)
                     while (follow := state.read_turn(reply)) is not None:
                         log.debug("attempt %d: answered read %d", state.attempt, state.reads_used)
                         _call(hook_sets, "on_request", state.attempt, follow, last)
-                        reply = self.model.request(follow)
+                        reply = self._ask(follow, state.attempt, hook_sets)
                         _call(hook_sets, "on_response", state.attempt, reply, last)
                     try:
                         result: AgentResult[Any] = state.judge(reply)
@@ -521,6 +559,19 @@ class PayloadAgent(_BaseAgent[Model]):
             raise
         _call(hook_sets, "on_success", result)
         return result
+
+    def _ask(
+        self, request: ModelRequest, attempt: int, hook_sets: Sequence[Hooks | None]
+    ) -> ModelReply:
+        """One model request, streamed when the agent streams (``on_progress`` as it comes)."""
+        if not self.stream:
+            return self.model.request(request)
+
+        def progress(characters: int) -> None:
+            _call(hook_sets, "on_progress", attempt, characters)
+
+        model: StreamingModel = self.model  # type: ignore[assignment]  # checked at __init__
+        return model.stream_request(request, progress)
 
 
 class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
@@ -580,7 +631,7 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
                     last = _is_last(retrying, attempt.retry_state)
                     await _acall(hook_sets, "on_request", state.attempt, request, last)
                     log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
-                    reply = await self.model.arequest(request)
+                    reply = await self._ask(request, state.attempt, hook_sets)
                     await _acall(hook_sets, "on_response", state.attempt, reply, last)
                     while True:
                         follow = (
@@ -592,7 +643,7 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
                             break
                         log.debug("attempt %d: answered read %d", state.attempt, state.reads_used)
                         await _acall(hook_sets, "on_request", state.attempt, follow, last)
-                        reply = await self.model.arequest(follow)
+                        reply = await self._ask(follow, state.attempt, hook_sets)
                         await _acall(hook_sets, "on_response", state.attempt, reply, last)
                     try:
                         result: AgentResult[Any] = await _callables.adrive(
@@ -614,6 +665,19 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
             raise
         await _acall(hook_sets, "on_success", result)
         return result
+
+    async def _ask(
+        self, request: ModelRequest, attempt: int, hook_sets: Sequence[Hooks | None]
+    ) -> ModelReply:
+        """One model request, streamed when the agent streams (``on_progress`` awaited)."""
+        if not self.stream:
+            return await self.model.arequest(request)
+
+        async def progress(characters: int) -> None:
+            await _acall(hook_sets, "on_progress", attempt, characters)
+
+        model: AsyncStreamingModel = self.model  # type: ignore[assignment]  # checked at __init__
+        return await model.astream_request(request, progress)
 
 
 async def _acommit(state: RunState, result: AgentResult[Any], commit: Commit) -> AgentResult[Any]:

@@ -25,20 +25,24 @@ from typing import Any, Literal
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import (
     AsyncModel,
+    AsyncStreamingModel,
     Message,
     Model,
     ModelReply,
     ModelRequest,
     OutputMode,
+    StreamingModel,
 )
 
 __all__ = [
     "AsyncModel",
+    "AsyncStreamingModel",
     "Message",
     "Model",
     "ModelReply",
     "ModelRequest",
     "OutputMode",
+    "StreamingModel",
     "as_model",
     "close_client",
     "infer_model",

@@ -19,6 +19,11 @@
   (the SDK's classes and the wording that names it are parameters; the SDK module passes them,
   so this module imports no SDK). Each provider module keeps its one context manager
   (``map_openai_errors``, ``map_anthropic_errors``) on top of ``SdkErrors.mapped``.
+* ``StreamProgress`` and ``StreamBroken``: what the adapters' streaming calls share: the
+  characters of the reply received so far (told to the caller's ``on_progress`` after each
+  piece), and the error a stream reader raises for a stream that ended without a whole reply;
+  ``SdkErrors.streamed`` turns it, and whatever else breaks a stream that began, into a
+  retryable ``ProviderError`` (nothing of a partial reply is ever used).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ __all__ = [
     "REQUESTS_ENV_SWITCH",
     "ResponseShape",
     "SdkErrors",
+    "StreamBroken",
+    "StreamProgress",
     "Strict",
     "check_client_kind",
     "check_strict",
@@ -319,6 +326,27 @@ def _allows_bool(kinds: type | tuple[type, ...]) -> bool:
     return bool in (kinds if isinstance(kinds, tuple) else (kinds,))
 
 
+class StreamBroken(Exception):
+    """A stream that ended without a whole reply, or said it failed (raised by the adapters'
+    stream readers inside ``SdkErrors.streamed``, which makes it a ``ProviderError``)."""
+
+
+class StreamProgress:
+    """The characters of a streamed reply (text, refusal, tool-call arguments) received so
+    far; ``add(piece)`` counts a piece and returns what ``on_progress(characters)`` returned
+    (an awaitable from an async hook, which the async reader awaits)."""
+
+    def __init__(self, on_progress: Callable[[int], Any] | None) -> None:
+        self.characters = 0
+        self._on_progress = on_progress
+
+    def add(self, piece: str | None) -> Any:
+        if not piece:
+            return None
+        self.characters += len(piece)
+        return None if self._on_progress is None else self._on_progress(self.characters)
+
+
 def _status_message(exc: Any) -> str:
     return str(exc.message)
 
@@ -364,6 +392,26 @@ class SdkErrors:
             if error is None:
                 raise
             raise error from exc
+
+    @contextlib.contextmanager
+    def streamed(self, model: str, progress: StreamProgress) -> Iterator[None]:
+        """Around the reading of a stream that began (its HTTP 200 came): a connection cut, a
+        timeout, an error event, an undecodable event or a stream that ended early
+        (``StreamBroken``) is a retryable ``ProviderError`` (chained), since the SDK does not
+        retry a stream that began; our own errors and the caller's pass through."""
+        try:
+            yield
+        except AgentPayloadError:
+            raise
+        except (self.base, StreamBroken, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ProviderError(
+                f"{self.api} model {model!r}: the streamed reply broke off after "
+                f"{progress.characters} characters ({type(exc).__name__}: {exc}); nothing of it "
+                "was used. Try again: the request is safe to repeat.",
+                provider=self.provider,
+                status_code=200,
+                retryable=True,
+            ) from exc
 
     def translate(
         self, exc: Exception, *, model: str, client: Any = None

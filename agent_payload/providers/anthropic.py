@@ -27,13 +27,18 @@ model's minimum cacheable length are simply not cached). Cache reads and writes 
 version has no ``temperature`` parameter). ``finish_reason`` is the ``stop_reason``;
 ``"max_tokens"`` (and ``"model_context_window_exceeded"``) mark a truncated reply and
 ``"refusal"`` a refusal (``ModelReply.refusal`` holds the text, or the refusal's explanation).
+
+Streaming (``stream_request`` / ``astream_request``, for ``PayloadAgent(stream=True)``):
+``messages.stream`` with the same parameters; the SDK's stream assembles the ``Message`` that
+``parse_reply`` reads, once ``message_stop`` has arrived.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -42,6 +47,8 @@ from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
     ResponseShape,
     SdkErrors,
+    StreamBroken,
+    StreamProgress,
     Strict,
     check_client_kind,
     check_strict,
@@ -367,8 +374,67 @@ class AnthropicModel:
             message = await self.client.messages.create(**params)
         return self.parse_reply(message, request)
 
+    def stream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``request`` with the reply streamed (``messages.stream``): ``on_progress(characters)``
+        after each text or tool-input piece; the ``ModelReply`` once ``message_stop`` came (a
+        broken stream: a retryable ``ProviderError``)."""
+        self._check(wanted_async=False)
+        params = self.build_params(request)
+        progress, reader = StreamProgress(on_progress), _MessageStreamReader()
+        with contextlib.ExitStack() as stack:
+            with map_anthropic_errors(self.model_name, self.client):
+                stream = stack.enter_context(self.client.messages.stream(**params))
+            with _ERRORS.streamed(self.model_name, progress):
+                for event in stream:
+                    progress.add(reader.feed(event))
+                message = reader.result(stream)
+        return self.parse_reply(message, request)
+
+    async def astream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``stream_request`` on an async client (an awaitable from ``on_progress`` is awaited)."""
+        self._check(wanted_async=True)
+        params = self.build_params(request)
+        progress, reader = StreamProgress(on_progress), _MessageStreamReader()
+        async with contextlib.AsyncExitStack() as stack:
+            with map_anthropic_errors(self.model_name, self.client):
+                manager = self.client.messages.stream(**params)
+                stream = await stack.enter_async_context(manager)
+            with _ERRORS.streamed(self.model_name, progress):
+                async for event in stream:
+                    outcome = progress.add(reader.feed(event))
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                message = reader.result(stream)
+        return self.parse_reply(message, request)
+
     def __repr__(self) -> str:
         return f"AnthropicModel(model_name={self.model_name!r}, async={self._is_async})"
+
+
+class _MessageStreamReader:
+    """Counts the pieces of a ``messages.stream`` (the SDK's stream assembles the message)
+    and checks that it came whole: ``message_stop`` arrived."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def feed(self, event: Any) -> str:
+        kind = getattr(event, "type", None)
+        if kind == "content_block_delta":
+            delta = event.delta
+            return str(getattr(delta, "text", None) or getattr(delta, "partial_json", None) or "")
+        if kind == "message_stop":
+            self.stopped = True
+        return ""
+
+    def result(self, stream: Any) -> Any:
+        if not self.stopped:
+            raise StreamBroken("the stream ended before message_stop")
+        return stream.current_message_snapshot
 
 
 def _append_tool_message(out: list[dict[str, Any]], m: Message) -> None:

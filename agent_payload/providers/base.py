@@ -8,6 +8,12 @@ The agent builds a ``ModelRequest`` (provider-neutral messages plus the output m
 * ``AsyncModel``: ``async arequest(request) -> ModelReply``, what ``AsyncPayloadAgent`` (and
   ``BatchJob`` in concurrent mode) awaits.
 
+Streaming (``PayloadAgent(stream=True)``) asks more of a model: ``StreamingModel``
+(``stream_request(request, on_progress)``) and ``AsyncStreamingModel`` (``astream_request``),
+which receive the reply in pieces, call ``on_progress(characters_so_far)`` as they arrive (the
+async one awaits what it returns) and return the same ``ModelReply`` once the reply is whole; a
+stream that breaks off is a retryable ``ProviderError``, never a partial reply.
+
 Both carry ``model_name`` (the provider's name of the model, ``"gpt-5.4-mini"``) and
 ``provider`` (``"openai"``, ``"anthropic"``, ...). A model of your own implements the one its
 agent calls. The adapters (``providers/openai.py``, ``providers/anthropic.py``) and
@@ -19,7 +25,7 @@ SDK exceptions to ``ProviderError`` in one place.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -28,11 +34,13 @@ from agent_payload.usage import Usage
 
 __all__ = [
     "AsyncModel",
+    "AsyncStreamingModel",
     "Message",
     "Model",
     "ModelReply",
     "ModelRequest",
     "OutputMode",
+    "StreamingModel",
     "ToolCall",
     "ToolSpec",
 ]
@@ -151,3 +159,33 @@ class AsyncModel(Protocol):
     def provider(self) -> str: ...
 
     async def arequest(self, request: ModelRequest) -> ModelReply: ...
+
+
+@runtime_checkable
+class StreamingModel(Protocol):
+    """A ``Model`` that can stream its reply (``PayloadAgent(stream=True)``)."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    def stream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply: ...
+
+
+@runtime_checkable
+class AsyncStreamingModel(Protocol):
+    """An ``AsyncModel`` that can stream its reply (``AsyncPayloadAgent(stream=True)``)."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    async def astream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply: ...

@@ -1,5 +1,6 @@
-# Over 600 lines (608): two adapters (Chat Completions and Responses) sharing one base, with
-# the tool-call mapping of each API beside its request builder.
+# Over 650 lines (672): two adapters (Chat Completions and Responses) sharing one base, with
+# the tool-call mapping of each API beside its request builder, and their streamed calls (the
+# stream readers themselves live in openai_stream.py).
 """OpenAI adapters: Chat Completions (``OpenAIChatModel``) and the Responses API
 (``OpenAIResponsesModel``), on the user's own ``openai.OpenAI`` / ``openai.AsyncOpenAI`` client.
 
@@ -23,6 +24,11 @@ itself; the agent keeps that prefix long (system prompt, payload, then the task)
 ``cached_tokens`` (counted in ``input_tokens``, as OpenAI counts it) and
 ``Usage.cache_write_input_tokens`` its ``cache_write_tokens`` where the server reports them.
 
+Streaming (``stream_request`` / ``astream_request``, for ``PayloadAgent(stream=True)``): the
+same call with ``stream=True`` (Chat Completions also asks for the usage chunk with
+``stream_options``); ``providers.openai_stream`` gathers the events into the object
+``parse_reply`` reads, so the ``ModelReply`` is the one the plain call gives.
+
 ``strict`` (constructor), the same in both adapters: ``False`` (default) never sends
 ``strict: true`` (the Responses API, which defaults to strict, gets ``strict: false``), which
 every model and every OpenAI-compatible server accepts; the change-request schema never fits
@@ -32,8 +38,9 @@ the schema fits it, ``True`` always.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -42,6 +49,7 @@ from agent_payload.errors import ConfigurationError, ProviderError
 from agent_payload.providers._common import (
     ResponseShape,
     SdkErrors,
+    StreamProgress,
     Strict,
     check_client_kind,
     check_strict,
@@ -52,6 +60,7 @@ from agent_payload.providers._common import (
     split_system,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
+from agent_payload.providers.openai_stream import ChatStreamReader, ResponsesStreamReader
 from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
@@ -253,6 +262,48 @@ class _OpenAIModel(ABC):
             result = await self._create(params)
         return self.parse_reply(result, request)
 
+    def _stream_params(self, request: ModelRequest) -> dict[str, Any]:
+        return {**self.build_params(request), "stream": True}
+
+    @abstractmethod
+    def _reader(self) -> ChatStreamReader | ResponsesStreamReader:
+        """A fresh reader of this API's event stream (``providers.openai_stream``)."""
+
+    def stream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``request`` with the reply streamed (``stream=True``): ``on_progress(characters)``
+        after each piece; the ``ModelReply`` once it is whole (a broken stream: a retryable
+        ``ProviderError``)."""
+        self._check_sync(wanted_async=False)
+        params = self._stream_params(request)
+        progress, reader = StreamProgress(on_progress), self._reader()
+        with map_openai_errors(self.model_name, self.client):
+            stream = self._create(params)
+        with stream, _ERRORS.streamed(self.model_name, progress):
+            for event in stream:
+                progress.add(reader.feed(event))
+            result = reader.result()
+        return self.parse_reply(result, request)
+
+    async def astream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``stream_request`` on an async client (an awaitable from ``on_progress`` is awaited)."""
+        self._check_sync(wanted_async=True)
+        params = self._stream_params(request)
+        progress, reader = StreamProgress(on_progress), self._reader()
+        with map_openai_errors(self.model_name, self.client):
+            stream = await self._create(params)
+        async with stream:
+            with _ERRORS.streamed(self.model_name, progress):
+                async for event in stream:
+                    outcome = progress.add(reader.feed(event))
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                result = reader.result()
+        return self.parse_reply(result, request)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_name={self.model_name!r}, async={self._is_async})"
 
@@ -410,6 +461,14 @@ class OpenAIChatModel(_OpenAIModel):
     def _create(self, params: dict[str, Any]) -> Any:
         return self.client.chat.completions.create(**params)
 
+    def _stream_params(self, request: ModelRequest) -> dict[str, Any]:
+        params = super()._stream_params(request)
+        params.setdefault("stream_options", {"include_usage": True})  # else no usage comes
+        return params
+
+    def _reader(self) -> ChatStreamReader:
+        return ChatStreamReader()
+
 
 class OpenAIResponsesModel(_OpenAIModel):
     """A ``Model`` on the Responses API (``client.responses.create``).
@@ -549,6 +608,9 @@ class OpenAIResponsesModel(_OpenAIModel):
 
     def _create(self, params: dict[str, Any]) -> Any:
         return self.client.responses.create(**params)
+
+    def _reader(self) -> ResponsesStreamReader:
+        return ResponsesStreamReader()
 
 
 def _chat_message(message: Message) -> dict[str, Any]:

@@ -38,6 +38,13 @@ Three tools, all offline:
   by ``transform`` (``"message": null``, no ``content``, ``"output": null`` ...). Refusals and
   truncation are replies, not faults: ``Reply.refusal()``, ``Reply.truncated(text)``.
 
+  A request asking for ``"stream": true`` is answered with server-sent events in its API's own
+  format (``testing._stream``), so the SDKs' streaming helpers, ``PayloadAgent(stream=True)``
+  and the frameworks' streaming runs work against it. Faults mid-stream:
+  ``Fault.stream_cut(after)`` resets the connection after ``after`` events (``clean=True``: the
+  stream just ends there), ``Fault.stream_error(after)`` sends the API's error event;
+  ``Fault.trickle(seconds)`` is a slow server (events ``seconds`` apart).
+
 * ``block_model_requests()`` — while active (or while ``ALLOW_MODEL_REQUESTS`` is False, or the
   environment has ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0``), the provider adapters raise
   ``ModelRequestsBlockedError`` for any client whose base URL is not a loopback address. The
@@ -59,6 +66,7 @@ The package imports no SDK at import time; ``FakeProviderServer.openai_client()`
 * ``testing.script``: what a fake server is told (``Reply``, ``Fault``) and what it received
   (``FakeRequest``);
 * ``testing.wire``: the JSON answer bodies of the three APIs and their error bodies;
+* ``testing._stream``: the same answers as each API's event stream;
 * ``testing.server``: ``FakeProviderServer``, the HTTP side;
 * ``testing.batch``: the providers' batch APIs on the same server.
 """

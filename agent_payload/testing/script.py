@@ -13,6 +13,7 @@ from agent_payload.outline import FIND_IN_PAYLOAD, READ_PAYLOAD
 
 __all__ = [
     "API_PATHS",
+    "CHUNK_CHARS",
     "Api",
     "FakeRequest",
     "Fault",
@@ -25,6 +26,10 @@ __all__ = [
 ]
 
 ReplyKind = Literal["auto", "text", "tool_call", "refusal"]
+
+CHUNK_CHARS = 16
+"""Characters of text (or tool-call arguments) per piece of a streamed reply: per delta event
+of ``FakeProviderServer``'s streams, per ``on_progress`` call of ``ScriptedModel``'s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +203,17 @@ class Reply:
         )
 
 
-FaultKind = Literal["status", "delay", "reset", "not_json", "cut_short", "malformed"]
+FaultKind = Literal[
+    "status",
+    "delay",
+    "reset",
+    "not_json",
+    "cut_short",
+    "malformed",
+    "stream_cut",
+    "stream_error",
+    "trickle",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +228,10 @@ class Fault:
     content_type: str = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
     transform: Callable[[dict[str, Any]], Any] | None = None
+    after: int = 0
+    """``stream_cut`` / ``stream_error``: events sent before the fault."""
+    clean: bool = False
+    """``stream_cut``: end the HTTP body properly instead of resetting the connection."""
 
     @classmethod
     def status(
@@ -264,6 +283,32 @@ class Fault:
         ``lambda body: {**body, "output": None}``. ``transform`` gets a copy it may change in
         place (return it) or replace."""
         return cls(kind="malformed", then=then, transform=transform)
+
+    @classmethod
+    def stream_cut(cls, after: int = 3, *, then: Reply | str = "{}", clean: bool = False) -> Fault:
+        """A streamed answer (to ``then``) whose connection is reset (TCP RST) after its first
+        ``after`` events; ``clean=True`` ends the body properly there instead, without the
+        API's closing events (a server that gave up). To a request that does not stream, the
+        same as ``reset()``."""
+        return cls(kind="stream_cut", after=after, then=then, clean=clean)
+
+    @classmethod
+    def stream_error(
+        cls, after: int = 3, *, message: str | None = None, then: Reply | str = "{}"
+    ) -> Fault:
+        """A streamed answer (to ``then``) that sends the API's own error event after its first
+        ``after`` events and ends there (Chat Completions ``data: {"error": ...}``, a Responses
+        ``error`` event, an Anthropic ``error`` event of type ``overloaded_error``); to a request
+        that does not stream, an HTTP 500 with that message (and ``x-should-retry: false``)."""
+        return cls(kind="stream_error", after=after, then=then, body=message)
+
+    @classmethod
+    def trickle(cls, seconds: float, *, then: Reply | str = "{}") -> Fault:
+        """A slow server: a streamed answer (to ``then``) whose events come ``seconds`` apart;
+        to a request that does not stream, the whole answer after as long as all the events
+        would take (so a client's read timeout shorter than that fires only without
+        streaming)."""
+        return cls(kind="trickle", seconds=seconds, then=then)
 
     @classmethod
     def cut_short(cls) -> Fault:
@@ -327,6 +372,12 @@ class FakeRequest:
         """The model the request names (``"fake-model"`` when it names none)."""
         body = self.body if isinstance(self.body, dict) else {}
         return str(body.get("model", "fake-model"))
+
+    @property
+    def stream(self) -> bool:
+        """True when the request asks for an event stream (``"stream": true``)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        return body.get("stream") is True
 
     @property
     def retry_count(self) -> int:

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from agent_payload.providers.base import ModelReply, ModelRequest
+from agent_payload.testing.script import CHUNK_CHARS
 from agent_payload.usage import Usage, length_estimate
 
 __all__ = ["ScriptExhaustedError", "ScriptedModel", "estimate_tokens"]
@@ -118,3 +120,32 @@ class ScriptedModel:
         """The same as ``request`` (yields to the event loop once, like a real call would)."""
         await asyncio.sleep(0)
         return self.request(request)
+
+    def stream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``request``, as if streamed (``PayloadAgent(stream=True)``): ``on_progress`` is told
+        the characters of the reply text so far, ``CHUNK_CHARS`` more each time."""
+        reply = self.request(request)
+        for characters in _pieces(reply):
+            if on_progress is not None:
+                on_progress(characters)
+        return reply
+
+    async def astream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``stream_request`` for ``AsyncPayloadAgent(stream=True)`` (``on_progress`` awaited
+        when it returns an awaitable)."""
+        reply = await self.arequest(request)
+        for characters in _pieces(reply):
+            outcome = on_progress(characters) if on_progress is not None else None
+            if inspect.isawaitable(outcome):
+                await outcome
+        return reply
+
+
+def _pieces(reply: ModelReply) -> list[int]:
+    """The running character counts of a reply streamed ``CHUNK_CHARS`` at a time."""
+    size = len(reply.text or reply.refusal or "")
+    return [*range(CHUNK_CHARS, size, CHUNK_CHARS), size] if size else []

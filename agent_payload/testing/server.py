@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agent_payload.testing._stream import error_event, stream_events
 from agent_payload.testing.batch import BatchFakes, Route
 from agent_payload.testing.script import (
     API_PATHS,
@@ -185,7 +186,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 500, error_body(request.api, 500, str(exc)), {"x-should-retry": "false"}
             )
             return
-        self._send_json(200, BUILDERS[request.api](resolve_reply(item, request), request))
+        reply = resolve_reply(item, request)
+        if request.stream:
+            self._send_stream(stream_events(reply, request))
+        else:
+            self._send_json(200, BUILDERS[request.api](reply, request))
 
     def _fault(self, fault: Fault, request: FakeRequest) -> None:
         if fault.kind == "status":
@@ -209,7 +214,31 @@ class _RequestHandler(BaseHTTPRequestHandler):
         elif fault.kind == "not_json":
             data = (fault.body or "").encode()
             self._send_raw(200, data, fault.content_type, {})
-        elif fault.kind in ("reset", "cut_short"):
+        elif fault.kind in ("stream_cut", "stream_error") and request.stream:
+            events = stream_events(resolve_reply(fault.then or "{}", request), request)
+            sent = events[: fault.after]
+            if fault.kind == "stream_cut":
+                self._send_stream(sent, end=fault.clean)
+                if not fault.clean:
+                    self._abort()
+            else:
+                message = fault.body or "FakeProviderServer injected an error mid-stream"
+                error = error_event(request.api, message, sequence_number=len(sent))
+                self._send_stream([*sent, error])
+        elif fault.kind == "trickle":
+            reply = resolve_reply(fault.then or "{}", request)
+            events = stream_events(reply, request)
+            if request.stream:
+                self._send_stream(events, pace=fault.seconds)
+            elif self.server.fake._wake.wait(fault.seconds * len(events)):
+                self.close_connection = True  # the server is closing or resetting
+            else:
+                with contextlib.suppress(OSError):
+                    self._send_json(200, BUILDERS[request.api](reply, request))
+        elif fault.kind == "stream_error":
+            message = fault.body or "FakeProviderServer injected an error mid-stream"
+            self._send_json(500, error_body(request.api, 500, message), {"x-should-retry": "false"})
+        elif fault.kind in ("reset", "cut_short", "stream_cut"):
             data = json.dumps(BUILDERS[request.api](resolve_reply("{}", request), request)).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -218,12 +247,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
             self.close_connection = True
-            if fault.kind == "reset":
-                self.connection.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
-                with self.server.sockets_lock:
-                    self.server.abort_sockets.add(self.connection)
+            if fault.kind != "cut_short":
+                self._abort()
 
     def _send_route(self, route: Route) -> None:
         fault = route.fault
@@ -243,9 +268,37 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.close_connection = True
         else:  # reset, cut_short, not_json: the connection drops without an answer
             self.close_connection = True
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            with self.server.sockets_lock:
-                self.server.abort_sockets.add(self.connection)
+            self._abort()
+
+    def _abort(self) -> None:
+        """Reset the connection (TCP RST) when the handler ends, instead of closing it."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with self.server.sockets_lock:
+            self.server.abort_sockets.add(self.connection)
+
+    def _send_stream(self, events: list[bytes], *, end: bool = True, pace: float = 0.0) -> None:
+        """A 200 ``text/event-stream`` in chunked transfer encoding, one chunk per event
+        (flushed, ``pace`` seconds after the one before), closed by the last chunk unless
+        ``end`` is False."""
+        request_id = new_id("req_")
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("x-request-id", request_id)
+        self.send_header("request-id", request_id)
+        self.end_headers()
+        wake = self.server.fake._wake
+        for n, event in enumerate(events):
+            if n and pace and wake.wait(pace):
+                self.close_connection = True  # the server is closing or resetting
+                return
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+        if end:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
 
     def _send_json(
         self, status: int, payload: Any, headers: Mapping[str, str] | None = None

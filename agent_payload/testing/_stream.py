@@ -1,0 +1,237 @@
+"""The event streams ``FakeProviderServer`` answers with when a request asks for ``"stream":
+true``: a settled ``Reply`` as server-sent events in each API's own format, built from the same
+body ``testing.wire`` answers without streaming (same ids, text, tool calls and usage), so a
+streamed reply assembles to the non-streamed one. Pure functions; the HTTP side (chunked
+transfer, faults mid-stream) is ``testing.server``.
+
+* Chat Completions: ``chat.completion.chunk`` objects (a role chunk, ``content`` / ``refusal``
+  deltas, ``tool_calls`` deltas by ``index``: id, type and name first, then the arguments), a
+  last chunk with ``finish_reason``, a usage chunk (``choices: []``) when
+  ``stream_options.include_usage`` asks for one, then ``data: [DONE]``.
+* Responses: ``response.created``, ``response.in_progress``, per output item
+  ``response.output_item.added`` / ``.done`` around ``response.content_part.added`` /
+  ``.done`` with ``response.output_text.delta`` / ``.done`` (or ``response.refusal.delta`` /
+  ``.done``), or ``response.function_call_arguments.delta`` / ``.done``; then
+  ``response.completed`` (``response.incomplete`` for a truncated reply), each with a
+  ``sequence_number``.
+* Anthropic Messages: ``message_start``, ``ping``, per block ``content_block_start`` /
+  ``content_block_delta`` (``text_delta`` or ``input_json_delta``) / ``content_block_stop``,
+  ``message_delta`` (``stop_reason``, ``stop_details``, usage) and ``message_stop``.
+
+Text and arguments are sent in pieces of ``CHUNK_CHARS`` characters.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+from agent_payload.testing.script import CHUNK_CHARS, Api, FakeRequest, Reply
+from agent_payload.testing.wire import BUILDERS
+
+__all__ = ["CHUNK_CHARS", "error_event", "stream_events"]
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)]
+
+
+def _frame(data: Any, event: str | None = None) -> bytes:
+    """One server-sent event (``event:`` line when named, one ``data:`` line)."""
+    line = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event is not None else ""
+    return f"{head}data: {line}\n\n".encode()
+
+
+def stream_events(reply: Reply, request: FakeRequest) -> list[bytes]:
+    """The events (each a whole server-sent event) answering ``request`` with ``reply``."""
+    body = BUILDERS[request.api](reply, request)
+    return _STREAMS[request.api](body, request)
+
+
+# --- Chat Completions ----------------------------------------------------------------------------
+
+
+def _chat_events(completion: dict[str, Any], request: FakeRequest) -> list[bytes]:
+    options = request.body.get("stream_options") if isinstance(request.body, dict) else None
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        data = {
+            "id": completion["id"],
+            "object": "chat.completion.chunk",
+            "created": completion["created"],
+            "model": completion["model"],
+            "system_fingerprint": completion["system_fingerprint"],
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        if include_usage:
+            data["usage"] = None
+        return _frame(data)
+
+    first = "" if message["content"] is not None else None  # null beside tool calls, refusals
+    events = [chunk({"role": "assistant", "content": first, "refusal": None})]
+    events += [chunk({"content": piece}) for piece in _pieces(message["content"] or "")]
+    events += [chunk({"refusal": piece}) for piece in _pieces(message["refusal"] or "")]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        head = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": function["name"], "arguments": ""},
+        }
+        events.append(chunk({"tool_calls": [head]}))
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(function["arguments"])
+        ]
+    events.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        last = {key: completion[key] for key in ("id", "created", "model", "system_fingerprint")}
+        last.update(object="chat.completion.chunk", choices=[], usage=completion["usage"])
+        events.append(_frame(last))
+    events.append(_frame("[DONE]"))
+    return events
+
+
+# --- Responses -----------------------------------------------------------------------------------
+
+
+def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[bytes]:
+    events: list[bytes] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append(_frame({"type": kind, "sequence_number": len(events), **fields}, kind))
+
+    started = {
+        **response,
+        "status": "in_progress",
+        "output": [],
+        "usage": None,
+        "completed_at": None,
+        "incomplete_details": None,
+    }
+    emit("response.created", response=started)
+    emit("response.in_progress", response=started)
+    for n, item in enumerate(response["output"]):
+        where = {"item_id": item["id"], "output_index": n}
+        if item["type"] == "function_call":
+            emit(
+                "response.output_item.added",
+                output_index=n,
+                item={**item, "arguments": "", "status": "in_progress"},
+            )
+            for piece in _pieces(item["arguments"]):
+                emit("response.function_call_arguments.delta", **where, delta=piece)
+            emit(
+                "response.function_call_arguments.done",
+                **where,
+                name=item["name"],
+                arguments=item["arguments"],
+            )
+        else:
+            emit(
+                "response.output_item.added",
+                output_index=n,
+                item={**item, "content": [], "status": "in_progress"},
+            )
+            for m, part in enumerate(item["content"]):
+                at = {**where, "content_index": m}
+                if part["type"] == "refusal":
+                    emit("response.content_part.added", **at, part={**part, "refusal": ""})
+                    for piece in _pieces(part["refusal"]):
+                        emit("response.refusal.delta", **at, delta=piece)
+                    emit("response.refusal.done", **at, refusal=part["refusal"])
+                else:
+                    empty = {**part, "text": "", "logprobs": []}
+                    emit("response.content_part.added", **at, part=empty)
+                    for piece in _pieces(part["text"]):
+                        emit("response.output_text.delta", **at, delta=piece, logprobs=[])
+                    emit("response.output_text.done", **at, text=part["text"], logprobs=[])
+                emit("response.content_part.done", **at, part=part)
+        emit("response.output_item.done", output_index=n, item=item)
+    final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    emit(final, response=response)
+    return events
+
+
+# --- Anthropic Messages --------------------------------------------------------------------------
+
+
+def _anthropic_events(message: dict[str, Any], request: FakeRequest) -> list[bytes]:
+    events: list[bytes] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append(_frame({"type": kind, **fields}, kind))
+
+    usage = message["usage"]
+    start_usage = {**usage, "output_tokens": min(1, usage["output_tokens"])}
+    emit(
+        "message_start",
+        message={
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "stop_details": None,
+            "usage": start_usage,
+        },
+    )
+    emit("ping")
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            emit("content_block_start", index=index, content_block={**block, "input": {}})
+            arguments = json.dumps(block["input"]) if block["input"] else ""
+            for piece in _pieces(arguments):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                emit("content_block_delta", index=index, delta=delta)
+        else:
+            emit("content_block_start", index=index, content_block={**block, "text": ""})
+            for piece in _pieces(block["text"]):
+                emit(
+                    "content_block_delta", index=index, delta={"type": "text_delta", "text": piece}
+                )
+        emit("content_block_stop", index=index)
+    emit(
+        "message_delta",
+        delta={
+            "stop_reason": message["stop_reason"],
+            "stop_sequence": message["stop_sequence"],
+            "stop_details": message["stop_details"],
+        },
+        usage=copy.deepcopy(usage),
+    )
+    emit("message_stop")
+    return events
+
+
+_STREAMS: dict[Api, Callable[[dict[str, Any], FakeRequest], list[bytes]]] = {
+    "chat.completions": _chat_events,
+    "responses": _responses_events,
+    "messages": _anthropic_events,
+}
+
+
+def error_event(api: Api, message: str, *, sequence_number: int = 0) -> bytes:
+    """The event an API sends when it fails mid-stream: Chat Completions a ``data:`` line with
+    an ``error`` object, Responses an ``error`` event, Anthropic an ``error`` event
+    (``overloaded_error``)."""
+    if api == "messages":
+        overloaded = {"type": "overloaded_error", "message": message}
+        return _frame({"type": "error", "error": overloaded}, "error")
+    if api == "responses":
+        data = {
+            "type": "error",
+            "code": "server_error",
+            "message": message,
+            "param": None,
+            "sequence_number": sequence_number,
+        }
+        return _frame(data, "error")
+    error = {"message": message, "type": "server_error", "param": None, "code": "server_error"}
+    return _frame({"error": error})
