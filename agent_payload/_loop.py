@@ -297,9 +297,7 @@ class RunState:
             ) from exc
         schema: Mapping[str, Any] | None = None
         if settings.output_mode != "text":
-            schema = _schema.change_request_schema(
-                payload_type, marker=marker, strict=settings.output_mode == "json_schema"
-            )
+            schema = _schema.change_request_schema(payload_type, marker=marker)
         return cls(
             payload=payload,
             payload_json=payload_json,

@@ -117,23 +117,16 @@ _BASE_DESCRIPTION: Final = (
 )
 
 
-def _schema(
-    payload_type: Any, marker: str, strict: bool, base_version: bool
-) -> tuple[dict[str, Any], bool]:
-    """The tool's input schema, and whether OpenAI's strict mode may be asked for: only when
-    ``strict`` is wanted and the schema fits it (OpenAI answers 400 otherwise; change-request
-    schemas fall back to non-strict, see ``agent_payload.schema``)."""
-    schema = _schema_module.change_request_schema(payload_type, marker=marker, strict=strict)
-    use_strict = strict and _schema_module.is_strict_compatible(schema)
+def _schema(payload_type: Any, marker: str, base_version: bool) -> dict[str, Any]:
+    """The tool's input schema (never strict: see ``agent_payload.schema``), with the optional
+    ``base_version`` argument when the handler numbers versions."""
+    schema = _schema_module.change_request_schema(payload_type, marker=marker)
     if not base_version:
-        return schema, use_strict
+        return schema
     schema = dict(schema)  # the schema builder's may be shared: never changed in place
     version: dict[str, Any] = {"type": "integer", "minimum": 0, "description": _BASE_DESCRIPTION}
-    if use_strict:  # strict mode lists every property as required; null stands for "not given"
-        version = {"type": ["integer", "null"], "description": _BASE_DESCRIPTION}
-        schema["required"] = [*schema.get("required", ()), BASE_VERSION]
     schema["properties"] = {**schema["properties"], BASE_VERSION: version}
-    return schema, use_strict
+    return schema
 
 
 def openai_tool(
@@ -142,20 +135,16 @@ def openai_tool(
     marker: str = MARKER,
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
-    strict: bool = False,
     base_version: bool = True,
 ) -> OpenAIToolParam:
     """The change request as an OpenAI Chat Completions function tool
     (``{"type": "function", "function": {...}}``; typed as the SDK's
     ``ChatCompletionFunctionToolParam``)."""
-    parameters, use_strict = _schema(payload_type, marker, strict, base_version)
     function: dict[str, Any] = {
         "name": name,
         "description": description or tool_description(marker, base_version=base_version),
-        "parameters": parameters,
+        "parameters": _schema(payload_type, marker, base_version),
     }
-    if use_strict:
-        function["strict"] = True
     return cast("OpenAIToolParam", {"type": "function", "function": function})
 
 
@@ -165,19 +154,17 @@ def responses_tool(
     marker: str = MARKER,
     name: str = DEFAULT_TOOL_NAME,
     description: str | None = None,
-    strict: bool = False,
     base_version: bool = True,
 ) -> ResponsesToolParam:
     """The change request as an OpenAI Responses API function tool (flat:
-    ``{"type": "function", "name": ..., "parameters": ..., "strict": ...}``; typed as the
-    SDK's ``FunctionToolParam``)."""
-    parameters, use_strict = _schema(payload_type, marker, strict, base_version)
+    ``{"type": "function", "name": ..., "parameters": ..., "strict": false}``: the API is
+    strict unless told otherwise; typed as the SDK's ``FunctionToolParam``)."""
     tool = {
         "type": "function",
         "name": name,
         "description": description or tool_description(marker, base_version=base_version),
-        "parameters": parameters,
-        "strict": use_strict,
+        "parameters": _schema(payload_type, marker, base_version),
+        "strict": False,
     }
     return cast("ResponsesToolParam", tool)
 
@@ -195,7 +182,7 @@ def anthropic_tool(
     tool = {
         "name": name,
         "description": description or tool_description(marker, base_version=base_version),
-        "input_schema": _schema(payload_type, marker, False, base_version)[0],
+        "input_schema": _schema(payload_type, marker, base_version),
     }
     return cast("AnthropicToolParam", tool)
 
@@ -367,25 +354,23 @@ class ChangeRequestToolHandler:
 
     # -- tool definitions -----------------------------------------------------------------
 
-    def openai_tool(self, *, strict: bool = False) -> OpenAIToolParam:
+    def openai_tool(self) -> OpenAIToolParam:
         """``openai_tool`` for this handler's payload type, marker and name."""
         self._marker_fixed = True
         return openai_tool(
             self.payload_type,
             marker=self.marker,
             name=self.name,
-            strict=strict,
             base_version=self.versions,
         )
 
-    def responses_tool(self, *, strict: bool = False) -> ResponsesToolParam:
+    def responses_tool(self) -> ResponsesToolParam:
         """``responses_tool`` for this handler's payload type, marker and name."""
         self._marker_fixed = True
         return responses_tool(
             self.payload_type,
             marker=self.marker,
             name=self.name,
-            strict=strict,
             base_version=self.versions,
         )
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 
 from agent_payload import (
@@ -38,8 +36,7 @@ from agent_payload.providers import (
     ModelReply,
     ModelRequest,
 )
-from agent_payload.providers.anthropic import AnthropicModel
-from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+from agent_payload.providers.openai import OpenAIChatModel
 from agent_payload.report import Problem
 from agent_payload.testing import ScriptedModel
 
@@ -118,32 +115,6 @@ def _tool_strict(params: dict[str, Any]) -> Any:
     return tool.get("function", tool).get("strict")
 
 
-def test_both_providers_default_to_strict_false_and_agree_on_auto() -> None:
-    """The default never sends ``strict: true`` (OpenAI Chat leaves the flag out, Responses and
-    Anthropic get no true); ``"auto"`` sends it in both exactly for a strict-compatible schema;
-    both refuse anything else."""
-    oa = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1")
-    an = anthropic.Anthropic(api_key="test", base_url="http://127.0.0.1:9")
-    strict_tool = ModelRequest(REQUEST.messages, "tool", STRICT_SCHEMA)
-    loose_tool = ModelRequest(REQUEST.messages, "tool", {"type": "object"})
-    adapters: list[tuple[Any, Any]] = [
-        (OpenAIChatModel, oa),
-        (OpenAIResponsesModel, oa),
-        (AnthropicModel, an),
-    ]
-    for cls, client in adapters:
-        default = cls(client, "m")
-        assert default.strict is False
-        assert _tool_strict(default.build_params(strict_tool)) in (None, False)
-        auto = cls(client, "m", strict="auto")
-        assert _tool_strict(auto.build_params(strict_tool)) is True
-        assert _tool_strict(auto.build_params(loose_tool)) in (None, False)
-        with pytest.raises(ConfigurationError, match=r"strict=\.\.\.\): expected True, False"):
-            cls(client, "m", strict="sometimes")
-    oa.close()
-    an.close()
-
-
 # --- .problems and .path -------------------------------------------------------------------------
 
 
@@ -220,7 +191,6 @@ def test_batch_state_reads_a_reply_recorded_before_model_name() -> None:
 def test_an_adapter_given_model_instead_of_model_name_says_which_keyword() -> None:
     openai = pytest.importorskip("openai")
     from agent_payload.errors import ConfigurationError
-    from agent_payload.providers.openai import OpenAIChatModel
 
     client = openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9")
     with pytest.raises(ConfigurationError, match=r"model_name='gpt-x'"):

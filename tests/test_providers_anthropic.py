@@ -15,7 +15,7 @@ from _provider_helpers import MODES, SCHEMA, ask, checked_server
 
 from agent_payload.errors import ConfigurationError, ModelRequestsBlockedError, ProviderError
 from agent_payload.providers.anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
-from agent_payload.providers.base import Message, ModelReply, ModelRequest
+from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.testing import FakeProviderServer, Fault, Reply, block_model_requests
 
 SSL = ssl.create_default_context()  # one context for the few clients built here
@@ -114,28 +114,6 @@ def test_tool_mode(server: FakeProviderServer, mode: str, output_mode: str) -> N
         "name": "apply_change_request",
         "disable_parallel_tool_use": True,
     }
-
-
-def test_strict_auto(server: FakeProviderServer) -> None:
-    """strict="auto" marks the tool strict only for a strict-compatible schema."""
-    strict_schema = {
-        "type": "object",
-        "properties": {"reasoning": {"type": "string"}},
-        "required": ["reasoning"],
-        "additionalProperties": False,
-    }
-    server.add(Reply.tool_call({}), Reply.tool_call({}))
-    messages = (Message("user", "hi"),)
-    call(
-        server,
-        "sync",
-        ModelRequest(messages, "tool", strict_schema),
-        model_options={"strict": "auto"},
-    )
-    call(server, "sync", ModelRequest(messages, "tool", SCHEMA), model_options={"strict": "auto"})
-    tools = [r.body["tools"][0] for r in server.requests]
-    assert tools[0]["strict"] is True
-    assert "strict" not in tools[1]
 
 
 def test_tool_mode_reads_prose_when_no_tool_was_called(server: FakeProviderServer) -> None:
@@ -291,8 +269,6 @@ def test_wrong_client_kind() -> None:
     asyncio.run(go())
     with pytest.raises(ConfigurationError, match=re.escape("expected an anthropic.Anthropic")):
         AnthropicModel(object(), "c")
-    with real_client("http://127.0.0.1:9") as client, pytest.raises(ConfigurationError):
-        AnthropicModel(client, "c", strict="sometimes")
 
 
 def test_missing_credentials_is_a_configuration_error(

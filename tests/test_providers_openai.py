@@ -163,42 +163,6 @@ def test_json_schema_mode(server: FakeProviderServer, api: str, mode: str) -> No
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_strict_auto_sends_strict_for_a_strict_schema(server: FakeProviderServer, api: str) -> None:
-    """strict="auto" sends strict: true when the schema fits the strict subset; the default
-    (strict=False, as in the Anthropic adapter) never does, even for a strict schema."""
-    server.add("{}", "{}")
-    request = ModelRequest(
-        messages=(Message("user", "hi"),), output_mode="json_schema", schema=STRICT_SCHEMA
-    )
-    call(server, api, "sync", request, model_options={"strict": "auto"})
-    call(server, api, "sync", request)
-    specs = [
-        r.body["response_format"]["json_schema"] if api == "chat" else r.body["text"]["format"]
-        for r in server.requests
-    ]
-    assert [s["strict"] for s in specs] == [True, False]
-
-
-@pytest.mark.parametrize("api", APIS)
-def test_strict_tool_for_a_strict_schema(server: FakeProviderServer, api: str) -> None:
-    """In tool mode with strict="auto" a strict-compatible schema gets strict: true on the
-    function tool; by default the flag is left out (chat) or false (Responses)."""
-    server.add(Reply.tool_call({"reasoning": "r"}), Reply.tool_call({"reasoning": "r"}))
-    request = ModelRequest(
-        messages=(Message("user", "hi"),), output_mode="tool", schema=STRICT_SCHEMA
-    )
-    options = {"strict": "auto"}
-    assert call(server, api, "sync", request, model_options=options).text == '{"reasoning": "r"}'
-    call(server, api, "sync", request)
-    auto, default = [
-        (tool["function"] if api == "chat" else tool)
-        for tool in (r.body["tools"][0] for r in server.requests)
-    ]
-    assert auto["strict"] is True
-    assert default.get("strict") is (None if api == "chat" else False)
-
-
-@pytest.mark.parametrize("api", APIS)
 def test_defaults_and_extra_are_passed_through(server: FakeProviderServer, api: str) -> None:
     """Constructor defaults go into every call and ModelRequest.extra overrides them."""
     server.add("a", "b")

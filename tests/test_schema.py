@@ -19,10 +19,8 @@ from pydantic import BaseModel, ConfigDict
 from agent_payload.changes import BUCKETS
 from agent_payload.errors import ConfigurationError
 from agent_payload.schema import (
-    INDEX_KEY_PATTERN,
     MAX_SCHEMA_DEPTH,
     change_request_schema,
-    is_strict_compatible,
 )
 
 VECTORS = Path(__file__).parent / "vectors"
@@ -401,31 +399,6 @@ def test_fresh_dict_each_call(invoice_schema: dict[str, Any]) -> None:
 
 
 # --- strict mode ---------------------------------------------------------------------------------
-
-
-def test_strict_falls_back_to_the_non_strict_schema() -> None:
-    """Deep partials cannot be expressed in OpenAI's strict subset (optional properties, index
-    maps): strict=True returns the non-strict schema, and is_strict_compatible says so."""
-    for payload_type in (Invoice, Node, list[Line], None):
-        schema = change_request_schema(payload_type, strict=True)
-        assert schema == change_request_schema(payload_type)
-        assert not is_strict_compatible(schema)
-
-
-def test_is_strict_compatible_recognises_strict_schemas() -> None:
-    """The strict check accepts a schema in the strict subset and rejects each construct that
-    strict mode refuses."""
-    good = {
-        "type": "object",
-        "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
-        "required": ["a"],
-        "additionalProperties": False,
-    }
-    assert is_strict_compatible(good)
-    assert not is_strict_compatible({**good, "required": []})
-    assert not is_strict_compatible({**good, "additionalProperties": True})
-    assert not is_strict_compatible({**good, "patternProperties": {INDEX_KEY_PATTERN: {}}})
-    assert not is_strict_compatible({**good, "properties": {"a": {}}})
 
 
 # --- the vectors: every clean change request validates against a schema of its payload -----------

@@ -367,15 +367,14 @@ def test_summary_is_short_for_many_changes() -> None:
     assert lines[-1] == "- ... and 22 more"
 
 
-def test_strict_is_only_asked_for_when_the_schema_fits_openai_strict_mode() -> None:
-    """OpenAI answers 400 to strict=True with a schema that strict mode cannot express; change-
-    request schemas do not fit it (index maps, partials), so the tool never claims strict."""
-    from agent_payload.schema import change_request_schema, is_strict_compatible
-    from agent_payload.tools import openai_tool, responses_tool
+def test_no_tool_claims_strict_mode() -> None:
+    """Strict mode cannot express a change request (partials, index maps): no tool definition
+    asks for it, and the Responses API's (strict unless told otherwise) says strict: false."""
+    from agent_payload.tools import anthropic_tool, openai_tool, responses_tool
 
-    assert not is_strict_compatible(change_request_schema(None, strict=True))
-    assert "strict" not in openai_tool(strict=True)["function"]
-    assert responses_tool(strict=True)["strict"] is False
+    assert "strict" not in openai_tool()["function"]
+    assert responses_tool()["strict"] is False
+    assert "strict" not in anthropic_tool()
 
 
 def test_a_failed_call_after_good_ones_asks_only_for_its_own_part() -> None:

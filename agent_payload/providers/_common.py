@@ -34,7 +34,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from agent_payload.errors import (
@@ -51,9 +51,7 @@ __all__ = [
     "SdkErrors",
     "StreamBroken",
     "StreamProgress",
-    "Strict",
     "check_client_kind",
-    "check_strict",
     "ensure_requests_allowed",
     "environment_allows_requests",
     "is_loopback_url",
@@ -490,20 +488,6 @@ class SdkErrors:
 
 
 # --- constructor arguments both adapters take ----------------------------------------------------
-
-Strict = bool | Literal["auto"]
-"""The adapters' ``strict=``: ``False`` (the default of both, safe with every model and every
-compatible server: ``strict: true`` is never sent), ``"auto"`` (sent only when the schema fits
-the strict subset, ``schema.is_strict_compatible``), ``True`` (always sent)."""
-
-
-def check_strict(adapter: str, strict: object) -> None:
-    """``ConfigurationError`` unless ``strict`` is ``True``, ``False`` or ``"auto"``."""
-    if strict is not True and strict is not False and strict != "auto":
-        raise ConfigurationError(
-            f"{adapter}(strict=...): expected True, False or 'auto', got {strict!r}."
-        )
-
 
 def model_name_argument(adapter: str, model_name: str | None, defaults: dict[str, Any]) -> Any:
     """The adapter's ``model_name``; ``model=`` (which would otherwise land in ``defaults`` and

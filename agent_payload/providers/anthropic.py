@@ -49,9 +49,7 @@ from agent_payload.providers._common import (
     SdkErrors,
     StreamBroken,
     StreamProgress,
-    Strict,
     check_client_kind,
-    check_strict,
     ensure_requests_allowed,
     missing_sdk,
     model_name_argument,
@@ -59,7 +57,6 @@ from agent_payload.providers._common import (
     split_system,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
-from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
 try:
@@ -164,11 +161,8 @@ def _cached_blocks(message: Message) -> list[dict[str, Any]]:
 class AnthropicModel:
     """A ``Model`` on the Messages API (``client.messages.create``).
 
-    ``max_tokens`` is sent when the request sets none (the API requires one). ``strict``, as in
-    the OpenAI adapters: ``False`` (default) never sends ``strict: true`` (safe with models and
-    gateways without strict tool use; the change-request schema never fits the strict subset
-    anyway), ``"auto"`` adds it to the tool only when the schema fits the strict subset, ``True``
-    always.
+    ``max_tokens`` is sent when the request sets none (the API requires one); strict tool use
+    is never asked for (the change-request schema cannot be strict: ``agent_payload.schema``).
     ``defaults`` are passed to every call (``ModelRequest.extra`` overrides them).
     """
 
@@ -178,7 +172,6 @@ class AnthropicModel:
         model_name: str | None = None,
         *,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        strict: Strict = False,
         **defaults: Any,
     ) -> None:
         model_name = model_name_argument("AnthropicModel", model_name, defaults)
@@ -195,11 +188,9 @@ class AnthropicModel:
                 f"AnthropicModel(model_name=...): expected a model name such as "
                 f"'claude-sonnet-4-6', got {model_name!r}."
             )
-        check_strict("AnthropicModel", strict)
         self.client = client
         self.model_name = model_name
         self.max_tokens = max_tokens
-        self.strict: Strict = strict
         self.defaults: dict[str, Any] = dict(defaults)
         self._is_async = is_async
 
@@ -256,8 +247,6 @@ class AnthropicModel:
                 "description": request.tool_description,
                 "input_schema": dict(schema),
             }
-            if self.strict is True or (self.strict == "auto" and is_strict_compatible(schema)):
-                tool["strict"] = True
             params["tools"] = [tool]
             params["tool_choice"] = {
                 "type": "tool",

@@ -29,18 +29,16 @@ same call with ``stream=True`` (Chat Completions also asks for the usage chunk w
 ``stream_options``); ``providers.openai_stream`` gathers the events into the object
 ``parse_reply`` reads, so the ``ModelReply`` is the one the plain call gives.
 
-``strict`` (constructor), the same in both adapters: ``False`` (default) never sends
-``strict: true`` (the Responses API, which defaults to strict, gets ``strict: false``), which
-every model and every OpenAI-compatible server accepts; the change-request schema never fits
-the strict subset anyway (``agent_payload.schema``). ``"auto"`` sends ``strict: true`` only when
-the schema fits it, ``True`` always.
+``strict: true`` is never sent (the change-request schema cannot be strict:
+``agent_payload.schema``); the Responses API, strict unless told otherwise, gets ``strict:
+false``.
 """
 
 from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -50,9 +48,7 @@ from agent_payload.providers._common import (
     ResponseShape,
     SdkErrors,
     StreamProgress,
-    Strict,
     check_client_kind,
-    check_strict,
     ensure_requests_allowed,
     missing_sdk,
     model_name_argument,
@@ -61,7 +57,6 @@ from agent_payload.providers._common import (
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
 from agent_payload.providers.openai_stream import ChatStreamReader, ResponsesStreamReader
-from agent_payload.schema import is_strict_compatible
 from agent_payload.usage import Usage
 
 try:
@@ -139,8 +134,6 @@ class _OpenAIModel(ABC):
         self,
         client: Any,
         model_name: str | None = None,
-        *,
-        strict: Strict = False,
         **defaults: Any,
     ) -> None:
         model_name = model_name_argument(type(self).__name__, model_name, defaults)
@@ -160,10 +153,8 @@ class _OpenAIModel(ABC):
                 f"{type(self).__name__}(model_name=...): expected a model name such as "
                 f"'gpt-4.1-mini', got {model_name!r}."
             )
-        check_strict(type(self).__name__, strict)
         self.client = client
         self.model_name = model_name
-        self.strict: Strict = strict
         self.defaults: dict[str, Any] = dict(defaults)
 
     @property
@@ -221,11 +212,6 @@ class _OpenAIModel(ABC):
             return {}
         return {"prompt_cache_key": request.prompt_cache_key}
 
-    def _strict_for(self, schema: Mapping[str, Any]) -> bool:
-        if self.strict == "auto":
-            return is_strict_compatible(schema)
-        return bool(self.strict)
-
     def _named_schema(self, request: ModelRequest, schema: dict[str, Any]) -> dict[str, Any]:
         """The schema of ``"json_schema"`` output as both APIs name it (Chat:
         ``response_format.json_schema``; Responses: ``text.format``, beside ``type``)."""
@@ -233,7 +219,7 @@ class _OpenAIModel(ABC):
             "name": request.tool_name,
             "description": request.tool_description,
             "schema": schema,
-            "strict": self._strict_for(schema),
+            "strict": False,
         }
 
     @abstractmethod
@@ -321,11 +307,10 @@ class OpenAIChatModel(_OpenAIModel):
         client: Any,
         model_name: str | None = None,
         *,
-        strict: Strict = False,
         max_tokens_param: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
         **defaults: Any,
     ) -> None:
-        super().__init__(client, model_name, strict=strict, **defaults)
+        super().__init__(client, model_name, **defaults)
         self.max_tokens_param = max_tokens_param
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
@@ -345,8 +330,6 @@ class OpenAIChatModel(_OpenAIModel):
                 "description": request.tool_description,
                 "parameters": schema,
             }
-            if self._strict_for(schema):  # omitted when false: older compatible servers
-                function["strict"] = True
             params["tools"] = [{"type": "function", "function": function}]
             params["tool_choice"] = {"type": "function", "function": {"name": request.tool_name}}
         elif request.output_mode == "json_schema":
@@ -503,7 +486,7 @@ class OpenAIResponsesModel(_OpenAIModel):
                     "name": request.tool_name,
                     "description": request.tool_description,
                     "parameters": schema,
-                    "strict": self._strict_for(schema),
+                    "strict": False,
                 }
             ]
             params["tool_choice"] = {"type": "function", "name": request.tool_name}

@@ -48,34 +48,15 @@ measures it at 1.3-1.8x the payload's own schema for a 200-field and a 20x10 nes
 The payload's own JSON Schema is shown in the user message in ``"text"`` mode only: in tool
 and ``json_schema`` modes this schema, sent beside the messages, already carries the types.
 
-Where strict modes cannot express the format
----------------------------------------------
+Strict modes
+------------
 
-OpenAI's strict structured outputs and strict function calling (``strict: true``) require
-every object to list all its properties in ``required`` and to set ``additionalProperties:
-false``; optional fields must be written as required-and-nullable, and ``patternProperties``
-and free-form values (``{}``, ``additionalProperties: {...}``) are not accepted. The change
-request cannot be expressed that way without changing its meaning:
-
-* **Deep partials** (every payload type): a partial's properties are optional by design. A
-  required-but-nullable property would make the model write ``null`` for every key it does not
-  change, and in the merge ``null`` *sets the value to null*. So no bucket of a typed payload
-  fits strict mode.
-* **Index maps**: an object keyed by indices needs ``patternProperties``.
-* **Free keys** (``dict[str, V]``, ``extra="allow"``) need ``additionalProperties: {...}``.
-* **Any JSON** (``payload_type=None``, ``Any`` fields): schema-less values.
-
-Therefore ``strict=True`` returns the **non-strict** schema (the same dict as ``strict=False``)
-whenever any of the above occurs, which is the case for every payload type; it differs only
-in that the envelope's five fields are then listed as required-and-nullable when, and only
-when, the whole schema would be strict-compatible (never, in practice). Use
-``is_strict_compatible(schema)`` to decide the ``strict`` flag you send. The provider adapters
-agree on one default, ``strict=False``: ``strict: true`` is never sent (OpenAI's Responses API,
-strict unless told otherwise, gets ``strict: false``), so OpenAI treats this schema as guidance
-(structured outputs without the strict guarantee; function calling with the schema as a hint),
-Anthropic's ``tool_use`` takes it as it is, and no model or compatible server rejects it;
-``agent_payload.parse`` + the correction loop catch what slips through. ``strict="auto"`` (both
-adapters) sends ``strict: true`` exactly when ``is_strict_compatible`` says so.
+OpenAI's strict structured outputs and function calling (``strict: true``) cannot express a
+change request: its partials have optional properties (required-and-nullable ones would make
+the model write ``null``, which sets values), index maps need ``patternProperties`` and free
+keys free-form values. So the schema is never strict: the adapters send ``strict: false``
+where an API needs the flag (OpenAI's Responses API is strict unless told otherwise), and
+``agent_payload.parse`` with the correction loop catch what slips through.
 """
 
 from __future__ import annotations
@@ -94,27 +75,21 @@ from agent_payload.schema._builder import (
     Schema,
     envelope,
 )
-from agent_payload.schema._strict import is_strict_compatible, strict_envelope
 
 __all__ = [
     "INDEX_KEY_PATTERN",
     "MAX_SCHEMA_DEPTH",
     "change_request_schema",
-    "is_strict_compatible",
 ]
 
 
-def change_request_schema(
-    payload_type: Any = None, *, marker: str = MARKER, strict: bool = False
-) -> dict[str, Any]:
+def change_request_schema(payload_type: Any = None, *, marker: str = MARKER) -> dict[str, Any]:
     """The JSON Schema of a change request for payloads of ``payload_type``.
 
     ``payload_type``: a pydantic model class, or any type pydantic's ``TypeAdapter`` accepts
     (``list[Item]``, a ``TypedDict``, ...), or a dict holding the payload's own JSON Schema
     (local ``$defs`` refs only), or None for any JSON. ``marker`` is the DELETE
-    marker the model is told to use. ``strict``: see "Where strict modes cannot express the
-    format" in the module docstring (a schema strict mode cannot express is returned
-    non-strict). A fresh dict on each call.
+    marker the model is told to use. A fresh dict on each call.
     """
     if not isinstance(marker, str) or not marker:
         raise ConfigurationError(
@@ -139,10 +114,6 @@ def change_request_schema(
         schema = Builder(
             _payload_json_schema(payload_type), marker, fields_always_present=True
         ).build()
-    if strict:
-        tightened = strict_envelope(schema)
-        if is_strict_compatible(tightened):
-            return tightened
     return schema
 
 
