@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_payload.errors import RetryWithFeedback
 from agent_payload.guards import DataLossGuard, Permissions, ReadScope, combine_guards
-from agent_payload.judge import SURFACES as SURFACE_TABLE
-from agent_payload.judge import Judge, judge, surface_table
+from agent_payload.judge import Judge, judge
+from agent_payload.judge._verdict import Status
 from agent_payload.merge import apply_change_request
 from agent_payload.prompts import render_payload
 from tests._surfaces import SURFACES, run_surface
@@ -381,13 +381,75 @@ def test_every_surface_shows_and_accepts_the_alias(surface: str) -> None:
     assert all("customer_name" not in text for text in outcome.texts)
 
 
+SURFACE_TABLE: dict[str, dict[Status, str]] = {
+    "PayloadAgent (text and tool mode)": {
+        "accepted": "returns the `AgentResult` (payload, change request, report, repairs, "
+        "confirmed findings)",
+        "problems": "sends `verdict.feedback()` as the next attempt's correction (a second "
+        "refusal stops with `RefusalError`); nothing applied",
+        "confirm": "sends the before/after (`render_confirm`); the same payload on the next "
+        "attempt is accepted as confirmed",
+    },
+    "ChangeRequestToolHandler.handle": {
+        "accepted": "returns a `ToolResult` with the new payload and a summary of the changes; "
+        "the handler keeps the payload",
+        "problems": "returns an `is_error` `ToolResult` with `verdict.feedback()` (earlier "
+        "calls kept); payload unchanged",
+        "confirm": "cannot ask mid-call: returns an `is_error` `ToolResult` with the "
+        "before/after; the same call again is accepted as confirmed",
+    },
+    "PayloadSession.send": {
+        "accepted": "records the turn (through its agent) and moves to the new payload",
+        "problems": "as the agent (the session calls it); on failure the session is unchanged",
+        "confirm": "as the agent",
+    },
+    "MCP server and framework tools": {
+        "accepted": "as the tool handler (they call it); the MCP server then writes the file "
+        "atomically",
+        "problems": "as the tool handler, marked as an error where the framework can (MCP "
+        "error result, `ModelRetry`, `ToolMessage(status='error')`); the file is untouched",
+        "confirm": "as the tool handler",
+    },
+    "PayloadStore.edit": {
+        "accepted": "applies the change request at the version the run read (rebased over the "
+        "edits committed since) and returns the `AgentResult` with the payload stored; a "
+        "collision (`concurrent_change`) is a correction, as `problems`",
+        "problems": "as the agent; the next reply is judged against the payload as it is then "
+        "(after a collision, the current version); nothing stored",
+        "confirm": "as the agent",
+    },
+    "BatchJob (batch and concurrent)": {
+        "accepted": "the item is `done` with the payload, change request and report (it runs "
+        "the agent's own run state)",
+        "problems": "the correction goes into the next round, as the agent would send it; out "
+        "of retries the item is `failed` with the last problems",
+        "confirm": "the before/after goes into the next round, as the agent would send it",
+    },
+}
+"""What each surface does with each kind of verdict: the README table "What each surface does
+with a reply" holds exactly this."""
+
+
+def surface_table() -> str:
+    """``SURFACE_TABLE`` as the Markdown table of the README section "What each surface does with
+    a reply" (a test checks that the README holds exactly this)."""
+    lines = [
+        "| surface | `accepted` | `problems` | `confirm` |",
+        "| --- | --- | --- | --- |",
+    ]
+    for surface, row in SURFACE_TABLE.items():
+        cells = " | ".join(row[status] for status in ("accepted", "problems", "confirm"))
+        lines.append(f"| {surface} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
 # --- the README table ---------------------------------------------------------------------------
 
 
 def test_the_readme_table_is_the_judges() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = surface_table()
-    assert table in readme, "README: regenerate the table with agent_payload.judge.surface_table()"
+    assert table in readme, "README: regenerate the table with tests/test_judge.py surface_table()"
     assert set(SURFACE_TABLE) >= {"ChangeRequestToolHandler.handle", "PayloadSession.send"}
 
 

@@ -54,10 +54,9 @@ shown about a problem).
 
 from agent_payload.judge._judge import Judge, check_payload_fits, judge
 from agent_payload.judge._problems import summary
-from agent_payload.judge._verdict import SURFACES, Reply, Stage, Status, Verdict, surface_table
+from agent_payload.judge._verdict import Reply, Stage, Status, Verdict
 
 __all__ = [
-    "SURFACES",
     "Judge",
     "Reply",
     "Stage",
@@ -66,5 +65,4 @@ __all__ = [
     "check_payload_fits",
     "judge",
     "summary",
-    "surface_table",
 ]

@@ -1,5 +1,4 @@
-"""The judge's answer (``Verdict``), and what each surface does with each kind of answer
-(``SURFACES``, the README table)."""
+"""The judge's answer (``Verdict``)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import ModelReplyError
 from agent_payload.report import Change, Finding, MergeReport, Problem
 
-__all__ = ["SURFACES", "Reply", "Stage", "Status", "Verdict", "surface_table"]
+__all__ = ["Reply", "Stage", "Status", "Verdict"]
 
 Status = Literal["accepted", "problems", "confirm"]
 Stage = Literal[
@@ -22,67 +21,6 @@ Stage = Literal[
 Reply = str | Mapping[str, Any] | AgentPayloadChangeRequest[Any] | None
 """A reply as a surface has it: the reply text, tool-call arguments (JSON text or a decoded
 mapping), an already parsed request, or ``None`` (a tool call without arguments)."""
-
-SURFACES: dict[str, dict[Status, str]] = {
-    "PayloadAgent (text and tool mode)": {
-        "accepted": "returns the `AgentResult` (payload, change request, report, repairs, "
-        "confirmed findings)",
-        "problems": "sends `verdict.feedback()` as the next attempt's correction (a second "
-        "refusal stops with `RefusalError`); nothing applied",
-        "confirm": "sends the before/after (`render_confirm`); the same payload on the next "
-        "attempt is accepted as confirmed",
-    },
-    "ChangeRequestToolHandler.handle": {
-        "accepted": "returns a `ToolResult` with the new payload and a summary of the changes; "
-        "the handler keeps the payload",
-        "problems": "returns an `is_error` `ToolResult` with `verdict.feedback()` (earlier "
-        "calls kept); payload unchanged",
-        "confirm": "cannot ask mid-call: returns an `is_error` `ToolResult` with the "
-        "before/after; the same call again is accepted as confirmed",
-    },
-    "PayloadSession.send": {
-        "accepted": "records the turn (through its agent) and moves to the new payload",
-        "problems": "as the agent (the session calls it); on failure the session is unchanged",
-        "confirm": "as the agent",
-    },
-    "MCP server and framework tools": {
-        "accepted": "as the tool handler (they call it); the MCP server then writes the file "
-        "atomically",
-        "problems": "as the tool handler, marked as an error where the framework can (MCP "
-        "error result, `ModelRetry`, `ToolMessage(status='error')`); the file is untouched",
-        "confirm": "as the tool handler",
-    },
-    "PayloadStore.edit": {
-        "accepted": "applies the change request at the version the run read (rebased over the "
-        "edits committed since) and returns the `AgentResult` with the payload stored; a "
-        "collision (`concurrent_change`) is a correction, as `problems`",
-        "problems": "as the agent; the next reply is judged against the payload as it is then "
-        "(after a collision, the current version); nothing stored",
-        "confirm": "as the agent",
-    },
-    "BatchJob (batch and concurrent)": {
-        "accepted": "the item is `done` with the payload, change request and report (it runs "
-        "the agent's own run state)",
-        "problems": "the correction goes into the next round, as the agent would send it; out "
-        "of retries the item is `failed` with the last problems",
-        "confirm": "the before/after goes into the next round, as the agent would send it",
-    },
-}
-"""What each surface does with each kind of verdict: the README table "What each surface does
-with a reply" is checked against this (``tests/test_judge.py``)."""
-
-
-def surface_table() -> str:
-    """``SURFACES`` as the Markdown table of the README section "What each surface does with
-    a reply" (a test checks that the README holds exactly this)."""
-    lines = [
-        "| surface | `accepted` | `problems` | `confirm` |",
-        "| --- | --- | --- | --- |",
-    ]
-    for surface, row in SURFACES.items():
-        cells = " | ".join(row[status] for status in ("accepted", "problems", "confirm"))
-        lines.append(f"| {surface} | {cells} |")
-    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True, slots=True)

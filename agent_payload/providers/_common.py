@@ -489,6 +489,7 @@ class SdkErrors:
 
 # --- constructor arguments both adapters take ----------------------------------------------------
 
+
 def model_name_argument(adapter: str, model_name: str | None, defaults: dict[str, Any]) -> Any:
     """The adapter's ``model_name``; ``model=`` (which would otherwise land in ``defaults`` and
     be sent twice) is a ``ConfigurationError`` naming ``model_name=``."""
