@@ -186,12 +186,15 @@ class _Renderer:
     usual pretty layout with ``k`` spaces per level, as ``json.dumps(indent=k)``.
 
     Iterative, so payloads nested thousands of levels deep (which the merge accepts) render too.
+    A container below the root with no annotated array inside and nothing unusual (checked by
+    ``_jsondata.plain_tree``) is written by ``json.dumps`` at C speed, in the same layout.
     """
 
-    def __init__(self, indent: int | None, threshold: float) -> None:
+    def __init__(self, indent: int | None, threshold: float, *, fast: bool = True) -> None:
         self.indent = indent
         self.threshold = threshold
         self.annotated = False
+        self.fast = fast  # False: walk every value (the tests' reference for the fast path)
 
     def render(self, root: Any) -> str:
         out: list[str] = []
@@ -209,6 +212,9 @@ class _Renderer:
                 return
             if not value:
                 out.append("{}" if isinstance(value, dict) else "[]")
+                return
+            if stack and self.fast and _jsondata.plain_tree(value, self.threshold):
+                out.append(self.plain(value, depth))  # no comment inside: the C encoder's
                 return
             if id(value) in seen:
                 where = path(key) if stack else ()
@@ -264,6 +270,16 @@ class _Renderer:
                 out.append(f"/*{key}*/ " if self.indent is not None else f"/*{key}*/")
             begin(item, key, inner_depth)
         return "".join(out)
+
+    def plain(self, value: Any, depth: int) -> str:
+        """A container below the root that ``_jsondata.plain_tree`` passed (no annotated array
+        inside), written by ``json.dumps`` with the same layout as the walk's."""
+        if self.indent is None:
+            return json.dumps(
+                value, ensure_ascii=False, separators=(",", ":"), check_circular=False
+            )
+        text = json.dumps(value, ensure_ascii=False, indent=self.indent, check_circular=False)
+        return text.replace("\n", "\n" + " " * (self.indent * depth)) if depth else text
 
     def _newline(self, depth: int, *, closing: bool) -> str:
         """The line break before an item of a broken container at ``depth``, or before its
