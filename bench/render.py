@@ -90,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                 payload, indent=1, ensure_ascii=False
             )
             methods: dict[str, Callable[[], object]] = {
-                "json.dumps(indent=1)": lambda: json.dumps(payload, indent=1),
-                "json.dumps (compact, C)": lambda: json.dumps(payload, separators=(",", ":")),
-                "render_payload": lambda: render_payload(payload),
-                "render_payload(indent=1)": lambda: render_payload(payload, indent=1),
+                "json.dumps(indent=1)": lambda p=payload: json.dumps(p, indent=1),
+                "json.dumps (compact, C)": lambda p=payload: json.dumps(p, separators=(",", ":")),
+                "render_payload": lambda p=payload: render_payload(p),
+                "render_payload(indent=1)": lambda p=payload: render_payload(p, indent=1),
             }
             times = {name: best_time(fn, 3) for name, fn in methods.items()}
             ref = times["json.dumps(indent=1)"]
