@@ -227,6 +227,7 @@ class RunState:
             read_scope=settings.read_scope,
             payload_json=payload_json,
             shown_json=shown_json,
+            round_trip_checked=True,  # by ``start``, before any request
         )
         """The one judge of every reply of this run (``agent_payload.judge``)."""
 

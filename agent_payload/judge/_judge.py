@@ -44,7 +44,7 @@ _NOTHING: Any = object()
 
 class Judge:
     """Judges replies against one payload and one configuration (pure: no I/O, no state
-    between calls; build one per payload, call it once per reply).
+    between calls but that one check; build one per payload, call it once per reply).
 
     ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
     active (default ``merge.choose_marker``). ``payload_type``: validates the result (default:
@@ -53,7 +53,8 @@ class Judge:
     awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
     ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
     ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
-    every text may show.
+    every text may show. A model payload's round trip is checked by the first reply that
+    reaches the merge, once (``round_trip_checked=True``: the caller has checked it).
     """
 
     def __init__(
@@ -68,8 +69,13 @@ class Judge:
         read_scope: Any = None,
         payload_json: Any = _NOTHING,
         shown_json: Any = _NOTHING,
+        round_trip_checked: bool = False,
     ) -> None:
         self.payload = payload
+        # A model payload's round trip (``typed.check_round_trip``: a dump and a validation of
+        # the whole payload) is checked once, by the caller (the agent, before any request:
+        # ``round_trip_checked``) or by the first merge, never once per reply.
+        self._round_trip_checked = round_trip_checked
         self.payload_json = (
             _merge.dump_payload(payload) if payload_json is _NOTHING else payload_json
         )
@@ -240,13 +246,20 @@ class Judge:
     ) -> Verdict | tuple[Any, MergeReport]:
         """Step 4: the merge (guards at the original node, whole-merge review included); a
         conflict, or a part meant to act that did nothing (issue 9), goes back."""
+        model_json = None
+        if isinstance(self.payload, BaseModel):
+            if not self._round_trip_checked:
+                _typed.check_round_trip(self.payload)
+                self._round_trip_checked = True
+            model_json = self.payload_json  # the model's JSON form, as the merge would dump it
         try:
-            merged = _merge.apply_change_request(
+            merged = _merge.merge_checked(
                 self.payload,
                 request,
                 markers=frozenset({self.marker}),
                 guards=None if recorder is None else [recorder],
                 refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
+                model_json=model_json,
             )
         except PayloadValidationError as exc:
             return self._invalid(exc.errors, exc.payload, exc, request)
