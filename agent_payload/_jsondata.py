@@ -29,7 +29,7 @@ __all__ = [
     "json_equal",
     "locate_problem",
     "materialize",
-    "plain_tree",
+    "plain_size",
 ]
 
 Link = tuple[Any, str | int] | None
@@ -179,55 +179,66 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
     return copy_root
 
 
-def plain_tree(root: Any, max_list: float = math.inf) -> bool:
-    """``root`` (a dict or a list) is JSON data of the exact types only (string keys, finite
-    floats, no subclass), nested at most ``_FAST_DEPTH`` levels (so it holds no cycle), with no
-    list longer than ``max_list``: data that ``json.dumps`` writes exactly as it is, at C speed.
-    ``False`` says only "not sure": a slower walk must look (and say where, if anything is
-    wrong). A check without a copy, in the manner of the fast copy."""
+def plain_size(
+    root: Any, max_list: float = math.inf, big: dict[int, int] | None = None, over: int = 0
+) -> int | None:
+    """The number of values in ``root`` (a dict or a list, itself included) when it is JSON
+    data of the exact types only (string keys, finite floats, no subclass), nested at most
+    ``_FAST_DEPTH`` levels (so it holds no cycle), with no list longer than ``max_list``: data
+    that ``json.dumps`` writes exactly as it is, at C speed. ``None`` says only "not sure": a
+    slower walk must look (and say where, if anything is wrong). ``big``: filled with the size
+    of each container holding more than ``over`` values, by ``id``. A check without a copy, in
+    the manner of the fast copy."""
 
-    def plain_dict(src: dict[Any, Any], depth: int) -> bool:
+    def plain_dict(src: dict[Any, Any], depth: int) -> int:
         if depth >= _FAST_DEPTH:
-            return False
+            raise _Slow
+        size = 1 + len(src)
         for k, v in src.items():
             t = type(v)
             if t is str or t is int or t is bool or v is None:
                 pass
             elif t is dict:
-                if not plain_dict(v, depth + 1):
-                    return False
+                size += plain_dict(v, depth + 1) - 1
             elif t is list:
-                if not plain_list(v, depth + 1):
-                    return False
+                size += plain_list(v, depth + 1) - 1
             elif not (t is float and v - v == 0.0):
-                return False
+                raise _Slow
             if type(k) is not str:
-                return False
-        return True
+                raise _Slow
+        if big is not None and size > over:
+            big[id(src)] = size
+        return size
 
-    def plain_list(src: list[Any], depth: int) -> bool:
+    def plain_list(src: list[Any], depth: int) -> int:
         if depth >= _FAST_DEPTH or len(src) > max_list:
-            return False
+            raise _Slow
+        size = 1 + len(src)
         kinds = set(map(type, src))
         if kinds <= _PLAIN_SCALARS:
-            return True
-        if not kinds <= JSON_TYPES:
-            return False
-        if float in kinds and not all(
-            map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
-        ):
-            return False
-        for i in container_positions(src):
-            v = src[i]
-            if not (plain_dict(v, depth + 1) if type(v) is dict else plain_list(v, depth + 1)):
-                return False
-        return True
+            pass
+        elif not kinds <= JSON_TYPES:
+            raise _Slow
+        else:
+            if float in kinds and not all(
+                map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
+            ):
+                raise _Slow
+            for i in container_positions(src):
+                v = src[i]
+                inner = plain_dict(v, depth + 1) if type(v) is dict else plain_list(v, depth + 1)
+                size += inner - 1
+        if big is not None and size > over:
+            big[id(src)] = size
+        return size
 
     t = type(root)
     try:
-        return plain_dict(root, 1) if t is dict else t is list and plain_list(root, 1)
-    except RecursionError:
-        return False
+        if t is dict:
+            return plain_dict(root, 1)
+        return plain_list(root, 1) if t is list else None
+    except (_Slow, RecursionError):
+        return None
 
 
 def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:

@@ -445,12 +445,19 @@ _VARIED_PAYLOADS: list[Any] = [
 @pytest.mark.parametrize("payload", _VARIED_PAYLOADS)
 @pytest.mark.parametrize("threshold", [None, 0, 3, 8])
 @pytest.mark.parametrize("indent", [None, 1, 2])
+@pytest.mark.parametrize("piece", [prompts._PIECE_VALUES, 1, 4])
 def test_rendering_at_c_speed_writes_what_the_walk_writes(
-    payload: Any, threshold: int | None, indent: int | None
+    payload: Any,
+    threshold: int | None,
+    indent: int | None,
+    piece: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Subtrees with no comment inside are written by ``json.dumps``: the text is exactly what
-    the value-by-value walk writes, for unicode, big ints, floats, nested empties, comments at
-    any depth, in both layouts; without comments it is ``json.dumps``'s own text."""
+    """Subtrees with no comment inside are written by ``json.dumps`` (large ones in pieces of
+    ``piece`` values, one C call each): the text is exactly what the value-by-value walk
+    writes, for unicode, big ints, floats, nested empties, comments at any depth, in both
+    layouts; without comments it is ``json.dumps``'s own text."""
+    monkeypatch.setattr(prompts, "_PIECE_VALUES", piece)
     limit = math.inf if threshold is None else threshold
     walked = prompts._Renderer(indent, limit, fast=False).render(payload)
     text = render_payload(payload, index_threshold=threshold, indent=indent)
