@@ -329,7 +329,7 @@ def _compact(value: dict[str, Any] | list[Any], big: dict[int, int]) -> str:
     if size is None:
         return _dump_compact(value)
     pairs = list(value.items()) if isinstance(value, dict) else None
-    children = value if pairs is None else [child for _, child in pairs]
+    children: list[Any] = value if isinstance(value, list) else [child for _, child in pairs or ()]
     step = max(1, len(children) * _PIECE_VALUES // size)
     parts: list[str] = []
     start = 0

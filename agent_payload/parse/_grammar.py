@@ -70,7 +70,7 @@ class _Damage(Exception):
         self.resume = pos + 1
 
 
-_quoted: Final = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quoted: Final = json.encoder.encode_basestring_ascii
 """``json.dumps`` of a string (the same text; the C function itself, a hot path's cost)."""
 
 
@@ -215,9 +215,9 @@ class _Grammar:
         if pattern is _DSTR:  # the common case first: no escape, no control character
             plain = _PLAIN_DSTR.match(self.text, pos)
             if plain is not None:
-                value = plain.group()[1:-1]
-                if value.isascii() or _SURROGATE.search(value) is None:
-                    return value, plain.end()
+                text = plain.group()[1:-1]
+                if text.isascii() or _SURROGATE.search(text) is None:
+                    return text, plain.end()
         match = pattern.match(self.text, pos)
         if match is None:
             raise _Damage(pos, "a string that never closes", eof=True)
