@@ -105,7 +105,7 @@ def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, 
         value, end = None, pos + 1  # not strict JSON from its first member on: no C attempt
         bare = _BARE_FIRST_VALUE.match(text, pos)
         if bare is not None:
-            _bare_first_value(text, pos, bare.end())
+            _bare_first_value(text, pos, bare)
     else:
         value, end = _strict_at(text, pos)
     if value is not None and not _suspect(text, pos, end):
@@ -125,19 +125,18 @@ def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, 
 # the grammar would reach the word exactly as ``_bare_first_value`` does.
 _READ_WORDS: Final = frozenset({*_LITERALS, *_PY_LITERALS})
 _BARE_FIRST_VALUE: Final = re.compile(
-    r'\{[ \t\n\r]*"[^"\\\x00-\x1f\ud800-\udfff]*"[ \t\n\r]*:[ \t\n\r]*(?=[^\W\d]|\$)'
+    r'\{[ \t\n\r]*"[^"\\\x00-\x1f\ud800-\udfff]*"[ \t\n\r]*:[ \t\n\r]*(' + _WORD.pattern + ")"
 )
 
 
-def _bare_first_value(text: str, pos: int, at: int) -> None:
-    """Raise the damage of the bare word at ``at`` (the first value of the object at ``pos``)
-    that reading the whole object would raise first (``_Grammar._value`` and ``_word``); a word
-    the grammar reads (``true``, ``None``), or one at the end of the reply, returns and the
-    object is read whole."""
-    word = _WORD.match(text, at)
-    assert word is not None  # (the pattern looked ahead for it)
-    if word.end() < len(text) and word.group() not in _READ_WORDS:
-        damage = _bare_word(word.group(), at)
+def _bare_first_value(text: str, pos: int, bare: re.Match[str]) -> None:
+    """Raise the damage of the bare word that ``bare`` found as the first value of the object
+    at ``pos``: what reading the whole object would raise first (``_Grammar._value`` and
+    ``_word``). A word the grammar reads (``true``, ``None``), or one at the end of the reply,
+    returns, and the object is read whole."""
+    word = bare.group(1)
+    if bare.end() < len(text) and word not in _READ_WORDS:
+        damage = _bare_word(word, bare.start(1))
         damage.resume = max(damage.pos, pos + 1)
         raise damage
 
