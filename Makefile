@@ -68,6 +68,9 @@ bench:
 	$(PYTHON) bench/context.py
 	$(PYTHON) bench/outline_reads.py
 	$(PYTHON) bench/store.py
+	$(PYTHON) bench/render.py
+	$(PYTHON) bench/run.py
+	$(PYTHON) bench/loop_stall.py
 
 # mypy --strict on the README's examples and on a typed OpenAI tool loop (also part of `test`).
 typecheck-examples:

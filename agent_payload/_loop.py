@@ -242,6 +242,7 @@ class RunState:
             read_scope=s.read_scope,
             payload_json=payload_json,
             shown_json=shown_json,
+            round_trip_checked=True,  # by ``start``, before any request
         )
 
     # -- construction --------------------------------------------------------------------
@@ -256,7 +257,9 @@ class RunState:
                 "pass the instruction for the model as the second argument of run()"
             )
         # The payload as the merge sees it; refuses what is not JSON data before any request.
-        payload_json = _merge.dump_payload(payload)
+        # Not copied when it is plain JSON data already: every attempt merges (and copies)
+        # the caller's payload, and the run only reads this.
+        payload_json = _merge.dump_payload(payload, copy=False)
         payload_type = settings.payload_type
         if payload_type is None and isinstance(payload, BaseModel):
             payload_type = type(payload)

@@ -188,12 +188,15 @@ class _Renderer:
     usual pretty layout with ``k`` spaces per level, as ``json.dumps(indent=k)``.
 
     Iterative, so payloads nested thousands of levels deep (which the merge accepts) render too.
+    A container below the root with no annotated array inside and nothing unusual (checked by
+    ``_jsondata.plain_size``) is written by ``json.dumps`` at C speed, in the same layout.
     """
 
-    def __init__(self, indent: int | None, threshold: float) -> None:
+    def __init__(self, indent: int | None, threshold: float, *, fast: bool = True) -> None:
         self.indent = indent
         self.threshold = threshold
         self.annotated = False
+        self.fast = fast  # False: walk every value (the tests' reference for the fast path)
 
     def render(self, root: Any) -> str:
         out: list[str] = []
@@ -212,6 +215,11 @@ class _Renderer:
             if not value:
                 out.append("{}" if isinstance(value, dict) else "[]")
                 return
+            if stack and self.fast:
+                big: dict[int, int] = {}
+                if _jsondata.plain_size(value, self.threshold, big, _PIECE_VALUES) is not None:
+                    out.append(self.plain(value, depth, big))  # no comment inside: C speed
+                    return
             if id(value) in seen:
                 where = path(key) if stack else ()
                 raise InvalidPayloadError(
@@ -267,6 +275,16 @@ class _Renderer:
             begin(item, key, inner_depth)
         return "".join(out)
 
+    def plain(self, value: Any, depth: int, big: dict[int, int]) -> str:
+        """A container below the root that ``_jsondata.plain_size`` passed (no annotated array
+        inside), written by ``json.dumps`` with the same layout as the walk's. ``big``: the
+        sizes of its containers of over ``_PIECE_VALUES`` values (see ``_compact``)."""
+        if self.indent is None:
+            return _compact(value, big)
+        # (an indent makes json.dumps pure Python: it lets other threads in as it goes)
+        text = json.dumps(value, ensure_ascii=False, indent=self.indent, check_circular=False)
+        return text.replace("\n", "\n" + " " * (self.indent * depth)) if depth else text
+
     def _newline(self, depth: int, *, closing: bool) -> str:
         """The line break before an item of a broken container at ``depth``, or before its
         closing bracket."""
@@ -295,6 +313,47 @@ class _Renderer:
             "get JSON-mode dumping",
             path=path,
         )
+
+
+_PIECE_VALUES = 20_000
+"""``_compact`` writes a larger subtree in pieces of about this many values (a few ms each)."""
+
+_dump_compact = functools.partial(
+    json.dumps, ensure_ascii=False, separators=(",", ":"), check_circular=False
+)
+
+
+def _compact(value: dict[str, Any] | list[Any], big: dict[int, int]) -> str:
+    """Compact JSON of plain data, as ``json.dumps`` writes it, one C call per piece of about
+    ``_PIECE_VALUES`` values: the C encoder holds the GIL for a whole call, so one call for
+    megabytes would stall another thread (the event loop of an ``AsyncPayloadAgent`` whose
+    worker thread renders) for as long. ``big``: the size of each container over that many
+    values (``_jsondata.plain_size``); the others are written whole, several per call."""
+    size = big.get(id(value))
+    if size is None:
+        return _dump_compact(value)
+    pairs = list(value.items()) if isinstance(value, dict) else None
+    children: list[Any] = value if isinstance(value, list) else [child for _, child in pairs or ()]
+    step = max(1, len(children) * _PIECE_VALUES // size)
+    parts: list[str] = []
+    start = 0
+
+    def flush(end: int) -> None:
+        if end > start:
+            chunk = children[start:end] if pairs is None else dict(pairs[start:end])
+            parts.append(_dump_compact(chunk)[1:-1])
+
+    for i, child in enumerate(children):
+        if id(child) in big:
+            flush(i)
+            head = "" if pairs is None else _dump_compact(pairs[i][0]) + ":"
+            parts.append(head + _compact(child, big))
+            start = i + 1
+        elif i + 1 - start >= step:
+            flush(i + 1)
+            start = i + 1
+    flush(len(children))
+    return ("[" if pairs is None else "{") + ",".join(parts) + ("]" if pairs is None else "}")
 
 
 _FENCE_CLOSE = re.compile(r"</(?=payload|schema|task)", re.IGNORECASE)

@@ -20,6 +20,8 @@ be refused). The inputs:
 Times are CPU times of the process (``time.process_time``, so other work on a shared machine
 does not blur them), the best of several repeats (one at 10 MB). ``growth`` is the time divided
 by the time of the size ten times smaller: about 10x is linear, about 100x would be quadratic.
+
+Goal (issue 33): every input under one second per MB (at 1 MB and 10 MB).
 """
 
 from __future__ import annotations
@@ -120,11 +122,16 @@ def main() -> None:
         "-" * 72,
     ]
     print("\n".join(lines), flush=True)
+    worst: tuple[float, str] = (0.0, "")
     for name, make in INPUTS.items():
         previous: float | None = None
         for size in sizes:
             text = make(size)
             seconds, outcome = _time(text, 1 if size >= 10_000_000 else 3)
+            if size >= 1_000_000:
+                worst = max(
+                    worst, (seconds / (len(text) / 1e6), f"{name.strip()} at {_size(size)}")
+                )
             growth = f"{seconds / previous:.1f}x" if previous else ""
             previous = max(seconds, 1e-6)
             line = f"{name:<16}{_size(size):>8}{seconds:>11.3f}s{growth:>9}  {outcome}"
@@ -132,6 +139,12 @@ def main() -> None:
             lines.append(line)
         print(flush=True)
         lines.append("")
+    goal = (
+        f"GOAL every input under one second per MB: {'MET' if worst[0] < 1 else 'MISSED'} "
+        f"(slowest {worst[0]:.2f} s per MB: {worst[1]})"
+    )
+    print(goal)
+    lines.append(goal)
     if args.write:
         RESULTS.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
         print(f"written to {RESULTS}", file=sys.stderr)

@@ -814,3 +814,27 @@ def test_text_that_is_not_unicode_is_refused_before_any_request() -> None:
     with pytest.raises(InvalidPayloadError, match="lone surrogate"):
         PayloadAgent(model).run({"s": "\ud800"}, "t")
     assert len(model.requests) == 0
+
+
+def test_the_result_shares_nothing_with_the_payload_now_that_intake_does_not_copy() -> None:
+    """Issue 33: the run reads the caller's payload without copying it at intake; the result
+    is still an independent copy (the merge's), and the payload is never modified, even by a
+    validator that mutates the result of a refused first attempt."""
+    payload = {"items": [{"sku": "A", "qty": 1}], "meta": {"tags": ["x"]}}
+    before = copy.deepcopy(payload)
+    seen: list[dict[str, Any]] = []
+
+    def mutating_validator(result: Any) -> None:
+        seen.append(result)
+        result["meta"]["tags"].append("mutated by the validator")
+        if len(seen) == 1:
+            raise ValueError("try again")
+
+    reply = json.dumps({"updateElements": {"items": [{"qty": 2}]}})
+    agent = PayloadAgent(ScriptedModel([reply, reply]), validators=[mutating_validator])
+    result = agent.run(payload, "two of A")
+    assert payload == before
+    assert result.payload["items"][0]["qty"] == 2
+    assert result.payload["meta"]["tags"] == ["x", "mutated by the validator"]
+    result.payload["items"][0]["sku"] = "changed"
+    assert payload == before

@@ -766,3 +766,23 @@ def test_pydantic_payload_never_loses_a_change_silently() -> None:
         (("qty",), 3),
         (("status",), "sent"),
     ]
+
+
+class _Color(enum.StrEnum):
+    RED = "red"
+
+
+def test_dump_payload_without_a_copy_checks_and_returns_plain_data_itself() -> None:
+    """Issue 33: ``copy=False`` returns plain JSON data itself (the agent only reads it);
+    anything a copy would convert is converted, anything it refuses is refused, limits hold."""
+    plain = {"a": [1, 2.5, {"b": None}], "c": "x"}
+    assert dump_payload(plain, copy=False) is plain
+    assert dump_payload(plain) is not plain
+    converted = dump_payload({"color": _Color.RED}, copy=False)
+    assert converted == {"color": "red"} and type(converted["color"]) is str
+    with pytest.raises(InvalidPayloadError, match=r"a\[1\]"):
+        dump_payload({"a": [1, (2, 3)]}, copy=False)
+    with pytest.raises(LimitExceededError):
+        dump_payload({"a": list(range(10))}, copy=False, limits=Limits(max_nodes=5))
+    with pytest.raises(LimitExceededError):
+        dump_payload({"a": {"b": {"c": 1}}}, copy=False, limits=Limits(max_depth=2))

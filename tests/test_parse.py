@@ -555,3 +555,47 @@ def test_a_damaged_example_before_the_answer_is_sent_back() -> None:
         parse_change_request(reply)
     assert "twice" in caught.value.feedback
     assert "1 other change request" in caught.value.feedback
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": x ',
+        '{"name": John}',
+        '{ "k" :\n tru, "b": 1}',
+        '{"k": nul}',
+        '{"k": NaN}',
+        '{"k": Infinity, "z": 2}',
+        '{"k": undefined}',
+        '{"k": café}',
+        '{"k": $ref}',
+        '{"k": True}',
+        '{"k": None, "j": x}',
+        '{"k": true}',
+        '{"k": x',
+        '{"k": x}',
+        '{"é": x}',
+        '{"k": x} {"updateElements": {"a": 1}}',
+    ],
+)
+def test_a_bare_first_value_is_read_as_the_grammar_reads_it(text: str) -> None:
+    """Issue 33: a bare word as the first value (``{"name": John}``) is refused without a
+    whole grammar read, with exactly the damage, position and resume point the grammar gives
+    (``true``, ``None`` and a word at the end of the reply are left to the grammar)."""
+    from agent_payload.parse._grammar import _Damage, _Grammar
+    from agent_payload.parse._strict import _read_object
+
+    def outcome(read: Any) -> Any:
+        try:
+            value, end, *_ = read()
+        except _Damage as damage:
+            return ("damage", damage.pos, damage.what, damage.hint, damage.eof, damage.depth)
+        return ("value", value, end)
+
+    fast = outcome(lambda: _read_object(text, 0))
+    whole = outcome(lambda: _Grammar(text).read_object(0))
+    assert fast == whole
+    if fast[0] == "damage":
+        with pytest.raises(_Damage) as caught:
+            _read_object(text, 0)
+        assert caught.value.resume == max(caught.value.pos, 1)

@@ -452,6 +452,53 @@ def test_stripping_comments_gives_back_the_payload(
     assert "</payload" not in text.lower()
 
 
+_VARIED_PAYLOADS: list[Any] = [
+    {"name": 'Zoë 🚀 \u2028 \x00 </payload> "q" \\', "n": 2**100, "m": -(10**40)},
+    {"floats": [0.1, -0.0, 1e300, 5e-324, 1.0, 123456789.125], "ok": True, "no": None},
+    {"empty": [{}, [], [[]], {"a": {}}, {"b": []}], "e": {}, "l": []},
+    {"records": [{"id": i, "tags": ["x"] * (i % 3), "price": i / 7} for i in range(12)]},
+    {"long": list(range(40)), "short": list(range(8)), "nested": {"deep": [[list(range(9))]]}},
+    {"a": {"b": {"c": [{"d": [1, 2, 3]}, {"e": "f"}] * 5}}, "g": [True, False] * 3},
+    [{"k": "v", "ü": ["ñ", "日本"]}, 1, "two", None, [[], {}]],
+    {"x": [{"y": [{"z": [0] * 20}]}], "w": [[{"deep": {"er": [[]]}}]] * 9},
+]
+
+
+@pytest.mark.parametrize("payload", _VARIED_PAYLOADS)
+@pytest.mark.parametrize("threshold", [None, 0, 3, 8])
+@pytest.mark.parametrize("indent", [None, 1, 2])
+@pytest.mark.parametrize("piece", [prompts._PIECE_VALUES, 1, 4])
+def test_rendering_at_c_speed_writes_what_the_walk_writes(
+    payload: Any,
+    threshold: int | None,
+    indent: int | None,
+    piece: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Subtrees with no comment inside are written by ``json.dumps`` (large ones in pieces of
+    ``piece`` values, one C call each): the text is exactly what the value-by-value walk
+    writes, for unicode, big ints, floats, nested empties, comments at any depth, in both
+    layouts; without comments it is ``json.dumps``'s own text."""
+    monkeypatch.setattr(prompts, "_PIECE_VALUES", piece)
+    limit = math.inf if threshold is None else threshold
+    walked = prompts._Renderer(indent, limit, fast=False).render(payload)
+    text = render_payload(payload, index_threshold=threshold, indent=indent)
+    assert text == prompts._escape_fences(walked)
+    if indent is not None and threshold is None:
+        assert text == prompts._escape_fences(
+            json.dumps(payload, indent=indent, ensure_ascii=False)
+        )
+
+
+@pytest.mark.parametrize("payload", _VARIED_PAYLOADS)
+def test_rendering_at_c_speed_keeps_paths_of_bad_data(payload: Any) -> None:
+    """Bad data deep inside a subtree the C encoder would otherwise write (a tuple, which
+    ``json.dumps`` writes as a list) is still refused with its path."""
+    bad = {"ok": payload, "deep": {"inner": [{"t": (1, 2)}]}}
+    with pytest.raises(InvalidPayloadError, match=re.escape("payload at deep.inner[0].t:")):
+        render_payload(bad)
+
+
 def test_pydantic_payload_is_dumped_in_json_mode() -> None:
     """A model instance renders as its JSON-mode dump."""
     order = _order()

@@ -580,3 +580,43 @@ def test_a_delete_the_default_restores_inside_a_shifted_element_is_a_correction(
         apply_change_request(shelf, request)
     assert info.value.errors[0][0] == ("items", 1, "qty")  # as the request wrote it
     assert "does nothing" in info.value.errors[0][1]
+
+
+# --- issue 33: the round trip of a typed payload is checked once per run ----------------------
+
+
+@pytest.mark.parametrize("as_model", [True, False], ids=["model", "dict with payload_type"])
+def test_a_two_attempt_typed_run_checks_the_round_trip_once(
+    as_model: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round trip (a whole dump and validation of the payload: seconds for a model of
+    20,000 lines) is checked before the first request and never again: the attempts merge
+    into the checked payload. Two attempts, each reaching the merge (the first refused by the
+    type), call ``typed.check_round_trip`` once in all."""
+    import agent_payload.typed as typed
+
+    calls: list[Any] = []
+    real = typed.check_round_trip
+
+    def counting(payload: Any, payload_type: Any = None) -> None:
+        calls.append(payload)
+        real(payload, payload_type)
+
+    monkeypatch.setattr(typed, "check_round_trip", counting)
+    invoice = Invoice(lines=[Line(qty=1, price=2.0), Line(qty=2, price=5.0)])
+    model = ScriptedModel(
+        [
+            json.dumps({"updateElements": {"lines": [{}, {"qty": "many"}]}}),
+            json.dumps({"updateElements": {"lines": [{}, {"qty": 3}]}}),
+        ]
+    )
+    agent = PayloadAgent(model)
+    if as_model:
+        result = agent.run(invoice, "three of the second line")
+        assert result.payload.lines[1].qty == 3
+    else:
+        data = invoice.model_dump(mode="json")
+        result = agent.run(data, "three of the second line", payload_type=Invoice)
+        assert result.payload["lines"][1]["qty"] == 3
+    assert result.attempts == 2
+    assert len(calls) == 1

@@ -48,7 +48,7 @@ _NOTHING: Any = object()
 
 class Judge:
     """Judges replies against one payload and one configuration (pure: no I/O, no state
-    between calls; build one per payload, call it once per reply).
+    between calls but that one check; build one per payload, call it once per reply).
 
     ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
     active (default ``merge.choose_marker``). ``payload_type``: validates the result (default:
@@ -61,7 +61,9 @@ class Judge:
     ``payload`` (a late reply, MERGE.md section 9), with ``applied``, the change requests
     applied to ``base`` since (in order, giving ``payload``; ``merge.Applied`` records for their
     own markers): a reply is then rebased over them before it is judged on ``payload``, or sent
-    back with ``concurrent_change`` conflicts.
+    back with ``concurrent_change`` conflicts. A model payload's round trip is checked by the
+    first reply that reaches the merge, once (``round_trip_checked=True``: the caller has
+    checked it).
     """
 
     def __init__(
@@ -78,10 +80,15 @@ class Judge:
         shown_json: Any = _NOTHING,
         base: Any = _NOTHING,
         applied: Sequence[Any] = (),
+        round_trip_checked: bool = False,
     ) -> None:
         self.payload = payload
         self.base = base
         self.applied = tuple(applied)
+        # A model payload's round trip (``typed.check_round_trip``: a dump and a validation of
+        # the whole payload) is checked once, by the caller (the agent, before any request:
+        # ``round_trip_checked``) or by the first merge, never once per reply.
+        self._round_trip_checked = round_trip_checked
         self.payload_json = (
             _merge.dump_payload(payload) if payload_json is _NOTHING else payload_json
         )
@@ -330,13 +337,20 @@ class Judge:
     ) -> Verdict | tuple[Any, MergeReport]:
         """Step 4: the merge (guards at the original node, whole-merge review included); a
         conflict, or a part meant to act that did nothing (issue 9), goes back."""
+        model_json = None
+        if isinstance(self.payload, BaseModel):
+            if not self._round_trip_checked:
+                _typed.check_round_trip(self.payload)
+                self._round_trip_checked = True
+            model_json = self.payload_json  # the model's JSON form, as the merge would dump it
         try:
-            merged = _merge.apply_change_request(
+            merged = _merge.merge_checked(
                 self.payload,
                 request,
                 markers=frozenset({self.marker}),
                 guards=None if recorder is None else [recorder],
                 refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
+                model_json=model_json,
             )
         except PayloadValidationError as exc:
             return self._invalid(exc.errors, exc.payload, exc, request)

@@ -182,6 +182,33 @@ def apply_change_request(
       any such string inside content added at a key or index that does not exist. Off, the
       merge follows MERGE.md to the letter (that content is literal).
     """
+    return merge_checked(
+        payload,
+        change_request,
+        strict=strict,
+        markers=markers,
+        share=share,
+        guards=guards,
+        limits=limits,
+        refuse_stale_markers=refuse_stale_markers,
+    )
+
+
+def merge_checked(
+    payload: Any,
+    change_request: Any,
+    *,
+    strict: bool = False,
+    markers: Iterable[str] = DEFAULT_MARKERS,
+    share: bool = False,
+    guards: Sequence[Guard] | None = None,
+    limits: Limits | None = None,
+    refuse_stale_markers: bool = False,
+    model_json: Any = None,
+) -> MergeResult[Any]:
+    """``apply_change_request``, for a caller that has already checked the round trip of a
+    model ``payload`` (``typed.check_round_trip``) and holds its JSON form ``model_json``
+    (the judge: once per run, not once per attempt); ``None``: check and dump it here."""
     limits = DEFAULT_LIMITS if limits is None else limits
     if not isinstance(limits, Limits):
         raise ConfigurationError(f"limits must be a Limits instance or None; found {limits!r}.")
@@ -191,8 +218,10 @@ def apply_change_request(
     model_class: type[BaseModel] | None = None
     if isinstance(payload, BaseModel):
         model_class = type(payload)
-        _typed.check_round_trip(payload)  # issue 17: an exact round trip, or refused up front
-        before: Any = json_data(payload)
+        before: Any = model_json
+        if before is None:
+            _typed.check_round_trip(payload)  # issue 17: an exact round trip, or refused first
+            before = json_data(payload)
         share_mode = False
     elif payload is None:
         before = {}

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from agent_payload._jsondata import json_data
+from agent_payload._jsondata import _FAST_DEPTH, json_data, plain_size
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, REFERENCE_MARKER
 from agent_payload.errors import ConfigurationError
 from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _copy_payload, _root_error
@@ -64,12 +64,17 @@ def _marker_inside(value: Any, markers: frozenset[str]) -> tuple[tuple[str | int
     return None
 
 
-def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
-    """The payload as JSON data, as the merge sees it (a fresh, independent copy).
+def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = True) -> Any:
+    """The payload as JSON data, as the merge sees it (a fresh, independent copy unless
+    ``copy=False``).
 
     ``None`` becomes ``{}``; a pydantic model is dumped in JSON mode by alias (the same form
     :func:`apply_change_request` merges into and validates back); dicts and lists are checked
     and copied. Prompts should show the model exactly this.
+
+    ``copy=False``: a dict or list that already is plain JSON data within ``limits`` is
+    checked and returned itself (not copied: the caller must not mutate it); anything else is
+    converted or refused as with a copy.
     """
     limits = limits or DEFAULT_LIMITS
     if payload is None:
@@ -78,6 +83,10 @@ def dump_payload(payload: Any, *, limits: Limits | None = None) -> Any:
         return json_data(payload)
     if _kind(payload) not in (_OBJ, _ARR):
         raise _root_error(payload)
+    if not copy and limits.max_depth >= _FAST_DEPTH:
+        size = plain_size(payload)
+        if size is not None and size <= limits.max_nodes:
+            return payload
     return _copy_payload(payload, limits)
 
 

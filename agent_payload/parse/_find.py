@@ -86,13 +86,15 @@ _TAG_BEFORE: Final = re.compile(
 )
 _DECORATION: Final = re.compile(r"</?[A-Za-z_][\w\-]*(?:\s[^<>]*)?>|(?:```|~~~)[\w+\-]*")
 _UNCLOSED_FENCE: Final = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
+# (Each of the next two opens with a lookahead for the characters it can start with: the
+# same matches, found without trying the whole pattern at every position of a long reply.)
 _REQUEST_KEY: Final = re.compile(
-    r"""["']?\b(?:(?:new|update|remove|replace)[_\-]?elements?|"""
+    r"""(?=["'nurpc])["']?\b(?:(?:new|update|remove|replace)[_\-]?elements?|"""
     r"""(?:payload[_\-]?)?change[_\-]?request)\b["']?\s*:""",
     re.IGNORECASE,
 )
 _REFUSAL: Final = re.compile(
-    r"""\b(?:
+    r"""(?=[ity])\b(?:
         i(?:'m|\s+am)\s+(?:sorry|afraid)\b[^.\n]{0,40}?\b
             (?:can't|cannot|can\s+not|won't|will\s+not|unable|not\s+able)
       | i(?:\s+(?:can't|cannot|can\s+not|won't|will\s+not|am\s+unable\s+to

@@ -25,6 +25,7 @@ _MAX_DIGITS: Final = 4300  # Python's int/str conversion limit: JSON data cannot
 
 _SPACE: Final = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029\ufeff]*")
 _DSTR: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_PLAIN_DSTR: Final = re.compile(r'"[^"\\\x00-\x1f]*"')
 _SSTR: Final = re.compile(r"'[^'\\]*(?:\\.[^'\\]*)*'", re.DOTALL)
 _JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?(?![\w$.])")
 _NUMBER5: Final = re.compile(
@@ -69,6 +70,10 @@ class _Damage(Exception):
         self.resume = pos + 1
 
 
+_quoted: Final = json.encoder.encode_basestring_ascii
+"""``json.dumps`` of a string (the same text; the C function itself, a hot path's cost)."""
+
+
 def _found(text: str, pos: int) -> str:
     """What stands at ``pos``, for an error message."""
     if pos >= len(text):
@@ -80,6 +85,24 @@ def _found(text: str, pos: int) -> str:
     if char.isspace():
         return "a line break" if char in "\r\n" else "a space"
     return json.dumps(char, ensure_ascii=False)
+
+
+def _bare_word(word: str, pos: int) -> _Damage:
+    """The damage of ``word`` where a value should be (no JSON or Python literal)."""
+    if word in ("NaN", "Infinity"):
+        return _Damage(pos, f"{word}, which is not a JSON number", "use a number or null instead.")
+    near = (
+        difflib.get_close_matches(word.lower(), ("true", "false", "null"), n=1, cutoff=0.6)
+        if len(word) <= 6 and word[0] in "tfnTFN"
+        else []
+    )
+    if word == "undefined":
+        hint = "write null for no value."
+    elif near:
+        hint = f"did you mean {near[0]}? If it is text, quote it: {_quoted(word)}."
+    else:
+        hint = f"text must be quoted: {_quoted(word)}."
+    return _Damage(pos, f"the bare word {word[:40]} where a value should be", hint)
 
 
 class _Grammar:
@@ -186,24 +209,15 @@ class _Grammar:
         if word in _PY_LITERALS:
             self.repairs["converted Python literals True/False/None to JSON"] = None
             return _PY_LITERALS[word]
-        if word in ("NaN", "Infinity"):
-            raise _Damage(
-                pos, f"{word}, which is not a JSON number", "use a number or null instead."
-            )
-        near = (
-            difflib.get_close_matches(word.lower(), ("true", "false", "null"), n=1, cutoff=0.6)
-            if len(word) <= 6 and word[0] in "tfnTFN"
-            else []
-        )
-        if word == "undefined":
-            hint = "write null for no value."
-        elif near:
-            hint = f"did you mean {near[0]}? If it is text, quote it: {json.dumps(word)}."
-        else:
-            hint = f"text must be quoted: {json.dumps(word)}."
-        raise _Damage(pos, f"the bare word {word[:40]} where a value should be", hint)
+        raise _bare_word(word, pos)
 
     def _string(self, pos: int, pattern: re.Pattern[str]) -> tuple[str, int]:
+        if pattern is _DSTR:  # the common case first: no escape, no control character
+            plain = _PLAIN_DSTR.match(self.text, pos)
+            if plain is not None:
+                text = plain.group()[1:-1]
+                if text.isascii() or _SURROGATE.search(text) is None:
+                    return text, plain.end()
         match = pattern.match(self.text, pos)
         if match is None:
             raise _Damage(pos, "a string that never closes", eof=True)
@@ -339,7 +353,7 @@ class _Grammar:
             if char == "}":
                 return pairs, pos + 1
             if char != ",":
-                raise self._no_separator(pos, "}", f"the value of {json.dumps(key)}")
+                raise self._no_separator(pos, "}", f"the value of {_quoted(key)}")
             pos = self.gap(pos + 1, False)
             char = text[pos : pos + 1]
             if char == "}":

@@ -11,7 +11,15 @@ import json
 import re
 from typing import Any, Final
 
-from agent_payload.parse._grammar import _MAX_DIGITS, _Damage, _Grammar
+from agent_payload.parse._grammar import (
+    _LITERALS,
+    _MAX_DIGITS,
+    _PY_LITERALS,
+    _WORD,
+    _bare_word,
+    _Damage,
+    _Grammar,
+)
 
 
 def _finite_float(text: str) -> float:
@@ -95,6 +103,9 @@ def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, 
     scanning for other objects may go on: past everything strict JSON read as one object)."""
     if _STRICT_START.match(text, pos) is None:
         value, end = None, pos + 1  # not strict JSON from its first member on: no C attempt
+        bare = _BARE_FIRST_VALUE.match(text, pos)
+        if bare is not None:
+            _bare_first_value(text, pos, bare)
     else:
         value, end = _strict_at(text, pos)
     if value is not None and not _suspect(text, pos, end):
@@ -106,6 +117,28 @@ def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, 
         damage.resume = max(damage.pos, end, pos + 1)
         raise
     return value, stop, list(grammar.repairs)
+
+
+# ``{"key": word`` with a bare word as the first value: the commonest damage of JSON-looking
+# prose (``{"name": John}``), a whole grammar read for one error each. The key is a plain
+# string (no escape, control character or surrogate: the grammar reads it as it stands), so
+# the grammar would reach the word exactly as ``_bare_first_value`` does.
+_READ_WORDS: Final = frozenset({*_LITERALS, *_PY_LITERALS})
+_BARE_FIRST_VALUE: Final = re.compile(
+    r'\{[ \t\n\r]*"[^"\\\x00-\x1f\ud800-\udfff]*"[ \t\n\r]*:[ \t\n\r]*(' + _WORD.pattern + ")"
+)
+
+
+def _bare_first_value(text: str, pos: int, bare: re.Match[str]) -> None:
+    """Raise the damage of the bare word that ``bare`` found as the first value of the object
+    at ``pos``: what reading the whole object would raise first (``_Grammar._value`` and
+    ``_word``). A word the grammar reads (``true``, ``None``), or one at the end of the reply,
+    returns, and the object is read whole."""
+    word = bare.group(1)
+    if bare.end() < len(text) and word not in _READ_WORDS:
+        damage = _bare_word(word, bare.start(1))
+        damage.resume = max(damage.pos, pos + 1)
+        raise damage
 
 
 def _read_whole(text: str, context: str | None = None) -> tuple[Any, list[str]]:
