@@ -41,7 +41,7 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from tenacity import (
@@ -526,29 +526,24 @@ class PayloadAgent(_BaseAgent[Model]):
         )
         retrying = _retrying(self.max_retries, state, Retrying)
         hook_sets = (run_trace(self.model, state, started), self.hooks, hooks)
-        log = _RunLog(state)
         try:
             for attempt in retrying:
                 with attempt:
-                    request = state.next_request()
-                    last = _is_last(retrying, attempt.retry_state)
-                    _call(hook_sets, "on_request", state.attempt, request, last)
-                    log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
-                    reply = self._ask(request, state.attempt, hook_sets)
-                    _call(hook_sets, "on_response", state.attempt, reply, last)
-                    while (follow := state.read_turn(reply)) is not None:
-                        log.debug("attempt %d: answered read %d", state.attempt, state.reads_used)
-                        _call(hook_sets, "on_request", state.attempt, follow, last)
-                        reply = self._ask(follow, state.attempt, hook_sets)
-                        _call(hook_sets, "on_response", state.attempt, reply, last)
-                    try:
-                        result: AgentResult[Any] = state.judge(reply)
-                        if commit is not None:
-                            result = state.commit(result, commit)
-                    except ModelReplyError as exc:
-                        last = _retry_is_last(retrying, attempt.retry_state, state, exc)
-                        _call(hook_sets, "on_retry", state.attempt, exc.problems, last)
-                        raise
+                    steps = _attempt(state, self.model.model_name, retrying, attempt, commit)
+
+                    def do(step: _Step) -> Any:
+                        kind, value = step
+                        if kind == "hook":
+                            return _call(hook_sets, *value)
+                        if kind == "ask":
+                            return self._ask(value, state.attempt, hook_sets)
+                        if kind == "read":
+                            return state.read_turn(value)
+                        if kind == "judge":
+                            return state.judge(value)
+                        return state.commit(value, commit)  # type: ignore[arg-type]
+
+                    result: AgentResult[Any] = _run_steps(steps, do)
         except RetryError as exc:
             error = _exhausted(state)
             _call(hook_sets, "on_error", error, state.attempt)
@@ -623,38 +618,26 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         state = await _callables.off_loop(start) if offload else start()
         retrying = _retrying(self.max_retries, state, AsyncRetrying)
         hook_sets = (run_trace(self.model, state, started), self.hooks, hooks)
-        log = _RunLog(state)
         try:
             async for attempt in retrying:
                 with attempt:
-                    request = state.next_request()
-                    last = _is_last(retrying, attempt.retry_state)
-                    await _acall(hook_sets, "on_request", state.attempt, request, last)
-                    log.debug("attempt %d: requesting %s", state.attempt, self.model.model_name)
-                    reply = await self._ask(request, state.attempt, hook_sets)
-                    await _acall(hook_sets, "on_response", state.attempt, reply, last)
-                    while True:
-                        follow = (
-                            await _callables.off_loop(state.read_turn, reply)
-                            if offload
-                            else state.read_turn(reply)
-                        )
-                        if follow is None:
-                            break
-                        log.debug("attempt %d: answered read %d", state.attempt, state.reads_used)
-                        await _acall(hook_sets, "on_request", state.attempt, follow, last)
-                        reply = await self._ask(follow, state.attempt, hook_sets)
-                        await _acall(hook_sets, "on_response", state.attempt, reply, last)
-                    try:
-                        result: AgentResult[Any] = await _callables.adrive(
-                            state.judge_steps(reply), offload
-                        )
-                        if commit is not None:
-                            result = await _acommit(state, result, commit)
-                    except ModelReplyError as exc:
-                        last = _retry_is_last(retrying, attempt.retry_state, state, exc)
-                        await _acall(hook_sets, "on_retry", state.attempt, exc.problems, last)
-                        raise
+                    steps = _attempt(state, self.model.model_name, retrying, attempt, commit)
+
+                    async def do(step: _Step) -> Any:
+                        kind, value = step
+                        if kind == "hook":
+                            return await _acall(hook_sets, *value)
+                        if kind == "ask":
+                            return await self._ask(value, state.attempt, hook_sets)
+                        if kind == "read":
+                            if offload:
+                                return await _callables.off_loop(state.read_turn, value)
+                            return state.read_turn(value)
+                        if kind == "judge":
+                            return await _callables.adrive(state.judge_steps(value), offload)
+                        return await _acommit(state, value, commit)  # type: ignore[arg-type]
+
+                    result: AgentResult[Any] = await _arun_steps(steps, do)
         except RetryError as exc:
             error = _exhausted(state)
             await _acall(hook_sets, "on_error", error, state.attempt)
@@ -678,6 +661,79 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
 
         model: AsyncStreamingModel = self.model  # type: ignore[assignment]  # checked at __init__
         return await model.astream_request(request, progress)
+
+
+# --- one attempt, for both drivers ----------------------------------------------------------
+
+_Step = tuple[str, Any]
+"""What an attempt asks its driver to do: ``("hook", (name, *args))``, ``("ask", request)``
+(the model's reply), ``("read", reply)`` (the next read request, or None), ``("judge",
+reply)`` (the result, or the ``ModelReplyError`` to correct), ``("commit", result)``."""
+
+
+def _attempt(
+    state: RunState,
+    model_name: str,
+    retrying: Retrying | AsyncRetrying,
+    attempt: Any,
+    commit: Commit | None,
+) -> Generator[_Step, Any, AgentResult[Any]]:
+    """One attempt of a run, the same for ``PayloadAgent`` and ``AsyncPayloadAgent``: the
+    request, the reads, the judgement and the commit, as steps their drivers carry out (sync,
+    or awaited and partly in the worker thread)."""
+    log = _RunLog(state)
+    request = state.next_request()
+    last = _is_last(retrying, attempt.retry_state)
+    yield "hook", ("on_request", state.attempt, request, last)
+    log.debug("attempt %d: requesting %s", state.attempt, model_name)
+    reply = yield "ask", request
+    yield "hook", ("on_response", state.attempt, reply, last)
+    while (follow := (yield "read", reply)) is not None:
+        log.debug("attempt %d: answered read %d", state.attempt, state.reads_used)
+        yield "hook", ("on_request", state.attempt, follow, last)
+        reply = yield "ask", follow
+        yield "hook", ("on_response", state.attempt, reply, last)
+    try:
+        result: AgentResult[Any] = yield "judge", reply
+        if commit is not None:
+            result = yield "commit", result
+    except ModelReplyError as exc:
+        last = _retry_is_last(retrying, attempt.retry_state, state, exc)
+        yield "hook", ("on_retry", state.attempt, exc.problems, last)
+        raise
+    return result
+
+
+def _run_steps(steps: Generator[_Step, Any, T], do: Callable[[_Step], Any]) -> T:
+    """Carry out ``steps`` in sync code: each step's value (or exception) goes back in."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = do(step)
+        except BaseException as exc:
+            error = exc
+
+
+async def _arun_steps(steps: Generator[_Step, Any, T], do: Callable[[_Step], Awaitable[Any]]) -> T:
+    """``_run_steps`` in async code: each step is awaited."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = await do(step)
+        except BaseException as exc:
+            error = exc
 
 
 async def _acommit(state: RunState, result: AgentResult[Any], commit: Commit) -> AgentResult[Any]:
