@@ -1,0 +1,428 @@
+"""The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``)::
+
+    from agent_payload.integrations.langgraph import PayloadState, change_request_tool, payload_prompt
+
+    tool = change_request_tool(payload_type=Invoice)
+    agent = create_react_agent(llm, [tool], state_schema=PayloadState,
+                               prompt=payload_prompt(tool), checkpointer=MemorySaver())
+    agent.invoke({"messages": [("user", "...")], "payload": invoice}, config)
+    agent.get_state(config).values["payload"]  # the current payload, checkpointed
+
+The payload is JSON data in the graph's state (``PayloadState["payload"]``), so the checkpointer
+keeps it with the thread: every turn's model sees the current version (``payload_prompt`` /
+``payload_message`` render it, or its outline when large) and a resumed thread has it.
+
+How the calls of one ``AIMessage`` combine (MERGE.md section 9). ``ToolNode`` runs them
+together, each with the state the message saw. The tool finds that message in the state (by
+the call's id) and keeps, per message, a *turn record* in this process: a
+``ChangeRequestToolHandler`` over the payload the message saw. Each call is judged there with
+that payload as its base (``handle(arguments, base_version=0)``): rebased over the calls of the
+message applied before it, or sent back as this call's own error ``ToolMessage``
+(``concurrent_change``) when it collides. An accepted call returns a ``Command`` whose payload
+update is an *edit*: the message, the fingerprint (``version``, a string) of the payload it saw,
+the call's place in the turn (``step``), the request as applied and the turn's payload after it.
+The payload key's channel (``PayloadChannel``) receives the edits of a step together and keeps
+the furthest step of the turn, when the turn's base is the payload it holds; anything else
+(edits of two messages in one step, a base that is not the current payload) raises
+``InvalidUpdateError`` and changes nothing, so no edit the model was told about is lost in silence.
+A call seen again (a step run twice) gets its first answer again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, NotRequired, TypedDict
+
+from agent_payload import outline as _outline
+from agent_payload import prompts as _prompts
+from agent_payload._jsondata import json_data
+from agent_payload.changes import MARKER
+from agent_payload.errors import ConfigurationError, UsageError
+from agent_payload.integrations._common import require
+from agent_payload.tools import ChangeRequestToolHandler, openai_tool
+from agent_payload.usage import estimate_tokens
+
+_graph = require("langgraph.graph.message", package="langgraph", extra="langgraph")
+_channels = require("langgraph.channels.base", package="langgraph", extra="langgraph")
+_managed = require("langgraph.managed", package="langgraph", extra="langgraph")
+_errors = require("langgraph.errors", package="langgraph", extra="langgraph")
+_types = require("langgraph.types", package="langgraph", extra="langgraph")
+_prebuilt = require("langgraph.prebuilt", package="langgraph", extra="langgraph")
+_lc_tools = require("langchain_core.tools", package="langchain-core", extra="langgraph")
+_lc_messages = require("langchain_core.messages", package="langchain-core", extra="langgraph")
+_LG_MISSING: Any = require("langgraph._internal._typing", package="langgraph", extra="langgraph").MISSING
+_pydantic = require("pydantic", package="pydantic", extra="langgraph")
+
+__all__ = [
+    "EDIT",
+    "PayloadChannel",
+    "PayloadState",
+    "change_request_tool",
+    "payload_message",
+    "payload_prompt",
+    "payload_version",
+]
+
+EDIT: Final = "agent_payload_edit"
+"""The key of the one-key dict a call's ``Command`` writes to the payload key."""
+_TURNS_KEPT: Final = 64
+_HISTORY: Final = 256
+_MISSING: Final[Any] = object()
+_FIXED = ("payload", "versions", "history")
+
+
+def payload_version(payload: Any) -> str:
+    """The payload's fingerprint: 16 hex digits of the SHA-256 of its canonical JSON. Equal
+    payloads have equal versions; what an edit names as the payload its message saw."""
+    text = json.dumps(json_data(payload), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class PayloadChannel(_channels.BaseChannel):  # type: ignore[misc]
+    """The payload key's channel: holds the payload (JSON data); a plain write replaces it,
+    the edits of ``change_request_tool`` are combined per step (module docstring)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, typ: Any = Any, key: str = "") -> None:
+        super().__init__(typ, key)
+        self.value: Any = _MISSING
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PayloadChannel)
+
+    def __hash__(self) -> int:
+        return hash(PayloadChannel)
+
+    @property
+    def ValueType(self) -> Any:  # noqa: N802 (LangGraph's name)
+        return self.typ
+
+    @property
+    def UpdateType(self) -> Any:  # noqa: N802
+        return self.typ
+
+    def copy(self) -> PayloadChannel:
+        new = PayloadChannel(self.typ, self.key)
+        new.value = self.value
+        return new
+
+    def checkpoint(self) -> Any:
+        return _LG_MISSING if self.value is _MISSING else self.value
+
+    def from_checkpoint(self, checkpoint: Any) -> PayloadChannel:
+        new = PayloadChannel(self.typ, self.key)
+        if checkpoint is not _LG_MISSING:
+            new.value = checkpoint
+        return new
+
+    def get(self) -> Any:
+        if self.value is _MISSING:
+            raise _errors.EmptyChannelError()
+        return self.value
+
+    def is_available(self) -> bool:
+        return self.value is not _MISSING
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        edits: dict[str, list[dict[str, Any]]] = {}
+        value = self.value
+        for item in values:
+            edit = item.get(EDIT) if isinstance(item, dict) and len(item) == 1 else None
+            if isinstance(edit, dict):
+                edits.setdefault(str(edit["turn"]), []).append(edit)
+            else:
+                value = json_data(item)
+        if len(edits) > 1:
+            raise _errors.InvalidUpdateError(
+                f"state key {self.key!r}: the change-request tool calls of {len(edits)} model "
+                "messages edited the payload in one step; run their tool nodes one after the "
+                "other (each message's calls are combined, two messages' are not)"
+            )
+        for turn, group in edits.items():
+            current = payload_version({} if value is _MISSING else value)
+            bases = {str(e["version"]) for e in group}
+            if bases != {current}:
+                raise _errors.InvalidUpdateError(
+                    f"state key {self.key!r}: the tool calls of message {turn!r} were written "
+                    f"against payload version {sorted(bases)} but the payload is version "
+                    f"{current}; nothing was applied"
+                )
+            value = max(group, key=lambda e: int(e["step"]))["payload"]
+        self.value = value
+        return True
+
+
+class PayloadState(TypedDict):
+    """A graph state with the chat (``messages``), the payload (JSON data, ``payload``) and
+    the step budget ``create_react_agent`` asks for (``remaining_steps``)."""
+
+    messages: Annotated[list[Any], _graph.add_messages]
+    payload: Annotated[Any, PayloadChannel()]
+    remaining_steps: NotRequired[_managed.RemainingSteps]
+
+
+@dataclass
+class _Turn:
+    """The calls of one ``AIMessage`` so far: a handler over the payload it saw, each call's
+    answer by id (a call seen again gets it again)."""
+
+    message: str
+    handler: ChangeRequestToolHandler
+    version: str
+    answers: dict[str, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Turns:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
+
+    def get(self, key: tuple[str, str], make: Callable[[], ChangeRequestToolHandler]) -> _Turn:
+        with self._lock:
+            turn = self._turns.get(key)
+            if turn is None:
+                turn = self._turns[key] = _Turn(key[0], make(), key[1])
+                while len(self._turns) > _TURNS_KEPT:
+                    self._turns.popitem(last=False)
+            else:
+                self._turns.move_to_end(key)
+            return turn
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    state_key: str
+    name: str
+    marker: str
+    options: dict[str, Any]
+
+    def handler(self, payload: Any) -> ChangeRequestToolHandler:
+        return ChangeRequestToolHandler(
+            payload,
+            marker=self.marker,
+            name=self.name,
+            versions=False,
+            history=_HISTORY,
+            **self.options,
+        )
+
+
+class _Injected(_pydantic.BaseModel):  # type: ignore[misc]
+    """What ``ToolNode`` injects: the graph state (the model never sees these)."""
+
+    state: Annotated[dict[str, Any], _prebuilt.InjectedState]
+
+
+def _tool_class() -> type[Any]:
+    class PayloadStateTool(_lc_tools.BaseTool):  # type: ignore[misc]
+        """Applies the model's change requests to the payload in the graph state."""
+
+        model_config = _pydantic.ConfigDict(arbitrary_types_allowed=True)
+
+        settings: _Options
+        turns: _Turns
+
+        def get_input_schema(self, config: Any = None) -> Any:
+            return _Injected  # ToolNode reads the injected arguments from here
+
+        def _to_args_and_kwargs(self, tool_input: Any, tool_call_id: Any) -> Any:
+            args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
+            return args, {**kwargs, "tool_call_id": tool_call_id}
+
+        def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+            turn, call_id, arguments = self._turn(kwargs)
+            with turn.lock:
+                if call_id not in turn.answers:
+                    result = turn.handler.handle(arguments, base_version=0)
+                    turn.answers[call_id] = self._command(turn, call_id, result)
+                return turn.answers[call_id]
+
+        async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+            turn, call_id, arguments = self._turn(kwargs)
+            if call_id not in turn.answers:
+                result = await turn.handler.ahandle(arguments, base_version=0)
+                turn.answers.setdefault(call_id, self._command(turn, call_id, result))
+            return turn.answers[call_id]
+
+        def _turn(self, kwargs: dict[str, Any]) -> tuple[_Turn, str, dict[str, Any]]:
+            state = kwargs.pop("state", None)
+            call_id = kwargs.pop("tool_call_id", None)
+            key = self.settings.state_key
+            where = f"langgraph.change_request_tool ({self.name!r})"
+            if not isinstance(state, dict) or call_id is None:
+                raise UsageError(
+                    f"{where}: no graph state; the tool reads the payload from LangGraph state, "
+                    "so run it in a ToolNode (create_react_agent, create_agent) with a tool call "
+                    "(an AIMessage's tool_calls entry)"
+                )
+            if key not in state:
+                raise UsageError(
+                    f"{where}: the graph state has no {key!r} key (keys: {sorted(state)}); use "
+                    f"PayloadState (or a state with a {key!r} key of PayloadChannel) and put the "
+                    f"payload in the input: {{'messages': [...], {key!r}: payload}}"
+                )
+            payload = json_data(state[key])
+            version = payload_version(payload)
+            message = _message_of(state.get("messages") or (), call_id)
+            turn = self.turns.get((message, version), lambda: self.settings.handler(payload))
+            return turn, str(call_id), kwargs
+
+        def _command(self, turn: _Turn, call_id: str, result: Any) -> Any:
+            message = _lc_messages.ToolMessage(
+                content=result.content,
+                name=self.name,
+                tool_call_id=call_id,
+                status="error" if result.is_error else "success",
+            )
+            update: dict[str, Any] = {"messages": [message]}
+            if not result.is_error:
+                edit = {
+                    "turn": turn.message,
+                    "version": turn.version,
+                    "step": result.version,
+                    "call": call_id,
+                    "request": result.change_request.model_dump(mode="json", exclude_none=True),
+                    "payload": json_data(result.payload),
+                }
+                update[self.settings.state_key] = {EDIT: edit}
+            return _types.Command(update=update)
+
+    PayloadStateTool.__module__ = __name__
+    return PayloadStateTool
+
+
+def _message_of(messages: Sequence[Any], call_id: Any) -> str:
+    """The id of the message that made the call ``call_id`` (its calls' ids when it has none;
+    the call's own id when no message in the state made it)."""
+    for message in reversed(messages):
+        calls = getattr(message, "tool_calls", None) or ()
+        ids = [c.get("id") for c in calls if isinstance(c, dict)]
+        if call_id in ids:
+            return str(getattr(message, "id", None) or "|".join(str(i) for i in ids))
+    return str(call_id)
+
+
+def change_request_tool(
+    state_key: str = "payload",
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    **handler_options: Any,
+) -> Any:
+    """A LangChain tool editing the payload held in the graph state under ``state_key``.
+
+    ``handler_options`` are ``ChangeRequestToolHandler``'s (``payload_type``, ``marker``,
+    ``guards``, ``validators``, ``permissions``, ``read_scope``); each model message's calls
+    are judged by a handler built with them over the payload that message saw. ``marker``
+    defaults to ``"DELETE"`` (fixed: the tool's description names it). Run it in LangGraph's
+    ``ToolNode`` (``create_react_agent``, LangChain's ``create_agent``); it returns a
+    ``Command`` updating the payload and answering the call (``status="error"`` and nothing
+    applied for a refused call).
+    """
+    caller = "langgraph.change_request_tool"
+    if not isinstance(state_key, str) or not state_key or state_key == "messages":
+        raise ConfigurationError(
+            f"{caller}: state_key must name the state key holding the payload (not "
+            f"'messages'), found {state_key!r}"
+        )
+    allowed = set(inspect.signature(ChangeRequestToolHandler).parameters) - {*_FIXED, "name"}
+    unknown = sorted(set(handler_options) - allowed)
+    if unknown:
+        fixed = [k for k in unknown if k in _FIXED]
+        raise ConfigurationError(
+            f"{caller}: unknown option(s) {unknown}; expected ChangeRequestToolHandler's "
+            f"options {sorted(allowed)}"
+            + (f" ({fixed}: set by the tool, the payload comes from the state)" if fixed else "")
+        )
+    marker = handler_options.pop("marker", None) or MARKER
+    tool_name = name or ChangeRequestToolHandler({}).name
+    handler_options.pop("name", None)
+    if description is not None and (not isinstance(description, str) or not description.strip()):
+        raise ConfigurationError(f"{caller}: description must be a non-empty string")
+    definition = openai_tool(
+        handler_options.get("payload_type"), marker=marker, name=tool_name, base_version=False
+    )["function"]
+    settings = _Options(state_key, tool_name, marker, handler_options)
+    return _tool_class()(
+        name=tool_name,
+        description=description or str(definition["description"]),
+        args_schema=dict(definition["parameters"]),
+        handle_tool_error=False,
+        settings=settings,
+        turns=_Turns(),
+    )
+
+
+def payload_message(
+    state: Any,
+    tool: Any = None,
+    *,
+    instructions: str | None = None,
+    max_payload_tokens: int | None = None,
+) -> Any:
+    """The system message showing the state's current payload (``tool``'s state key, marker,
+    name and read scope; the defaults without one) and how to edit it: the instructions to
+    call the tool, ``instructions`` added. Longer than ``max_payload_tokens``: the payload's
+    outline (``agent_payload.outline``) instead. Render it on every turn (``payload_prompt``)."""
+    settings: _Options = (
+        tool.settings
+        if tool is not None
+        else _Options("payload", ChangeRequestToolHandler({}).name, MARKER, {})
+    )
+    state_map = state if isinstance(state, dict) else vars(state)
+    if settings.state_key not in state_map:
+        raise UsageError(
+            f"payload_message: the graph state has no {settings.state_key!r} key "
+            f"(keys: {sorted(state_map)})"
+        )
+    shown = json_data(state_map[settings.state_key])
+    scope = settings.options.get("read_scope")
+    if scope is not None:
+        shown = scope.project(shown)
+    outlined = None
+    if max_payload_tokens is not None and _outline.exceeds(
+        shown, max_payload_tokens, count=estimate_tokens
+    ):
+        outlined = _outline.outline(shown, max_payload_tokens, count=estimate_tokens)
+    parts = _prompts.render_prompt(
+        shown if shown is not None else {},
+        "Make the changes the user asks for in the conversation; the payload above is its "
+        "current version, with every change made so far.",
+        marker=settings.marker,
+        payload_type=settings.options.get("payload_type"),
+        extra_instructions=instructions,
+        output_mode="tool",
+        tool_name=settings.name,
+        outline=outlined,
+        outline_budget=max_payload_tokens or 0,
+    )
+    return _lc_messages.SystemMessage(content=parts.system + "\n" + parts.user)
+
+
+def payload_prompt(
+    tool: Any = None,
+    *,
+    instructions: str | None = None,
+    max_payload_tokens: int | None = None,
+) -> Callable[[Any], list[Any]]:
+    """A ``prompt`` for ``create_react_agent`` (or a function for LangChain's ``create_agent``
+    middleware): each turn, ``payload_message`` of the state then the chat's messages."""
+
+    def prompt(state: Any) -> list[Any]:
+        message = payload_message(
+            state, tool, instructions=instructions, max_payload_tokens=max_payload_tokens
+        )
+        messages = state["messages"] if isinstance(state, dict) else state.messages
+        return [message, *messages]
+
+    return prompt
