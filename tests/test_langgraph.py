@@ -1,0 +1,259 @@
+"""The payload in LangGraph state (``agent_payload.integrations.langgraph``), with the real
+LangGraph, LangChain and OpenAI SDK against ``FakeProviderServer``: the payload is checkpointed
+with the thread, every turn's model is shown the current payload, and the parallel calls of one
+``AIMessage`` are combined as MERGE.md section 9 says (a collision goes back as that call's
+error message)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from agent_payload import ConfigurationError, UsageError
+from agent_payload.testing import FakeProviderServer, Reply
+
+pytestmark = pytest.mark.slow
+
+langgraph = pytest.importorskip("langgraph")
+pytest.importorskip("langchain_openai")
+
+from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+from langchain_openai import ChatOpenAI  # noqa: E402
+from langgraph.checkpoint.memory import MemorySaver  # noqa: E402
+from langgraph.errors import InvalidUpdateError  # noqa: E402
+from langgraph.graph import START, StateGraph  # noqa: E402
+from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+
+from agent_payload.integrations.langgraph import (  # noqa: E402
+    EDIT,
+    PayloadChannel,
+    PayloadState,
+    change_request_tool,
+    payload_message,
+    payload_prompt,
+    payload_version,
+)
+
+SKUS = "ABCDEF"
+THREAD = {"configurable": {"thread_id": "invoice-7"}}
+
+
+def lines(*skus: str) -> dict[str, Any]:
+    return {"lines": [{"sku": s, "qty": 1} for s in skus]}
+
+
+def skus(payload: dict[str, Any]) -> list[str]:
+    return [line["sku"] + str(line["qty"]) for line in payload["lines"]]
+
+
+def compile_graph(server: FakeProviderServer, saver: MemorySaver, tool: Any) -> Any:
+    """A fresh graph each time (as after a restart): model node, ToolNode, the checkpointer."""
+    llm = ChatOpenAI(model="gpt-5.4-mini", base_url=server.openai_base_url, api_key="test")
+    llm = llm.bind_tools([tool])
+    prompt = payload_prompt(tool)
+
+    def agent(state: PayloadState) -> dict[str, Any]:
+        return {"messages": [llm.invoke(prompt(state))]}
+
+    graph = StateGraph(PayloadState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([tool]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=saver)
+
+
+def system_text(request: Any) -> str:
+    return str(request.body["messages"][0]["content"])
+
+
+def tool_messages(values: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in values["messages"] if isinstance(m, ToolMessage)]
+
+
+def test_three_invocations_on_one_thread_keep_the_payload_in_the_checkpoint() -> None:
+    saver = MemorySaver()
+    tool = change_request_tool()
+    server = FakeProviderServer(
+        [
+            Reply.tool_call({"newElements": {"lines": [{"sku": "G", "qty": 1}]}}),
+            "Added G.",
+            # lines[6] exists only in the updated payload (the original has six lines)
+            Reply.tool_call({"updateElements": {"lines": {"6": {"qty": 7}}}}),
+            "Seven of G.",
+            Reply.tool_calls(
+                [
+                    {"updateElements": {"lines": {"1": "DELETE"}}},  # B
+                    {"updateElements": {"lines": {"4": {"qty": 99}}}},  # E, as the model saw it
+                ]
+            ),
+            "Done.",
+        ]
+    )
+    with server:
+        out = compile_graph(server, saver, tool).invoke(
+            {"messages": [("user", "Add G")], "payload": lines(*SKUS)}, THREAD
+        )
+        assert skus(out["payload"]) == ["A1", "B1", "C1", "D1", "E1", "F1", "G1"]
+        state = compile_graph(server, saver, tool).get_state(THREAD).values
+        assert state["payload"] == out["payload"]
+
+        out = compile_graph(server, saver, tool).invoke(
+            {"messages": [("user", "Make it seven of G")]}, THREAD
+        )
+        assert skus(out["payload"]) == ["A1", "B1", "C1", "D1", "E1", "F1", "G7"]
+        # the second turn's model was shown the payload with G in it (on the wire)
+        second_turn = server.requests[2]
+        assert '"sku":"G"' in system_text(second_turn).replace(" ", "")
+        assert [m["role"] for m in second_turn.body["messages"]][-1] == "user"
+
+        out = compile_graph(server, saver, tool).invoke(
+            {"messages": [("user", "Drop B, 99 of E")]}, THREAD
+        )
+        assert skus(out["payload"]) == ["A1", "C1", "D1", "E99", "F1", "G7"]
+        state = compile_graph(server, saver, tool).get_state(THREAD).values
+        assert skus(state["payload"]) == ["A1", "C1", "D1", "E99", "F1", "G7"]
+        assert [m.status for m in tool_messages(state)] == ["success"] * 4
+        json.dumps(state["payload"])  # JSON data, as checkpointers want
+    assert server.errors == []
+
+
+def test_a_colliding_parallel_call_goes_back_as_its_own_error_message() -> None:
+    saver = MemorySaver()
+    tool = change_request_tool()
+    server = FakeProviderServer(
+        [
+            Reply.tool_calls(
+                [
+                    {"updateElements": {"lines": {"1": "DELETE"}}},  # B
+                    {"updateElements": {"lines": {"1": {"qty": 7}}}},  # B again: deleted since
+                ]
+            ),
+            "Sorry.",
+        ]
+    )
+    with server:
+        out = compile_graph(server, saver, tool).invoke(
+            {"messages": [("user", "...")], "payload": lines(*SKUS)}, THREAD
+        )
+    first, second = tool_messages(out)
+    assert (first.status, second.status) == ("success", "error")
+    assert "concurrent_change" in str(second.content)
+    assert skus(out["payload"]) == ["A1", "C1", "D1", "E1", "F1"]
+    # the correction reached the model, beside the other call's result
+    sent = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert "concurrent_change" in sent[1]["content"] and "Applied" in sent[0]["content"]
+
+
+def test_async_parallel_calls_combine_too() -> None:
+    saver = MemorySaver()
+    tool = change_request_tool()
+    server = FakeProviderServer(
+        [
+            Reply.tool_calls(
+                [
+                    {"updateElements": {"lines": {"1": "DELETE"}}},
+                    {"updateElements": {"lines": {"4": {"qty": 99}}}},
+                    {"newElements": {"lines": {"5": [{"sku": "X", "qty": 1}]}}},  # before F
+                ]
+            ),
+            "Done.",
+        ]
+    )
+    with server:
+        graph = compile_graph(server, saver, tool)
+        out = asyncio.run(
+            graph.ainvoke({"messages": [("user", "...")], "payload": lines(*SKUS)}, THREAD)
+        )
+    assert skus(out["payload"]) == ["A1", "C1", "D1", "E99", "X1", "F1"]
+
+
+def call_with_state(tool: Any, args: dict[str, Any], payload: Any) -> Any:
+    """One call as ``ToolNode`` makes it: the state injected beside the model's arguments."""
+    message = AIMessage("", id="m1", tool_calls=[{"name": tool.name, "args": args, "id": "c1"}])
+    state = {"messages": [message], "payload": payload}
+    return tool.invoke({"name": tool.name, "args": {**args, "state": state}, "id": "c1",
+                        "type": "tool_call"})  # fmt: skip
+
+
+def test_typed_payload_and_options_reach_the_handler() -> None:
+    from pydantic import BaseModel
+
+    class Line(BaseModel):
+        sku: str
+        qty: int
+
+    class Invoice(BaseModel):
+        lines: list[Line]
+
+    tool = change_request_tool(payload_type=Invoice)
+    assert "qty" in json.dumps(tool.tool_call_schema)
+    args = {"updateElements": {"lines": {"0": {"qty": "x"}}}}
+    command = call_with_state(tool, args, lines("A"))
+    (answer,) = command.update["messages"]
+    assert answer.status == "error" and "payload" not in command.update
+
+
+def test_a_call_seen_again_gets_its_first_answer() -> None:
+    tool = change_request_tool()
+    append = {"newElements": {"lines": [{"sku": "Z", "qty": 1}]}}
+    first = call_with_state(tool, append, lines("A"))
+    again = call_with_state(tool, append, lines("A"))  # the step run twice: one edit, not two
+    assert first.update["payload"] == again.update["payload"]
+    assert first.update["payload"][EDIT]["step"] == 1
+    assert skus(first.update["payload"][EDIT]["payload"]) == ["A1", "Z1"]
+
+
+def channel(value: Any) -> PayloadChannel:
+    c = PayloadChannel()
+    c.key = "payload"
+    c.update([value])
+    return c
+
+
+def edit(turn: str, base: Any, step: int, payload: Any) -> dict[str, Any]:
+    return {EDIT: {"turn": turn, "version": payload_version(base), "step": step,
+                   "payload": payload}}  # fmt: skip
+
+
+def test_channel_keeps_the_furthest_step_of_a_turn_whatever_the_order() -> None:
+    c = channel(lines("A"))
+    c.update([edit("m", lines("A"), 2, lines("A", "B", "C")), edit("m", lines("A"), 1, lines("A", "B"))])
+    assert c.get() == lines("A", "B", "C")
+    restored = PayloadChannel().from_checkpoint(c.checkpoint())
+    assert restored.get() == lines("A", "B", "C")
+
+
+def test_channel_refuses_edits_it_cannot_combine_and_changes_nothing() -> None:
+    c = channel(lines("A"))
+    with pytest.raises(InvalidUpdateError, match="2 model messages"):
+        c.update([edit("m1", lines("A"), 1, lines("B")), edit("m2", lines("A"), 1, lines("C"))])
+    with pytest.raises(InvalidUpdateError, match="nothing was applied"):
+        c.update([edit("m1", lines("Q"), 1, lines("B"))])
+    assert c.get() == lines("A")
+    c.update([lines("N")])  # a plain write replaces the payload
+    assert c.get() == lines("N")
+
+
+def test_misuse_is_a_clear_error() -> None:
+    with pytest.raises(ConfigurationError, match="history"):
+        change_request_tool(history=3)
+    with pytest.raises(ConfigurationError, match="state_key"):
+        change_request_tool("messages")
+    tool = change_request_tool()
+    call = {"name": tool.name, "args": {}, "id": "c1", "type": "tool_call"}
+    with pytest.raises(UsageError, match="ToolNode"):
+        tool.invoke(call)
+    with pytest.raises(UsageError, match="'document'"):
+        payload_message({"messages": []}, change_request_tool("document"))
+
+
+def test_payload_message_outlines_a_large_payload() -> None:
+    big = {"lines": [{"sku": f"SKU-{i:05d}", "qty": 1} for i in range(5000)]}
+    text = str(payload_message({"messages": [], "payload": big}, max_payload_tokens=500).content)
+    assert "OUTLINE" in text and "SKU-02500" not in text
+    assert "SKU-02500" in str(payload_message({"messages": [], "payload": big}).content)
