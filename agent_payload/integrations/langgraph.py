@@ -37,7 +37,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, NotRequired, TypedDict
+from typing import Annotated, Any, Final, TypedDict
 
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
@@ -50,7 +50,6 @@ from agent_payload.usage import estimate_tokens
 
 _graph = require("langgraph.graph.message", package="langgraph", extra="langgraph")
 _channels = require("langgraph.channels.base", package="langgraph", extra="langgraph")
-_managed = require("langgraph.managed", package="langgraph", extra="langgraph")
 _errors = require("langgraph.errors", package="langgraph", extra="langgraph")
 _types = require("langgraph.types", package="langgraph", extra="langgraph")
 _prebuilt = require("langgraph.prebuilt", package="langgraph", extra="langgraph")
@@ -162,12 +161,12 @@ class PayloadChannel(_channels.BaseChannel):  # type: ignore[misc]
 
 
 class PayloadState(TypedDict):
-    """A graph state with the chat (``messages``), the payload (JSON data, ``payload``) and
-    the step budget ``create_react_agent`` asks for (``remaining_steps``)."""
+    """A graph state with the chat (``messages``) and the payload (JSON data, ``payload``):
+    for a ``StateGraph`` and LangChain's ``create_agent(state_schema=...)``. For
+    ``create_react_agent`` add ``remaining_steps: RemainingSteps`` (``langgraph.managed``)."""
 
     messages: Annotated[list[Any], _graph.add_messages]
     payload: Annotated[Any, PayloadChannel()]
-    remaining_steps: NotRequired[_managed.RemainingSteps]
 
 
 @dataclass
