@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agent_payload import ConfigurationError, UsageError
+from agent_payload.guards.versions import payload_version
 from agent_payload.testing import FakeProviderServer, Reply
 
 pytestmark = pytest.mark.slow
@@ -34,7 +35,6 @@ from agent_payload.integrations.langgraph import (  # noqa: E402
     change_request_tool,
     payload_message,
     payload_prompt,
-    payload_version,
 )
 
 SKUS = "ABCDEF"
@@ -222,7 +222,9 @@ def edit(turn: str, base: Any, step: int, payload: Any) -> dict[str, Any]:
 
 def test_channel_keeps_the_furthest_step_of_a_turn_whatever_the_order() -> None:
     c = channel(lines("A"))
-    c.update([edit("m", lines("A"), 2, lines("A", "B", "C")), edit("m", lines("A"), 1, lines("A", "B"))])
+    c.update(
+        [edit("m", lines("A"), 2, lines("A", "B", "C")), edit("m", lines("A"), 1, lines("A", "B"))]
+    )
     assert c.get() == lines("A", "B", "C")
     restored = PayloadChannel().from_checkpoint(c.checkpoint())
     assert restored.get() == lines("A", "B", "C")
@@ -257,3 +259,33 @@ def test_payload_message_outlines_a_large_payload() -> None:
     text = str(payload_message({"messages": [], "payload": big}, max_payload_tokens=500).content)
     assert "OUTLINE" in text and "SKU-02500" not in text
     assert "SKU-02500" in str(payload_message({"messages": [], "payload": big}).content)
+
+
+def test_calls_are_judged_in_the_messages_order_whichever_runs_first() -> None:
+    """The second call of a message running first judges the first one before itself: the
+    collision always goes back to the later call (not to whichever thread won)."""
+    tool = change_request_tool()
+    delete_b = {"updateElements": {"lines": {"1": "DELETE"}}}
+    seven_of_b = {"updateElements": {"lines": {"1": {"qty": 7}}}}
+    calls = [
+        {"name": tool.name, "args": delete_b, "id": "c1"},
+        {"name": "other_tool", "args": {}, "id": "c0"},  # not this tool's: left alone
+        {"name": tool.name, "args": seven_of_b, "id": "c2"},
+    ]
+    state = {"messages": [AIMessage("", id="m1", tool_calls=calls)], "payload": lines(*SKUS)}
+
+    def run(call_id: str, args: dict[str, Any]) -> Any:
+        return tool.invoke(
+            {
+                "name": tool.name,
+                "args": {**args, "state": state},
+                "id": call_id,
+                "type": "tool_call",
+            }  # fmt: skip
+        )
+
+    second = run("c2", seven_of_b)
+    first = run("c1", delete_b)
+    assert second.update["messages"][0].status == "error" and "payload" not in second.update
+    assert "concurrent_change" in second.update["messages"][0].content
+    assert skus(first.update["payload"][EDIT]["payload"]) == ["A1", "C1", "D1", "E1", "F1"]

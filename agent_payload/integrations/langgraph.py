@@ -1,6 +1,7 @@
 """The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``)::
 
-    from agent_payload.integrations.langgraph import PayloadState, change_request_tool, payload_prompt
+    from agent_payload.integrations.langgraph import (
+        PayloadState, change_request_tool, payload_prompt)
 
     tool = change_request_tool(payload_type=Invoice)
     agent = create_react_agent(llm, [tool], state_schema=PayloadState,
@@ -19,7 +20,8 @@ the call's id) and keeps, per message, a *turn record* in this process: a
 that payload as its base (``handle(arguments, base_version=0)``): rebased over the calls of the
 message applied before it, or sent back as this call's own error ``ToolMessage``
 (``concurrent_change``) when it collides. An accepted call returns a ``Command`` whose payload
-update is an *edit*: the message, the fingerprint (``version``, a string) of the payload it saw,
+update is an *edit*: the message, the ``payload_version`` (``agent_payload.guards.versions``, a
+string) of the payload it saw,
 the call's place in the turn (``step``), the request as applied and the turn's payload after it.
 The payload key's channel (``PayloadChannel``) receives the edits of a step together and keeps
 the furthest step of the turn, when the turn's base is the payload it holds; anything else
@@ -30,20 +32,22 @@ A call seen again (a step run twice) gets its first answer again.
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import inspect
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, TypedDict
 
+from pydantic import BaseModel, ConfigDict
+
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._jsondata import json_data
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, UsageError
+from agent_payload.guards.versions import payload_version
 from agent_payload.integrations._common import require
 from agent_payload.tools import ChangeRequestToolHandler, openai_tool
 from agent_payload.usage import estimate_tokens
@@ -55,8 +59,11 @@ _types = require("langgraph.types", package="langgraph", extra="langgraph")
 _prebuilt = require("langgraph.prebuilt", package="langgraph", extra="langgraph")
 _lc_tools = require("langchain_core.tools", package="langchain-core", extra="langgraph")
 _lc_messages = require("langchain_core.messages", package="langchain-core", extra="langgraph")
-_LG_MISSING: Any = require("langgraph._internal._typing", package="langgraph", extra="langgraph").MISSING
-_pydantic = require("pydantic", package="pydantic", extra="langgraph")
+_LG_MISSING: Any = require(
+    "langgraph._internal._typing", package="langgraph", extra="langgraph"
+).MISSING
+_BaseChannel: Any = _channels.BaseChannel
+_BaseTool: Any = _lc_tools.BaseTool
 
 __all__ = [
     "EDIT",
@@ -65,7 +72,6 @@ __all__ = [
     "change_request_tool",
     "payload_message",
     "payload_prompt",
-    "payload_version",
 ]
 
 EDIT: Final = "agent_payload_edit"
@@ -76,14 +82,7 @@ _MISSING: Final[Any] = object()
 _FIXED = ("payload", "versions", "history")
 
 
-def payload_version(payload: Any) -> str:
-    """The payload's fingerprint: 16 hex digits of the SHA-256 of its canonical JSON. Equal
-    payloads have equal versions; what an edit names as the payload its message saw."""
-    text = json.dumps(json_data(payload), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-class PayloadChannel(_channels.BaseChannel):  # type: ignore[misc]
+class PayloadChannel(_BaseChannel):  # type: ignore[misc]
     """The payload key's channel: holds the payload (JSON data); a plain write replaces it,
     the edits of ``change_request_tool`` are combined per step (module docstring)."""
 
@@ -100,11 +99,11 @@ class PayloadChannel(_channels.BaseChannel):  # type: ignore[misc]
         return hash(PayloadChannel)
 
     @property
-    def ValueType(self) -> Any:  # noqa: N802 (LangGraph's name)
+    def ValueType(self) -> Any:
         return self.typ
 
     @property
-    def UpdateType(self) -> Any:  # noqa: N802
+    def UpdateType(self) -> Any:
         return self.typ
 
     def copy(self) -> PayloadChannel:
@@ -171,14 +170,26 @@ class PayloadState(TypedDict):
 
 @dataclass
 class _Turn:
-    """The calls of one ``AIMessage`` so far: a handler over the payload it saw, each call's
-    answer by id (a call seen again gets it again)."""
+    """The calls of one ``AIMessage``: a handler over the payload it saw, the message's calls of
+    this tool in order (id, arguments) and each judged call's answer by id."""
 
     message: str
     handler: ChangeRequestToolHandler
     version: str
+    calls: list[tuple[str, Any]]
     answers: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    alock: asyncio.Lock | None = None
+
+    def due(self, call_id: str, arguments: Any) -> list[tuple[str, Any]]:
+        """The calls to judge now, in the message's order: those before ``call_id`` not judged
+        yet, then ``call_id`` itself (with the arguments it was given)."""
+        ids = [c for c, _ in self.calls]
+        if call_id not in ids:
+            return [] if call_id in self.answers else [(call_id, arguments)]
+        before = self.calls[: ids.index(call_id)]
+        due = [(c, a) for c, a in before if c not in self.answers]
+        return due + ([] if call_id in self.answers else [(call_id, arguments)])
 
 
 class _Turns:
@@ -186,11 +197,11 @@ class _Turns:
         self._lock = threading.Lock()
         self._turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
 
-    def get(self, key: tuple[str, str], make: Callable[[], ChangeRequestToolHandler]) -> _Turn:
+    def get(self, key: tuple[str, str], make: Callable[[], _Turn]) -> _Turn:
         with self._lock:
             turn = self._turns.get(key)
             if turn is None:
-                turn = self._turns[key] = _Turn(key[0], make(), key[1])
+                turn = self._turns[key] = make()
                 while len(self._turns) > _TURNS_KEPT:
                     self._turns.popitem(last=False)
             else:
@@ -216,17 +227,17 @@ class _Options:
         )
 
 
-class _Injected(_pydantic.BaseModel):  # type: ignore[misc]
+class _Injected(BaseModel):
     """What ``ToolNode`` injects: the graph state (the model never sees these)."""
 
     state: Annotated[dict[str, Any], _prebuilt.InjectedState]
 
 
 def _tool_class() -> type[Any]:
-    class PayloadStateTool(_lc_tools.BaseTool):  # type: ignore[misc]
+    class PayloadStateTool(_BaseTool):  # type: ignore[misc]
         """Applies the model's change requests to the payload in the graph state."""
 
-        model_config = _pydantic.ConfigDict(arbitrary_types_allowed=True)
+        model_config = ConfigDict(arbitrary_types_allowed=True)
 
         settings: _Options
         turns: _Turns
@@ -241,17 +252,21 @@ def _tool_class() -> type[Any]:
         def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
             turn, call_id, arguments = self._turn(kwargs)
             with turn.lock:
-                if call_id not in turn.answers:
-                    result = turn.handler.handle(arguments, base_version=0)
-                    turn.answers[call_id] = self._command(turn, call_id, result)
+                for due_id, due_arguments in turn.due(call_id, arguments):
+                    result = turn.handler.handle(due_arguments, base_version=0)
+                    turn.answers[due_id] = self._command(turn, due_id, result)
                 return turn.answers[call_id]
 
         async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
             turn, call_id, arguments = self._turn(kwargs)
-            if call_id not in turn.answers:
-                result = await turn.handler.ahandle(arguments, base_version=0)
-                turn.answers.setdefault(call_id, self._command(turn, call_id, result))
-            return turn.answers[call_id]
+            with turn.lock:
+                if turn.alock is None:
+                    turn.alock = asyncio.Lock()
+            async with turn.alock:
+                for due_id, due_arguments in turn.due(call_id, arguments):
+                    result = await turn.handler.ahandle(due_arguments, base_version=0)
+                    turn.answers[due_id] = self._command(turn, due_id, result)
+                return turn.answers[call_id]
 
         def _turn(self, kwargs: dict[str, Any]) -> tuple[_Turn, str, dict[str, Any]]:
             state = kwargs.pop("state", None)
@@ -272,9 +287,12 @@ def _tool_class() -> type[Any]:
                 )
             payload = json_data(state[key])
             version = payload_version(payload)
-            message = _message_of(state.get("messages") or (), call_id)
-            turn = self.turns.get((message, version), lambda: self.settings.handler(payload))
-            return turn, str(call_id), kwargs
+            message, calls = _message_of(state.get("messages") or (), str(call_id), self.name)
+
+            def make() -> _Turn:
+                return _Turn(message, self.settings.handler(payload), version, calls)
+
+            return self.turns.get((message, version), make), str(call_id), kwargs
 
         def _command(self, turn: _Turn, call_id: str, result: Any) -> Any:
             message = _lc_messages.ToolMessage(
@@ -300,15 +318,17 @@ def _tool_class() -> type[Any]:
     return PayloadStateTool
 
 
-def _message_of(messages: Sequence[Any], call_id: Any) -> str:
-    """The id of the message that made the call ``call_id`` (its calls' ids when it has none;
-    the call's own id when no message in the state made it)."""
+def _message_of(messages: Sequence[Any], call_id: str, name: str) -> tuple[str, list[Any]]:
+    """The message that made the call ``call_id``: its id (its calls' ids when it has none)
+    and its calls of the tool ``name`` (id, arguments) in order; the call's own id and no calls
+    when no message in the state made it."""
     for message in reversed(messages):
-        calls = getattr(message, "tool_calls", None) or ()
-        ids = [c.get("id") for c in calls if isinstance(c, dict)]
+        calls = [c for c in getattr(message, "tool_calls", None) or () if isinstance(c, dict)]
+        ids = [str(c.get("id")) for c in calls]
         if call_id in ids:
-            return str(getattr(message, "id", None) or "|".join(str(i) for i in ids))
-    return str(call_id)
+            mine = [(str(c.get("id")), c.get("args") or {}) for c in calls if c.get("name") == name]
+            return str(getattr(message, "id", None) or "|".join(ids)), mine
+    return call_id, []
 
 
 def change_request_tool(
