@@ -281,7 +281,7 @@ def test_calls_are_judged_in_the_messages_order_whichever_runs_first() -> None:
                 "args": {**args, "state": state},
                 "id": call_id,
                 "type": "tool_call",
-            }  # fmt: skip
+            }
         )
 
     second = run("c2", seven_of_b)
