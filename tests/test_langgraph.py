@@ -289,3 +289,21 @@ def test_calls_are_judged_in_the_messages_order_whichever_runs_first() -> None:
     assert second.update["messages"][0].status == "error" and "payload" not in second.update
     assert "concurrent_change" in second.update["messages"][0].content
     assert skus(first.update["payload"][EDIT]["payload"]) == ["A1", "C1", "D1", "E1", "F1"]
+
+
+def test_a_guards_confirmation_is_given_by_the_same_call_in_the_next_message() -> None:
+    """A ``confirm`` finding sends the call back with before/after; the model confirms by
+    sending the same call again, which comes in its next message (a new turn)."""
+    from agent_payload.guards import DataLossGuard
+
+    saver = MemorySaver()
+    tool = change_request_tool(guards=[DataLossGuard("confirm")])
+    drop_four = {"updateElements": {"lines": ["DELETE"] * 4 + [{}, {}]}}
+    server = FakeProviderServer([Reply.tool_call(drop_four), Reply.tool_call(drop_four), "Done."])
+    with server:
+        out = compile_graph(server, saver, tool).invoke(
+            {"messages": [("user", "Keep E and F only")], "payload": lines(*SKUS)}, THREAD
+        )
+    asked, confirmed = tool_messages(out)
+    assert (asked.status, confirmed.status) == ("error", "success")
+    assert skus(out["payload"]) == ["E1", "F1"]

@@ -193,9 +193,30 @@ class _Turn:
 
 
 class _Turns:
+    """The tool's turn records (the last ``_TURNS_KEPT``), and the confirmations a guard asked
+    for, by the version of the payload they were asked on: the model confirms by sending the
+    same call again, in its next message (a new turn)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
+        self._confirming: OrderedDict[str, Any] = OrderedDict()
+        self._confirming_lock = threading.Lock()  # taken inside ``get`` (making a turn)
+
+    def handler(self, settings: _Options, payload: Any, version: str) -> ChangeRequestToolHandler:
+        handler = settings.handler(payload)
+        with self._confirming_lock:
+            handler._confirming = self._confirming.get(version)  # the handler's own record
+        return handler
+
+    def asked(self, handler: ChangeRequestToolHandler) -> None:
+        """After a call: keep the confirmation it asked for, if any."""
+        if handler._confirming is None:
+            return
+        with self._confirming_lock:
+            self._confirming[payload_version(handler.payload)] = handler._confirming
+            while len(self._confirming) > _TURNS_KEPT:
+                self._confirming.popitem(last=False)
 
     def get(self, key: tuple[str, str], make: Callable[[], _Turn]) -> _Turn:
         with self._lock:
@@ -290,11 +311,13 @@ def _tool_class() -> type[Any]:
             message, calls = _message_of(state.get("messages") or (), str(call_id), self.name)
 
             def make() -> _Turn:
-                return _Turn(message, self.settings.handler(payload), version, calls)
+                handler = self.turns.handler(self.settings, payload, version)
+                return _Turn(message, handler, version, calls)
 
             return self.turns.get((message, version), make), str(call_id), kwargs
 
         def _command(self, turn: _Turn, call_id: str, result: Any) -> Any:
+            self.turns.asked(turn.handler)
             message = _lc_messages.ToolMessage(
                 content=result.content,
                 name=self.name,
