@@ -35,6 +35,7 @@ from agent_payload.integrations.langgraph import (  # noqa: E402
     change_request_tool,
     payload_message,
     payload_prompt,
+    read_tools,
 )
 
 SKUS = "ABCDEF"
@@ -252,6 +253,38 @@ def test_misuse_is_a_clear_error() -> None:
         tool.invoke(call)
     with pytest.raises(UsageError, match="'document'"):
         payload_message({"messages": []}, change_request_tool("document"))
+
+
+def test_outline_mode_the_model_reads_then_edits_a_large_payload() -> None:
+    big = {"lines": [{"sku": f"SKU-{i:05d}", "qty": 1} for i in range(5000)]}
+    tool = change_request_tool()
+    reads = read_tools(tool, max_payload_tokens=500)
+    server = FakeProviderServer(
+        [
+            Reply.find_in_payload("SKU-03137"),
+            Reply.tool_call({"updateElements": {"lines": {"3137": {"qty": 12}}}}, name=tool.name),
+            "Done.",
+        ]
+    )
+    llm = ChatOpenAI(model="gpt-5.4-mini", base_url=server.openai_base_url, api_key="test")
+    llm = llm.bind_tools([tool, *reads])
+    prompt = payload_prompt(tool, max_payload_tokens=500)
+
+    def agent(state: PayloadState) -> dict[str, Any]:
+        return {"messages": [llm.invoke(prompt(state))]}
+
+    builder = StateGraph(PayloadState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([tool, *reads]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    with server:
+        out = builder.compile().invoke({"messages": [("user", "12 of SKU-03137")], "payload": big})
+    assert out["payload"]["lines"][3137] == {"sku": "SKU-03137", "qty": 12}
+    assert "OUTLINE" in system_text(server.requests[0])
+    found = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"][0]
+    assert "lines[3137].sku" in found["content"]
 
 
 def test_payload_message_outlines_a_large_payload() -> None:

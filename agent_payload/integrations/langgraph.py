@@ -72,6 +72,7 @@ __all__ = [
     "change_request_tool",
     "payload_message",
     "payload_prompt",
+    "read_tools",
 ]
 
 EDIT: Final = "agent_payload_edit"
@@ -405,6 +406,65 @@ def change_request_tool(
     )
 
 
+def _settings(tool: Any) -> _Options:
+    """The options of ``change_request_tool``'s ``tool`` (the defaults without one)."""
+    if tool is None:
+        return _Options("payload", ChangeRequestToolHandler({}).name, MARKER, {})
+    settings = getattr(tool, "settings", None)
+    if not isinstance(settings, _Options):
+        raise UsageError(
+            f"expected a tool made by agent_payload.integrations.langgraph.change_request_tool, "
+            f"found {type(tool).__name__}"
+        )
+    return settings
+
+
+def _shown(state: Any, settings: _Options, where: str) -> Any:
+    """The state's payload as the model may see it (JSON data, the read scope applied)."""
+    values = state if isinstance(state, dict) else vars(state)
+    if settings.state_key not in values:
+        raise UsageError(
+            f"{where}: the graph state has no {settings.state_key!r} key (keys: {sorted(values)})"
+        )
+    shown = json_data(values[settings.state_key])
+    scope = settings.options.get("read_scope")
+    return shown if scope is None else scope.project(shown)
+
+
+def read_tools(tool: Any = None, *, max_payload_tokens: int) -> list[Any]:
+    """The two read tools of outline mode (``read_payload``, ``find_in_payload``: README
+    "Payloads larger than the context") over the state's payload, for the model shown an
+    outline by ``payload_message(..., max_payload_tokens=)`` (the same budget): add them to
+    the ``ToolNode`` and the model's tools beside ``tool``. A bad call gets an error text."""
+    settings = _settings(tool)
+    if isinstance(max_payload_tokens, bool) or not isinstance(max_payload_tokens, int):
+        raise ConfigurationError(
+            f"read_tools: max_payload_tokens must be a whole number, found {max_payload_tokens!r}"
+        )
+
+    class PayloadReadTool(_BaseTool):  # type: ignore[misc]
+        """Answers a read of the payload in the graph state (``outline.answer``)."""
+
+        def get_input_schema(self, config: Any = None) -> Any:
+            return _Injected
+
+        def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
+            state = kwargs.pop("state", None)
+            if not isinstance(state, dict):
+                raise UsageError(f"{self.name}: no graph state; run it in a ToolNode")
+            shown = _shown(state, settings, self.name)
+            return _outline.answer(
+                self.name, kwargs, shown, max_payload_tokens, count=estimate_tokens
+            )
+
+    PayloadReadTool.__module__ = __name__
+    specs = _outline.tool_specs(budget=max_payload_tokens)
+    return [
+        PayloadReadTool(name=name, description=text, args_schema=schema)
+        for name, text, schema in specs
+    ]
+
+
 def payload_message(
     state: Any,
     tool: Any = None,
@@ -415,22 +475,11 @@ def payload_message(
     """The system message showing the state's current payload (``tool``'s state key, marker,
     name and read scope; the defaults without one) and how to edit it: the instructions to
     call the tool, ``instructions`` added. Longer than ``max_payload_tokens``: the payload's
-    outline (``agent_payload.outline``) instead. Render it on every turn (``payload_prompt``)."""
-    settings: _Options = (
-        tool.settings
-        if tool is not None
-        else _Options("payload", ChangeRequestToolHandler({}).name, MARKER, {})
-    )
-    state_map = state if isinstance(state, dict) else vars(state)
-    if settings.state_key not in state_map:
-        raise UsageError(
-            f"payload_message: the graph state has no {settings.state_key!r} key "
-            f"(keys: {sorted(state_map)})"
-        )
-    shown = json_data(state_map[settings.state_key])
-    scope = settings.options.get("read_scope")
-    if scope is not None:
-        shown = scope.project(shown)
+    outline (``agent_payload.outline``) instead, which tells the model to read the rest with
+    ``read_tools`` (give it those; the number of reads it is told of is not counted here: the
+    graph's ``recursion_limit`` bounds the loop). Render it on every turn (``payload_prompt``)."""
+    settings = _settings(tool)
+    shown = _shown(state, settings, "payload_message")
     outlined = None
     if max_payload_tokens is not None and _outline.exceeds(
         shown, max_payload_tokens, count=estimate_tokens
@@ -447,6 +496,7 @@ def payload_message(
         tool_name=settings.name,
         outline=outlined,
         outline_budget=max_payload_tokens or 0,
+        max_reads=_outline.DEFAULT_MAX_READS,
     )
     return _lc_messages.SystemMessage(content=parts.system + "\n" + parts.user)
 
