@@ -4,30 +4,35 @@
         PayloadState, change_request_tool, payload_prompt)
 
     tool = change_request_tool(payload_type=Invoice)
-    agent = create_react_agent(llm, [tool], state_schema=PayloadState,
-                               prompt=payload_prompt(tool), checkpointer=MemorySaver())
-    agent.invoke({"messages": [("user", "...")], "payload": invoice}, config)
-    agent.get_state(config).values["payload"]  # the current payload, checkpointed
+    prompt = payload_prompt(tool)           # each turn: the current payload, then the chat
+    ...                                     # a StateGraph(PayloadState) with ToolNode([tool])
+    graph.invoke({"messages": [("user", "...")], "payload": invoice}, config)
+    graph.get_state(config).values["payload"]  # the current payload, checkpointed
 
 The payload is JSON data in the graph's state (``PayloadState["payload"]``), so the checkpointer
 keeps it with the thread: every turn's model sees the current version (``payload_prompt`` /
-``payload_message`` render it, or its outline when large) and a resumed thread has it.
+``payload_message`` render it, or its outline when large, read with ``read_tools``) and a
+resumed thread has it.
 
 How the calls of one ``AIMessage`` combine (MERGE.md section 9). ``ToolNode`` runs them
 together, each with the state the message saw. The tool finds that message in the state (by
 the call's id) and keeps, per message, a *turn record* in this process: a
-``ChangeRequestToolHandler`` over the payload the message saw. Each call is judged there with
-that payload as its base (``handle(arguments, base_version=0)``): rebased over the calls of the
-message applied before it, or sent back as this call's own error ``ToolMessage``
-(``concurrent_change``) when it collides. An accepted call returns a ``Command`` whose payload
-update is an *edit*: the message, the ``payload_version`` (``agent_payload.guards.versions``, a
-string) of the payload it saw,
-the call's place in the turn (``step``), the request as applied and the turn's payload after it.
-The payload key's channel (``PayloadChannel``) receives the edits of a step together and keeps
-the furthest step of the turn, when the turn's base is the payload it holds; anything else
-(edits of two messages in one step, a base that is not the current payload) raises
-``InvalidUpdateError`` and changes nothing, so no edit the model was told about is lost in silence.
-A call seen again (a step run twice) gets its first answer again.
+``ChangeRequestToolHandler`` over the payload the message saw, and each call's answer. The calls
+are judged in the message's order, whichever thread runs first (it judges the calls before its
+own, from the message's arguments), each with that payload as its base (``handle(arguments,
+base_version=0)``): rebased over the calls applied before it, or sent back as this call's own
+error ``ToolMessage`` (``concurrent_change``) when it collides. An accepted call returns a
+``Command`` whose payload update is an *edit* (``{EDIT: {...}}``): the message, the
+``payload_version`` (``agent_payload.guards.versions``, a string) of the payload it saw, the
+call's place among the accepted calls (``step``), the request as applied and the payload after
+it. The payload key's channel (``PayloadChannel``) receives the edits of a step together and
+keeps the furthest step of the message when the message's base is the payload it holds; a plain
+write replaces the payload. Anything else (edits of two messages in one step, a base that is not
+the current payload) raises ``InvalidUpdateError`` and changes nothing: no edit the model was
+told about is lost in silence. A call seen again (a step run twice) gets its first answer again;
+a guard's confirmation (``confirm``) is kept for the model's next message, where the same call
+confirms it. Each edit carries the payload after it: a message of n accepted calls writes n
+copies of the payload to the checkpoint's pending writes.
 """
 
 from __future__ import annotations
