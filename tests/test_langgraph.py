@@ -197,6 +197,8 @@ def test_typed_payload_and_options_reach_the_handler() -> None:
     command = call_with_state(tool, args, lines("A"))
     (answer,) = command.update["messages"]
     assert answer.status == "error" and "payload" not in command.update
+    command = call_with_state(tool, {"updateElements": {"lines": {"0": {"qty": 5}}}}, lines("A"))
+    assert command.update["payload"][EDIT]["payload"] == {"lines": [{"sku": "A", "qty": 5}]}
 
 
 def test_a_call_seen_again_gets_its_first_answer() -> None:
