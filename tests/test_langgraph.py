@@ -197,6 +197,7 @@ def test_typed_payload_and_options_reach_the_handler() -> None:
     command = call_with_state(tool, args, lines("A"))
     (answer,) = command.update["messages"]
     assert answer.status == "error" and "payload" not in command.update
+    tool = change_request_tool(payload_type=Invoice)  # a new record: the same ids again
     command = call_with_state(tool, {"updateElements": {"lines": {"0": {"qty": 5}}}}, lines("A"))
     assert command.update["payload"][EDIT]["payload"] == {"lines": [{"sku": "A", "qty": 5}]}
 
