@@ -286,7 +286,7 @@ def test_outline_mode_the_model_reads_then_edits_a_large_payload() -> None:
         out = builder.compile().invoke({"messages": [("user", "12 of SKU-03137")], "payload": big})
     assert out["payload"]["lines"][3137] == {"sku": "SKU-03137", "qty": 12}
     assert "OUTLINE" in system_text(server.requests[0])
-    found = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"][0]
+    found = next(m for m in server.requests[1].body["messages"] if m["role"] == "tool")
     assert "lines[3137].sku" in found["content"]
 
 
