@@ -248,6 +248,8 @@ def test_channel_refuses_edits_it_cannot_combine_and_changes_nothing() -> None:
 def test_misuse_is_a_clear_error() -> None:
     with pytest.raises(ConfigurationError, match="history"):
         change_request_tool(history=3)
+    with pytest.raises(ConfigurationError, match="validators"):
+        change_request_tool(validators=[42])  # checked when the tool is made, not at a call
     with pytest.raises(ConfigurationError, match="state_key"):
         change_request_tool("messages")
     tool = change_request_tool()

@@ -54,7 +54,7 @@ from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.guards.versions import payload_version
 from agent_payload.integrations._common import require
-from agent_payload.tools import ChangeRequestToolHandler, openai_tool
+from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler, openai_tool
 from agent_payload.usage import estimate_tokens
 
 _graph = require("langgraph.graph.message", package="langgraph", extra="langgraph")
@@ -393,7 +393,7 @@ def change_request_tool(
             + (f" ({fixed}: set by the tool, the payload comes from the state)" if fixed else "")
         )
     marker = handler_options.pop("marker", None) or MARKER
-    tool_name = name or ChangeRequestToolHandler({}).name
+    tool_name = name or DEFAULT_TOOL_NAME
     handler_options.pop("name", None)
     if description is not None and (not isinstance(description, str) or not description.strip()):
         raise ConfigurationError(f"{caller}: description must be a non-empty string")
@@ -401,6 +401,9 @@ def change_request_tool(
         handler_options.get("payload_type"), marker=marker, name=tool_name, base_version=False
     )["function"]
     settings = _Options(state_key, tool_name, marker, handler_options)
+    # the options checked now (the payload comes with each message; its type is checked above)
+    probe = {k: v for k, v in handler_options.items() if k != "payload_type"}
+    _Options(state_key, tool_name, marker, probe).handler({})
     return _tool_class()(
         name=tool_name,
         description=description or str(definition["description"]),
@@ -414,7 +417,7 @@ def change_request_tool(
 def _settings(tool: Any) -> _Options:
     """The options of ``change_request_tool``'s ``tool`` (the defaults without one)."""
     if tool is None:
-        return _Options("payload", ChangeRequestToolHandler({}).name, MARKER, {})
+        return _Options("payload", DEFAULT_TOOL_NAME, MARKER, {})
     settings = getattr(tool, "settings", None)
     if not isinstance(settings, _Options):
         raise UsageError(
