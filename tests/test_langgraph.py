@@ -10,6 +10,7 @@ import asyncio
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from agent_payload import ConfigurationError, UsageError
@@ -50,10 +51,11 @@ def skus(payload: dict[str, Any]) -> list[str]:
     return [line["sku"] + str(line["qty"]) for line in payload["lines"]]
 
 
-def compile_graph(server: FakeProviderServer, saver: MemorySaver, tool: Any) -> Any:
+def compile_graph(server: FakeProviderServer, saver: MemorySaver, tool: Any, **client: Any) -> Any:
     """A fresh graph each time (as after a restart): model node, ToolNode, the checkpointer."""
-    llm = ChatOpenAI(model="gpt-5.4-mini", base_url=server.openai_base_url, api_key="test")
-    llm = llm.bind_tools([tool])
+    llm = ChatOpenAI(
+        model="gpt-5.4-mini", base_url=server.openai_base_url, api_key="test", **client
+    ).bind_tools([tool])
     prompt = payload_prompt(tool)
 
     def agent(state: PayloadState) -> dict[str, Any]:
@@ -165,11 +167,15 @@ def test_async_parallel_calls_combine_too() -> None:
             "Done.",
         ]
     )
+
+    async def run() -> Any:
+        async with httpx.AsyncClient() as client:  # closed in its own event loop
+            graph = compile_graph(server, saver, tool, http_async_client=client)
+            start = {"messages": [("user", "...")], "payload": lines(*SKUS)}
+            return await graph.ainvoke(start, THREAD)
+
     with server:
-        graph = compile_graph(server, saver, tool)
-        out = asyncio.run(
-            graph.ainvoke({"messages": [("user", "...")], "payload": lines(*SKUS)}, THREAD)
-        )
+        out = asyncio.run(run())
     assert skus(out["payload"]) == ["A1", "C1", "D1", "E99", "X1", "F1"]
 
 

@@ -337,7 +337,7 @@ def _tool_class() -> type[Any]:
                     "version": turn.version,
                     "step": result.version,
                     "call": call_id,
-                    "request": result.change_request.model_dump(mode="json", exclude_none=True),
+                    "request": result.change_request.to_wire(),
                     "payload": json_data(result.payload),
                 }
                 update[self.settings.state_key] = {EDIT: edit}
