@@ -79,8 +79,9 @@ def tool_messages(values: dict[str, Any]) -> list[ToolMessage]:
 
 
 def test_three_invocations_on_one_thread_keep_the_payload_in_the_checkpoint() -> None:
+    """Each invocation through a freshly compiled graph and a new tool (as after a restart):
+    only the checkpointer carries the payload from one to the next."""
     saver = MemorySaver()
-    tool = change_request_tool()
     server = FakeProviderServer(
         [
             Reply.tool_call({"newElements": {"lines": [{"sku": "G", "qty": 1}]}}),
@@ -98,14 +99,14 @@ def test_three_invocations_on_one_thread_keep_the_payload_in_the_checkpoint() ->
         ]
     )
     with server:
-        out = compile_graph(server, saver, tool).invoke(
+        out = compile_graph(server, saver, change_request_tool()).invoke(
             {"messages": [("user", "Add G")], "payload": lines(*SKUS)}, THREAD
         )
         assert skus(out["payload"]) == ["A1", "B1", "C1", "D1", "E1", "F1", "G1"]
-        state = compile_graph(server, saver, tool).get_state(THREAD).values
+        state = compile_graph(server, saver, change_request_tool()).get_state(THREAD).values
         assert state["payload"] == out["payload"]
 
-        out = compile_graph(server, saver, tool).invoke(
+        out = compile_graph(server, saver, change_request_tool()).invoke(
             {"messages": [("user", "Make it seven of G")]}, THREAD
         )
         assert skus(out["payload"]) == ["A1", "B1", "C1", "D1", "E1", "F1", "G7"]
@@ -114,11 +115,11 @@ def test_three_invocations_on_one_thread_keep_the_payload_in_the_checkpoint() ->
         assert '"sku":"G"' in system_text(second_turn).replace(" ", "")
         assert [m["role"] for m in second_turn.body["messages"]][-1] == "user"
 
-        out = compile_graph(server, saver, tool).invoke(
+        out = compile_graph(server, saver, change_request_tool()).invoke(
             {"messages": [("user", "Drop B, 99 of E")]}, THREAD
         )
         assert skus(out["payload"]) == ["A1", "C1", "D1", "E99", "F1", "G7"]
-        state = compile_graph(server, saver, tool).get_state(THREAD).values
+        state = compile_graph(server, saver, change_request_tool()).get_state(THREAD).values
         assert skus(state["payload"]) == ["A1", "C1", "D1", "E99", "F1", "G7"]
         assert [m.status for m in tool_messages(state)] == ["success"] * 4
         json.dumps(state["payload"])  # JSON data, as checkpointers want
