@@ -55,3 +55,20 @@ def test_mcp_host_snippet_is_valid_json_and_a_valid_command_line(tmp_path: Path)
     path.write_text('{"number": "INV-7", "customer": {"tax_id": "X"}}', encoding="utf-8")
     editor = PayloadFileEditor(path, deny=args.deny, hide=args.hide)
     assert "tax_id" not in editor.read().text
+
+
+@pytest.mark.slow
+def test_create_agent_example_runs_when_langchain_is_installed() -> None:
+    """LangChain 1.x ``create_agent`` with the LangGraph-state tool (``pip install langchain``:
+    a dev dependency; skipped where it is not installed, run by hand with langchain 1.5.0)."""
+    pytest.importorskip("langchain.agents")
+    code = _block("langgraph-create-agent")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README langgraph-create-agent", "exec"), {"__name__": "readme"})
+    expected = [
+        line.split("# ", 1)[1].strip()
+        for line in code.splitlines()
+        if line.startswith("print(") and "# " in line
+    ]
+    assert out.getvalue().splitlines() == expected

@@ -11,6 +11,9 @@ the extra to install when it is missing:
 * ``agent_payload.integrations.langchain.change_request_tool(handler)``: a LangChain
   ``BaseTool`` that works in LangGraph's ``ToolNode`` (``pip install
   'agent-payload[langchain]'``).
+* ``agent_payload.integrations.langgraph.change_request_tool(state_key="payload", ...)``: the
+  payload in LangGraph state, checkpointed with the thread (``pip install
+  'agent-payload[langgraph]'``); it builds a handler per model message (imported on import).
 
 Each takes a ``ChangeRequestToolHandler`` (the payload holder with its payload type, marker,
 guards and validators) and calls only its public ``handle``/``ahandle`` (the async tools await
