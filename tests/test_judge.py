@@ -447,7 +447,9 @@ def surface_table() -> str:
 
 
 def test_the_readme_table_is_the_judges() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    from tests._docs import docs_text
+
+    readme = docs_text()
     table = surface_table()
     assert table in readme, "README: regenerate the table with tests/test_judge.py surface_table()"
     assert set(SURFACE_TABLE) >= {"ChangeRequestToolHandler.handle", "PayloadSession.send"}

@@ -291,12 +291,10 @@ def test_exceeds_counts_the_compact_json_a_piece_at_a_time(shown: Any) -> None:
 def test_the_readme_outline_example_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
     """The README's "Payloads larger than the context" example runs offline and prints the
     lines written as comments under its prints."""
-    from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- outline-example -->\s*```python\n(.*?)```", readme, re.DOTALL)
-    assert match is not None, "README.md has no <!-- outline-example --> block"
-    code = match.group(1)
+    from tests._docs import block
+
+    code = block("outline-example")
     exec(compile(code, "README outline example", "exec"), {"__name__": "readme"})
     expected = [
         line[2:] for line in code.splitlines() if line.startswith("# ") and "real model" not in line
