@@ -5,6 +5,7 @@ echoing the model's own path or text beyond a bound (``agent_payload.outline``).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from hypothesis import given
@@ -138,3 +139,25 @@ def test_no_read_answer_is_ever_over_the_budget(
     text = outline.answer(name, arguments, payload, budget)
     assert estimate_tokens(text) <= budget
     assert text
+
+
+def test_keys_on_one_element_show_only_those_keys_of_it() -> None:
+    """Seen in a model check: keys on a single record (items[31]) showed all its keys."""
+    text = outline.answer(
+        "read_payload", {"path": "items[31]", "keys": ["sku", "qty"]}, CATALOGUE, 500
+    )
+    assert '"SKU-31"' in text and '"qty"' in text
+    assert "name" not in text and "tags" not in text
+
+
+def test_an_outlined_range_says_how_many_elements_fit_in_one_read() -> None:
+    """Seen in a model check: a range too large came back outlined with no hint of the size
+    to ask for, so the next read was a guess. The hint's size then reads whole."""
+    text = outline.answer("read_payload", {"path": "events"}, EVENTS, 1_500)
+    match = re.search(r"about (\d+) elements of this size fit in one read", text)
+    assert match is not None, text[:300]
+    fit = int(match.group(1))
+    again = outline.answer(
+        "read_payload", {"path": "events", "start": 0, "end": fit}, EVENTS, 1_500
+    )
+    assert "OUTLINE" not in again.split("\n", 1)[0], again[:300]

@@ -466,20 +466,48 @@ def _read(
                 f"Error: keys shows some keys of each element of an array or object, but "
                 f"{where} is {_kind(node)}; read it without keys."
             )
-        lo, hi = window if window is not None else (0, len(node))
-        if isinstance(node, list):
-            node = [*node[:lo], *(_pick(v, keys) for v in node[lo:hi]), *node[hi:]]
-        else:
-            node = {
-                k: (_pick(v, keys) if lo <= n < hi else v) for n, (k, v) in enumerate(node.items())
-            }
         shown_keys = ", ".join(_echo(json.dumps(k, ensure_ascii=False), 40) for k in keys)
-        what += f", only the keys {shown_keys} of each"
+        if isinstance(node, dict) and window is None and any(k in node for k in keys):
+            node = _pick(node, keys)  # one element (a record): its own keys
+            what += f", only the keys {shown_keys}"
+        else:
+            lo, hi = window if window is not None else (0, len(node))
+            if isinstance(node, list):
+                node = [*node[:lo], *(_pick(v, keys) for v in node[lo:hi]), *node[hi:]]
+            else:
+                node = {
+                    k: (_pick(v, keys) if lo <= n < hi else v)
+                    for n, (k, v) in enumerate(node.items())
+                }
+            what += f", only the keys {shown_keys} of each"
     outlined = " " + _prompts.load_template("read_outlined").strip()
     # The header is counted with the note, so the whole answer fits whatever the body is.
     body_budget = max(budget - count(f"{where} ({what}){outlined}:\n"), MIN_PAYLOAD_TOKENS // 2)
     text, complete = _fit(node, body_budget, count, (FULL, *LEVELS), window)
+    if not complete and isinstance(node, dict | list) and node:
+        outlined += _fits_hint(node, window, body_budget, count, bool(keys))
     return f"{where} ({what}){'' if complete else outlined}:\n{text}"
+
+
+def _fits_hint(
+    node: Any, window: tuple[int, int] | None, budget: int, count: Count, keyed: bool
+) -> str:
+    """How many elements of this size one read shows whole (from a sample of up to 20), so
+    the next read's range fits the first time."""
+    lo, hi = window if window is not None else (0, len(node))
+    values = node[lo:hi] if isinstance(node, list) else list(node.values())[lo:hi]
+    sample = values[:: max(len(values) // 20, 1)][:20]
+    try:
+        per = max(count(json.dumps(sample, ensure_ascii=False)) / max(len(sample), 1), 1.0)
+    except (TypeError, ValueError):  # not JSON data: the outline says what it is
+        return ""
+    fit = int(budget / (per * 1.1))
+    if fit >= hi - lo:
+        return ""
+    if fit < 1:
+        return "; one element alone is larger than a read: read inside it, or with keys"
+    more = "" if keyed else " (more with keys)"
+    return f"; about {fit} elements of this size fit in one read{more}"
 
 
 def value_text(value: Any, budget: int, *, count: Count | None = None) -> str:
