@@ -348,7 +348,7 @@ class _BaseAgent(Generic[M]):
             f"output_mode={self.output_mode!r}, max_retries={self.max_retries!r})"
         )
 
-    def _start(
+    def start_run(
         self,
         payload: Any,
         task: str,
@@ -358,6 +358,9 @@ class _BaseAgent(Generic[M]):
         expected_version: str | None = None,
         run_id: str | None = None,
     ) -> RunState:
+        """The state of one run with this agent's settings (the payload prepared and checked,
+        the marker chosen): what ``run`` drives attempt by attempt, and ``BatchJob`` round by
+        round."""
         # Misuse and a stale payload are refused before any token is spent.
         check_payload_type(payload_type, "run(payload_type=...)")
         validators = check_validators(validators, "run(validators=...)")
@@ -521,7 +524,7 @@ class PayloadAgent(_BaseAgent[Model]):
         """
         self._require_sync(validators, hooks)
         started = time.time_ns()
-        state = self._start(
+        state = self.start_run(
             payload, task, payload_type, validators, extra_instructions, expected_version, run_id
         )
         retrying = _retrying(self.max_retries, state, Retrying)
@@ -606,7 +609,7 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         offload = self._offload(payload)
         started = time.time_ns()
         start = functools.partial(
-            self._start,
+            self.start_run,
             payload,
             task,
             payload_type,

@@ -231,7 +231,7 @@ class BatchJob:
         if model_type is not None:
             payload = resolve_type(model_type, self._types).model_validate(payload)  # type: ignore[attr-defined]
         payload_type = resolve_type(declared, self._types) if declared else None
-        state: RunState = self.agent._start(payload, task, payload_type, (), None)
+        state: RunState = self.agent.start_run(payload, task, payload_type, (), None)
         earlier = Usage()
         for attempt, reply in replies:
             if attempt <= base:
