@@ -38,12 +38,13 @@ import threading
 import weakref
 from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import BaseModel
 
 from agent_payload import _callables
 from agent_payload import merge as _merge
+from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
 from agent_payload import typed as _typed
@@ -61,6 +62,7 @@ from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.judge import Judge, Verdict, check_payload_fits
 from agent_payload.report import Change, Guard, MergeReport, Problem
+from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
     # The SDKs' own param types (plain dicts at run time; Any to a type checker without the
@@ -292,6 +294,14 @@ class ChangeRequestToolHandler:
     host that numbers versions itself, such as the MCP server: the argument is then an unknown
     field, and ``handle(..., base_version=)`` still works).
 
+    ``max_payload_tokens`` (default ``"auto"``: ``outline.DEFAULT_MAX_PAYLOAD_TOKENS``, 24,000;
+    an int; ``None``: never outline), as in ``PayloadAgent``: when the payload as the prompt would
+    carry it (read scope applied) is larger, the handler is ``outlined``: ``prompt(task)`` sends
+    its outline, the read tools (``openai_read_tools()``... and ``read(name, arguments)``, or
+    ``call(name, arguments)`` for any of the tools) show the rest, at most ``max_reads`` reads
+    (default 8) per task (counted again from ``prompt()`` and after each applied call), and every
+    correction shows the subtree concerned within half the budget.
+
     Calls on one handler run one at a time (``handle`` under a lock, ``ahandle`` under an
     asyncio lock per event loop): each is judged against the payload the previous one left.
 
@@ -314,6 +324,8 @@ class ChangeRequestToolHandler:
         read_scope: Any = None,
         history: int = 32,
         versions: bool = True,
+        max_payload_tokens: int | Literal["auto"] | None = "auto",
+        max_reads: int = _outline.DEFAULT_MAX_READS,
     ) -> None:
         _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
         if not isinstance(history, int) or isinstance(history, bool) or history < 0:
@@ -360,6 +372,20 @@ class ChangeRequestToolHandler:
         self.history = history
         self.versions = bool(versions)
         self._bases = Bases(history)
+        self.max_payload_tokens = _outline.resolve_max_payload_tokens(
+            max_payload_tokens, None, "ChangeRequestToolHandler: "
+        )
+        if not isinstance(max_reads, int) or isinstance(max_reads, bool) or max_reads < 0:
+            raise ConfigurationError(
+                "ChangeRequestToolHandler(max_reads=...): expected how many read_payload and "
+                f"find_in_payload calls to answer per task, a whole number 0 or more; found "
+                f"{max_reads!r}"
+            )
+        self.max_reads = max_reads
+        self.reads = 0
+        """Read calls answered since the last ``prompt()`` or applied call."""
+        self._outlined: tuple[int, bool] | None = None
+        self._shown_at: tuple[int, Any, Any] | None = None
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -445,9 +471,12 @@ class ChangeRequestToolHandler:
                 )
             self.marker = better
         self._marker_fixed = True
-        shown = _as_json(self.payload)
-        if self.read_scope is not None:
-            shown = self.read_scope.project(shown)
+        shown = self.shown()
+        budget = self.max_payload_tokens
+        outline = None
+        if budget is not None and self.outlined:
+            outline = _outline.outline(shown, budget, count=estimate_tokens)
+        self.reads = 0
         parts = _prompts.render_prompt(
             shown,
             task,
@@ -457,6 +486,9 @@ class ChangeRequestToolHandler:
             extra_instructions=extra_instructions,
             output_mode="tool",
             tool_name=self.name,
+            outline=outline,
+            outline_budget=budget or 0,
+            max_reads=self.max_reads,
         )
         if not self.versions:
             return parts
@@ -465,6 +497,137 @@ class ChangeRequestToolHandler:
             f"{BASE_VERSION} {self.version}."
         )
         return dataclasses.replace(parts, user=parts.user + version)
+
+    # -- outline mode: the read tools --------------------------------------------------------
+
+    def shown(self) -> Any:
+        """The payload as the model may see it (JSON data, read scope applied), kept per
+        version."""
+        cached = self._shown_at
+        if cached is None or cached[0] != self.version or cached[1] is not self.payload:
+            shown = _as_json(self.payload)
+            if self.read_scope is not None:
+                shown = self.read_scope.project(shown)
+            cached = self._shown_at = (self.version, self.payload, shown)
+        return cached[2]
+
+    @property
+    def outlined(self) -> bool:
+        """True when the payload the model may see is larger than ``max_payload_tokens``: the
+        prompt carries its outline and the read tools are offered."""
+        budget = self.max_payload_tokens
+        if budget is None:
+            return False
+        if self._outlined is None or self._outlined[0] != self.version:
+            over = _outline.exceeds(self.shown(), budget, count=estimate_tokens)
+            self._outlined = (self.version, over)
+        return self._outlined[1]
+
+    def read_tool_specs(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+        """``(name, description, JSON Schema)`` of ``read_payload`` and ``find_in_payload``
+        when the handler is ``outlined``; ``()`` when the payload fits."""
+        if not self.outlined or self.max_payload_tokens is None:
+            return ()
+        return _outline.tool_specs(budget=self.max_payload_tokens)
+
+    def openai_read_tools(self) -> list[OpenAIToolParam]:
+        """The read tools as Chat Completions function tools (``[]`` when not ``outlined``)."""
+        return [
+            cast(
+                "OpenAIToolParam",
+                {"type": "function", "function": {"name": n, "description": d, "parameters": p}},
+            )
+            for n, d, p in self.read_tool_specs()
+        ]
+
+    def responses_read_tools(self) -> list[ResponsesToolParam]:
+        """The read tools as Responses API function tools (``[]`` when not ``outlined``)."""
+        return [
+            cast(
+                "ResponsesToolParam",
+                {"type": "function", "name": n, "description": d, "parameters": p, "strict": False},
+            )
+            for n, d, p in self.read_tool_specs()
+        ]
+
+    def anthropic_read_tools(self) -> list[AnthropicToolParam]:
+        """The read tools as Anthropic tools (``[]`` when not ``outlined``)."""
+        return [
+            cast("AnthropicToolParam", {"name": n, "description": d, "input_schema": p})
+            for n, d, p in self.read_tool_specs()
+        ]
+
+    def read(self, name: str, arguments: str | Mapping[str, Any]) -> ToolResult:
+        """Answer one ``read_payload`` or ``find_in_payload`` call (``outline.answer``, the
+        agent's own reads, on the payload the model may see, within ``max_payload_tokens``);
+        a bad call, or one past ``max_reads``, is an ``is_error`` result saying why. Nothing
+        changes."""
+        if name not in _outline.READ_TOOLS:
+            raise UsageError(
+                f"ChangeRequestToolHandler.read: {name!r} is not a read tool; the read tools are "
+                f"{_outline.READ_PAYLOAD} and {_outline.FIND_IN_PAYLOAD} (call(name, arguments) "
+                "dispatches any tool of the handler)"
+            )
+        budget = self.max_payload_tokens or _outline.DEFAULT_MAX_PAYLOAD_TOKENS
+        with self._lock:
+            if self.reads >= self.max_reads:
+                text = (
+                    f"Error: no more reads: {self.max_reads} were answered for this task. Send "
+                    f"your change with {self.name} now, using what you have read."
+                )
+            else:
+                self.reads += 1
+                args = arguments if isinstance(arguments, str | Mapping) else {}
+                text = _outline.answer(name, args, self.shown(), budget, count=estimate_tokens)
+                if self.reads == self.max_reads:
+                    text += "\n\n" + _outline.last_read_note(self.max_reads)
+        return ToolResult(
+            payload=self.payload,
+            content=text,
+            is_error=text.startswith("Error:"),
+            version=self.version,
+        )
+
+    def call(
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        *,
+        base_version: int | None = None,
+        turn: Hashable | None = None,
+    ) -> ToolResult:
+        """One call of any of the handler's tools, by name: the change-request tool
+        (``handle``) or a read tool (``read``); another name is an ``is_error`` result."""
+        if name == self.name:
+            return self.handle(arguments, base_version=base_version, turn=turn)
+        if name in _outline.READ_TOOLS:
+            return self.read(name, arguments)
+        return self._unknown(name)
+
+    async def acall(
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        *,
+        base_version: int | None = None,
+        turn: Hashable | None = None,
+    ) -> ToolResult:
+        """``call`` for async loops (the change request through ``ahandle``)."""
+        if name == self.name:
+            return await self.ahandle(arguments, base_version=base_version, turn=turn)
+        if name in _outline.READ_TOOLS:
+            return self.read(name, arguments)
+        return self._unknown(name)
+
+    def _unknown(self, name: str) -> ToolResult:
+        names = [self.name, *(spec[0] for spec in self.read_tool_specs())]
+        return ToolResult(
+            payload=self.payload,
+            content=f"Error: there is no tool {_outline_echo(name)}; the tools are "
+            f"{', '.join(names)}.",
+            is_error=True,
+            version=self.version,
+        )
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -566,6 +729,7 @@ class ChangeRequestToolHandler:
     def _keep(self, result: ToolResult) -> ToolResult:
         self.results.append(result)
         if not result.is_error:
+            self.reads = 0
             assert result.change_request is not None
             self._bases.advance(self.payload, result.change_request, self.marker)
             self.payload = result.payload
@@ -600,9 +764,7 @@ class ChangeRequestToolHandler:
         return self._result(verdict, base)
 
     def _too_old(self, base: int) -> Problem:
-        shown = _as_json(self.payload)
-        if self.read_scope is not None:
-            shown = self.read_scope.project(shown)
+        shown = self.shown()
         return Problem(
             kind="conflict",
             code="concurrent_change",
@@ -648,6 +810,7 @@ class ChangeRequestToolHandler:
                 tool_name=self.name,
                 # "changes from earlier calls are kept" only once a call was applied (issue 18)
                 earlier_calls_kept=any(not r.is_error for r in self.results),
+                render_current=self.render_current(),
             )
         return ToolResult(
             payload=self.payload,
@@ -659,6 +822,20 @@ class ChangeRequestToolHandler:
             version=self.version,
             base_version=base,
         )
+
+    def render_current(self) -> Callable[[Any], str] | None:
+        """How a correction writes a current value: within half ``max_payload_tokens``
+        (complete when it fits, else outlined, ``outline.value_text``) when the handler is
+        ``outlined``; None (in full) otherwise."""
+        budget = self.max_payload_tokens
+        if budget is None or not self.outlined:
+            return None
+        half = max(budget // 2, _outline.MIN_PAYLOAD_TOKENS)
+
+        def render(value: Any) -> str:
+            return _outline.value_text(value, half, count=estimate_tokens)
+
+        return render
 
     def _version_line(self, version: int) -> str:
         if not self.versions:
@@ -686,6 +863,10 @@ class ChangeRequestToolHandler:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"
         return text + "\nCall the tool again for further changes, or reply when the task is done."
+
+
+def _outline_echo(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _as_json(payload: Any) -> Any:
