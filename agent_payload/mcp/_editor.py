@@ -479,10 +479,10 @@ class PayloadFileEditor:
         base_data = self._versions.shown(base)
         if base_data is None:
             return Outcome(
-                f"Nothing was applied: {BASE_VERSION} {base!r} is not a version this server "
-                f"showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large file). Call {READ_TOOL} to see "
-                f"the current payload (version {current}), then send your change again "
-                "against it.",
+                f"Nothing was applied: {BASE_VERSION} {_cut(base)} is not a version this server "
+                f"showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large file). "
+                f"Call {READ_TOOL} to see the current payload (version {current}), then send "
+                "your change again against it.",
                 True,
                 current,
             )

@@ -25,8 +25,8 @@ def parse_path(text: str) -> list[str | int]:
         match = _PATH_TOKEN.match(text, pos)
         if match is None or (match.group(1) is not None and pos > 0 and text[pos] != "."):
             raise ValueError(
-                f"path {_cut(repr(text))}: cannot read it at character {pos + 1}; expected keys joined "
-                'by dots and indices in brackets, such as items[3].price or ["a.b"].c'
+                f"path {_cut(repr(text))}: cannot read it at character {pos + 1}; expected keys "
+                'joined by dots and indices in brackets, such as items[3].price or ["a.b"].c'
             )
         if match.group(1) is not None:
             segments.append(match.group(1))

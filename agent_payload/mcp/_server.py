@@ -100,9 +100,10 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
         instructions=(
             f"Edits the JSON file {editor.path.name} with change requests: {READ_TOOL} shows "
             f"it (outlined beyond about {editor.max_read_tokens} tokens: read parts of it), "
-            f"{FIND_TOOL} finds texts or numbers in it, {APPLY_TOOL} changes it (only what changes), {UNDO_TOOL} reverts the last "
-            "change. Each result ends with the file's version: pass the version your change "
-            "request was written against as its base_version."
+            f"{FIND_TOOL} finds texts or numbers in it, {APPLY_TOOL} changes it (only what "
+            f"changes), {UNDO_TOOL} reverts the last change. Each result ends with the file's "
+            "version: pass the version your change request was written against as its "
+            "base_version."
         ),
         log_level="INFO",
     )
