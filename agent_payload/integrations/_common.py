@@ -1,6 +1,6 @@
 """What the framework integrations share: the lazy import, the tool's name, description and
-schema taken from the handler (and the read tools' for ``payload_tools``), and ``Same``, for ``turn``
-keys naming a framework's object."""
+schema taken from the handler (and the read tools' for ``payload_tools``), and ``Same``, for
+``turn`` keys naming a framework's object."""
 
 from __future__ import annotations
 
