@@ -8,7 +8,9 @@ turns these results into tool results."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import hashlib
 import json
 import zlib
 from collections.abc import Mapping, Sequence
@@ -20,7 +22,12 @@ from typing import Any, Final
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._filelock import locked
-from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
+from agent_payload._files import (
+    atomic_write_bytes,
+    json_file_text,
+    json_layout,
+    loads_json_file,
+)
 from agent_payload._jsondata import json_equal
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.diff import undo_change_request
@@ -54,19 +61,56 @@ outline (``agent_payload.outline``)."""
 UNDO_KEPT: Final = 20
 """How many of its changes a server can undo (the oldest is forgotten first)."""
 UNDO_CHARS: Final = 4_000_000
-"""The most characters of undo requests kept in all (the newest is always kept)."""
+"""The most characters of replaced values kept for undo in all (the newest is always kept)."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Undo:
-    """What undoing one change needs: the versions before and after it, and the change request
-    that restores the one before (None when none could be computed), as JSON text."""
+    """What undoing one change needs: the versions before and after it, and where it changed
+    the payload: the narrowest subtree holding every difference (``path``) and its value before
+    (``old``, as the file's JSON text), not copies of the file."""
 
     before: str
     after: str
-    inverse: str | None
+    path: tuple[str | int, ...]
+    old: str
     exact: bytes | None = None
     """The file's bytes before the change, compressed: kept for the newest change only."""
+
+
+def _narrowest(old: Any, new: Any) -> tuple[tuple[str | int, ...], Any]:
+    """The path of the narrowest subtree of ``old`` holding every difference from ``new``
+    (JSON equality), and that subtree."""
+    path: list[str | int] = []
+    while True:
+        differing: list[Any]
+        if type(old) is dict and type(new) is dict and old.keys() == new.keys():
+            differing = [k for k in old if not json_equal(old[k], new[k])]
+        elif type(old) is list and type(new) is list and len(old) == len(new):
+            differing = [i for i in range(len(old)) if not json_equal(old[i], new[i])]
+        else:
+            break
+        if len(differing) != 1:
+            break
+        key = differing[0]
+        path.append(key)
+        old, new = old[key], new[key]
+    return tuple(path), old
+
+
+def _put(tree: Any, path: Sequence[str | int], value: Any) -> Any:
+    """``tree`` with the value at ``path`` replaced by ``value`` (copies along the path only;
+    ``tree`` is not changed)."""
+    if not path:
+        return value
+    root = copy.copy(tree)
+    node = root
+    for key in path[:-1]:
+        child = copy.copy(node[key])
+        node[key] = child
+        node = child
+    node[path[-1]] = value
+    return root
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,19 +431,18 @@ class PayloadFileEditor:
             return Outcome(f"Nothing was applied: {exc}.", True)
 
     def _remember_undo(self, before: str, after: str, old: Any, new: Any, data: bytes) -> None:
-        """Keep what undoing this change needs: the request that restores ``old`` (not copies
-        of the file; the newest change also keeps the bytes before it, compressed, to put them
-        back exactly), within ``UNDO_KEPT`` changes and ``UNDO_CHARS`` characters."""
+        """Keep what undoing this change needs: the value it replaced at the narrowest path
+        holding every difference (not copies of the file; the newest change also keeps the
+        bytes before it, compressed, to put them back exactly), within ``UNDO_KEPT`` changes and
+        ``UNDO_CHARS`` characters."""
         if self._history:
             self._history[-1] = dataclasses.replace(self._history[-1], exact=None)
-        inverse: str | None = None
-        with contextlib.suppress(AgentPayloadError):
-            request = undo_change_request(old, new, marker=self.marker, markers={self.marker})
-            inverse = json.dumps(request.to_wire(), ensure_ascii=False, separators=(",", ":"))
-        self._history.append(_Undo(before, after, inverse, zlib.compress(data, 1)))
-        size = sum(len(u.inverse or "") for u in self._history)
+        path, value = _narrowest(old, new)
+        text = json_file_text(value)
+        self._history.append(_Undo(before, after, path, text, zlib.compress(data, 1)))
+        size = sum(len(u.old) for u in self._history)
         while len(self._history) > UNDO_KEPT or (size > UNDO_CHARS and len(self._history) > 1):
-            size -= len(self._history.pop(0).inverse or "")
+            size -= len(self._history.pop(0).old)
 
     def undo(self) -> Outcome:
         """Revert the last change written here: the exact bytes of before when the file is as
@@ -543,31 +586,21 @@ class PayloadFileEditor:
         try:
             data = self._read_bytes()
             payload = _decode(self.path, data)
+            replaced = loads_json_file(last.old)
         except _FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
         current = digest(data)
-        inverse: Any = None if last.inverse is None else json.loads(last.inverse)
         layout = json_layout(data.decode("utf-8-sig"))
-        if current == last.after and last.exact is not None:  # nobody wrote since: exact bytes
-            new = zlib.decompress(last.exact)
-            target, request = _decode(self.path, new), inverse
-        elif current == last.after:  # nobody wrote since: the inverse gives back the file before
-            if inverse is None:
-                self._history.clear()
-                return Outcome(
-                    f"Nothing was undone: your last change to {self.path.name} cannot be "
-                    f"reverted automatically. Call {READ_TOOL} and send a change request that "
-                    "puts the old values back.",
-                    True,
-                    current,
+        inverse: Any = None
+        if current == last.after:  # nobody wrote since
+            target = _put(payload, last.path, replaced)
+            with contextlib.suppress(AgentPayloadError):
+                inverse = undo_change_request(
+                    target, payload, marker=self.marker, markers={self.marker}
                 )
-            try:
-                merged = apply_change_request(payload, inverse, markers={self.marker}, strict=True)
-            except AgentPayloadError as exc:
-                self._history.clear()
-                return Outcome(f"Nothing was undone: {exc}.", True, current)
-            target, request = merged.payload, inverse
-            new = json_file_text(target, layout).encode()
+            request = inverse
+            exact = last.exact
+            new = zlib.decompress(exact) if exact else json_file_text(target, layout).encode()
         else:
             mine_data = self._versions.shown(last.after)
             if mine_data is None:
@@ -581,6 +614,10 @@ class PayloadFileEditor:
                     current,
                 )
             mine = _decode(self.path, mine_data)
+            with contextlib.suppress(AgentPayloadError):
+                inverse = undo_change_request(
+                    _put(mine, last.path, replaced), mine, marker=self.marker, markers={self.marker}
+                )
             reverted = self._revert(inverse, mine, last.after, current, payload)
             if isinstance(reverted, Outcome):
                 self._history.clear()  # what made it impossible stays: never promise it again
@@ -727,17 +764,28 @@ class PayloadFileEditor:
         """Write ``new`` if the file still holds ``expected`` (a writer that does not take the
         lock may have replaced it); an ``Outcome`` when it could not."""
         try:
-            if self._read_bytes() != expected:
+            if self._file_digest() != digest(expected):
                 return Outcome(
                     f"{what}: {self.path.name} was changed by someone else just now (by a "
                     f"program that does not take its lock). Call {READ_TOOL} to see the "
                     "current payload, then try again.",
                     True,
                 )
-            atomic_write_text(self.path, new.decode("utf-8"))
+            atomic_write_bytes(self.path, new)
         except (_FileProblem, FileWriteError) as exc:
             return Outcome(f"{what}: {exc}.", True)
         return None
+
+    def _file_digest(self) -> str:
+        """The file's version, read in blocks (no second copy of a large file in memory)."""
+        hasher = hashlib.sha256()
+        try:
+            with open(self.path, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    hasher.update(block)
+        except OSError as exc:
+            raise _FileProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        return hasher.hexdigest()[: len(digest(b""))]
 
     def _read_bytes(self) -> bytes:
         try:

@@ -51,7 +51,7 @@ logger = logging.getLogger("agent_payload.mcp")
 VERSIONS_KEPT = 64
 """How many versions shown to the model a server remembers (a request's base must be one)."""
 
-SHOWN_BYTES = 16 * 1024 * 1024
+SHOWN_BYTES = 8 * 1024 * 1024
 """The most bytes (compressed) of the versions shown that a server keeps in memory in all; the
 newest is always kept. A base older than what is kept is sent back like an unknown one."""
 
