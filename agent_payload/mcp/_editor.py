@@ -430,16 +430,19 @@ class PayloadFileEditor:
         except FileWriteError as exc:  # the lock file cannot be opened
             return Outcome(f"Nothing was applied: {exc}.", True)
 
-    def _remember_undo(self, before: str, after: str, old: Any, new: Any, data: bytes) -> None:
-        """Keep what undoing this change needs: the value it replaced at the narrowest path
-        holding every difference (not copies of the file; the newest change also keeps the
-        bytes before it, compressed, to put them back exactly), within ``UNDO_KEPT`` changes and
-        ``UNDO_CHARS`` characters."""
+    def _undo_of(self, before: str, old: Any, new: Any, exact: bytes) -> _Undo:
+        """What undoing a change from ``old`` to ``new`` needs: the value it replaced at the
+        narrowest path holding every difference (not copies of the file), and the bytes of
+        before compressed (``exact``), to put them back exactly while it is the newest."""
+        path, value = _narrowest(old, new)
+        return _Undo(before, "", path, json_file_text(value), exact)
+
+    def _keep_undo(self, undo: _Undo) -> None:
+        """Keep ``undo`` as the newest (only it keeps its exact bytes), within ``UNDO_KEPT``
+        changes and ``UNDO_CHARS`` characters."""
         if self._history:
             self._history[-1] = dataclasses.replace(self._history[-1], exact=None)
-        path, value = _narrowest(old, new)
-        text = json_file_text(value)
-        self._history.append(_Undo(before, after, path, text, zlib.compress(data, 1)))
+        self._history.append(undo)
         size = sum(len(u.old) for u in self._history)
         while len(self._history) > UNDO_KEPT or (size > UNDO_CHARS and len(self._history) > 1):
             size -= len(self._history.pop(0).old)
@@ -464,6 +467,11 @@ class PayloadFileEditor:
         except _FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
         current = digest(data)
+        # What is needed of the file's bytes is taken now, and they are let go (a large file's
+        # peak memory): its layout, and the bytes compressed (the version shown, undo's exact).
+        layout = json_layout(data.decode("utf-8-sig"))
+        exact = self._versions.packed(data)
+        del data
         moved = since = ""
         count = 0
         if base != current and isinstance(request, Mapping):
@@ -484,23 +492,28 @@ class PayloadFileEditor:
             return handler
         result = handler.handle(request)
         if result.is_error:
-            self._versions.remember(data)
             text = self._error_text(result.problems, result.content)
             return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
-            self._versions.remember(data)
             return Outcome(
                 moved + result.content + _version_line(current, "the file as it is now"),
                 version=current,
             )
-        new = json_file_text(result.payload, json_layout(data.decode("utf-8-sig"))).encode()
-        written = self._write(data, new, "Nothing was applied")
+        # What the journal and undo need is taken now; then the old payload is let go before
+        # the new text is built.
+        undo = self._undo_of(current, payload, result.payload, exact)
+        replayed = self._versions.replayed(payload, result.payload, result.change_request)
+        merged, content = result.payload, result.content
+        del payload, handler, result
+        new = json_file_text(merged, layout).encode()
+        del merged
+        written = self._write(current, new, "Nothing was applied")
         if written is not None:
             return written
         after = self._versions.remember(new)
         self._last = after
-        self._versions.record(current, after, payload, result.payload, result.change_request)
-        self._remember_undo(current, after, payload, result.payload, data)
+        self._versions.append(current, after, replayed)
+        self._keep_undo(dataclasses.replace(undo, after=after))
         note = (
             f"it also holds the {since} applied since version {base}: call {READ_TOOL} "
             "before writing positions against it"
@@ -509,7 +522,7 @@ class PayloadFileEditor:
             f"{BASE_VERSION} with your next change request"
         )
         return Outcome(
-            f"Saved to {self.path.name}. {moved}{result.content}".rstrip()
+            f"Saved to {self.path.name}. {moved}{content}".rstrip()
             + _version_line(after, note),
             version=after,
         )
@@ -624,7 +637,7 @@ class PayloadFileEditor:
                 return reverted
             target, request = reverted
             new = json_file_text(target, layout).encode()
-        written = self._write(data, new, "Nothing was undone")
+        written = self._write(current, new, "Nothing was undone")
         if written is not None:
             return written
         restored = self._versions.remember(new)
@@ -760,11 +773,11 @@ class PayloadFileEditor:
             "change again against it."
         )
 
-    def _write(self, expected: bytes, new: bytes, what: str) -> Outcome | None:
-        """Write ``new`` if the file still holds ``expected`` (a writer that does not take the
-        lock may have replaced it); an ``Outcome`` when it could not."""
+    def _write(self, expected: str, new: bytes, what: str) -> Outcome | None:
+        """Write ``new`` if the file is still version ``expected`` (a writer that does not take
+        the lock may have replaced it); an ``Outcome`` when it could not."""
         try:
-            if self._file_digest() != digest(expected):
+            if self._file_digest() != expected:
                 return Outcome(
                     f"{what}: {self.path.name} was changed by someone else just now (by a "
                     f"program that does not take its lock). Call {READ_TOOL} to see the "

@@ -238,14 +238,27 @@ class Versions:
         if version in self._shown:
             self._shown.move_to_end(version)
             return version
-        packed = zlib.compress(data, 1)
+        self._keep(version, zlib.compress(data, 1))
+        return version
+
+    def packed(self, data: bytes) -> bytes:
+        """``data`` compressed, remembered as a version shown (as ``remember``)."""
+        version = digest(data)
+        packed = self._shown.get(version)
+        if packed is None:
+            packed = zlib.compress(data, 1)
+            self._keep(version, packed)
+        else:
+            self._shown.move_to_end(version)
+        return packed
+
+    def _keep(self, version: str, packed: bytes) -> None:
         self._shown[version] = packed
         self._shown_size += len(packed)
         while len(self._shown) > VERSIONS_KEPT or (
             self._shown_size > SHOWN_BYTES and len(self._shown) > 1
         ):
             self._shown_size -= len(self._shown.popitem(last=False)[1])
-        return version
 
     def shown(self, version: str) -> bytes | None:
         """The bytes of a version this server showed (None: never, or too long ago)."""
@@ -263,13 +276,22 @@ class Versions:
     def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
         """Journal one write: the request as applied when it replays it exactly (``old`` to
         ``new``), else none (others then treat the write as an outside edit)."""
+        self.append(before, after, self.replayed(old, new, request))
+
+    def replayed(self, old: Any, new: Any, request: Any) -> dict[str, Any] | None:
+        """``request`` as the journal keeps it: its wire form when applying it to ``old`` gives
+        ``new`` exactly, else None."""
         wire = request.to_wire() if hasattr(request, "to_wire") else request
         try:
             replayed = apply_change_request(old, wire, markers={self.marker}, share=True)
             if wire is None or not json_equal(replayed.payload, new):
-                wire = None
+                return None
         except AgentPayloadError:
-            wire = None
+            return None
+        return wire if isinstance(wire, dict) else None
+
+    def append(self, before: str, after: str, wire: dict[str, Any] | None) -> None:
+        """Journal one write (``wire``: the request that replays it, or None)."""
         try:
             self.journal.append(Entry(before, after, wire, (self.marker,)))
         except OSError as exc:  # the file is written: others will read it as an outside edit
