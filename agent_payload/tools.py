@@ -350,6 +350,8 @@ class ChangeRequestToolHandler:
             check_payload_fits(json_data(payload) or {}, payload_type)  # PayloadValidationError now
         _typed.check_round_trip(payload, payload_type)
         self.payload = _typed.normalize(payload, payload_type)
+        self._checked: Any = self.payload if isinstance(self.payload, dict | list) else None
+        """The dict or list payload checked as JSON data (the given one, then each merged)."""
         self.marker = (
             marker
             if marker is not None
@@ -649,6 +651,9 @@ class ChangeRequestToolHandler:
                     f"{self.version - len(self._bases.past)} to {self.version})"
                 )
             late = {"base": kept[0], "applied": kept[1]}
+        # The payload is JSON data the handler checked (given, or made by the merge): the judge
+        # reads it as it is, without a copy of its own (a large payload's peak memory).
+        owned = {"payload_json": self.payload} if self._checked is self.payload else {}
         return Judge(
             self.payload,
             marker=self.marker,
@@ -657,6 +662,7 @@ class ChangeRequestToolHandler:
             guards=self.guards,
             permissions=self.permissions,
             read_scope=self.read_scope,
+            **owned,
             **late,
         )
 
@@ -733,6 +739,8 @@ class ChangeRequestToolHandler:
             assert result.change_request is not None
             self._bases.advance(self.payload, result.change_request, self.marker)
             self.payload = result.payload
+            if isinstance(self.payload, dict | list):
+                self._checked = self.payload
         return result
 
     def _handle(

@@ -33,7 +33,11 @@ DONE = "Done: SKU-31337 has 99."
 @functools.cache
 def _big_text() -> str:
     lines = [
-        {"sku": f"SKU-{10_000 + i}", "qty": i % 7, "note": f"line {i} of the goods receipt, checked and stored in bay 4"}
+        {
+            "sku": f"SKU-{10_000 + i}",
+            "qty": i % 7,
+            "note": f"line {i} of the goods receipt, checked and stored in bay 4",
+        }
         for i in range(30_000)
     ]
     return json.dumps({"number": "GR-1", "lines": lines})

@@ -522,8 +522,7 @@ class PayloadFileEditor:
             f"{BASE_VERSION} with your next change request"
         )
         return Outcome(
-            f"Saved to {self.path.name}. {moved}{content}".rstrip()
-            + _version_line(after, note),
+            f"Saved to {self.path.name}. {moved}{content}".rstrip() + _version_line(after, note),
             version=after,
         )
 
