@@ -386,7 +386,8 @@ class ChangeRequestToolHandler:
         self.max_reads = max_reads
         self.reads = 0
         """Read calls answered since the last ``prompt()`` or applied call."""
-        self._outlined: tuple[int, bool] | None = None
+        self._outlined: tuple[Any, bool] | None = None
+        """The payload shown when ``outlined`` was last decided, and the decision."""
         self._shown_at: tuple[int, Any, Any] | None = None
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -520,9 +521,9 @@ class ChangeRequestToolHandler:
         budget = self.max_payload_tokens
         if budget is None:
             return False
-        if self._outlined is None or self._outlined[0] != self.version:
-            over = _outline.exceeds(self.shown(), budget, count=estimate_tokens)
-            self._outlined = (self.version, over)
+        shown = self.shown()
+        if self._outlined is None or self._outlined[0] is not shown:
+            self._outlined = (shown, _outline.exceeds(shown, budget, count=estimate_tokens))
         return self._outlined[1]
 
     def read_tool_specs(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
