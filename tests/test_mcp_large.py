@@ -191,3 +191,41 @@ def test_forty_edits_of_a_6_mb_file_keep_memory_bounded(tmp_path: Path) -> None:
     # values): less than one parsed copy, where two file copies per edit were kept before.
     assert forty - two < parsed_size, (forty - two, parsed_size)
     assert forty - baseline < 4 * parsed_size, (forty - baseline, parsed_size)
+
+
+def test_undo_keeps_the_replaced_values_and_is_capped(tmp_path: Path) -> None:
+    """Undo needs no copies of the file: each change keeps the value it replaced (older ones
+    are restored as the same JSON in the file's layout), the last ``UNDO_KEPT`` changes."""
+    from agent_payload.mcp._editor import UNDO_KEPT
+
+    path = tmp_path / "receipt.json"
+    original = json.dumps(lines(50), indent=2) + "\n"
+    path.write_text(original, encoding="utf-8")
+    editor = PayloadFileEditor(path)
+    for i in range(UNDO_KEPT + 5):
+        change = {"updateElements": {"lines": {str(i): {"qty": 100 + i}, "0": {"note": f"n{i}"}}}}
+        assert not editor.apply(change).is_error
+    assert all(u.exact is None for u in editor._history[:-1])
+    assert len(editor._history) == UNDO_KEPT
+    assert all(len(u.old) < 2_000 for u in editor._history)  # values, not the file
+    for _ in range(UNDO_KEPT):
+        undone = editor.undo()
+        assert not undone.is_error, undone.text
+    after = json.loads(path.read_text(encoding="utf-8"))
+    assert [line["qty"] for line in after["lines"][:6]] == [
+        0,
+        101,
+        102,
+        103,
+        104,
+        5,
+    ]  # edit 0 set only the note
+    assert after["lines"][0]["note"] == "n4"
+    assert editor.undo().text.startswith("There is no change of yours to undo")
+    # Two edits and two undos of an untouched file: its exact bytes again.
+    path.write_text(original, encoding="utf-8")
+    editor = PayloadFileEditor(path)
+    assert not editor.apply({"updateElements": {"number": "GR-2"}}).is_error
+    assert not editor.apply({"updateElements": {"lines": {"3": {"qty": 9}}}}).is_error
+    assert not editor.undo().is_error and not editor.undo().is_error
+    assert path.read_text(encoding="utf-8") == original

@@ -66,50 +66,56 @@ UNDO_CHARS: Final = 4_000_000
 
 @dataclass(frozen=True, slots=True)
 class _Undo:
-    """What undoing one change needs: the versions before and after it, and where it changed
-    the payload: the narrowest subtree holding every difference (``path``) and its value before
-    (``old``, as the file's JSON text), not copies of the file."""
+    """What undoing one change needs: the versions before and after it, and the values it
+    replaced (``old``: the JSON text of ``[[path, value before], ...]``, one for each smallest
+    subtree that differs), not copies of the file."""
 
     before: str
     after: str
-    path: tuple[str | int, ...]
     old: str
     exact: bytes | None = None
     """The file's bytes before the change, compressed: kept for the newest change only."""
 
 
-def _narrowest(old: Any, new: Any) -> tuple[tuple[str | int, ...], Any]:
-    """The path of the narrowest subtree of ``old`` holding every difference from ``new``
-    (JSON equality), and that subtree."""
-    path: list[str | int] = []
-    while True:
-        differing: list[Any]
-        if type(old) is dict and type(new) is dict and old.keys() == new.keys():
-            differing = [k for k in old if not json_equal(old[k], new[k])]
-        elif type(old) is list and type(new) is list and len(old) == len(new):
-            differing = [i for i in range(len(old)) if not json_equal(old[i], new[i])]
+_Path = tuple[str | int, ...]
+
+
+def _replaced(old: Any, new: Any) -> list[tuple[_Path, Any]]:
+    """Where ``new`` differs from ``old`` (JSON equality): the smallest subtrees that differ,
+    each with its path and its value in ``old``."""
+    out: list[tuple[_Path, Any]] = []
+    stack: list[tuple[_Path, Any, Any]] = [((), old, new)]
+    while stack:
+        path, a, b = stack.pop()
+        if type(a) is dict and type(b) is dict and a.keys() == b.keys():
+            stack.extend(((*path, k), a[k], b[k]) for k in a if not json_equal(a[k], b[k]))
+        elif type(a) is list and type(b) is list and len(a) == len(b):
+            stack.extend(
+                ((*path, i), a[i], b[i]) for i in range(len(a)) if not json_equal(a[i], b[i])
+            )
         else:
-            break
-        if len(differing) != 1:
-            break
-        key = differing[0]
-        path.append(key)
-        old, new = old[key], new[key]
-    return tuple(path), old
+            out.append((path, a))
+    return out
 
 
-def _put(tree: Any, path: Sequence[str | int], value: Any) -> Any:
-    """``tree`` with the value at ``path`` replaced by ``value`` (copies along the path only;
-    ``tree`` is not changed)."""
-    if not path:
-        return value
+def _put(tree: Any, replaced: Sequence[tuple[_Path, Any]]) -> Any:
+    """``tree`` with the value at each path replaced (containers copied once, along the
+    paths only; ``tree`` is not changed)."""
+    for path, value in replaced:
+        if not path:
+            return value
     root = copy.copy(tree)
-    node = root
-    for key in path[:-1]:
-        child = copy.copy(node[key])
-        node[key] = child
-        node = child
-    node[path[-1]] = value
+    copied = {id(root)}
+    for path, value in replaced:
+        node = root
+        for key in path[:-1]:
+            child = node[key]
+            if id(child) not in copied:
+                child = copy.copy(child)
+                node[key] = child
+                copied.add(id(child))
+            node = child
+        node[path[-1]] = value
     return root
 
 
@@ -431,11 +437,11 @@ class PayloadFileEditor:
             return Outcome(f"Nothing was applied: {exc}.", True)
 
     def _undo_of(self, before: str, old: Any, new: Any, exact: bytes) -> _Undo:
-        """What undoing a change from ``old`` to ``new`` needs: the value it replaced at the
-        narrowest path holding every difference (not copies of the file), and the bytes of
-        before compressed (``exact``), to put them back exactly while it is the newest."""
-        path, value = _narrowest(old, new)
-        return _Undo(before, "", path, json_file_text(value), exact)
+        """What undoing a change from ``old`` to ``new`` needs: the values it replaced (the
+        smallest subtrees that differ; not copies of the file), and the bytes of before
+        compressed (``exact``), to put them back exactly while it is the newest."""
+        replaced = [[list(path), value] for path, value in _replaced(old, new)]
+        return _Undo(before, "", json_file_text(replaced), exact)
 
     def _keep_undo(self, undo: _Undo) -> None:
         """Keep ``undo`` as the newest (only it keeps its exact bytes), within ``UNDO_KEPT``
@@ -598,14 +604,14 @@ class PayloadFileEditor:
         try:
             data = self._read_bytes()
             payload = _decode(self.path, data)
-            replaced = loads_json_file(last.old)
+            replaced = [(tuple(p), v) for p, v in loads_json_file(last.old)]
         except _FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
         current = digest(data)
         layout = json_layout(data.decode("utf-8-sig"))
         inverse: Any = None
         if current == last.after:  # nobody wrote since
-            target = _put(payload, last.path, replaced)
+            target = _put(payload, replaced)
             with contextlib.suppress(AgentPayloadError):
                 inverse = undo_change_request(
                     target, payload, marker=self.marker, markers={self.marker}
@@ -628,7 +634,7 @@ class PayloadFileEditor:
             mine = _decode(self.path, mine_data)
             with contextlib.suppress(AgentPayloadError):
                 inverse = undo_change_request(
-                    _put(mine, last.path, replaced), mine, marker=self.marker, markers={self.marker}
+                    _put(mine, replaced), mine, marker=self.marker, markers={self.marker}
                 )
             reverted = self._revert(inverse, mine, last.after, current, payload)
             if isinstance(reverted, Outcome):
