@@ -56,6 +56,7 @@ from agent_payload._config import (
     check_validators,
     read_scope_of,
 )
+from agent_payload._handler_reads import OutlineReads, _as_json
 from agent_payload._jsondata import json_data
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
@@ -271,7 +272,7 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
-class ChangeRequestToolHandler:
+class ChangeRequestToolHandler(OutlineReads):
     """Applies change-request tool calls to a payload it keeps between calls.
 
     ``payload``: a dict, a list, ``None`` or a pydantic model (kept as that class).
@@ -501,137 +502,6 @@ class ChangeRequestToolHandler:
         )
         return dataclasses.replace(parts, user=parts.user + version)
 
-    # -- outline mode: the read tools --------------------------------------------------------
-
-    def shown(self) -> Any:
-        """The payload as the model may see it (JSON data, read scope applied), kept per
-        version."""
-        cached = self._shown_at
-        if cached is None or cached[0] != self.version or cached[1] is not self.payload:
-            shown = _as_json(self.payload)
-            if self.read_scope is not None:
-                shown = self.read_scope.project(shown)
-            cached = self._shown_at = (self.version, self.payload, shown)
-        return cached[2]
-
-    @property
-    def outlined(self) -> bool:
-        """True when the payload the model may see is larger than ``max_payload_tokens``: the
-        prompt carries its outline and the read tools are offered."""
-        budget = self.max_payload_tokens
-        if budget is None:
-            return False
-        shown = self.shown()
-        if self._outlined is None or self._outlined[0] is not shown:
-            self._outlined = (shown, _outline.exceeds(shown, budget, count=estimate_tokens))
-        return self._outlined[1]
-
-    def read_tool_specs(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
-        """``(name, description, JSON Schema)`` of ``read_payload`` and ``find_in_payload``
-        when the handler is ``outlined``; ``()`` when the payload fits."""
-        if not self.outlined or self.max_payload_tokens is None:
-            return ()
-        return _outline.tool_specs(budget=self.max_payload_tokens)
-
-    def openai_read_tools(self) -> list[OpenAIToolParam]:
-        """The read tools as Chat Completions function tools (``[]`` when not ``outlined``)."""
-        return [
-            cast(
-                "OpenAIToolParam",
-                {"type": "function", "function": {"name": n, "description": d, "parameters": p}},
-            )
-            for n, d, p in self.read_tool_specs()
-        ]
-
-    def responses_read_tools(self) -> list[ResponsesToolParam]:
-        """The read tools as Responses API function tools (``[]`` when not ``outlined``)."""
-        return [
-            cast(
-                "ResponsesToolParam",
-                {"type": "function", "name": n, "description": d, "parameters": p, "strict": False},
-            )
-            for n, d, p in self.read_tool_specs()
-        ]
-
-    def anthropic_read_tools(self) -> list[AnthropicToolParam]:
-        """The read tools as Anthropic tools (``[]`` when not ``outlined``)."""
-        return [
-            cast("AnthropicToolParam", {"name": n, "description": d, "input_schema": p})
-            for n, d, p in self.read_tool_specs()
-        ]
-
-    def read(self, name: str, arguments: str | Mapping[str, Any]) -> ToolResult:
-        """Answer one ``read_payload`` or ``find_in_payload`` call (``outline.answer``, the
-        agent's own reads, on the payload the model may see, within ``max_payload_tokens``);
-        a bad call, or one past ``max_reads``, is an ``is_error`` result saying why. Nothing
-        changes."""
-        if name not in _outline.READ_TOOLS:
-            raise UsageError(
-                f"ChangeRequestToolHandler.read: {name!r} is not a read tool; the read tools are "
-                f"{_outline.READ_PAYLOAD} and {_outline.FIND_IN_PAYLOAD} (call(name, arguments) "
-                "dispatches any tool of the handler)"
-            )
-        budget = self.max_payload_tokens or _outline.DEFAULT_MAX_PAYLOAD_TOKENS
-        with self._lock:
-            if self.reads >= self.max_reads:
-                text = (
-                    f"Error: no more reads: {self.max_reads} were answered for this task. Send "
-                    f"your change with {self.name} now, using what you have read."
-                )
-            else:
-                self.reads += 1
-                args = arguments if isinstance(arguments, str | Mapping) else {}
-                text = _outline.answer(name, args, self.shown(), budget, count=estimate_tokens)
-                if self.reads == self.max_reads:
-                    text += "\n\n" + _outline.last_read_note(self.max_reads)
-        return ToolResult(
-            payload=self.payload,
-            content=text,
-            is_error=text.startswith("Error:"),
-            version=self.version,
-        )
-
-    def call(
-        self,
-        name: str,
-        arguments: str | Mapping[str, Any],
-        *,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
-    ) -> ToolResult:
-        """One call of any of the handler's tools, by name: the change-request tool
-        (``handle``) or a read tool (``read``); another name is an ``is_error`` result."""
-        if name == self.name:
-            return self.handle(arguments, base_version=base_version, turn=turn)
-        if name in _outline.READ_TOOLS:
-            return self.read(name, arguments)
-        return self._unknown(name)
-
-    async def acall(
-        self,
-        name: str,
-        arguments: str | Mapping[str, Any],
-        *,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
-    ) -> ToolResult:
-        """``call`` for async loops (the change request through ``ahandle``)."""
-        if name == self.name:
-            return await self.ahandle(arguments, base_version=base_version, turn=turn)
-        if name in _outline.READ_TOOLS:
-            return self.read(name, arguments)
-        return self._unknown(name)
-
-    def _unknown(self, name: str) -> ToolResult:
-        names = [self.name, *(spec[0] for spec in self.read_tool_specs())]
-        return ToolResult(
-            payload=self.payload,
-            content=f"Error: there is no tool {_outline_echo(name)}; the tools are "
-            f"{', '.join(names)}.",
-            is_error=True,
-            version=self.version,
-        )
-
     # -- calls ----------------------------------------------------------------------------
 
     @property
@@ -832,20 +702,6 @@ class ChangeRequestToolHandler:
             base_version=base,
         )
 
-    def render_current(self) -> Callable[[Any], str] | None:
-        """How a correction writes a current value: within half ``max_payload_tokens``
-        (complete when it fits, else outlined, ``outline.value_text``) when the handler is
-        ``outlined``; None (in full) otherwise."""
-        budget = self.max_payload_tokens
-        if budget is None or not self.outlined:
-            return None
-        half = max(budget // 2, _outline.MIN_PAYLOAD_TOKENS)
-
-        def render(value: Any) -> str:
-            return _outline.value_text(value, half, count=estimate_tokens)
-
-        return render
-
     def _version_line(self, version: int) -> str:
         if not self.versions:
             return ""
@@ -872,11 +728,3 @@ class ChangeRequestToolHandler:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"
         return text + "\nCall the tool again for further changes, or reply when the task is done."
-
-
-def _outline_echo(text: str) -> str:
-    return repr(text if len(text) <= 60 else text[:57] + "...")
-
-
-def _as_json(payload: Any) -> Any:
-    return {} if payload is None else json_data(payload)
