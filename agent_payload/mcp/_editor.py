@@ -8,7 +8,6 @@ turns these results into tool results."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import hashlib
 import json
@@ -42,6 +41,7 @@ from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
 from agent_payload.mcp._paths import has_long_array, parse_path, subtree
+from agent_payload.mcp._undo import UNDO_CHARS, UNDO_KEPT, Undo, put, replaced_values
 from agent_payload.merge import apply_change_request, choose_marker
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
@@ -58,65 +58,6 @@ BASE_VERSION = "base_version"
 DEFAULT_MAX_READ_TOKENS: Final = 20_000
 """``--max-read-tokens``: the most tokens one read, find or correction shows; beyond, an
 outline (``agent_payload.outline``)."""
-UNDO_KEPT: Final = 20
-"""How many of its changes a server can undo (the oldest is forgotten first)."""
-UNDO_CHARS: Final = 4_000_000
-"""The most characters of replaced values kept for undo in all (the newest is always kept)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Undo:
-    """What undoing one change needs: the versions before and after it, and the values it
-    replaced (``old``: the JSON text of ``[[path, value before], ...]``, one for each smallest
-    subtree that differs), not copies of the file."""
-
-    before: str
-    after: str
-    old: str
-    exact: bytes | None = None
-    """The file's bytes before the change, compressed: kept for the newest change only."""
-
-
-_Path = tuple[str | int, ...]
-
-
-def _replaced(old: Any, new: Any) -> list[tuple[_Path, Any]]:
-    """Where ``new`` differs from ``old`` (JSON equality): the smallest subtrees that differ,
-    each with its path and its value in ``old``."""
-    out: list[tuple[_Path, Any]] = []
-    stack: list[tuple[_Path, Any, Any]] = [((), old, new)]
-    while stack:
-        path, a, b = stack.pop()
-        if type(a) is dict and type(b) is dict and a.keys() == b.keys():
-            stack.extend(((*path, k), a[k], b[k]) for k in a if not json_equal(a[k], b[k]))
-        elif type(a) is list and type(b) is list and len(a) == len(b):
-            stack.extend(
-                ((*path, i), a[i], b[i]) for i in range(len(a)) if not json_equal(a[i], b[i])
-            )
-        else:
-            out.append((path, a))
-    return out
-
-
-def _put(tree: Any, replaced: Sequence[tuple[_Path, Any]]) -> Any:
-    """``tree`` with the value at each path replaced (containers copied once, along the
-    paths only; ``tree`` is not changed)."""
-    for path, value in replaced:
-        if not path:
-            return value
-    root = copy.copy(tree)
-    copied = {id(root)}
-    for path, value in replaced:
-        node = root
-        for key in path[:-1]:
-            child = node[key]
-            if id(child) not in copied:
-                child = copy.copy(child)
-                node[key] = child
-                copied.add(id(child))
-            node = child
-        node[path[-1]] = value
-    return root
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +200,7 @@ class PayloadFileEditor:
                 )
         self._versions = Versions(self.path, self.marker)
         self._last = self._versions.remember(data)
-        self._history: list[_Undo] = []
+        self._history: list[Undo] = []
         """The changes this server can undo, newest last (``UNDO_KEPT``, ``UNDO_CHARS``)."""
 
     # -- what the model is told -------------------------------------------------------------
@@ -436,14 +377,14 @@ class PayloadFileEditor:
         except FileWriteError as exc:  # the lock file cannot be opened
             return Outcome(f"Nothing was applied: {exc}.", True)
 
-    def _undo_of(self, before: str, old: Any, new: Any, exact: bytes) -> _Undo:
+    def _undo_of(self, before: str, old: Any, new: Any, exact: bytes) -> Undo:
         """What undoing a change from ``old`` to ``new`` needs: the values it replaced (the
         smallest subtrees that differ; not copies of the file), and the bytes of before
         compressed (``exact``), to put them back exactly while it is the newest."""
-        replaced = [[list(path), value] for path, value in _replaced(old, new)]
-        return _Undo(before, "", json_file_text(replaced), exact)
+        replaced = [[list(path), value] for path, value in replaced_values(old, new)]
+        return Undo(before, "", json_file_text(replaced), exact)
 
-    def _keep_undo(self, undo: _Undo) -> None:
+    def _keep_undo(self, undo: Undo) -> None:
         """Keep ``undo`` as the newest (only it keeps its exact bytes), within ``UNDO_KEPT``
         changes and ``UNDO_CHARS`` characters."""
         if self._history:
@@ -611,7 +552,7 @@ class PayloadFileEditor:
         layout = json_layout(data.decode("utf-8-sig"))
         inverse: Any = None
         if current == last.after:  # nobody wrote since
-            target = _put(payload, replaced)
+            target = put(payload, replaced)
             with contextlib.suppress(AgentPayloadError):
                 inverse = undo_change_request(
                     target, payload, marker=self.marker, markers={self.marker}
@@ -634,7 +575,7 @@ class PayloadFileEditor:
             mine = _decode(self.path, mine_data)
             with contextlib.suppress(AgentPayloadError):
                 inverse = undo_change_request(
-                    _put(mine, replaced), mine, marker=self.marker, markers={self.marker}
+                    put(mine, replaced), mine, marker=self.marker, markers={self.marker}
                 )
             reverted = self._revert(inverse, mine, last.after, current, payload)
             if isinstance(reverted, Outcome):
