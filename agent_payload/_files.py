@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from dataclasses import dataclass
@@ -65,17 +66,33 @@ class JsonLayout:
 
 def json_layout(text: str) -> JsonLayout:
     """The layout of ``text``: the leading whitespace of its first indented line (spaces or a
-    tab); one line (``{"a": 1}`` or minified) stays one line, with the same separators."""
-    body = text.strip()
-    if "\n" not in body:
-        compact = body[:1] in "{[" and ('": ' not in body and ", " not in body)
+    tab); one line (``{"a": 1}`` or minified) stays one line, with the same separators. Reads
+    ``text`` in place (no copy of a large file's text)."""
+    first = _NON_SPACE.search(text)
+    start = first.start() if first is not None else len(text)
+    end = len(text)
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    newline = text.find("\n", start, end)
+    if newline == -1:
+        compact = text[start : start + 1] in "{[" and (
+            text.find('": ', start, end) == -1 and text.find(", ", start, end) == -1
+        )
         return JsonLayout(None, (",", ":") if compact else (", ", ": "))
-    for line in body.splitlines()[1:]:
+    pos = newline + 1
+    while pos < end:
+        stop = text.find("\n", pos, end)
+        stop = end if stop == -1 else stop
+        line = text[pos:stop].rstrip("\r")
         stripped = line.lstrip(" \t")
         if stripped and len(stripped) < len(line):
             lead = line[: len(line) - len(stripped)]
             return JsonLayout("\t" if lead.startswith("\t") else len(lead))
+        pos = stop + 1
     return JsonLayout(2)
+
+
+_NON_SPACE = re.compile(r"\S")
 
 
 def json_file_text(value: Any, layout: JsonLayout | None = None) -> str:
@@ -87,6 +104,8 @@ def json_file_text(value: Any, layout: JsonLayout | None = None) -> str:
     if layout.separators is not None:
         options["separators"] = layout.separators
     text = _jsontext.dumps(value, ensure_ascii=False, **options) + "\n"
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -20,7 +20,7 @@ import json
 import marshal
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from json.decoder import JSONDecodeError
 from typing import Any
@@ -108,19 +108,38 @@ def dumps(
             item_sep, key_sep = separators or default
             return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
     try:
-        return json.dumps(
-            value,
-            indent=indent,
-            ensure_ascii=ensure_ascii,
-            separators=separators,
-            allow_nan=allow_nan,
+        if indent is None or isinstance(value, str):
+            return json.dumps(
+                value,
+                indent=indent,
+                ensure_ascii=ensure_ascii,
+                separators=separators,
+                allow_nan=allow_nan,
+            )
+        encoder = json.JSONEncoder(
+            indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
         )
+        return _joined(encoder.iterencode(value))
     except RecursionError:
         pass
     if indent is not None:
         indent, separators = None, (",", ":")
     item_sep, key_sep = separators or (", ", ": ")
     return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
+
+
+def _joined(chunks: Iterable[str], batch: int = 8192) -> str:
+    """``"".join(chunks)`` holding at most ``batch`` small chunks at a time (``json.dumps``
+    with ``indent`` lists every chunk first: several times the text's size for a large file)."""
+    parts: list[str] = []
+    pending: list[str] = []
+    for chunk in chunks:
+        pending.append(chunk)
+        if len(pending) >= batch:
+            parts.append("".join(pending))
+            pending.clear()
+    parts.append("".join(pending))
+    return "".join(parts)
 
 
 _INDENT_DEPTH = 900

@@ -81,8 +81,7 @@ from agent_payload.guards.permissions import Permissions
 from agent_payload.guards.versions import check_version
 from agent_payload.outline import (
     DEFAULT_MAX_READS,
-    MIN_PAYLOAD_TOKENS,
-    default_max_payload_tokens,
+    resolve_max_payload_tokens,
 )
 from agent_payload.providers import as_model, infer_model
 from agent_payload.providers.base import (
@@ -410,18 +409,8 @@ def _check_stream(stream: object, model: Any, async_client: bool) -> bool:
 
 
 def _payload_budget(value: int | str | None, model: Model) -> int | None:
-    """``max_payload_tokens`` resolved: ``"auto"`` from the model's name
-    (``outline.default_max_payload_tokens``), ``None`` as is, an int checked."""
-    if value is None:
-        return None
-    if value == "auto":
-        return default_max_payload_tokens(model.model_name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_PAYLOAD_TOKENS:
-        raise ConfigurationError(
-            f"max_payload_tokens: expected an int >= {MIN_PAYLOAD_TOKENS}, 'auto' or None (never "
-            f"outline), found {value!r}"
-        )
-    return value
+    """``max_payload_tokens`` resolved (``outline.resolve_max_payload_tokens``)."""
+    return resolve_max_payload_tokens(value, model.model_name, "")
 
 
 class PayloadAgent(_BaseAgent[Model]):

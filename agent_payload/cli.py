@@ -28,7 +28,8 @@
     ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` is set, else an offline replay of scripted
     replies shipped with the package (it says which). ``--offline`` forces the replay.
 
-``mcp PAYLOAD_FILE [--allow RULE]... [--deny RULE]... [--hide RULE]... [--payload-schema S]``
+``mcp PAYLOAD_FILE [--allow RULE]... [--deny RULE]... [--hide RULE]... [--payload-schema S]
+[--max-read-tokens N]``
     Serve the file to MCP hosts over stdio (``agent_payload.mcp``).
 
 Exit status: 0 success; 1 the job was refused or failed (conflicts, unless ``--lenient``; the
@@ -398,7 +399,12 @@ def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
             raise CliError(f"{schema_name}: expected a JSON Schema (an object)")
     try:
         editor = PayloadFileEditor(
-            args.payload, allow=args.allow, deny=args.deny, hide=args.hide, payload_schema=schema
+            args.payload,
+            allow=args.allow,
+            deny=args.deny,
+            hide=args.hide,
+            payload_schema=schema,
+            max_read_tokens=args.max_read_tokens,
         )
         serve(editor)
     except (UsageError, ConfigurationError) as exc:
@@ -587,8 +593,10 @@ def _add_mcp(sub: Any) -> None:
         help="serve a JSON file to MCP hosts (stdio): read it, edit it with change requests",
         description="Serve PAYLOAD_FILE over stdio with the Model Context Protocol\n"
         "(needs pip install 'agent-payload[mcp]'). Tools:\n"
-        "  read_payload          the payload as the model may see it, or one subtree (path),\n"
-        "                        and its version\n"
+        "  read_payload          the payload as the model may see it, or one subtree (path;\n"
+        "                        start/end for a range, keys for some keys of each element),\n"
+        "                        and its version; outlined beyond --max-read-tokens\n"
+        "  find_in_payload       the paths where texts or numbers occur\n"
         "  apply_change_request  judged like every change request; the file is written\n"
         "                        atomically after a call that applies; a request written\n"
         "                        against an older version (base_version) is rebased over the\n"
@@ -636,6 +644,14 @@ def _add_mcp(sub: Any) -> None:
         metavar="SCHEMA.json",
         help="a JSON Schema the payload must keep matching; apply_change_request's input "
         "schema is derived from it, and a change whose result does not match is refused",
+    )
+    mcp.add_argument(
+        "--max-read-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the most tokens one answer of read_payload or find_in_payload (or a correction's "
+        "current values) may take; a larger value is outlined (default 20000)",
     )
     mcp.set_defaults(func=_cmd_mcp)
 

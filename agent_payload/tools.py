@@ -38,12 +38,13 @@ import threading
 import weakref
 from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from pydantic import BaseModel
 
 from agent_payload import _callables
 from agent_payload import merge as _merge
+from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
 from agent_payload import typed as _typed
@@ -55,12 +56,14 @@ from agent_payload._config import (
     check_validators,
     read_scope_of,
 )
+from agent_payload._handler_reads import OutlineReads, _as_json
 from agent_payload._jsondata import json_data
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.judge import Judge, Verdict, check_payload_fits
 from agent_payload.report import Change, Guard, MergeReport, Problem
+from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
     # The SDKs' own param types (plain dicts at run time; Any to a type checker without the
@@ -256,7 +259,7 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
-class ChangeRequestToolHandler:
+class ChangeRequestToolHandler(OutlineReads):
     """Applies change-request tool calls to a payload it keeps between calls.
 
     ``payload``: a dict, a list, ``None`` or a pydantic model (kept as that class).
@@ -279,6 +282,14 @@ class ChangeRequestToolHandler:
     host that numbers versions itself, such as the MCP server: the argument is then an unknown
     field, and ``handle(..., base_version=)`` still works).
 
+    ``max_payload_tokens`` (default ``"auto"``: ``outline.DEFAULT_MAX_PAYLOAD_TOKENS``, 24,000;
+    an int; ``None``: never outline), as in ``PayloadAgent``: when the payload as the prompt would
+    carry it (read scope applied) is larger, the handler is ``outlined``: ``prompt(task)`` sends
+    its outline, the read tools (``openai_read_tools()``... and ``read(name, arguments)``, or
+    ``call(name, arguments)`` for any of the tools) show the rest, at most ``max_reads`` reads
+    (default 8) per task (counted again from ``prompt()`` and after each applied call), and every
+    correction shows the subtree concerned within half the budget.
+
     Calls on one handler run one at a time (``handle`` under a lock, ``ahandle`` under an
     asyncio lock per event loop): each is judged against the payload the previous one left.
 
@@ -287,6 +298,11 @@ class ChangeRequestToolHandler:
     nothing: the result is ``is_error`` and its ``content`` tells the model what to fix, with
     the current values concerned.
     """
+
+    def _tool_result(self, content: str, is_error: bool) -> ToolResult:
+        return ToolResult(
+            payload=self.payload, content=content, is_error=is_error, version=self.version
+        )
 
     def __init__(
         self,
@@ -301,6 +317,8 @@ class ChangeRequestToolHandler:
         read_scope: Any = None,
         history: int = 32,
         versions: bool = True,
+        max_payload_tokens: int | Literal["auto"] | None = "auto",
+        max_reads: int = _outline.DEFAULT_MAX_READS,
     ) -> None:
         _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
         if not isinstance(history, int) or isinstance(history, bool) or history < 0:
@@ -325,6 +343,8 @@ class ChangeRequestToolHandler:
             check_payload_fits(json_data(payload) or {}, payload_type)  # PayloadValidationError now
         _typed.check_round_trip(payload, payload_type)
         self.payload = _typed.normalize(payload, payload_type)
+        self._checked: Any = self.payload if isinstance(self.payload, dict | list) else None
+        """The dict or list payload checked as JSON data (the given one, then each merged)."""
         self.marker = (
             marker
             if marker is not None
@@ -347,6 +367,21 @@ class ChangeRequestToolHandler:
         self.history = history
         self.versions = bool(versions)
         self._bases = Bases(history)
+        self.max_payload_tokens = _outline.resolve_max_payload_tokens(
+            max_payload_tokens, None, "ChangeRequestToolHandler: "
+        )
+        if not isinstance(max_reads, int) or isinstance(max_reads, bool) or max_reads < 0:
+            raise ConfigurationError(
+                "ChangeRequestToolHandler(max_reads=...): expected how many read_payload and "
+                f"find_in_payload calls to answer per task, a whole number 0 or more; found "
+                f"{max_reads!r}"
+            )
+        self.max_reads = max_reads
+        self.reads = 0
+        """Read calls answered since the last ``prompt()`` or applied call."""
+        self._outlined: tuple[Any, bool] | None = None
+        """The payload shown when ``outlined`` was last decided, and the decision."""
+        self._shown_at: tuple[int, Any, Any] | None = None
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -430,9 +465,12 @@ class ChangeRequestToolHandler:
                 )
             self.marker = better
         self._marker_fixed = True
-        shown = _as_json(self.payload)
-        if self.read_scope is not None:
-            shown = self.read_scope.project(shown)
+        shown = self.shown()
+        budget = self.max_payload_tokens
+        outline = None
+        if budget is not None and self.outlined:
+            outline = _outline.outline(shown, budget, count=estimate_tokens)
+        self.reads = 0
         parts = _prompts.render_prompt(
             shown,
             task,
@@ -442,6 +480,9 @@ class ChangeRequestToolHandler:
             extra_instructions=extra_instructions,
             output_mode="tool",
             tool_name=self.name,
+            outline=outline,
+            outline_budget=budget or 0,
+            max_reads=self.max_reads,
         )
         if not self.versions:
             return parts
@@ -471,6 +512,9 @@ class ChangeRequestToolHandler:
                     f"{self.version - len(self._bases.past)} to {self.version})"
                 )
             late = {"base": kept[0], "applied": kept[1]}
+        # The payload is JSON data the handler checked (given, or made by the merge): the judge
+        # reads it as it is, without a copy of its own (a large payload's peak memory).
+        owned = {"payload_json": self.payload} if self._checked is self.payload else {}
         return Judge(
             self.payload,
             marker=self.marker,
@@ -479,6 +523,7 @@ class ChangeRequestToolHandler:
             guards=self.guards,
             permissions=self.permissions,
             read_scope=self.read_scope,
+            **owned,
             **late,
         )
 
@@ -551,9 +596,12 @@ class ChangeRequestToolHandler:
     def _keep(self, result: ToolResult) -> ToolResult:
         self.results.append(result)
         if not result.is_error:
+            self.reads = 0
             assert result.change_request is not None
             self._bases.advance(self.payload, result.change_request, self.marker)
             self.payload = result.payload
+            if isinstance(self.payload, dict | list):
+                self._checked = self.payload
         return result
 
     def _handle(
@@ -585,9 +633,7 @@ class ChangeRequestToolHandler:
         return self._result(verdict, base)
 
     def _too_old(self, base: int) -> Problem:
-        shown = _as_json(self.payload)
-        if self.read_scope is not None:
-            shown = self.read_scope.project(shown)
+        shown = self.shown()
         return Problem(
             kind="conflict",
             code="concurrent_change",
@@ -633,6 +679,7 @@ class ChangeRequestToolHandler:
                 tool_name=self.name,
                 # "changes from earlier calls are kept" only once a call was applied (issue 18)
                 earlier_calls_kept=any(not r.is_error for r in self.results),
+                render_current=self.render_current(),
             )
         return ToolResult(
             payload=self.payload,
@@ -671,7 +718,3 @@ class ChangeRequestToolHandler:
             notes = "\n".join(f"- {w.code} at {w.path}: {w.message}" for w in report.warnings[:5])
             text += f"\nNotes (applied with an adjustment):\n{notes}"
         return text + "\nCall the tool again for further changes, or reply when the task is done."
-
-
-def _as_json(payload: Any) -> Any:
-    return {} if payload is None else json_data(payload)

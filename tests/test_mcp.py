@@ -103,7 +103,12 @@ def test_list_read_refuse_apply_undo_over_stdio(invoice_file: Path) -> None:
     async def main() -> None:
         async with connect(invoice_file, "--deny", "id", "--hide", "customer.tax_id") as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert list(tools) == ["read_payload", "apply_change_request", "undo_last_change"]
+            assert list(tools) == [
+                "read_payload",
+                "find_in_payload",
+                "apply_change_request",
+                "undo_last_change",
+            ]
             apply_tool = tools["apply_change_request"]
             assert without_base_version(apply_tool.input_schema) == change_request_schema(
                 None, marker="DELETE"

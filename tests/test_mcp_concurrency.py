@@ -276,12 +276,16 @@ def test_every_read_that_decides_and_every_write_hold_the_lock(
 ) -> None:
     editor = PayloadFileEditor(invoice_file)
     seen: list[tuple[str, bool]] = []
-    real_write, real_append = editor_module.atomic_write_text, Journal.append
-    real_read = PayloadFileEditor._read_bytes
+    real_write, real_append = editor_module.atomic_write_bytes, Journal.append
+    real_read, real_digest = PayloadFileEditor._read_bytes, PayloadFileEditor._file_digest
 
-    def write(path: Any, text: str) -> None:
+    def write(path: Any, data: bytes) -> None:
         seen.append(("write", held_by_someone(invoice_file)))
-        real_write(path, text)
+        real_write(path, data)
+
+    def file_digest(self: PayloadFileEditor) -> str:
+        seen.append(("read", held_by_someone(invoice_file)))
+        return real_digest(self)
 
     def append(self: Journal, entry: Any) -> None:
         seen.append(("journal", held_by_someone(invoice_file)))
@@ -291,7 +295,8 @@ def test_every_read_that_decides_and_every_write_hold_the_lock(
         seen.append(("read", held_by_someone(invoice_file)))
         return real_read(self)
 
-    monkeypatch.setattr(editor_module, "atomic_write_text", write)
+    monkeypatch.setattr(editor_module, "atomic_write_bytes", write)
+    monkeypatch.setattr(PayloadFileEditor, "_file_digest", file_digest)
     monkeypatch.setattr(Journal, "append", append)
     monkeypatch.setattr(PayloadFileEditor, "_read_bytes", read)
     assert not editor.apply({"updateElements": {"lines": {"0": {"qty": 5}}}}).is_error

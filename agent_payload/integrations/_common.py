@@ -1,5 +1,6 @@
 """What the framework integrations share: the lazy import, the tool's name, description and
-schema taken from the handler, and ``Same``, for ``turn`` keys naming a framework's object."""
+schema taken from the handler (and the read tools' for ``payload_tools``), and ``Same``, for
+``turn`` keys naming a framework's object."""
 
 from __future__ import annotations
 
@@ -64,6 +65,13 @@ def tool_spec(
         description=description if description is not None else str(definition["description"]),
         schema=dict(definition["parameters"]),
     )
+
+
+def read_specs(handler: ChangeRequestToolHandler, caller: str) -> list[ToolSpec]:
+    """The read tools of ``payload_tools``: ``read_payload`` and ``find_in_payload`` when the
+    handler is ``outlined`` (its payload is over ``max_payload_tokens``), else none."""
+    tool_spec(handler, name=None, description=None, caller=caller)  # checks the handler
+    return [ToolSpec(n, d, dict(p)) for n, d, p in handler.read_tool_specs()]
 
 
 class Same:

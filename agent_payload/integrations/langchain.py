@@ -26,13 +26,13 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from agent_payload import _callables
-from agent_payload.integrations._common import require, tool_spec
+from agent_payload.integrations._common import read_specs, require, tool_spec
 from agent_payload.tools import ChangeRequestToolHandler
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-__all__ = ["change_request_tool"]
+__all__ = ["change_request_tool", "payload_tools"]
 
 
 @functools.cache
@@ -67,6 +67,52 @@ def _tool_class() -> type[BaseTool]:
 
     ChangeRequestTool.__module__ = __name__
     return ChangeRequestTool
+
+
+@functools.cache
+def _read_tool_class() -> type[BaseTool]:
+    tools = require("langchain_core.tools", package="langchain-core", extra="langchain")
+    pydantic = require("pydantic", package="pydantic", extra="langchain")
+
+    class PayloadReadTool(tools.BaseTool):  # type: ignore[misc, name-defined]
+        """Answers ``read_payload`` or ``find_in_payload`` through a handler."""
+
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+
+        handler: ChangeRequestToolHandler
+        handle_tool_error: bool = True
+
+        def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
+            result = self.handler.read(self.name, kwargs)
+            if result.is_error:
+                raise tools.ToolException(result.content)
+            return result.content
+
+        async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
+            return self._run(**kwargs)
+
+    PayloadReadTool.__module__ = __name__
+    return PayloadReadTool
+
+
+def payload_tools(handler: ChangeRequestToolHandler) -> list[BaseTool]:
+    """The tools of a payload: ``change_request_tool(handler)`` and, when the handler is
+    ``outlined`` (its payload over ``max_payload_tokens``), ``read_payload`` and
+    ``find_in_payload`` answered by ``handler.read`` (a bad read is a ``ToolMessage`` with
+    ``status="error"``). Give the model ``handler.prompt(task)``, which then carries the
+    outline; build the tools after it (the list is fixed)."""
+    tools = [change_request_tool(handler)]
+    cls = _read_tool_class()
+    for spec in read_specs(handler, "langchain.payload_tools"):
+        tools.append(
+            cls(
+                name=spec.name,
+                description=spec.description,
+                args_schema=spec.schema,
+                handler=handler,
+            )
+        )
+    return tools
 
 
 def change_request_tool(

@@ -22,15 +22,16 @@ saying nothing was applied and what to fix).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from agent_payload.integrations._common import Same, require, tool_spec
+from agent_payload.integrations._common import Same, read_specs, require, tool_spec
 from agent_payload.tools import ChangeRequestToolHandler
 
 if TYPE_CHECKING:
     from agents import FunctionTool
 
-__all__ = ["change_request_tool"]
+__all__ = ["change_request_tool", "payload_tools"]
 
 
 def change_request_tool(
@@ -62,6 +63,33 @@ def change_request_tool(
         strict_json_schema=False,
     )
     return tool
+
+
+def payload_tools(handler: ChangeRequestToolHandler) -> list[FunctionTool]:
+    """The tools of a payload: ``change_request_tool(handler)`` and, when the handler is
+    ``outlined`` (its payload over ``max_payload_tokens``), ``read_payload`` and
+    ``find_in_payload`` answered by ``handler.read`` (give the model ``handler.prompt(task)``,
+    which then carries the outline). Build them after ``prompt``: the list is fixed."""
+    agents = require("agents", package="openai-agents", extra="agents")
+    tools = [change_request_tool(handler)]
+    for spec in read_specs(handler, "openai_agents.payload_tools"):
+        tools.append(
+            agents.FunctionTool(
+                name=spec.name,
+                description=spec.description,
+                params_json_schema=spec.schema,
+                on_invoke_tool=_reader(handler, spec.name),
+                strict_json_schema=False,
+            )
+        )
+    return tools
+
+
+def _reader(handler: ChangeRequestToolHandler, name: str) -> Callable[[Any, str], Awaitable[str]]:
+    async def read(context: Any, arguments: str) -> str:
+        return handler.read(name, arguments).content
+
+    return read
 
 
 def _turn(context: Any) -> Any:

@@ -43,14 +43,14 @@ from pydantic_core import SchemaValidator, core_schema
 
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.errors import ConfigurationError
-from agent_payload.integrations._common import require, tool_spec
+from agent_payload.integrations._common import read_specs, require, tool_spec
 from agent_payload.tools import ChangeRequestToolHandler
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext, Tool
     from pydantic_ai.tools import ToolDefinition
 
-__all__ = ["change_request_tool"]
+__all__ = ["change_request_tool", "payload_tools"]
 
 _CALLER = "pydantic_ai.change_request_tool"
 
@@ -112,6 +112,37 @@ def change_request_tool(
     if max_retries is not None:
         tool.max_retries = max_retries
     return tool
+
+
+def payload_tools(
+    handler: ChangeRequestToolHandler, *, max_retries: int | None = None
+) -> list[Tool[Any]]:
+    """The tools of a payload: ``change_request_tool(handler)`` and, when the handler is
+    ``outlined`` (its payload over ``max_payload_tokens``), ``read_payload`` and
+    ``find_in_payload`` answered by ``handler.read`` (their text, an error included, is the
+    tool's result: a bad read is not counted against ``max_retries``). Give the model
+    ``handler.prompt(task)`` (as the instructions and the user message), which then carries the
+    outline; build the tools after it (the list is fixed)."""
+    pydantic_ai = require("pydantic_ai", package="pydantic-ai-slim", extra="pydantic-ai")
+    tools = [change_request_tool(handler, max_retries=max_retries)]
+    for spec in read_specs(handler, "pydantic_ai.payload_tools"):
+        tool: Tool[Any] = pydantic_ai.Tool.from_schema(
+            _reader(handler, spec.name),
+            name=spec.name,
+            description=spec.description,
+            json_schema=spec.schema,
+            takes_ctx=False,
+        )
+        tool.strict = False
+        tools.append(tool)
+    return tools
+
+
+def _reader(handler: ChangeRequestToolHandler, name: str) -> Callable[..., Awaitable[str]]:
+    async def read(**arguments: Any) -> str:
+        return handler.read(name, arguments).content
+
+    return read
 
 
 Apply = Callable[[ChangeRequestToolHandler, "RunContext[Any]", dict[str, Any]], Awaitable[str]]

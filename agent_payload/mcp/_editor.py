@@ -9,16 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any, Final
 
+from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._filelock import locked
-from agent_payload._files import atomic_write_text, json_file_text, json_layout, loads_json_file
+from agent_payload._files import (
+    atomic_write_bytes,
+    json_file_text,
+    json_layout,
+    loads_json_file,
+)
 from agent_payload._jsondata import json_equal
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.diff import undo_change_request
@@ -33,17 +41,23 @@ from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
 from agent_payload.mcp._paths import has_long_array, parse_path, subtree
+from agent_payload.mcp._undo import UNDO_CHARS, UNDO_KEPT, Undo, put, replaced_values
 from agent_payload.merge import apply_change_request, choose_marker
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
+from agent_payload.usage import estimate_tokens
 
 __all__ = ["Outcome", "PayloadFileEditor", "parse_path"]
 
-READ_TOOL = "read_payload"
+READ_TOOL = _outline.READ_PAYLOAD
+FIND_TOOL = _outline.FIND_IN_PAYLOAD
 APPLY_TOOL = DEFAULT_TOOL_NAME
 UNDO_TOOL = "undo_last_change"
 BASE_VERSION = "base_version"
+DEFAULT_MAX_READ_TOKENS: Final = 20_000
+"""``--max-read-tokens``: the most tokens one read, find or correction shows; beyond, an
+outline (``agent_payload.outline``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +68,12 @@ class Outcome:
     text: str
     is_error: bool = False
     version: str | None = None
+
+
+def _cut(value: Any, limit: int = 120) -> str:
+    """``value`` as an error message repeats it: its repr, cut beyond ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 20]}… ({len(text)} characters)"
 
 
 class _FileProblem(Exception):
@@ -135,8 +155,20 @@ class PayloadFileEditor:
         deny: Sequence[str] = (),
         hide: Sequence[str] = (),
         payload_schema: Mapping[str, Any] | None = None,
+        max_read_tokens: int | None = None,
     ) -> None:
         self.path = Path(path)
+        budget = DEFAULT_MAX_READ_TOKENS if max_read_tokens is None else max_read_tokens
+        if (
+            isinstance(budget, bool)
+            or not isinstance(budget, int)
+            or budget < _outline.MIN_PAYLOAD_TOKENS
+        ):
+            raise ConfigurationError(
+                f"max_read_tokens: expected a whole number of tokens >= "
+                f"{_outline.MIN_PAYLOAD_TOKENS}, found {max_read_tokens!r}"
+            )
+        self.max_read_tokens = budget
         data = self._read_bytes_or_fail()
         try:
             payload = _decode(self.path, data)
@@ -168,7 +200,8 @@ class PayloadFileEditor:
                 )
         self._versions = Versions(self.path, self.marker)
         self._last = self._versions.remember(data)
-        self._history: list[tuple[bytes, bytes]] = []
+        self._history: list[Undo] = []
+        """The changes this server can undo, newest last (``UNDO_KEPT``, ``UNDO_CHARS``)."""
 
     # -- what the model is told -------------------------------------------------------------
 
@@ -208,15 +241,35 @@ class PayloadFileEditor:
             f"Return the JSON payload of the file {self.path.name} as you may see it, as "
             f"compact JSON, followed by its version (pass it to {APPLY_TOOL} as "
             f"{BASE_VERSION}). {note} Optional path (such as items[3] or customer.address): "
-            "return only the value there, as the same JSON with positions counted inside it."
-            + (f" {scope}" if scope else "")
+            "return only the value there, as the same JSON with positions counted inside it. "
+            f"An answer is at most about {self.max_read_tokens} tokens: a larger value comes "
+            "back as an OUTLINE (/*n*/ gives a position, [/*5000 elements*/] and {/*12 keys*/} "
+            "stand for what is not shown); then read a part: a path, start and end (end "
+            "excluded) for a range of an array's elements, keys to show only those keys of each "
+            f'element ({{"path": "events", "start": 10, "end": 70, "keys": '
+            f'["title", "start"]}}), or find it with {FIND_TOOL}.' + (f" {scope}" if scope else "")
         )
+
+    def find_description(self) -> str:
+        return (
+            self._read_specs()[1][1]
+            + f" The answer ends with the file's version (pass it to {APPLY_TOOL} as "
+            f"{BASE_VERSION})."
+        )
+
+    def _read_specs(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+        return _outline.tool_specs(budget=self.max_read_tokens)
+
+    def find_schema(self) -> dict[str, Any]:
+        return dict(self._read_specs()[1][2])
 
     def undo_description(self) -> str:
         return (
             f"Revert the last change {APPLY_TOOL} wrote to {self.path.name} (repeat to go "
-            "further back). When nobody else wrote the file since, it is restored exactly as it "
-            "was before that change; when other change requests were applied since, only what "
+            f"further back, up to the last {UNDO_KEPT} changes, fewer when they are large: "
+            "the server keeps in memory only the request that reverts each, not copies of the "
+            "file). When nobody else wrote the file since, it is restored as it was before "
+            "that change; when other change requests were applied since, only what "
             "yours changed is put back. Refused when someone else changed the same values "
             "since, or edited the file by other means."
         )
@@ -235,43 +288,81 @@ class PayloadFileEditor:
         }
         return schema
 
-    @staticmethod
-    def read_schema() -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "Optional: the part of the payload to return, such as "
-                    'items[3].price or ["a.b"].c; leave out for the whole payload.',
-                }
-            },
-            "additionalProperties": False,
+    def read_schema(self) -> dict[str, Any]:
+        """The outline reads' schema (``path``, ``start``, ``end``, ``keys``), path optional."""
+        schema = dict(self._read_specs()[0][2])
+        properties = dict(schema["properties"])
+        properties["path"] = {
+            "type": "string",
+            "description": "Optional: the part of the payload to return, such as "
+            'items[3].price or ["a.b"].c; leave out for the whole payload.',
         }
+        schema["properties"] = properties
+        schema.pop("required", None)
+        return schema
 
     # -- the tools --------------------------------------------------------------------------
 
-    def read(self, path: str | None = None) -> Outcome:
-        """The payload (or the value at ``path``) as the model may see it, and its version."""
+    def read(
+        self,
+        path: str | None = None,
+        *,
+        start: Any = None,
+        end: Any = None,
+        keys: Any = None,
+    ) -> Outcome:
+        """The payload (or the value at ``path``; ``start``/``end``: a range of it; ``keys``:
+        only those keys of each element) as the model may see it, and its version: as JSON when
+        it fits ``max_read_tokens``, else outlined (``outline.answer``, the agent's reads)."""
         if path is not None and not isinstance(path, str):
-            return Outcome(f"path: expected a string such as items[3], found {path!r}", True)
+            return Outcome(f"path: expected a string such as items[3], found {_cut(path)}", True)
+        loaded = self._load()
+        if isinstance(loaded, Outcome):
+            return loaded
+        version, view = loaded
+        budget = self.max_read_tokens
+        if start is None and end is None and keys is None:
+            node = view
+            if path:
+                try:
+                    node = subtree(view, parse_path(path), path)
+                except ValueError as exc:
+                    return Outcome(f"{exc}. Nothing else was done.", True, version)
+            if not _outline.exceeds(node, budget, count=estimate_tokens):
+                self._last = version
+                threshold = _prompts.DEFAULT_INDEX_THRESHOLD
+                text = _prompts.render_payload(node, index_threshold=threshold)
+                if has_long_array(node, threshold):
+                    text += "\n\n" + _prompts.load_template("index_note").strip()
+                return Outcome(text + _version_line(version), version=version)
+        arguments: dict[str, Any] = {"path": path or ""}
+        given = {"start": start, "end": end, "keys": keys}
+        arguments.update({k: v for k, v in given.items() if v is not None})
+        return self._answer(READ_TOOL, arguments, version, view)
+
+    def find(self, arguments: Mapping[str, Any]) -> Outcome:
+        """Where texts or numbers occur in the payload the model may see (``find_in_payload``:
+        ``text``, ``number``, ``path``), within ``max_read_tokens``, and its version."""
+        loaded = self._load()
+        if isinstance(loaded, Outcome):
+            return loaded
+        version, view = loaded
+        return self._answer(FIND_TOOL, arguments, version, view)
+
+    def _load(self) -> tuple[str, Any] | Outcome:
+        """The file's version (remembered as shown) and the payload as the model may see it."""
         try:
             data = self._read_bytes()
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
-        version = self._versions.remember(data)
-        view = self._view(payload)
-        if path:
-            try:
-                view = subtree(view, parse_path(path), path)
-            except ValueError as exc:
-                return Outcome(f"{exc}. Nothing else was done.", True, version)
+        return self._versions.remember(data), self._view(payload)
+
+    def _answer(self, name: str, arguments: Mapping[str, Any], version: str, view: Any) -> Outcome:
+        text = _outline.answer(name, arguments, view, self.max_read_tokens, count=estimate_tokens)
+        if text.startswith("Error:"):
+            return Outcome(text + " Nothing else was done.", True, version)
         self._last = version
-        threshold = _prompts.DEFAULT_INDEX_THRESHOLD
-        text = _prompts.render_payload(view, index_threshold=threshold)
-        if has_long_array(view, threshold):
-            text += "\n\n" + _prompts.load_template("index_note").strip()
         return Outcome(text + _version_line(version), version=version)
 
     def apply(self, arguments: Mapping[str, Any] | str) -> Outcome:
@@ -285,6 +376,23 @@ class PayloadFileEditor:
                 return self._apply(request, base if base is not None else self._last)
         except FileWriteError as exc:  # the lock file cannot be opened
             return Outcome(f"Nothing was applied: {exc}.", True)
+
+    def _undo_of(self, before: str, old: Any, new: Any, exact: bytes) -> Undo:
+        """What undoing a change from ``old`` to ``new`` needs: the values it replaced (the
+        smallest subtrees that differ; not copies of the file), and the bytes of before
+        compressed (``exact``), to put them back exactly while it is the newest."""
+        replaced = [[list(path), value] for path, value in replaced_values(old, new)]
+        return Undo(before, "", json_file_text(replaced), exact)
+
+    def _keep_undo(self, undo: Undo) -> None:
+        """Keep ``undo`` as the newest (only it keeps its exact bytes), within ``UNDO_KEPT``
+        changes and ``UNDO_CHARS`` characters."""
+        if self._history:
+            self._history[-1] = dataclasses.replace(self._history[-1], exact=None)
+        self._history.append(undo)
+        size = sum(len(u.old) for u in self._history)
+        while len(self._history) > UNDO_KEPT or (size > UNDO_CHARS and len(self._history) > 1):
+            size -= len(self._history.pop(0).old)
 
     def undo(self) -> Outcome:
         """Revert the last change written here: the exact bytes of before when the file is as
@@ -306,6 +414,11 @@ class PayloadFileEditor:
         except _FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
         current = digest(data)
+        # What is needed of the file's bytes is taken now, and they are let go (a large file's
+        # peak memory): its layout, and the bytes compressed (the version shown, undo's exact).
+        layout = json_layout(data.decode("utf-8-sig"))
+        exact = self._versions.packed(data)
+        del data
         moved = since = ""
         count = 0
         if base != current and isinstance(request, Mapping):
@@ -326,23 +439,28 @@ class PayloadFileEditor:
             return handler
         result = handler.handle(request)
         if result.is_error:
-            self._versions.remember(data)
             text = self._error_text(result.problems, result.content)
             return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
-            self._versions.remember(data)
             return Outcome(
                 moved + result.content + _version_line(current, "the file as it is now"),
                 version=current,
             )
-        new = json_file_text(result.payload, json_layout(data.decode("utf-8-sig"))).encode()
-        written = self._write(data, new, "Nothing was applied")
+        # What the journal and undo need is taken now; then the old payload is let go before
+        # the new text is built.
+        undo = self._undo_of(current, payload, result.payload, exact)
+        replayed = self._versions.replayed(payload, result.payload, result.change_request)
+        merged, content = result.payload, result.content
+        del payload, handler, result
+        new = json_file_text(merged, layout).encode()
+        del merged
+        written = self._write(current, new, "Nothing was applied")
         if written is not None:
             return written
         after = self._versions.remember(new)
         self._last = after
-        self._versions.record(current, after, payload, result.payload, result.change_request)
-        self._history.append((data, new))
+        self._versions.append(current, after, replayed)
+        self._keep_undo(dataclasses.replace(undo, after=after))
         note = (
             f"it also holds the {since} applied since version {base}: call {READ_TOOL} "
             "before writing positions against it"
@@ -351,8 +469,7 @@ class PayloadFileEditor:
             f"{BASE_VERSION} with your next change request"
         )
         return Outcome(
-            f"Saved to {self.path.name}. {moved}{result.content}".rstrip()
-            + _version_line(after, note),
+            f"Saved to {self.path.name}. {moved}{content}".rstrip() + _version_line(after, note),
             version=after,
         )
 
@@ -364,10 +481,10 @@ class PayloadFileEditor:
         base_data = self._versions.shown(base)
         if base_data is None:
             return Outcome(
-                f"Nothing was applied: {BASE_VERSION} {base!r} is not a version this server "
-                f"showed you (it remembers the last {VERSIONS_KEPT}). Call {READ_TOOL} to see "
-                f"the current payload (version {current}), then send your change again "
-                "against it.",
+                f"Nothing was applied: {BASE_VERSION} {_cut(base)} is not a version this server "
+                f"showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large file). "
+                f"Call {READ_TOOL} to see the current payload (version {current}), then send "
+                "your change again against it.",
                 True,
                 current,
             )
@@ -400,6 +517,7 @@ class PayloadFileEditor:
                 output_mode="tool",
                 tool_name=APPLY_TOOL,
                 earlier_calls_kept=True,
+                render_current=self._render_current(payload),
             )
             text = self._error_text(problems, text) + _version_line(current, _NOW)
             return Outcome(text, True, current)
@@ -423,33 +541,55 @@ class PayloadFileEditor:
         return rebased.to_wire(), len(entries)
 
     def _undo(self) -> Outcome:
-        before, after = self._history[-1]
+        last = self._history[-1]
         try:
             data = self._read_bytes()
             payload = _decode(self.path, data)
-            old, mine = _decode(self.path, before), _decode(self.path, after)
+            replaced = [(tuple(p), v) for p, v in loads_json_file(last.old)]
         except _FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
         current = digest(data)
+        layout = json_layout(data.decode("utf-8-sig"))
         inverse: Any = None
-        with contextlib.suppress(AgentPayloadError):
-            inverse = undo_change_request(old, mine, marker=self.marker, markers={self.marker})
-        if data == after:  # nobody wrote since: the exact bytes of before
-            new, target, request = before, old, inverse
+        if current == last.after:  # nobody wrote since
+            target = put(payload, replaced)
+            with contextlib.suppress(AgentPayloadError):
+                inverse = undo_change_request(
+                    target, payload, marker=self.marker, markers={self.marker}
+                )
+            request = inverse
+            exact = last.exact
+            new = zlib.decompress(exact) if exact else json_file_text(target, layout).encode()
         else:
-            reverted = self._revert(inverse, mine, digest(after), current, payload)
+            mine_data = self._versions.shown(last.after)
+            if mine_data is None:
+                self._history.clear()
+                return Outcome(
+                    f"Nothing was undone: {self.path.name} was changed since your last change, "
+                    "and the version your change left is no longer kept in memory to move the "
+                    f"undo over those changes. Call {READ_TOOL} and send a change request that "
+                    "puts the old values back.",
+                    True,
+                    current,
+                )
+            mine = _decode(self.path, mine_data)
+            with contextlib.suppress(AgentPayloadError):
+                inverse = undo_change_request(
+                    put(mine, replaced), mine, marker=self.marker, markers={self.marker}
+                )
+            reverted = self._revert(inverse, mine, last.after, current, payload)
             if isinstance(reverted, Outcome):
                 self._history.clear()  # what made it impossible stays: never promise it again
                 return reverted
             target, request = reverted
-            new = json_file_text(target, json_layout(data.decode("utf-8-sig"))).encode()
-        written = self._write(data, new, "Nothing was undone")
+            new = json_file_text(target, layout).encode()
+        written = self._write(current, new, "Nothing was undone")
         if written is not None:
             return written
         restored = self._versions.remember(new)
         self._last = restored
         self._versions.record(current, restored, payload, target, request)
-        self._versions.cancel((digest(before), digest(after)), (current, restored))
+        self._versions.cancel((last.before, last.after), (current, restored))
         self._history.pop()
         left = len(self._history)
         more = (
@@ -459,7 +599,7 @@ class PayloadFileEditor:
         )
         how = (
             "is as it was before your last change"
-            if data == after
+            if current == last.after
             else "has back the values your last change replaced (the changes made by others "
             "since are kept)"
         )
@@ -525,16 +665,29 @@ class PayloadFileEditor:
 
     def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
         try:
-            return ChangeRequestToolHandler(
-                payload,
-                marker=self.marker,
-                guards=self.guards(),
-                validators=[self._validate] if self._schema_validator is not None else [],
-                name=APPLY_TOOL,
-                versions=False,  # the server numbers the file's versions itself
-            )
+            return self._handler_of(payload)
         except AgentPayloadError as exc:  # the file was changed into something not editable
             return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
+
+    def _render_current(self, payload: Any) -> Any:
+        """How a correction over ``payload`` writes current values (the handler's way)."""
+        try:
+            return self._handler_of(payload).render_current()
+        except AgentPayloadError:
+            return None
+
+    def _handler_of(self, payload: Any) -> ChangeRequestToolHandler:
+        """The handler judging a request against ``payload`` (its corrections show current
+        values within half ``max_read_tokens``); raises ``AgentPayloadError``."""
+        return ChangeRequestToolHandler(
+            payload,
+            marker=self.marker,
+            guards=self.guards(),
+            validators=[self._validate] if self._schema_validator is not None else [],
+            name=APPLY_TOOL,
+            versions=False,  # the server numbers the file's versions itself
+            max_payload_tokens=self.max_read_tokens,  # corrections within half of it
+        )
 
     def _error_text(self, problems: Sequence[Problem], content: str) -> str:
         """The handler's correction; under a read scope, without the current values it shows
@@ -566,21 +719,32 @@ class PayloadFileEditor:
             "change again against it."
         )
 
-    def _write(self, expected: bytes, new: bytes, what: str) -> Outcome | None:
-        """Write ``new`` if the file still holds ``expected`` (a writer that does not take the
-        lock may have replaced it); an ``Outcome`` when it could not."""
+    def _write(self, expected: str, new: bytes, what: str) -> Outcome | None:
+        """Write ``new`` if the file is still version ``expected`` (a writer that does not take
+        the lock may have replaced it); an ``Outcome`` when it could not."""
         try:
-            if self._read_bytes() != expected:
+            if self._file_digest() != expected:
                 return Outcome(
                     f"{what}: {self.path.name} was changed by someone else just now (by a "
                     f"program that does not take its lock). Call {READ_TOOL} to see the "
                     "current payload, then try again.",
                     True,
                 )
-            atomic_write_text(self.path, new.decode("utf-8"))
+            atomic_write_bytes(self.path, new)
         except (_FileProblem, FileWriteError) as exc:
             return Outcome(f"{what}: {exc}.", True)
         return None
+
+    def _file_digest(self) -> str:
+        """The file's version, read in blocks (no second copy of a large file in memory)."""
+        hasher = hashlib.sha256()
+        try:
+            with open(self.path, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    hasher.update(block)
+        except OSError as exc:
+            raise _FileProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        return hasher.hexdigest()[: len(digest(b""))]
 
     def _read_bytes(self) -> bytes:
         try:

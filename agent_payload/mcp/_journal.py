@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,10 @@ logger = logging.getLogger("agent_payload.mcp")
 
 VERSIONS_KEPT = 64
 """How many versions shown to the model a server remembers (a request's base must be one)."""
+
+SHOWN_BYTES = 8 * 1024 * 1024
+"""The most bytes (compressed) of the versions shown that a server keeps in memory in all; the
+newest is always kept. A base older than what is kept is sent back like an unknown one."""
 
 MAX_BYTES = 512 * 1024
 """Past this size the journal keeps only its newest lines, about half of it."""
@@ -222,20 +227,43 @@ class Versions:
         self.journal = Journal(path)
         self.marker = marker
         self._shown: OrderedDict[str, bytes] = OrderedDict()
+        """Each version shown: its bytes compressed (zlib), oldest first."""
+        self._shown_size = 0
         self._cancelled: set[tuple[str, str]] = set()
 
     def remember(self, data: bytes) -> str:
-        """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``)."""
+        """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``, within
+        ``SHOWN_BYTES`` compressed)."""
         version = digest(data)
-        self._shown[version] = data
-        self._shown.move_to_end(version)
-        while len(self._shown) > VERSIONS_KEPT:
-            self._shown.popitem(last=False)
+        if version in self._shown:
+            self._shown.move_to_end(version)
+            return version
+        self._keep(version, zlib.compress(data, 1))
         return version
+
+    def packed(self, data: bytes) -> bytes:
+        """``data`` compressed, remembered as a version shown (as ``remember``)."""
+        version = digest(data)
+        packed = self._shown.get(version)
+        if packed is None:
+            packed = zlib.compress(data, 1)
+            self._keep(version, packed)
+        else:
+            self._shown.move_to_end(version)
+        return packed
+
+    def _keep(self, version: str, packed: bytes) -> None:
+        self._shown[version] = packed
+        self._shown_size += len(packed)
+        while len(self._shown) > VERSIONS_KEPT or (
+            self._shown_size > SHOWN_BYTES and len(self._shown) > 1
+        ):
+            self._shown_size -= len(self._shown.popitem(last=False)[1])
 
     def shown(self, version: str) -> bytes | None:
         """The bytes of a version this server showed (None: never, or too long ago)."""
-        return self._shown.get(version)
+        packed = self._shown.get(version)
+        return None if packed is None else zlib.decompress(packed)
 
     def rebase(
         self, base_payload: Any, entries: Sequence[Entry], request: Any
@@ -248,13 +276,22 @@ class Versions:
     def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
         """Journal one write: the request as applied when it replays it exactly (``old`` to
         ``new``), else none (others then treat the write as an outside edit)."""
+        self.append(before, after, self.replayed(old, new, request))
+
+    def replayed(self, old: Any, new: Any, request: Any) -> dict[str, Any] | None:
+        """``request`` as the journal keeps it: its wire form when applying it to ``old`` gives
+        ``new`` exactly, else None."""
         wire = request.to_wire() if hasattr(request, "to_wire") else request
         try:
             replayed = apply_change_request(old, wire, markers={self.marker}, share=True)
             if wire is None or not json_equal(replayed.payload, new):
-                wire = None
+                return None
         except AgentPayloadError:
-            wire = None
+            return None
+        return wire if isinstance(wire, dict) else None
+
+    def append(self, before: str, after: str, wire: dict[str, Any] | None) -> None:
+        """Journal one write (``wire``: the request that replays it, or None)."""
         try:
             self.journal.append(Entry(before, after, wire, (self.marker,)))
         except OSError as exc:  # the file is written: others will read it as an outside edit

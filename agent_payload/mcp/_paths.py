@@ -25,8 +25,8 @@ def parse_path(text: str) -> list[str | int]:
         match = _PATH_TOKEN.match(text, pos)
         if match is None or (match.group(1) is not None and pos > 0 and text[pos] != "."):
             raise ValueError(
-                f"path {text!r}: cannot read it at character {pos + 1}; expected keys joined "
-                'by dots and indices in brackets, such as items[3].price or ["a.b"].c'
+                f"path {_cut(repr(text))}: cannot read it at character {pos + 1}; expected keys "
+                'joined by dots and indices in brackets, such as items[3].price or ["a.b"].c'
             )
         if match.group(1) is not None:
             segments.append(match.group(1))
@@ -38,33 +38,48 @@ def parse_path(text: str) -> list[str | int]:
     return segments
 
 
+def _cut(text: str, limit: int = 120) -> str:
+    """``text`` as an error message repeats it: cut beyond ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[: limit - 20]}… ({len(text)} characters)"
+
+
 def subtree(data: Any, segments: Sequence[str | int], text: str) -> Any:
+    """The value at ``segments`` (linear in their number); ``ValueError`` saying where the
+    path leaves the payload (the path and its parts repeated at most 120 characters each)."""
     node = data
+    text = _cut(repr(text))
     for depth, segment in enumerate(segments):
-        where = _prompts.format_payload_path(segments[:depth]) or "the root"
+        if isinstance(node, dict) and isinstance(segment, str) and segment in node:
+            node = node[segment]
+            continue
+        if isinstance(node, list) and isinstance(segment, int) and segment < len(node):
+            node = node[segment]
+            continue
+        where = _cut(_prompts.format_payload_path(segments[:depth]) or "the root")
+        segment_text = _cut(repr(segment))
         if isinstance(node, dict) and isinstance(segment, str):
             if segment not in node:
-                raise ValueError(f"path {text!r}: {where} has no key {segment!r} you can see")
+                raise ValueError(f"path {text}: {where} has no key {segment_text} you can see")
             node = node[segment]
         elif isinstance(node, list) and isinstance(segment, int):
             if segment >= len(node):
                 raise ValueError(
-                    f"path {text!r}: {where} is an array of {len(node)} elements "
+                    f"path {text}: {where} is an array of {len(node)} elements "
                     f"(indices 0 to {len(node) - 1}); there is no element {segment}"
                 )
             node = node[segment]
         elif isinstance(node, list):
             raise ValueError(
-                f"path {text!r}: {where} is an array; address its elements by index, "
-                f"as in {_prompts.format_payload_path([*segments[:depth], 0])}"
+                f"path {text}: {where} is an array; address its elements by index, "
+                f"as in {_cut(_prompts.format_payload_path([*segments[:depth], 0]))}"
             )
         elif isinstance(node, dict):
             raise ValueError(
-                f"path {text!r}: {where} is an object; address its keys by name, "
-                f'as in ["{segment}"]'
+                f"path {text}: {where} is an object; address its keys by name, "
+                f"as in [{_cut(json.dumps(segment))}]"
             )
         else:
-            raise ValueError(f"path {text!r}: {where} is a plain value, with nothing inside")
+            raise ValueError(f"path {text}: {where} is a plain value, with nothing inside")
     return node
 
 

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent_payload import __version__
 from agent_payload.errors import ConfigurationError
-from agent_payload.mcp._editor import APPLY_TOOL, READ_TOOL, UNDO_TOOL, Outcome, PayloadFileEditor
+from agent_payload.mcp._editor import (
+    APPLY_TOOL,
+    FIND_TOOL,
+    READ_TOOL,
+    UNDO_TOOL,
+    Outcome,
+    PayloadFileEditor,
+)
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -66,7 +73,7 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
                 )
             else:
                 outcome = _call(editor, name, arguments)
-            if name != READ_TOOL:
+            if name not in (READ_TOOL, FIND_TOOL):
                 logger.info("%s: %s", name, "refused" if outcome.is_error else "done")
             return CallToolResult(
                 content=[TextContent(type="text", text=outcome.text)],
@@ -92,9 +99,11 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
         version=__version__,
         instructions=(
             f"Edits the JSON file {editor.path.name} with change requests: {READ_TOOL} shows "
-            f"it, {APPLY_TOOL} changes it (only what changes), {UNDO_TOOL} reverts the last "
-            "change. Each result ends with the file's version: pass the version your change "
-            "request was written against as its base_version."
+            f"it (outlined beyond about {editor.max_read_tokens} tokens: read parts of it), "
+            f"{FIND_TOOL} finds texts or numbers in it, {APPLY_TOOL} changes it (only what "
+            f"changes), {UNDO_TOOL} reverts the last change. Each result ends with the file's "
+            "version: pass the version your change request was written against as its "
+            "base_version."
         ),
         log_level="INFO",
     )
@@ -110,6 +119,12 @@ def _tools(editor: PayloadFileEditor) -> list[Any]:
             name=READ_TOOL,
             description=editor.read_description(),
             input_schema=editor.read_schema(),
+            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        ),
+        MCPTool(
+            name=FIND_TOOL,
+            description=editor.find_description(),
+            input_schema=editor.find_schema(),
             annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
         MCPTool(
@@ -140,19 +155,29 @@ def _call(editor: PayloadFileEditor, name: str, arguments: Any) -> Outcome:
 
     arguments = arguments if isinstance(arguments, Mapping) else {}
     if name == READ_TOOL:
-        extra = sorted(set(arguments) - {"path"})
+        extra = sorted(set(arguments) - {"path", "start", "end", "keys"})
         if extra:
+            names = ", ".join(repr(e)[:60] for e in extra[:10])
             return Outcome(
-                f"{READ_TOOL} takes only an optional path; unknown argument(s): {', '.join(extra)}",
+                f"{READ_TOOL} takes only path, start, end and keys (all optional); unknown "
+                f"argument(s): {names}",
                 True,
             )
-        return editor.read(arguments.get("path"))
+        return editor.read(
+            arguments.get("path"),
+            start=arguments.get("start"),
+            end=arguments.get("end"),
+            keys=arguments.get("keys"),
+        )
+    if name == FIND_TOOL:
+        return editor.find(arguments)
     if name == APPLY_TOOL:
         return editor.apply(dict(arguments))
     if name == UNDO_TOOL:
         return editor.undo()
     raise ToolError(
-        f"Unknown tool {name!r}; this server has {READ_TOOL}, {APPLY_TOOL} and {UNDO_TOOL}"
+        f"Unknown tool {name[:60]!r}; this server has {READ_TOOL}, {FIND_TOOL}, {APPLY_TOOL} "
+        f"and {UNDO_TOOL}"
     )
 
 

@@ -55,6 +55,7 @@ from agent_payload.outline._shape import (
     default_max_payload_tokens,
     exceeds,
     outline,
+    resolve_max_payload_tokens,
 )
 from agent_payload.outline._shape import (
     _render as _render,
@@ -83,6 +84,7 @@ __all__ = [
     "outline",
     "parse_path",
     "read",
+    "resolve_max_payload_tokens",
     "tool_specs",
     "value_text",
 ]

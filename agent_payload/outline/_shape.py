@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_payload import _jsontext
 from agent_payload import prompts as _prompts
+from agent_payload.errors import ConfigurationError
 from agent_payload.usage import estimate_tokens
 
 READ_PAYLOAD = "read_payload"
@@ -73,6 +74,22 @@ def default_max_payload_tokens(model_name: str | None) -> int:
     if window is None:
         return DEFAULT_MAX_PAYLOAD_TOKENS
     return max(MIN_PAYLOAD_TOKENS, window // CONTEXT_SHARE)
+
+
+def resolve_max_payload_tokens(value: Any, model_name: str | None, where: str) -> int | None:
+    """``max_payload_tokens`` as the agent and the tool handler take it: ``"auto"`` from the
+    model's name (``default_max_payload_tokens``; no name: the default), ``None`` (never
+    outline) as is, an int >= ``MIN_PAYLOAD_TOKENS`` checked; ``ConfigurationError`` else."""
+    if value is None:
+        return None
+    if value == "auto":
+        return default_max_payload_tokens(model_name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_PAYLOAD_TOKENS:
+        raise ConfigurationError(
+            f"{where}max_payload_tokens: expected an int >= {MIN_PAYLOAD_TOKENS}, 'auto' or None "
+            f"(never outline), found {value!r}"
+        )
+    return value
 
 
 Count = Callable[[str], int]
