@@ -343,6 +343,9 @@ class ChangeRequestToolHandler(OutlineReads):
             check_payload_fits(json_data(payload) or {}, payload_type)  # PayloadValidationError now
         _typed.check_round_trip(payload, payload_type)
         self.payload = _typed.normalize(payload, payload_type)
+        # True only for a host that owns the payload and never mutates it (the MCP server):
+        # a merge then shares what it does not touch instead of copying the whole payload.
+        self._share_merge = False
         self._checked: Any = self.payload if isinstance(self.payload, dict | list) else None
         """The dict or list payload checked as JSON data (the given one, then each merged)."""
         self.marker = (
@@ -523,6 +526,7 @@ class ChangeRequestToolHandler(OutlineReads):
             guards=self.guards,
             permissions=self.permissions,
             read_scope=self.read_scope,
+            share=self._share_merge,
             **owned,
             **late,
         )

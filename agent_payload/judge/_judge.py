@@ -81,8 +81,12 @@ class Judge:
         base: Any = _NOTHING,
         applied: Sequence[Any] = (),
         round_trip_checked: bool = False,
+        share: bool = False,
     ) -> None:
         self.payload = payload
+        # The merge shares the untouched subtrees of ``payload`` (``apply_change_request(...,
+        # share=True)``) when the caller owns it and never mutates it (the MCP server's file).
+        self.share = share
         self.base = base
         self.applied = tuple(applied)
         # A model payload's round trip (``typed.check_round_trip``: a dump and a validation of
@@ -351,6 +355,7 @@ class Judge:
                 guards=None if recorder is None else [recorder],
                 refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
                 model_json=model_json,
+                share=self.share,
             )
         except PayloadValidationError as exc:
             return self._invalid(exc.errors, exc.payload, exc, request)

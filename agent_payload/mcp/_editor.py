@@ -679,7 +679,7 @@ class PayloadFileEditor:
     def _handler_of(self, payload: Any) -> ChangeRequestToolHandler:
         """The handler judging a request against ``payload`` (its corrections show current
         values within half ``max_read_tokens``); raises ``AgentPayloadError``."""
-        return ChangeRequestToolHandler(
+        handler = ChangeRequestToolHandler(
             payload,
             marker=self.marker,
             guards=self.guards(),
@@ -688,6 +688,10 @@ class PayloadFileEditor:
             versions=False,  # the server numbers the file's versions itself
             max_payload_tokens=self.max_read_tokens,  # corrections within half of it
         )
+        # The payload was read from the file for this call and is never mutated: the merge
+        # shares what it does not touch (one file's worth in memory, not two).
+        handler._share_merge = True
+        return handler
 
     def _error_text(self, problems: Sequence[Problem], content: str) -> str:
         """The handler's correction; under a read scope, without the current values it shows
