@@ -308,7 +308,9 @@ def test_a_typed_key_validates_every_apply(url: str) -> None:
         assert store.get("plan").version == 1
         store.apply("plan", {"updateElements": {"steps": {"0": {"done": True}}}}, base_version=1)
         assert Plan.model_validate(store.get("plan").payload).steps[0].done is True
-    with PayloadStore(url) as other, pytest.raises(PayloadValidationError):
+    with PayloadStore(url) as other, pytest.raises(ConfigurationError, match="payload_types"):
+        other.apply("plan", {"updateElements": {"steps": "no"}}, base_version=2)  # never imported
+    with PayloadStore(url, payload_types=[Plan]) as other, pytest.raises(PayloadValidationError):
         other.apply("plan", {"updateElements": {"steps": "no"}}, base_version=2)
 
 

@@ -73,7 +73,7 @@ class PayloadStore:
     ``postgresql://...``); see the module docstring.
 
     ``payload_types``: the types of typed keys, for a process that did not create them (a
-    recorded type is otherwise imported by its name). ``busy_timeout``: seconds an SQLite
+    type is never imported by the name the database records). ``busy_timeout``: seconds an SQLite
     writer waits for another one. Thread-safe (one connection per thread); ``close()`` (or a
     ``with`` block) closes them.
     """

@@ -5,9 +5,8 @@ payload type is found again by its name."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -146,22 +145,13 @@ def type_name(payload_type: Any) -> str:
 
 
 def resolve_type(name: str, known: Mapping[str, Any], key: str) -> Any:
-    """The type recorded as ``name``: one given to this store, else imported by its name."""
+    """The type recorded as ``name``: one given to this store (``payload_types=`` or an earlier
+    ``create`` in this process). Never imported by a name read from the database: whoever can
+    write the database must not choose what this process imports."""
     if name in known:
         return known[name]
-    parts: Sequence[str] = name.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            value: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[cut:]:
-                value = getattr(value, attr)
-        except AttributeError:
-            break
-        return value
+    short = name.rsplit(".", 1)[-1]
     raise ConfigurationError(
-        f"key {key!r} was created with payload_type {name}, which cannot be imported here; "
-        f"pass it to the store: PayloadStore(url, payload_types=[{parts[-1]}])"
+        f"key {key!r} was created with payload_type {name}, which this store was not given; "
+        f"pass it: PayloadStore(url, payload_types=[{short}])"
     )
