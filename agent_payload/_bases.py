@@ -27,7 +27,7 @@ _IN_TURN: contextvars.ContextVar[tuple[Bases, int] | None] = contextvars.Context
 )
 """Inside ``Bases.turn()``: those bases and the version current when the block began."""
 
-Arguments = str | Mapping[str, Any] | AgentPayloadChangeRequest[Any]
+Arguments = str | Mapping[str, Any] | AgentPayloadChangeRequest
 
 
 class Bases:
@@ -44,7 +44,7 @@ class Bases:
         self.turns: OrderedDict[Hashable, int] = OrderedDict()
         """The base version of each ``turn`` key seen (its first call's)."""
 
-    def advance(self, payload: Any, request: AgentPayloadChangeRequest[Any], marker: str) -> None:
+    def advance(self, payload: Any, request: AgentPayloadChangeRequest, marker: str) -> None:
         """``request`` (merged with ``marker``) was applied to ``payload``, the current version."""
         self.past.append((payload, Applied(request, frozenset({marker}))))
         while len(self.past) > self.history:

@@ -46,7 +46,7 @@ class OutlineReads:
 
     def handle(
         self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
         *,
         base_version: int | None = None,
         turn: Hashable | None = None,
@@ -55,7 +55,7 @@ class OutlineReads:
 
     async def ahandle(
         self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
         *,
         base_version: int | None = None,
         turn: Hashable | None = None,

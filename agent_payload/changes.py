@@ -10,15 +10,14 @@ A change request is what the model emits instead of the whole payload::
       "reasoning":       "why"    free text, never merged
     }
 
-``AgentPayloadChangeRequest[Invoice]`` is generic in the payload type: the parameter documents
-what the buckets are partials of, and drives the JSON Schema given to the model in tool modes
-(see ``agent_payload.schema``). The buckets themselves hold plain JSON (dicts and lists), since
-a partial with placeholders and markers is not an ``Invoice``.
+The buckets hold plain JSON (dicts and lists): a partial with placeholders and markers is not
+an ``Invoice``. The payload type drives the JSON Schema given to the model in tool modes
+(``agent_payload.schema.change_request_schema(Invoice)``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_serializer
 
@@ -52,13 +51,12 @@ WIRE_NAMES: dict[str, str] = {
 }
 """Python attribute name -> wire name."""
 
-P = TypeVar("P")
 
 Bucket = dict[str, JsonValue] | list[JsonValue] | None
 
 
-class AgentPayloadChangeRequest(BaseModel, Generic[P]):
-    """A change request for a payload of type ``P``.
+class AgentPayloadChangeRequest(BaseModel):
+    """A change request (the wire form's five fields).
 
     Both spellings are accepted on input (``newElements`` and ``new_elements``); ``model_dump``
     and ``model_dump_json`` produce the camelCase wire form without empty fields.

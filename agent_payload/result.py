@@ -4,7 +4,7 @@ was applied, the merge report, the attempts, the usage and the token counts)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from agent_payload import _jsontext
 from agent_payload._jsondata import json_data
@@ -35,7 +35,7 @@ class AgentResult(Generic[P]):
     """
 
     payload: P
-    change_request: AgentPayloadChangeRequest[Any]
+    change_request: AgentPayloadChangeRequest
     report: MergeReport
     reasoning: str | None
     attempts: int

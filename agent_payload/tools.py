@@ -207,7 +207,7 @@ class ToolResult:
     content: str
     is_error: bool
     report: MergeReport | None = None
-    change_request: AgentPayloadChangeRequest[Any] | None = None
+    change_request: AgentPayloadChangeRequest | None = None
     problems: tuple[Problem, ...] = field(default_factory=tuple)
     version: int = 0
     base_version: int | None = None
@@ -545,7 +545,7 @@ class ChangeRequestToolHandler(OutlineReads):
 
     def handle(
         self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
         *,
         base_version: int | None = None,
         turn: Hashable | None = None,
@@ -577,7 +577,7 @@ class ChangeRequestToolHandler(OutlineReads):
 
     async def ahandle(
         self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
         *,
         base_version: int | None = None,
         turn: Hashable | None = None,
@@ -610,7 +610,7 @@ class ChangeRequestToolHandler(OutlineReads):
 
     def _handle(
         self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest[Any],
+        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
         base_version: int | None = None,
         turn: Hashable | None = None,
     ) -> Generator[Any, Any, ToolResult]:

@@ -133,13 +133,13 @@ def payload_and_request(draw: st.DrawFn) -> tuple[Any, dict[str, Any]]:
     return payload, request
 
 
-def _apply(payload: Any, request: AgentPayloadChangeRequest[Any] | dict[str, Any]) -> Any:
+def _apply(payload: Any, request: AgentPayloadChangeRequest | dict[str, Any]) -> Any:
     result = apply_change_request(payload, request)
     assert result.report.conflicts == [], result.report.conflicts
     return result.payload
 
 
-def _wire(request: AgentPayloadChangeRequest[Any]) -> str:
+def _wire(request: AgentPayloadChangeRequest) -> str:
     return json.dumps(request.to_wire(), separators=(",", ":"))
 
 

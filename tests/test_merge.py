@@ -86,7 +86,7 @@ def test_pydantic_model_with_aliases_round_trips() -> None:
 
 def test_change_request_model_is_accepted() -> None:
     """An AgentPayloadChangeRequest applies like its wire form, reasoning included."""
-    cr = AgentPayloadChangeRequest[dict[str, Any]](
+    cr = AgentPayloadChangeRequest(
         update_elements={"a": 2}, remove_elements={"b": "DELETE"}, reasoning="why"
     )
     result = apply_change_request({"a": 1, "b": 1}, cr)

@@ -315,7 +315,7 @@ def test_mutilated_request_reads_as_itself_or_raises(
     text uses json.dumps' separators, ", " and ": ", as models do; in minified ``[1,2]`` a
     dropped comma gives ``[12]``, which no reader can tell from what was meant.)"""
     text = json.dumps(request)
-    expected = AgentPayloadChangeRequest[Any].model_validate(request).to_wire()
+    expected = AgentPayloadChangeRequest.model_validate(request).to_wire()
     commas, brackets, arrays, values = _structure(text)
     kinds = [
         k

@@ -158,7 +158,7 @@ def test_valid_replies_and_every_truncation(
     if style == "python" and not _printable(request):
         style = "pretty"
     text, _, object_end = _render(request, style, before, after)
-    expected = AgentPayloadChangeRequest[Any].model_validate(request).to_wire()
+    expected = AgentPayloadChangeRequest.model_validate(request).to_wire()
     assert _outcome(text) == expected
     for cut in range(len(text)):
         got = _outcome(text[:cut])
@@ -213,7 +213,7 @@ def test_token_limit_is_always_truncated(
 @given(REQUESTS)
 def test_json_string_of_json_string_decodes(request: dict[str, Any]) -> None:
     """Tool arguments encoded once or twice as a JSON string read back as the change request."""
-    expected = AgentPayloadChangeRequest[Any].model_validate(request).to_wire()
+    expected = AgentPayloadChangeRequest.model_validate(request).to_wire()
     once = json.dumps(json.dumps(request))
     assert _outcome(once) == expected
     assert _outcome(json.dumps(once)) == expected

@@ -461,7 +461,7 @@ def _first_difference(a: Any, b: Any) -> list[str | int]:
     return []
 
 
-def _assemble(enc: _Enc, reasoning: str | None) -> AgentPayloadChangeRequest[Any]:
+def _assemble(enc: _Enc, reasoning: str | None) -> AgentPayloadChangeRequest:
     wire: dict[str, Any] = {}
     if enc.n is not _MISSING:
         wire["newElements"] = enc.n
@@ -475,7 +475,7 @@ def _assemble(enc: _Enc, reasoning: str | None) -> AgentPayloadChangeRequest[Any
     wire = json.loads(_dumps(wire))
     if reasoning is not None:
         wire["reasoning"] = reasoning
-    return AgentPayloadChangeRequest[Any].model_validate(wire)
+    return AgentPayloadChangeRequest.model_validate(wire)
 
 
 def diff_payloads(
@@ -485,7 +485,7 @@ def diff_payloads(
     marker: str = MARKER,
     markers: Collection[str] | None = None,
     reasoning: str | None = None,
-) -> AgentPayloadChangeRequest[Any]:
+) -> AgentPayloadChangeRequest:
     """A change request that turns ``old`` into ``new`` under MERGE.md.
 
     Merge it with markers that include ``marker`` (the default markers do): ``apply_change_
@@ -523,7 +523,7 @@ def diff_payloads(
             path=(),
         )
     shared = _Shared(plain=plain_before and plain_after, depth=max(depth_before, depth_after))
-    best: AgentPayloadChangeRequest[Any] | None = None
+    best: AgentPayloadChangeRequest | None = None
     best_len = 0
     for prefer_new in (True, False):
         ctx = _Ctx(marker=marker, sensitive=active, prefer_new=prefer_new, shared=shared)

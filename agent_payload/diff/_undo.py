@@ -18,7 +18,7 @@ def undo_change_request(
     *,
     marker: str = MARKER,
     markers: Collection[str] | None = None,
-) -> AgentPayloadChangeRequest[Any]:
+) -> AgentPayloadChangeRequest:
     """The change request that turns the merged payload back into ``before``.
 
     ``after`` is the merged payload or the ``MergeResult``. Applying the returned request to

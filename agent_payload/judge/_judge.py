@@ -210,7 +210,7 @@ class Judge:
         if refusal is not None or is_refusal(finish_reason):
             return self._refused(text or refusal or "", refusal or text)
         if isinstance(reply, AgentPayloadChangeRequest):
-            request: AgentPayloadChangeRequest[Any] = reply
+            request: AgentPayloadChangeRequest = reply
             repairs: tuple[str, ...] = ()
         else:
             try:
@@ -229,7 +229,7 @@ class Judge:
         return (yield from self._judge_request(request, repairs, confirming))
 
     def _judge_request(
-        self, request: AgentPayloadChangeRequest[Any], repairs: tuple[str, ...], confirming: Any
+        self, request: AgentPayloadChangeRequest, repairs: tuple[str, ...], confirming: Any
     ) -> Generator[Any, Any, Verdict]:
         """Steps 4 to 8 for a parsed request; each step returns a refusing verdict or None."""
         if self.base is not _NOTHING:
@@ -268,7 +268,7 @@ class Judge:
             confirmations=tuple(flagged),
         )
 
-    def _named_outside(self, request: AgentPayloadChangeRequest[Any]) -> Verdict | None:
+    def _named_outside(self, request: AgentPayloadChangeRequest) -> Verdict | None:
         """Step 4, first (issue 30: no oracle): every entry naming a path outside the read
         scope goes back with the same words, whatever its value and whether the key exists;
         nothing is merged, so no answer depends on hidden data."""
@@ -293,9 +293,7 @@ class Judge:
         report = MergeReport(conflicts=issues, reasoning=request.reasoning)
         return self._conflicts(request, report, issues, "the change request names hidden paths")
 
-    def _rebase(
-        self, request: AgentPayloadChangeRequest[Any]
-    ) -> Verdict | AgentPayloadChangeRequest[Any]:
+    def _rebase(self, request: AgentPayloadChangeRequest) -> Verdict | AgentPayloadChangeRequest:
         """Step 4a (MERGE.md section 9): the request, written against ``base``, rebased over
         ``applied``; a collision goes back (``concurrent_change``, the current subtree shown),
         as does a conflict with its own base (found there, as if it had not come late; the
@@ -337,7 +335,7 @@ class Judge:
             )
 
     def _merge(
-        self, request: AgentPayloadChangeRequest[Any], recorder: Recorder | None
+        self, request: AgentPayloadChangeRequest, recorder: Recorder | None
     ) -> Verdict | tuple[Any, MergeReport]:
         """Step 4: the merge (guards at the original node, whole-merge review included); a
         conflict, or a part meant to act that did nothing (issue 9), goes back."""
@@ -375,7 +373,7 @@ class Judge:
 
     def _validate_type(
         self,
-        request: AgentPayloadChangeRequest[Any],
+        request: AgentPayloadChangeRequest,
         result: Any,
         report: MergeReport,
         recorder: Recorder | None,
@@ -405,7 +403,7 @@ class Judge:
         return result_json, result_json
 
     def _run_validators(
-        self, request: AgentPayloadChangeRequest[Any], result: Any, report: MergeReport
+        self, request: AgentPayloadChangeRequest, result: Any, report: MergeReport
     ) -> Generator[Any, Any, Verdict | None]:
         """Step 6: the user's validators (an async one's awaitable is yielded to the driver,
         which sends back its value or throws its exception in)."""
@@ -435,7 +433,7 @@ class Judge:
 
     def _ask_confirmation(
         self,
-        request: AgentPayloadChangeRequest[Any],
+        request: AgentPayloadChangeRequest,
         repairs: tuple[str, ...],
         report: MergeReport,
         result_json: Any,
@@ -485,7 +483,7 @@ class Judge:
 
     def _conflicts(
         self,
-        request: AgentPayloadChangeRequest[Any],
+        request: AgentPayloadChangeRequest,
         report: MergeReport,
         issues: Sequence[Issue],
         what: str,
@@ -508,7 +506,7 @@ class Judge:
         message: str,
         cause: BaseException | None = None,
         *,
-        request: AgentPayloadChangeRequest[Any] | None = None,
+        request: AgentPayloadChangeRequest | None = None,
         report: MergeReport | None = None,
     ) -> Verdict:
         return Verdict(
@@ -550,7 +548,7 @@ class Judge:
         errors: Sequence[tuple[Sequence[str | int], str]],
         data: Any,
         cause: BaseException,
-        request: AgentPayloadChangeRequest[Any],
+        request: AgentPayloadChangeRequest,
     ) -> Verdict:
         shown = self.shown(json_data(data))
         problems = []

@@ -18,7 +18,7 @@ Status = Literal["accepted", "problems", "confirm"]
 Stage = Literal[
     "truncated", "refusal", "parse", "merge", "validation", "validator", "confirm", "accepted"
 ]
-Reply = str | Mapping[str, Any] | AgentPayloadChangeRequest[Any] | None
+Reply = str | Mapping[str, Any] | AgentPayloadChangeRequest | None
 """A reply as a surface has it: the reply text, tool-call arguments (JSON text or a decoded
 mapping), an already parsed request, or ``None`` (a tool call without arguments)."""
 
@@ -43,7 +43,7 @@ class Verdict:
     problems: tuple[Problem, ...] = ()
     payload: Any = None
     payload_json: Any = None
-    change_request: AgentPayloadChangeRequest[Any] | None = None
+    change_request: AgentPayloadChangeRequest | None = None
     report: MergeReport | None = None
     repairs: tuple[str, ...] = ()
     confirmations: tuple[tuple[Change, Finding], ...] = ()

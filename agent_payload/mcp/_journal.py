@@ -267,7 +267,7 @@ class Versions:
 
     def rebase(
         self, base_payload: Any, entries: Sequence[Entry], request: Any
-    ) -> AgentPayloadChangeRequest[Any]:
+    ) -> AgentPayloadChangeRequest:
         """``request`` (written against ``base_payload``) rebased over ``entries``; raises
         ``ConcurrentChangeError`` on a collision (``rebase_change_request``)."""
         applied = [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries]

@@ -42,7 +42,7 @@ M = TypeVar("M", bound=BaseModel)
 @overload
 def apply_change_request(
     payload: M,
-    change_request: AgentPayloadChangeRequest[Any] | Mapping[str, Any] | None,
+    change_request: AgentPayloadChangeRequest | Mapping[str, Any] | None,
     *,
     strict: bool = ...,
     markers: Iterable[str] = ...,
@@ -56,7 +56,7 @@ def apply_change_request(
 @overload
 def apply_change_request(
     payload: dict[str, Any] | None,
-    change_request: AgentPayloadChangeRequest[Any] | Mapping[str, Any] | None,
+    change_request: AgentPayloadChangeRequest | Mapping[str, Any] | None,
     *,
     strict: bool = ...,
     markers: Iterable[str] = ...,
@@ -70,7 +70,7 @@ def apply_change_request(
 @overload
 def apply_change_request(
     payload: list[Any],
-    change_request: AgentPayloadChangeRequest[Any] | Mapping[str, Any] | None,
+    change_request: AgentPayloadChangeRequest | Mapping[str, Any] | None,
     *,
     strict: bool = ...,
     markers: Iterable[str] = ...,

@@ -297,7 +297,7 @@ def rebase_change_request(
     *,
     markers: Iterable[str] = DEFAULT_MARKERS,
     limits: Limits | None = None,
-) -> AgentPayloadChangeRequest[Any]:
+) -> AgentPayloadChangeRequest:
     """``change_request``, written against ``base``, rebased over ``applied`` (the requests
     applied to ``base`` since, in order): its positions mapped to the current payload, as
     MERGE.md section 9 says. ``applied`` items are change requests (merged with ``markers``)
@@ -318,7 +318,7 @@ def _rebase(
     *,
     markers: Iterable[str] = DEFAULT_MARKERS,
     limits: Limits | None = None,
-) -> tuple[AgentPayloadChangeRequest[Any], Any]:
+) -> tuple[AgentPayloadChangeRequest, Any]:
     """The rebased request and the current payload (the base with ``applied`` merged)."""
     limits = DEFAULT_LIMITS if limits is None else limits
     active = _validate_markers(markers)
@@ -361,7 +361,7 @@ def _rebase(
     wire: dict[str, Any] = {k: v for k, v in buckets.items() if v is not None}
     if normal.reasoning is not None:
         wire["reasoning"] = normal.reasoning
-    return AgentPayloadChangeRequest[Any].model_validate(wire), state
+    return AgentPayloadChangeRequest.model_validate(wire), state
 
 
 def _concurrent_error(

@@ -78,7 +78,6 @@ openings in C, skips whatever an object it read spans, and never rescans.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from agent_payload._normalise import WRAPPERS
 from agent_payload._reply import REFUSAL_FINISH_REASONS, TRUNCATION_FINISH_REASONS
@@ -108,14 +107,14 @@ class ParsedReply:
     bare, strict JSON reply); ``raw_json`` is the JSON text the change request was read from.
     """
 
-    change_request: AgentPayloadChangeRequest[Any]
+    change_request: AgentPayloadChangeRequest
     repairs: tuple[str, ...] = ()
     raw_json: str = ""
 
 
 def parse_change_request(
     text: str | None, *, finish_reason: str | None = None
-) -> AgentPayloadChangeRequest[Any]:
+) -> AgentPayloadChangeRequest:
     """Read the change request from a model's reply.
 
     ``finish_reason`` is the provider's stop reason when known (``"length"``, ``"max_tokens"``,

@@ -39,7 +39,7 @@ class _Normaliser(Reactions):
     reply: str
     repairs: list[str] = field(default_factory=list)
 
-    def normalise(self, obj: dict[str, Any]) -> AgentPayloadChangeRequest[Any]:
+    def normalise(self, obj: dict[str, Any]) -> AgentPayloadChangeRequest:
         read = normalise_request(obj, self, self.repairs)
         data: dict[str, Any] = dict(read.buckets)
         data["reasoning"] = reasoning_text(read.reasoning, self.repairs)

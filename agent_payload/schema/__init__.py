@@ -1,6 +1,6 @@
 """The JSON Schema of a change request, derived from the payload type.
 
-``change_request_schema(Invoice)`` describes ``AgentPayloadChangeRequest[Invoice]`` as the
+``change_request_schema(Invoice)`` describes a change request for an ``Invoice`` as the
 model must write it (MERGE.md), for tool definitions and structured outputs::
 
     {"type": "object", "additionalProperties": false,
