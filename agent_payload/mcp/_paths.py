@@ -4,38 +4,19 @@ and the value it names in the payload the model may see."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 
 __all__ = ["has_long_array", "parse_path", "subtree"]
 
-_PATH_TOKEN = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
-
-
 def parse_path(text: str) -> list[str | int]:
     """A payload path written as the library writes it (``items[3].price``, ``["a.b"].c``)
-    as its segments; ``""`` is the root. Raises ``ValueError`` saying what was expected."""
-    segments: list[str | int] = []
-    pos = 0
-    text = text.strip()
-    while pos < len(text):
-        match = _PATH_TOKEN.match(text, pos)
-        if match is None or (match.group(1) is not None and pos > 0 and text[pos] != "."):
-            raise ValueError(
-                f"path {_cut(repr(text))}: cannot read it at character {pos + 1}; expected keys "
-                'joined by dots and indices in brackets, such as items[3].price or ["a.b"].c'
-            )
-        if match.group(1) is not None:
-            segments.append(match.group(1))
-        elif match.group(2) is not None:
-            segments.append(int(match.group(2)))
-        else:
-            segments.append(json.loads(match.group(3)))
-        pos = match.end()
-    return segments
+    as its segments; ``""`` is the root. The one grammar of paths (``outline.parse_path``);
+    ``ValueError`` (``PathSyntaxError``) says what was expected."""
+    return list(_outline.parse_path(text))
 
 
 def _cut(text: str, limit: int = 120) -> str:
