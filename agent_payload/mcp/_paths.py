@@ -12,6 +12,7 @@ from agent_payload import prompts as _prompts
 
 __all__ = ["has_long_array", "parse_path", "subtree"]
 
+
 def parse_path(text: str) -> list[str | int]:
     """A payload path written as the library writes it (``items[3].price``, ``["a.b"].c``)
     as its segments; ``""`` is the root. The one grammar of paths (``outline.parse_path``);
