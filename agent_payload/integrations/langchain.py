@@ -40,8 +40,8 @@ def _tool_class() -> type[BaseTool]:
     tools = require("langchain_core.tools", package="langchain-core", extra="langchain")
     pydantic = require("pydantic", package="pydantic", extra="langchain")
 
-    class ChangeRequestTool(tools.BaseTool):  # type: ignore[misc, name-defined]
-        """Applies the model's change requests through a ``ChangeRequestToolHandler``."""
+    class PayloadTool(tools.BaseTool):  # type: ignore[misc, name-defined]
+        """One of a handler's tools (the change request, or a read), called by its name."""
 
         model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
 
@@ -49,50 +49,26 @@ def _tool_class() -> type[BaseTool]:
         handle_tool_error: bool = True
 
         def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
-            _callables.require_sync(
-                "langchain.change_request_tool (invoked synchronously)",
-                [("the handler's validator", v) for v in self.handler.validators],
-                "invoke it with await tool.ainvoke(...) (in LangGraph: await graph.ainvoke(...))",
-            )
-            result = self.handler.handle(kwargs, turn=_turn(run_manager))
+            if self.name == self.handler.name:
+                _callables.require_sync(
+                    "langchain.change_request_tool (invoked synchronously)",
+                    [("the handler's validator", v) for v in self.handler.validators],
+                    "invoke it with await tool.ainvoke(...) (in LangGraph: await "
+                    "graph.ainvoke(...))",
+                )
+            result = self.handler.call(self.name, kwargs, turn=_turn(run_manager))
             if result.is_error:
                 raise tools.ToolException(result.content)
             return result.content
 
         async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
-            result = await self.handler.ahandle(kwargs, turn=_turn(run_manager))
+            result = await self.handler.acall(self.name, kwargs, turn=_turn(run_manager))
             if result.is_error:
                 raise tools.ToolException(result.content)
             return result.content
 
-    ChangeRequestTool.__module__ = __name__
-    return ChangeRequestTool
-
-
-@functools.cache
-def _read_tool_class() -> type[BaseTool]:
-    tools = require("langchain_core.tools", package="langchain-core", extra="langchain")
-    pydantic = require("pydantic", package="pydantic", extra="langchain")
-
-    class PayloadReadTool(tools.BaseTool):  # type: ignore[misc, name-defined]
-        """Answers ``read_payload`` or ``find_in_payload`` through a handler."""
-
-        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
-
-        handler: ChangeRequestToolHandler
-        handle_tool_error: bool = True
-
-        def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
-            result = self.handler.read(self.name, kwargs)
-            if result.is_error:
-                raise tools.ToolException(result.content)
-            return result.content
-
-        async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> str:
-            return self._run(**kwargs)
-
-    PayloadReadTool.__module__ = __name__
-    return PayloadReadTool
+    PayloadTool.__module__ = __name__
+    return PayloadTool
 
 
 def payload_tools(handler: ChangeRequestToolHandler) -> list[BaseTool]:
@@ -102,7 +78,7 @@ def payload_tools(handler: ChangeRequestToolHandler) -> list[BaseTool]:
     ``status="error"``). Give the model ``handler.prompt(task)``, which then carries the
     outline; build the tools after it (the list is fixed)."""
     tools = [change_request_tool(handler)]
-    cls = _read_tool_class()
+    cls = _tool_class()
     for spec in read_specs(handler, "langchain.payload_tools"):
         tools.append(
             cls(
