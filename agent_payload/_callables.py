@@ -33,6 +33,7 @@ from agent_payload.report import Problem
 
 __all__ = [
     "adrive",
+    "advance",
     "drive",
     "is_async_callable",
     "off_loop",
@@ -120,9 +121,12 @@ async def off_loop(function: Callable[..., T], *args: Any) -> T:
     return await loop.run_in_executor(worker(), functools.partial(context.run, function, *args))
 
 
-def _step(steps: Generator[Any, Any, Any], value: Any, error: BaseException | None) -> Any:
-    """One step of a judging generator: ``(True, result)`` when it returned, else
-    ``(False, awaitable)`` (StopIteration must not cross a thread's future)."""
+def advance(
+    steps: Generator[Any, Any, Any], value: Any, error: BaseException | None
+) -> tuple[bool, Any]:
+    """One step of a generator driven from outside (a judging generator, an agent's
+    attempt): ``(True, result)`` when it returned, else ``(False, what it yielded)``
+    (StopIteration must not cross a thread's future)."""
     try:
         if error is not None:
             return False, steps.throw(error)
@@ -139,9 +143,9 @@ async def adrive(steps: Generator[Any, Any, Any], offload: bool) -> Any:
     try:
         while True:
             if offload:
-                done, out = await off_loop(_step, steps, value, error)
+                done, out = await off_loop(advance, steps, value, error)
             else:
-                done, out = _step(steps, value, error)
+                done, out = advance(steps, value, error)
             if done:
                 return out
             value, error = None, None

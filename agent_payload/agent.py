@@ -701,10 +701,9 @@ def _run_steps(steps: Generator[_Step, Any, T], do: Callable[[_Step], Any]) -> T
     value: Any = None
     error: BaseException | None = None
     while True:
-        try:
-            step = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        done, step = _callables.advance(steps, value, error)
+        if done:
+            return step  # type: ignore[no-any-return]
         value, error = None, None
         try:
             value = do(step)
@@ -717,10 +716,9 @@ async def _arun_steps(steps: Generator[_Step, Any, T], do: Callable[[_Step], Awa
     value: Any = None
     error: BaseException | None = None
     while True:
-        try:
-            step = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        done, step = _callables.advance(steps, value, error)
+        if done:
+            return step  # type: ignore[no-any-return]
         value, error = None, None
         try:
             value = await do(step)
