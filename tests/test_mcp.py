@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -27,6 +26,7 @@ from agent_payload import Permissions, ReadScope, cli
 from agent_payload.mcp import PayloadFileEditor, build_server, parse_path
 from agent_payload.prompts import render_system
 from agent_payload.schema import change_request_schema
+from tests._mcp_client import connect
 
 INVOICE: dict[str, Any] = {
     "id": "INV-7",
@@ -40,21 +40,6 @@ def invoice_file(tmp_path: Path) -> Path:
     path = tmp_path / "invoice.json"
     path.write_text(json.dumps(INVOICE, indent=4) + "\n", encoding="utf-8")
     return path
-
-
-@asynccontextmanager
-async def connect(path: Path, *options: str) -> AsyncIterator[Any]:
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters, get_default_environment
-
-    # The SDK starts the server with a minimal environment: PYTHONPATH is passed on so that the
-    # server runs the agent_payload under test (a worktree), not the installed one.
-    env = {**get_default_environment(), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agent_payload.mcp", str(path), *options], env=env
-    )
-    async with Client(params) as client:
-        yield client
 
 
 @asynccontextmanager

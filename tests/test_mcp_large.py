@@ -18,8 +18,6 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import pytest
 from agent_payload._files import loads_json_file
 from agent_payload.mcp import PayloadFileEditor
 from agent_payload.usage import estimate_tokens
+from tests._mcp_client import connect
 
 pytestmark = pytest.mark.slow
 
@@ -42,19 +41,6 @@ def lines(count: int) -> dict[str, Any]:
             for i in range(count)
         ],
     }
-
-
-@asynccontextmanager
-async def connect(path: Path, *options: str) -> AsyncIterator[Any]:
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters, get_default_environment
-
-    env = {**get_default_environment(), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agent_payload.mcp", str(path), *options], env=env
-    )
-    async with Client(params) as client:
-        yield client
 
 
 def text(result: Any) -> str:
