@@ -30,7 +30,7 @@ from agent_payload.result import AgentResult
 from agent_payload.session import AsyncPayloadSession, PayloadSession
 from agent_payload.tools import ChangeRequestToolHandler
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "AgentPayloadChangeRequest",
