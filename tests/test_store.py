@@ -371,3 +371,19 @@ def _bump(store: PayloadStore, parents: Any) -> None:
     if store._db.connection() is parents:  # type: ignore[attr-defined]
         raise SystemExit(3)  # SQLite: a connection must never be used across fork
     store.apply("k", {"updateElements": {"n": 1}}, base_version=1)
+
+
+def test_numbers_read_from_a_file_are_stored_as_written(url: str) -> None:
+    """Issue 30's writer in the store too: a payload read from a file keeps every untouched
+    number's text through create, apply, history and get (1E-400 did not become 0.0)."""
+    from agent_payload._files import loads_json_file
+    from agent_payload._jsontext import dumps
+
+    text = '{"tiny": 1E-400, "big": 12345678901234567890123.45, "price": 12.50, "n": 1}'
+    with PayloadStore(url) as store:
+        store.create("k", loads_json_file(text))
+        store.apply("k", {"updateElements": {"n": 2}}, base_version=1)
+        got = store.get("k").payload
+    assert dumps(got, separators=(",", ":"), literals=True) == (
+        '{"tiny":1E-400,"big":12345678901234567890123.45,"price":12.50,"n":2}'
+    )

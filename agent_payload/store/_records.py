@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from agent_payload import _jsontext
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
     ConfigurationError,
@@ -83,9 +84,11 @@ class HistoryEntry:
 
 
 def dumps(value: Any, what: str) -> str:
-    """JSON text for a column (``InvalidPayloadError`` for NaN or infinity: JSON has none)."""
+    """JSON text for a column, numbers read from a file written as they were read (the batch
+    state's and the files' writer, ``_jsontext``); ``InvalidPayloadError`` for NaN or
+    infinity: JSON has none."""
     try:
-        return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        return _jsontext.dumps(value, separators=(",", ":"), literals=True, allow_nan=False)
     except ValueError as exc:
         raise InvalidPayloadError(
             f"{what} holds NaN or infinity, which JSON cannot store; nothing was stored"
@@ -93,7 +96,8 @@ def dumps(value: Any, what: str) -> str:
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    """A column's JSON, its numbers exactly as stored (what ``dumps`` wrote)."""
+    return None if text is None else _jsontext.loads_file(text)
 
 
 def request_json(change_request: Any) -> dict[str, Any]:
