@@ -54,7 +54,7 @@ attempts so far), so failed runs can be accounted for; both are ``None`` outside
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_payload._jsondata import format_payload_path
@@ -254,21 +254,6 @@ class StalePayloadError(AgentPayloadError):
 # --- the outside world: the model's reply ------------------------------------------------------
 
 
-FeedbackRenderer = Callable[["Sequence[Problem]", bool], str]
-"""Renders the correction for ``problems`` (the flag: the reply was cut off)."""
-
-_renderers: list[FeedbackRenderer] = []
-
-
-def install_feedback_renderer(render: FeedbackRenderer) -> None:
-    """Install how a ``ModelReplyError`` built from its problems alone renders ``feedback``.
-
-    ``agent_payload.prompts`` installs its correction template when it is imported (the package
-    imports it): the errors and the parser sit below the prompts and never import them.
-    """
-    _renderers[:] = [render]
-
-
 class ModelReplyError(AgentPayloadError):
     """The model's reply cannot be used as it is.
 
@@ -295,9 +280,12 @@ class ModelReplyError(AgentPayloadError):
     @property
     def feedback(self) -> str:
         """The text to send back to the model."""
-        if not self._feedback and self.problems and _renderers:
+        if not self._feedback and self.problems:
+            # The correction template; the prompts sit above the errors, hence imported late.
+            from agent_payload.prompts import render_correction
+
             truncated = isinstance(self, TruncatedReplyError)
-            self._feedback = _renderers[0](self.problems, truncated)
+            self._feedback = render_correction(self.problems, reply_was_truncated=truncated)
         return self._feedback or self._message
 
     @feedback.setter

@@ -38,7 +38,6 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
-from agent_payload import errors as _errors
 from agent_payload._jsondata import json_data
 from agent_payload._jsontext import JsonNumber
 from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
@@ -707,14 +706,6 @@ def render_correction(
         ).rstrip()
         + "\n"
     )
-
-
-def _parse_feedback(problems: Sequence[Problem], truncated: bool) -> str:
-    return render_correction(problems, reply_was_truncated=truncated)
-
-
-# The parser's errors carry only their problems: their ``feedback`` is rendered here.
-_errors.install_feedback_renderer(_parse_feedback)
 
 
 def _short_json(value: Any) -> str:
