@@ -122,26 +122,18 @@ def more_nodes_than(payload: Any, limit: int) -> bool:
     return False
 
 
+@dataclass(frozen=True, slots=True)
 class Run:
     """One run of an agent: the steps its driver carries out (``attempt``, ``hooks``): the
     calls of the model, the hooks and ``commit`` are yielded as ``Call``s, so that whether
     they are awaited is decided by the driver alone."""
 
-    def __init__(
-        self,
-        state: RunState,
-        hook_sets: Sequence[Hooks | None],
-        retrying: Retrying | AsyncRetrying,
-        ask: Callable[[ModelRequest, Run], Any],
-        model_name: str,
-        commit: Commit | None,
-    ) -> None:
-        self.state = state
-        self.hook_sets = hook_sets
-        self.retrying = retrying
-        self.ask = ask
-        self.model_name = model_name
-        self.commit = commit
+    state: RunState
+    hook_sets: Sequence[Hooks | None]
+    retrying: Retrying | AsyncRetrying
+    ask: Callable[[ModelRequest, Run], Any]
+    model_name: str
+    commit: Commit | None
 
     def hooks(self, name: str, *args: Any) -> Generator[Call, Any, None]:
         for hooks in self.hook_sets:

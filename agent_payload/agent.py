@@ -1,19 +1,11 @@
 """``PayloadAgent`` and ``AsyncPayloadAgent``: hand over a payload and a task, get back the
 updated payload, with the model's mistakes corrected or reported and nothing lost.
 
-Both drive the same steps (``_drive.Run``) around the pure ``RunState`` of ``_loop``, with
-tenacity running the attempts. Only problems with the model's reply (``ModelReplyError``) are
-retried; transport failures surface at once as ``ProviderError``. Hooks (keyword callables or a
-``Hooks`` object, per agent or per ``run(hooks=)``):
-
-* ``on_request(attempt, request, is_last)`` and ``on_response(attempt, reply, is_last)``;
-* ``on_retry(attempt, problems, is_last)`` after an attempt whose reply could not be used;
-* ``on_success(result)`` and ``on_error(error, attempts)`` once per run;
-* ``on_progress(attempt, characters)`` with ``stream=True``, as the reply arrives.
-
-``is_last``: no attempt follows this one (False when a time-based stop cannot tell yet).
-``AsyncPayloadAgent`` awaits ``async def`` hooks and validators; ``PayloadAgent`` refuses them
-with ``ConfigurationError``. Runs are logged on the ``agent_payload`` logger. See docs/agent.md.
+Both drive the same steps (``_drive.Run``) around the pure ``RunState`` of ``_loop``; only
+problems with the model's reply are retried. Hooks (keyword callables or a ``Hooks``):
+``on_request(attempt, request, is_last)``, ``on_response(attempt, reply, is_last)``,
+``on_retry(attempt, problems, is_last)``, ``on_success(result)``, ``on_error(error,
+attempts)``, ``on_progress(attempt, characters)`` (``stream=True``). See docs/agent.md.
 """
 
 from __future__ import annotations
@@ -93,9 +85,8 @@ def _resolve_model(
     api: Literal["chat", "responses"] | None,
     stream: object,
 ) -> Any:
-    """The agent's model, checked to be sync or async as the agent is (and to stream when
-    ``stream``): a ``Model`` / ``AsyncModel`` as is; an SDK client (with ``model_name``) or a
-    ``"provider:MODEL"`` string through ``providers.infer_model``."""
+    """The agent's model (an SDK client or a ``"provider:MODEL"`` string through
+    ``infer_model``), checked to be sync or async as the agent is, and to stream if asked."""
     agent, fix = "PayloadAgent", "AsyncPayloadAgent"
     if async_client:
         agent, fix = fix, agent
@@ -201,9 +192,7 @@ def _guards_and_rules(
     rules_text: str | Sequence[str] | None,
     read_only: str | Sequence[str] | None = None,
 ) -> tuple[list[Guard], Any, str | None]:
-    """Every guard of the agent (``permissions``, ``read_only`` and ``read_scope`` included,
-    each checked), the read scope in effect (``read_scope=`` or one passed in ``guards=``) and
-    the rules text of the system prompt (``rules_text``, then each guard's ``describe()``)."""
+    """Every guard of the agent, checked; the read scope in effect; the prompt's rules."""
     all_guards = list(check_guards(guards, "guards"))
     if permissions is not None:
         all_guards.append(check_guard(permissions, "permissions"))
@@ -222,8 +211,7 @@ def _guards_and_rules(
 
 
 def _read_only_guard(read_only: str | Sequence[str]) -> Permissions:
-    """``read_only=`` as what it promises (issue 30): a deny rule per path, enforced like
-    ``Permissions(deny=...)`` and stated in the prompt by that guard's ``describe()``."""
+    """``read_only=`` as a deny rule per path, enforced and stated in the prompt."""
     paths = [read_only] if isinstance(read_only, str) else list(read_only)
     try:
         return Permissions(deny=paths)
@@ -232,8 +220,7 @@ def _read_only_guard(read_only: str | Sequence[str]) -> Permissions:
 
 
 class _BaseAgent(Generic[M]):
-    """Configuration shared by the sync and async agents (no I/O). ``M`` is the model protocol
-    the agent calls: ``Model`` (``request``) or ``AsyncModel`` (``arequest``)."""
+    """Configuration shared by the sync and async agents (no I/O); ``M``: the model protocol."""
 
     _async_client = False
     _ask: Callable[[ModelRequest, Run], Any]  # one model request: each agent's own
@@ -502,16 +489,8 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         limit = self.offload_nodes
         offload = limit is not None and _more_nodes_than(payload, limit)
         started = time.time_ns()
-        start = functools.partial(
-            self.start_run,
-            payload,
-            task,
-            payload_type,
-            validators,
-            extra_instructions,
-            expected_version,
-            run_id,
-        )
+        args = (payload, task, payload_type, validators, extra_instructions, expected_version)
+        start = functools.partial(self.start_run, *args, run_id)
         state = await _callables.off_loop(start) if offload else start()
         retrying = _retrying(self.max_retries, state, AsyncRetrying)
         run = self._run(state, started, hooks, commit, retrying)
