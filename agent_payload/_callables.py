@@ -121,9 +121,8 @@ _WORKER_LOCK = threading.Lock()
 
 
 def worker() -> concurrent.futures.ThreadPoolExecutor:
-    """The one worker thread of offloaded work, shared by every async agent. One thread, not
-    asyncio's default pool: the work is pure Python and holds the GIL, so more threads add no
-    throughput but each one more competitor the event loop's thread must wait behind."""
+    """The one worker thread of offloaded work, shared by every async agent (the work holds
+    the GIL: more threads would only make the event loop wait longer)."""
     global _WORKER_POOL
     with _WORKER_LOCK:
         if _WORKER_POOL is None:
@@ -143,9 +142,8 @@ async def off_loop(function: Callable[..., T], *args: Any) -> T:
 def advance(
     steps: Generator[Any, Any, Any], value: Any, error: BaseException | None
 ) -> tuple[bool, Any]:
-    """One step of a generator driven from outside (a judging generator, an agent's
-    attempt): ``(True, result)`` when it returned, else ``(False, what it yielded)``
-    (StopIteration must not cross a thread's future)."""
+    """One step of a driven generator: ``(True, result)`` when it returned, else ``(False,
+    what it yielded)`` (StopIteration must not cross a thread's future)."""
     try:
         if error is not None:
             return False, steps.throw(error)

@@ -124,9 +124,8 @@ def more_nodes_than(payload: Any, limit: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One run of an agent: the steps its driver carries out (``attempt``, ``hooks``): the
-    calls of the model, the hooks and ``commit`` are yielded as ``Call``s, so that whether
-    they are awaited is decided by the driver alone."""
+    """One run of an agent as steps (``attempt``, ``hooks``) whose calls of the model, the
+    hooks and ``commit`` are ``Call``s: the driver alone decides whether they are awaited."""
 
     state: RunState
     hook_sets: Sequence[Hooks | None]

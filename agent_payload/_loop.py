@@ -98,13 +98,6 @@ class _Failure:
     problems: tuple[Problem, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """A change waiting for the model's confirmation."""
-
-    payload_json: Any
-
-
 format_payload_path = _prompts.format_payload_path
 validation_errors = _merge.validation_errors
 
@@ -165,7 +158,7 @@ class RunState:
         self.last_failure: _Failure | None = None
         self.last_error: ModelReplyError | None = None
         self.refusals = 0
-        self.pending: _Pending | None = None
+        self.pending: dict[str, Any] = {}  # {"confirming": payload} awaiting confirmation
         self.outlined = outlined  # the user message carries an outline; the model may read
         self.tools: tuple[ToolSpec, ...] = ()
         if outlined and settings.max_payload_tokens is not None:
@@ -410,15 +403,12 @@ class RunState:
         self._count(reply)
         self.replies.append(reply.text)
 
-        pending: dict[str, Any] = {}
-        if self.pending is not None:
-            pending["confirming"] = self.pending.payload_json
         verdict = yield from self.judge_reply.steps(
             reply.text,
             finish_reason=reply.finish_reason,
             truncated=reply.truncated,
             refusal=reply.refusal,
-            **pending,
+            **self.pending,
         )
         if verdict.status == "confirm":
             self._ask_confirmation(reply.text, verdict)
@@ -426,7 +416,7 @@ class RunState:
             if verdict.stage == "refusal":
                 self._refused(reply.text, verdict, reply.refusal or reply.text)
             self._fail(reply.text, verdict, verdict.error)
-        self.pending = None
+        self.pending = {}
         change_request = verdict.change_request
         report = verdict.report
         assert change_request is not None and report is not None  # accepted
@@ -455,7 +445,7 @@ class RunState:
         (when set) and raise the correction, like any other."""
         if error.current is not None:
             self._retarget(error.current)
-        self.pending = None
+        self.pending = {}
         reply = self.replies[-1] if self.replies else ""
         self._fail(reply, self.judge_reply.concurrent(error), ModelReplyError)
 
@@ -538,6 +528,6 @@ class RunState:
         self._fail(reply, verdict, RefusalError)
 
     def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
-        self.pending = _Pending(verdict.payload_json)
+        self.pending = {"confirming": verdict.payload_json}
         correction = verdict.feedback(output_mode=self.settings.output_mode)
         self._correct(reply, _echo(reply), correction, verdict)
