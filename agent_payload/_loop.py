@@ -55,8 +55,6 @@ __all__ = [
     "RunState",
     "Validator",
     "estimate_tokens",
-    "format_payload_path",
-    "validation_errors",
 ]
 
 Validator = Callable[[Any], object]
@@ -97,9 +95,6 @@ class _Failure:
     correction: str
     problems: tuple[Problem, ...]
 
-
-format_payload_path = _prompts.format_payload_path
-validation_errors = _merge.validation_errors
 
 ECHO_TRUNCATED_CHARS = 2000
 """How much of a truncated reply is sent back to the model as its own turn."""
