@@ -87,9 +87,11 @@ def _resolve_model(
 ) -> Any:
     """The agent's model (an SDK client or a ``"provider:MODEL"`` string through
     ``infer_model``), checked to be sync or async as the agent is, and to stream if asked."""
-    agent, fix = "PayloadAgent", "AsyncPayloadAgent"
-    if async_client:
-        agent, fix = fix, agent
+    agent, fix, wanted, streaming, a = (  # ``a``: the prefix of the async methods
+        ("AsyncPayloadAgent", "PayloadAgent", AsyncModel, AsyncStreamingModel, "a")
+        if async_client
+        else ("PayloadAgent", "AsyncPayloadAgent", Model, StreamingModel, "")
+    )
     if api is not None and api not in ("chat", "responses"):
         raise ConfigurationError(f"api: expected 'chat' or 'responses', found {api!r}")
     if not isinstance(stream, bool):
@@ -101,10 +103,9 @@ def _resolve_model(
                 "api: applies to an OpenAI SDK client or an 'openai:MODEL' string; a Model is "
                 "used as it is (drop api=)"
             )
-        wanted, method = (AsyncModel, "arequest") if async_client else (Model, "request")
         if not isinstance(known, wanted):
             raise ConfigurationError(
-                f"model: {agent} calls {method}() on its model (the {wanted.__name__} protocol), "
+                f"model: {agent} calls {a}request() on its model (the {wanted.__name__} protocol), "
                 f"which {type(model).__qualname__} does not have; use {fix} with it"
             )
     elif not isinstance(model, str) and model_name is None:
@@ -124,29 +125,16 @@ def _resolve_model(
             f"{agent}: the model {known.model_name!r} wraps {kind} SDK client; use {fix} with "
             f"it, or build this agent on openai.{prefix}OpenAI / anthropic.{prefix}Anthropic"
         )
-    streaming, method = (
-        (AsyncStreamingModel, "astream_request")
-        if async_client
-        else (StreamingModel, "stream_request")
-    )
     if stream and not isinstance(known, streaming):
         raise ConfigurationError(
             f"stream=True: the model {known.model_name!r} ({type(known).__qualname__}) cannot "
-            f"stream its reply (it has no {method}()); use an OpenAI or Anthropic SDK client, "
-            "or drop stream=True"
+            f"stream its reply (it has no {a}stream_request()); use an OpenAI or Anthropic SDK "
+            "client, or drop stream=True"
         )
     return known
 
 
-def _check_options(
-    output_mode: Any,
-    max_retries: Any,
-    token_budget: Any,
-    offload_nodes: Any,
-    prompt_caching: Any,
-    prompt_cache_key: Any,
-    max_reads: Any,
-) -> None:
+def _check_options(output_mode: Any, max_retries: Any, budget: Any, offload: Any) -> None:
     """``ConfigurationError`` for an option of the wrong kind (before any request)."""
     if output_mode not in OUTPUT_MODES:
         raise ConfigurationError(
@@ -159,26 +147,10 @@ def _check_options(
         )
     if isinstance(max_retries, int) and max_retries < 0:
         raise ConfigurationError(f"max_retries: expected an int >= 0, found {max_retries}")
-    if token_budget is not None and not _is_int(token_budget, 1):
-        raise ConfigurationError(
-            f"token_budget: expected a positive int or None, found {token_budget!r}"
-        )
-    if offload_nodes is not None and not _is_int(offload_nodes, 0):
-        raise ConfigurationError(
-            f"offload_nodes: expected an int >= 0 or None, found {offload_nodes!r}"
-        )
-    if not isinstance(prompt_caching, bool):
-        raise ConfigurationError(
-            f"prompt_caching: expected True or False, found {prompt_caching!r}"
-        )
-    if prompt_cache_key is not None and (
-        not isinstance(prompt_cache_key, str) or not prompt_cache_key
-    ):
-        raise ConfigurationError(
-            f"prompt_cache_key: expected a non-empty string or None, found {prompt_cache_key!r}"
-        )
-    if not _is_int(max_reads, 1):
-        raise ConfigurationError(f"max_reads: expected an int >= 1, found {max_reads!r}")
+    if budget is not None and not _is_int(budget, 1):
+        raise ConfigurationError(f"token_budget: expected a positive int or None, found {budget!r}")
+    if offload is not None and not _is_int(offload, 0):
+        raise ConfigurationError(f"offload_nodes: expected an int >= 0 or None, found {offload!r}")
 
 
 def _is_int(value: Any, least: int) -> bool:
@@ -196,8 +168,12 @@ def _guards_and_rules(
     all_guards = list(check_guards(guards, "guards"))
     if permissions is not None:
         all_guards.append(check_guard(permissions, "permissions"))
-    if read_only:
-        all_guards.append(_read_only_guard(read_only))
+    if read_only:  # a deny rule per path, enforced and stated in the prompt
+        paths = [read_only] if isinstance(read_only, str) else list(read_only)
+        try:
+            all_guards.append(Permissions(deny=paths))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"read_only: {exc}") from exc
     given = read_scope
     read_scope = read_scope_of(all_guards, read_scope, "read_scope")
     if given is not None and not any(g is given for g in all_guards):
@@ -208,15 +184,6 @@ def _guards_and_rules(
             )
         all_guards.append(check_guard(read_scope, "read_scope"))
     return all_guards, read_scope, _prompts.guard_rules(rules_text, all_guards)
-
-
-def _read_only_guard(read_only: str | Sequence[str]) -> Permissions:
-    """``read_only=`` as a deny rule per path, enforced and stated in the prompt."""
-    paths = [read_only] if isinstance(read_only, str) else list(read_only)
-    try:
-        return Permissions(deny=paths)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"read_only: {exc}") from exc
 
 
 class _BaseAgent(Generic[M]):
@@ -258,15 +225,19 @@ class _BaseAgent(Generic[M]):
         max_payload_tokens: int | Literal["auto"] | None = "auto",
         max_reads: int = DEFAULT_MAX_READS,
     ) -> None:
-        _check_options(
-            output_mode,
-            max_retries,
-            token_budget,
-            offload_nodes,
-            prompt_caching,
-            prompt_cache_key,
-            max_reads,
-        )
+        _check_options(output_mode, max_retries, token_budget, offload_nodes)
+        if not isinstance(prompt_caching, bool):
+            raise ConfigurationError(
+                f"prompt_caching: expected True or False, found {prompt_caching!r}"
+            )
+        if prompt_cache_key is not None and (
+            not isinstance(prompt_cache_key, str) or not prompt_cache_key
+        ):
+            raise ConfigurationError(
+                f"prompt_cache_key: expected a non-empty string or None, found {prompt_cache_key!r}"
+            )
+        if not _is_int(max_reads, 1):
+            raise ConfigurationError(f"max_reads: expected an int >= 1, found {max_reads!r}")
         self.offload_nodes = offload_nodes
         self.prompt_caching = prompt_caching
         self.prompt_cache_key = prompt_cache_key
