@@ -1,10 +1,6 @@
-"""User callables (validators, hooks, commits, models), sync or async, judged one way everywhere.
-
-``require_sync`` refuses an ``async def`` up front where a sync driver could never await it;
-``drive`` and ``adrive`` run a generator whose steps are the awaitables of async validators or
-``Call``s of user callables: ``drive`` refuses an awaitable (closed, never dropped), ``adrive``
-awaits it, with the pure steps in the one ``worker()`` thread when asked (``off_loop``).
-"""
+"""User callables (validators, hooks, commits, models), sync or async, judged in one place:
+``require_sync`` refuses an ``async def`` up front where nothing can await it; ``drive`` (sync:
+an awaitable is refused) and ``adrive`` (async: awaited) run generators of ``Call`` steps."""
 
 from __future__ import annotations
 

@@ -283,7 +283,7 @@ class _BaseAgent(Generic[M]):
         named: list[tuple[str, object]] = [("validator", v) for v in validators]
         if hooks is not None:
             named += [(f.name, getattr(hooks, f.name)) for f in dataclasses.fields(hooks)]
-        _callables.require_sync(type(self).__name__, named, SYNC[1])
+        _callables.require_sync(type(self).__name__, named, fix=SYNC[1])
 
     def __repr__(self) -> str:
         return (
@@ -344,10 +344,9 @@ class _BaseAgent(Generic[M]):
 
 
 class PayloadAgent(_BaseAgent[Model]):
-    """Edit payloads with a model through a sync client (``openai.OpenAI``,
-    ``anthropic.Anthropic`` with ``model_name=``), a ``"openai:MODEL"`` /
-    ``"anthropic:MODEL"`` string (a client built from the environment's API key), or any
-    ``Model`` (``agent_payload.testing.ScriptedModel`` in tests). Options (docs/agent.md):
+    """Edit payloads with a model through a sync SDK client (with ``model_name=``), a
+    ``"openai:MODEL"`` / ``"anthropic:MODEL"`` string (the key from the environment), or any
+    ``Model`` (``testing.ScriptedModel`` in tests). Options (docs/agent.md):
 
     * ``output_mode``: ``"text"`` (JSON in the reply), ``"tool"`` (a forced tool call) or
       ``"json_schema"`` (OpenAI structured outputs). ``api``: ``"chat"`` or ``"responses"``.
@@ -384,21 +383,18 @@ class PayloadAgent(_BaseAgent[Model]):
         hooks: Hooks | None = None,
         commit: Commit | None = None,
     ) -> AgentResult[P]:
-        """Apply ``task`` to ``payload`` and return the updated copy (the same kind: dict,
-        list, or the same pydantic class). The caller's payload is never modified.
+        """Apply ``task`` to ``payload`` and return the updated copy (the same kind); the
+        caller's payload is never modified.
 
-        Raises ``RetriesExhaustedError`` when no usable change request came within the retry
-        policy or the token budget, ``RefusalError`` when the model refused twice,
-        ``ProviderError`` for transport failures, ``InvalidPayloadError`` /
-        ``LimitExceededError`` for a payload that cannot be edited (before any request).
+        Raises ``RetriesExhaustedError`` (no usable change request within the retries or the
+        token budget), ``RefusalError`` (refused twice), ``ProviderError`` (transport), and
+        before any request ``InvalidPayloadError`` / ``LimitExceededError``, or
+        ``StalePayloadError`` when ``payload`` is no longer ``expected_version``.
 
-        ``expected_version`` (from ``guards.payload_version``): ``StalePayloadError`` before any
-        request if ``payload`` is no longer that version. ``run_id`` tags the run (default: a
-        fresh uuid4 hex) in the result, the log records and a failed run's error. ``hooks``:
-        this run's own, called after the agent's. ``commit``: called with the accepted result
-        before the run returns (what it returns, if not ``None``, is returned); a
-        ``ConcurrentChangeError`` it raises goes back to the model as a correction, and the
-        next reply is judged against the error's ``current`` payload.
+        ``run_id`` tags the run (default: a uuid4 hex); ``hooks``: this run's own, called after
+        the agent's. ``commit(result)``: called before the run returns (what it returns, if not
+        ``None``, is returned); a ``ConcurrentChangeError`` it raises goes back to the model as
+        a correction, the next reply judged against the error's ``current`` payload.
         """
         self._require_sync(validators, hooks)
         started = time.time_ns()
@@ -451,12 +447,9 @@ class AsyncPayloadAgent(_BaseAgent[AsyncModel]):
         commit: Commit | None = None,
     ) -> AgentResult[P]:
         """The async twin of ``PayloadAgent.run``: validators, hooks and ``commit`` may be
-        ``async def`` (awaited).
-
-        A payload of more than ``offload_nodes`` values (default ``OFFLOAD_NODES``; ``None``
-        never, ``0`` always) is rendered, and every reply parsed, merged and validated, in one
-        worker thread shared by all async agents, so the event loop keeps serving other tasks;
-        sync validators then run in that thread too."""
+        ``async def``. A payload of more than ``offload_nodes`` values (``None``: never) is
+        rendered, parsed, merged and validated in a worker thread (sync validators too), so the
+        event loop keeps serving other tasks."""
         limit = self.offload_nodes
         offload = limit is not None and _more_nodes_than(payload, limit)
         started = time.time_ns()
