@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from agent_payload import typed as _typed
+from agent_payload._intake import prepare
 from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.diff import diff_payloads
 from agent_payload.errors import (
@@ -148,9 +148,8 @@ class PayloadStore:
         data = dump_payload(payload)
         if payload_type is not None:
             name = type_name(payload_type)
-            _typed.check_round_trip(data, payload_type)  # secrets and excluded fields refused
             _validate(key, data, payload_type, "the payload given to create()")
-            data = _typed.normalize(data, payload_type)
+            data = prepare(data, payload_type).payload  # a secret or an excluded field refused
             self._types[name] = payload_type
         text = dumps(data, "the payload")
         now = time.time()

@@ -1,0 +1,111 @@
+"""The payload intake: every surface (the agent, the tool handler, the judge, sessions, the MCP
+server, the store, batch jobs) prepares a payload here, once per run, handler or write, and
+every later step takes the prepared form. Also the one marker rule (``marker_for``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from agent_payload import merge as _merge
+from agent_payload import typed as _typed
+from agent_payload.errors import PayloadValidationError
+
+__all__ = ["Prepared", "check_payload_fits", "marker_for", "prepare"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A payload checked and ready to be merged, shown and judged."""
+
+    payload: Any
+    """What the merge takes: the model instance, or JSON data (validated by its type)."""
+    payload_json: Any
+    """Its JSON form by alias (for JSON data, the payload itself)."""
+    payload_type: Any
+    """The type given, or the class of a model payload; None: untyped."""
+    marker: str
+    """The one DELETE marker active."""
+    shown_json: Any
+    """``payload_json`` as the model may see it (projected through the read scope)."""
+    read_scope: Any = None
+
+    def moved_to(self, payload: Any, *, merged: bool = False) -> Prepared:
+        """This preparation (type, marker, read scope; nothing checked again) for a later
+        payload of the same run or handler. ``merged``: a result of the judge (already its
+        validated form); otherwise (a store's current version) JSON data is validated into the
+        model class of a model payload, or normalised with the type."""
+        if merged and isinstance(payload, dict | list):
+            payload_json = payload  # the merge's own output: JSON data
+        else:
+            payload_json = _merge.dump_payload(payload, copy=False)
+        if not merged and not isinstance(payload, BaseModel):
+            if isinstance(self.payload, BaseModel):
+                payload = type(self.payload).model_validate(payload_json)
+            elif self.payload_type is not None:
+                payload = payload_json = _typed.normalize(payload_json, self.payload_type)
+        shown_json = _project(self.read_scope, payload_json)
+        return dataclasses.replace(
+            self, payload=payload, payload_json=payload_json, shown_json=shown_json
+        )
+
+
+def _project(read_scope: Any, payload_json: Any) -> Any:
+    return payload_json if read_scope is None else read_scope.project(payload_json)
+
+
+def marker_for(payload_json: Any, payload_type: Any = None, task: str | None = None) -> str:
+    """The one marker rule: ``merge.choose_marker`` avoiding every string ``payload_type``
+    admits (a type or a JSON Schema: ``typed.type_strings``) and the task when it is known."""
+    avoid = _typed.type_strings(payload_type)
+    return _merge.choose_marker(payload_json, avoid=avoid if task is None else (task, *avoid))
+
+
+def prepare(
+    payload: Any,
+    payload_type: Any = None,
+    *,
+    task: str | None = None,
+    marker: str | None = None,
+    read_scope: Any = None,
+) -> Prepared:
+    """Dump ``payload`` by alias (``InvalidPayloadError`` / ``LimitExceededError`` for what is
+    not JSON data), check that JSON data fits ``payload_type`` (``check_payload_fits``) and the
+    exact round trip (``typed.check_round_trip``), normalise typed JSON data, choose the marker
+    (``marker_for``, unless given) and project through ``read_scope``. A JSON Schema as
+    ``payload_type`` only gives strings to avoid (its caller validates against it). The
+    payload is not copied."""
+    payload_json = _merge.dump_payload(payload, copy=False)
+    if payload_type is None and isinstance(payload, BaseModel):
+        payload_type = type(payload)
+    elif not (
+        payload_type is None or isinstance(payload, BaseModel) or isinstance(payload_type, dict)
+    ):
+        check_payload_fits(payload_json, payload_type)
+    _typed.check_round_trip(payload, payload_type)
+    if payload_type is not None and not isinstance(payload, BaseModel):
+        payload = payload_json = _typed.normalize(payload_json, payload_type)
+    if marker is None:
+        marker = marker_for(payload_json, payload_type, task)
+    shown_json = _project(read_scope, payload_json)
+    return Prepared(payload, payload_json, payload_type, marker, shown_json, read_scope)
+
+
+def check_payload_fits(payload_json: Any, payload_type: Any) -> None:
+    """The caller's payload must already fit ``payload_type``: otherwise every attempt would be
+    blamed on the model. ``PayloadValidationError`` before any request."""
+    try:
+        TypeAdapter(payload_type).validate_python(payload_json)
+    except ValidationError as exc:
+        errors = _merge.validation_errors(exc, payload_json)
+        name = getattr(payload_type, "__name__", str(payload_type))
+        raise PayloadValidationError(
+            f"The payload given to run() does not validate as {name} before any change: "
+            f"{_merge.list_validation_errors(errors)}. Fix the payload (or the payload_type) "
+            "first; no model request was made.",
+            errors=errors,
+            payload=payload_json,
+        ) from exc
