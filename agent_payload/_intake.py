@@ -19,23 +19,21 @@ __all__ = ["Prepared", "check_payload_fits", "marker_for", "prepare"]
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A payload checked and ready to be merged, shown and judged."""
+    """A payload checked and ready to be merged, shown and judged: ``payload`` (what the merge
+    takes: the model instance, or JSON data normalised by its type), ``payload_json`` (its JSON
+    form by alias), ``payload_type`` (given, or a model's class), the ``marker`` and
+    ``shown_json`` (``payload_json`` as the model may see it, through ``read_scope``)."""
 
     payload: Any
-    """What the merge takes: the model instance, or JSON data (validated by its type)."""
     payload_json: Any
-    """Its JSON form by alias (for JSON data, the payload itself)."""
     payload_type: Any
-    """The type given, or the class of a model payload; None: untyped."""
     marker: str
-    """The one DELETE marker active."""
     shown_json: Any
-    """``payload_json`` as the model may see it (projected through the read scope)."""
     read_scope: Any = None
 
     def moved_to(self, payload: Any, *, merged: bool = False) -> Prepared:
-        """This preparation (type, marker, read scope; nothing checked again) for a later
-        payload of the same run or handler. ``merged``: a result of the judge (already its
+        """This preparation (type, marker, read scope; the round trip not checked again) for a
+        later payload of the same run or handler. ``merged``: a result of the judge (already its
         validated form); otherwise (a store's current version) JSON data is validated into the
         model class of a model payload, or normalised with the type."""
         if merged and isinstance(payload, dict | list):
@@ -72,12 +70,10 @@ def prepare(
     marker: str | None = None,
     read_scope: Any = None,
 ) -> Prepared:
-    """Dump ``payload`` by alias (``InvalidPayloadError`` / ``LimitExceededError`` for what is
-    not JSON data), check that JSON data fits ``payload_type`` (``check_payload_fits``) and the
-    exact round trip (``typed.check_round_trip``), normalise typed JSON data, choose the marker
-    (``marker_for``, unless given) and project through ``read_scope``. A JSON Schema as
-    ``payload_type`` only gives strings to avoid (its caller validates against it). The
-    payload is not copied."""
+    """``payload`` dumped by alias (``InvalidPayloadError``, ``LimitExceededError``), checked
+    against ``payload_type`` (``check_payload_fits``; a JSON Schema only gives strings to avoid)
+    and for an exact round trip (``typed.check_round_trip``), normalised, given its marker
+    (``marker_for``, unless given) and projected through ``read_scope``; not copied."""
     payload_json = _merge.dump_payload(payload, copy=False)
     if payload_type is None and isinstance(payload, BaseModel):
         payload_type = type(payload)
