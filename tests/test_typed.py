@@ -585,14 +585,9 @@ def test_a_delete_the_default_restores_inside_a_shifted_element_is_a_correction(
 # --- issue 33: the round trip of a typed payload is checked once per run ----------------------
 
 
-@pytest.mark.parametrize("as_model", [True, False], ids=["model", "dict with payload_type"])
-def test_a_two_attempt_typed_run_checks_the_round_trip_once(
-    as_model: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The round trip (a whole dump and validation of the payload: seconds for a model of
-    20,000 lines) is checked before the first request and never again: the attempts merge
-    into the checked payload. Two attempts, each reaching the merge (the first refused by the
-    type), call ``typed.check_round_trip`` once in all."""
+def _count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Calls of the real ``typed.check_round_trip``, counted by a wrapper installed where the
+    intake (and the merge, for callers that did not prepare) looks it up."""
     import agent_payload.typed as typed
 
     calls: list[Any] = []
@@ -603,6 +598,18 @@ def test_a_two_attempt_typed_run_checks_the_round_trip_once(
         real(payload, payload_type)
 
     monkeypatch.setattr(typed, "check_round_trip", counting)
+    return calls
+
+
+@pytest.mark.parametrize("as_model", [True, False], ids=["model", "dict with payload_type"])
+def test_a_two_attempt_typed_run_checks_the_round_trip_once(
+    as_model: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round trip (a whole dump and validation of the payload: seconds for a model of
+    20,000 lines) is checked before the first request and never again: the attempts merge
+    into the checked payload. Two attempts, each reaching the merge (the first refused by the
+    type), call ``typed.check_round_trip`` once in all."""
+    calls = _count_round_trips(monkeypatch)
     invoice = Invoice(lines=[Line(qty=1, price=2.0), Line(qty=2, price=5.0)])
     model = ScriptedModel(
         [
@@ -623,22 +630,6 @@ def test_a_two_attempt_typed_run_checks_the_round_trip_once(
 
 
 # --- one payload intake (issue 32): every surface prepares a payload the same way --------------
-
-
-def _count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Calls of the real ``typed.check_round_trip``, counted by a wrapper installed where the
-    intake (and the merge, for callers that did not prepare) looks it up."""
-    import agent_payload.typed as typed
-
-    calls: list[Any] = []
-    real = typed.check_round_trip
-
-    def counting(payload: Any, payload_type: Any = None) -> None:
-        calls.append(payload)
-        real(payload, payload_type)
-
-    monkeypatch.setattr(typed, "check_round_trip", counting)
-    return calls
 
 
 def test_a_two_attempt_run_on_a_model_checks_the_round_trip_once_in_the_intake(
