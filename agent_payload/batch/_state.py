@@ -8,12 +8,12 @@ import contextlib
 import json
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent_payload import _filelock
 from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
@@ -113,7 +113,7 @@ class StateFile:
     def __init__(self, path: Path, model: str, mode: str) -> None:
         self.path = path
         self.mode = mode
-        self._lease: Any = None
+        self._lease: int | None = None
         created = self._check_header()
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None)
@@ -253,41 +253,26 @@ class StateFile:
         False when this object holds it already (a call from inside a run)."""
         if self._lease is not None:
             return False
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        where = self.path.with_name(self.path.name + ".lock")
+        note = f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}"
         try:
-            handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
+            self._lease = _filelock.acquire(where, wait=False, note=note)
+        except _filelock.LockHeld as exc:
+            raise BatchStateError(
+                f"{self.path}: another run() of this job holds it ({exc.holder}); two runners "
+                "would submit every request twice. Wait for that one to finish (or stop it: its "
+                "work is saved) and run again"
+            ) from exc
         except OSError as exc:
             raise BatchStateError(
-                f"{self.path}: cannot open its lock file {lock_path} ({exc.strerror or exc})"
+                f"{self.path}: cannot open its lock file {where} ({exc.strerror or exc})"
             ) from exc
-        try:
-            handle.seek(0)  # Windows locks a byte range: the same one in every process
-            _lock(handle)
-        except OSError as exc:
-            try:
-                holder = handle.read().strip() or "another process"
-            except OSError:  # Windows: the holder's locked byte cannot be read
-                holder = "another process"
-            handle.close()
-            raise BatchStateError(
-                f"{self.path}: another run() of this job holds it ({holder}); two runners would "
-                "submit every request twice. Wait for that one to finish (or stop it: its work "
-                "is saved) and run again"
-            ) from exc
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}")
-        handle.flush()
-        self._lease = handle
         return True
 
     def release(self) -> None:
         if self._lease is not None:
-            handle, self._lease = self._lease, None
-            with contextlib.suppress(OSError):
-                handle.seek(0)
-                handle.truncate()  # no stale note for the next reader
-            handle.close()  # closing the file releases the lock
+            fd, self._lease = self._lease, None
+            _filelock.release(fd)
 
     # -- items --
 
@@ -524,15 +509,3 @@ class StateFile:
             cost=cost,
             batches=batches,
         )
-
-
-def _lock(handle: Any) -> None:
-    """Lock an open file exclusively without waiting (``OSError`` when it is held)."""
-    if sys.platform == "win32":
-        import msvcrt
-
-        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-    else:
-        import fcntl
-
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
