@@ -22,7 +22,7 @@ from agent_payload.providers import close_client, infer_model
 if TYPE_CHECKING:  # imported when the command runs: `agent-payload --help` needs no SQLite
     from agent_payload.batch import BatchJob, BatchProgress
 
-__all__ = ["add_parser"]
+__all__ = ["TEXTS", "add_arguments"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -31,31 +31,32 @@ class _InputError(Exception):
     pass
 
 
-def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
-    """Register ``batch`` on the ``sub`` parsers; ``error`` builds the CLI's usage error."""
-    batch = sub.add_parser(
-        "batch",
-        help="edit many payloads through the provider's batch API (resumable)",
-        description="Carry out each item's task on its payload through the provider's batch "
-        "API (half price, results within a day), with the correction loop carried across "
-        'rounds. Each line of --input is {"id": ..., "payload": ..., "task": ...}. The '
-        "job's state lives in --state: run the same command again to resume after an "
-        "interruption; nothing is submitted or applied twice.",
-        epilog="examples:\n"
-        "  agent-payload batch --model openai:gpt-5.4-mini --input items.jsonl \\\n"
-        "      --state job.sqlite -o results.jsonl\n"
-        "  agent-payload batch --model openai:local --concurrent 32 --input items.jsonl \\\n"
-        "      --state job.sqlite -o results.jsonl   # vLLM, Ollama, LiteLLM: no batch API\n\n"
-        'each line of the output: {"id", "status" (done | failed | pending), "payload", '
-        '"change_request",\n"attempts", "usage", "error"}.\n\n'
-        "an interrupted run (Ctrl-C, a provider error) keeps its state: run the same command "
-        "again to resume.\nitems that failed for want of a reply (an outage) are sent again by "
-        "the next run;\n--retry-failed sends the items the model failed again too.\n\n"
-        "exit status: 0 every item done; 1 some item failed or is still pending, or a provider "
-        "error; 2 usage or input error (bad --input, a changed item, a --state file that is "
-        "not this job's or is in use, a missing SDK); 130 interrupted.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+TEXTS = dict(
+    help="edit many payloads through the provider's batch API (resumable)",
+    description="Carry out each item's task on its payload through the provider's batch "
+    "API (half price, results within a day), with the correction loop carried across "
+    'rounds. Each line of --input is {"id": ..., "payload": ..., "task": ...}. The '
+    "job's state lives in --state: run the same command again to resume after an "
+    "interruption; nothing is submitted or applied twice.",
+    epilog="examples:\n"
+    "  agent-payload batch --model openai:gpt-5.4-mini --input items.jsonl \\\n"
+    "      --state job.sqlite -o results.jsonl\n"
+    "  agent-payload batch --model openai:local --concurrent 32 --input items.jsonl \\\n"
+    "      --state job.sqlite -o results.jsonl   # vLLM, Ollama, LiteLLM: no batch API\n\n"
+    'each line of the output: {"id", "status" (done | failed | pending), "payload", '
+    '"change_request",\n"attempts", "usage", "error"}.\n\n'
+    "an interrupted run (Ctrl-C, a provider error) keeps its state: run the same command "
+    "again to resume.\nitems that failed for want of a reply (an outage) are sent again by "
+    "the next run;\n--retry-failed sends the items the model failed again too.\n\n"
+    "exit status: 0 every item done; 1 some item failed or is still pending, or a provider "
+    "error; 2 usage or input error (bad --input, a changed item, a --state file that is "
+    "not this job's or is in use, a missing SDK); 130 interrupted.",
+)
+
+
+def add_arguments(batch: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
+    """The options of ``batch`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
+    usage error."""
     batch.add_argument(
         "--model",
         required=True,

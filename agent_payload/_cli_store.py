@@ -32,31 +32,32 @@ from agent_payload.providers import close_client, infer_model
 if TYPE_CHECKING:
     from agent_payload.store import HistoryEntry, PayloadStore
 
-__all__ = ["ENV", "add_parser"]
+__all__ = ["ENV", "TEXTS", "add_arguments"]
 
 ENV = "AGENT_PAYLOAD_STORE"
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
-def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
-    """Register ``store`` on the ``sub`` parsers; ``error`` builds the CLI's usage error."""
-    store = sub.add_parser(
-        "store",
-        help="a payload store shared by many writers (SQLite or PostgreSQL)",
-        description="Create, show, edit with a model, revert and read the history of payloads "
-        "kept by key in a database shared by many agents and processes. Every edit is "
-        "applied at the version it was written against (rebased over what was applied since, "
-        "or sent back to the model when it collides) and recorded with its reasoning.",
-        epilog="examples:\n"
-        "  export AGENT_PAYLOAD_STORE=sqlite:///plans.db\n"
-        "  agent-payload store create plan plan.json\n"
-        "  agent-payload store edit plan 'mark step 2 done' --model openai:gpt-5.4-mini\n"
-        "  agent-payload store history plan\n"
-        "  agent-payload store revert plan 3\n\n"
-        "exit status: 0 done; 1 refused or failed (a collision, a conflict, retries "
-        "exhausted, provider error); 2 usage or input error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+TEXTS = dict(
+    help="a payload store shared by many writers (SQLite or PostgreSQL)",
+    description="Create, show, edit with a model, revert and read the history of payloads "
+    "kept by key in a database shared by many agents and processes. Every edit is "
+    "applied at the version it was written against (rebased over what was applied since, "
+    "or sent back to the model when it collides) and recorded with its reasoning.",
+    epilog="examples:\n"
+    "  export AGENT_PAYLOAD_STORE=sqlite:///plans.db\n"
+    "  agent-payload store create plan plan.json\n"
+    "  agent-payload store edit plan 'mark step 2 done' --model openai:gpt-5.4-mini\n"
+    "  agent-payload store history plan\n"
+    "  agent-payload store revert plan 3\n\n"
+    "exit status: 0 done; 1 refused or failed (a collision, a conflict, retries "
+    "exhausted, provider error); 2 usage or input error.",
+)
+
+
+def add_arguments(store: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
+    """The options of ``store`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
+    usage error."""
     store.add_argument(
         "--db",
         metavar="URL",
