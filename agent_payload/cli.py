@@ -378,8 +378,9 @@ def _command(sub: Any, name: str, **texts: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _add_payload_io(parser: argparse.ArgumentParser, other: str, what: str) -> None:
-    """What ``apply`` and ``run`` share: PAYLOAD and ``other`` (or ``--payload``), ``-o``."""
+def _add_payload_io(parser: argparse.ArgumentParser, other: str, what: str, shown: str) -> None:
+    """What ``apply`` and ``run`` share: PAYLOAD and ``other`` (or ``--payload``), ``-o`` and
+    ``--dry-run`` (``what`` they write, the ``shown`` on stderr)."""
     parser.add_argument(
         "operands",
         nargs="+",
@@ -395,6 +396,11 @@ def _add_payload_io(parser: argparse.ArgumentParser, other: str, what: str) -> N
         metavar="FILE",
         help=f"write the {what} to FILE (atomically, with the input's indentation and numbers; "
         "a read-only or hard-linked FILE is refused, a symlink followed)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"print the diff (stdout) and the {shown} (stderr); do not print or write the {what}",
     )
     parser.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
 
@@ -415,7 +421,7 @@ def _add_apply(sub: Any) -> None:
         "exit status: 0 merged; 1 conflicts (nothing applied; with --lenient, 0 and the rest "
         "applied);\n2 usage or input error (unreadable file, invalid JSON with line and column).",
     )
-    _add_payload_io(apply, "CHANGE", "result")
+    _add_payload_io(apply, "CHANGE", "result", "report")
     apply.add_argument(
         "--report",
         action="store_true",
@@ -431,11 +437,6 @@ def _add_apply(sub: Any) -> None:
         "--strict",
         action="store_true",
         help="all or nothing (the default since 0.2; kept for scripts)",
-    )
-    apply.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the diff (stdout) and the report (stderr); do not print or write the result",
     )
     apply.add_argument(
         "--reply",
@@ -466,19 +467,13 @@ def _add_run(sub: Any) -> None:
         "exit status: 0 done; 1 the model gave no usable change request within the retries, or "
         "the\nprovider failed; 2 usage or input error.",
     )
-    _add_payload_io(run, "TASK", "payload")
+    _add_payload_io(run, "TASK", "payload", "reasoning")
     run.add_argument(
         "--model",
         required=True,
         metavar="PROVIDER:MODEL",
         help="e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL "
         "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
-    )
-    run.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the diff (stdout) and the reasoning (stderr); do not print or write "
-        "the payload",
     )
     run.add_argument(
         "--output-mode",
