@@ -247,12 +247,14 @@ class StateFile:
 
     # -- the lease: one run() at a time --
 
-    def lease(self) -> bool:
-        """Take the job's exclusive lease (an OS lock on ``<state>.lock``, released when the
+    @contextlib.contextmanager
+    def leased(self) -> Iterator[None]:
+        """Hold the job's exclusive lease (an OS lock on ``<state>.lock``, released when the
         process ends, however it ends): ``BatchStateError`` when another ``run()`` holds it.
-        False when this object holds it already (a call from inside a run)."""
+        Held already by this object (a call from inside a run): nothing more to take."""
         if self._lease is not None:
-            return False
+            yield
+            return
         where = self.path.with_name(self.path.name + ".lock")
         note = f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}"
         try:
@@ -267,7 +269,10 @@ class StateFile:
             raise BatchStateError(
                 f"{self.path}: cannot open its lock file {where} ({exc.strerror or exc})"
             ) from exc
-        return True
+        try:
+            yield
+        finally:
+            self.release()
 
     def release(self) -> None:
         if self._lease is not None:
