@@ -420,53 +420,42 @@ class StateFile:
         last = 0
         while True:
             with self.guard("the items"):
-                rows = self.db.execute(
-                    "SELECT seq, id, status, payload, model_type, result, change_request, "
-                    "report, attempts, input_tokens, output_tokens, error, problems, "
-                    "cached_input_tokens, cache_write_input_tokens FROM items WHERE seq > ? "
-                    "ORDER BY seq LIMIT 500",
-                    (last,),
+                cursor = self.db.cursor()
+                cursor.row_factory = sqlite3.Row
+                rows = cursor.execute(
+                    "SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT 500", (last,)
                 ).fetchall()
             if not rows:
                 return
             for row in rows:
-                last = row[0]
-                with self.guard(f"item {row[1]!r}"):
-                    item = self._result(row[1:], types)
+                last = row["seq"]
+                with self.guard(f"item {row['id']!r}"):
+                    item = self._result(row, types)
                 yield item
 
     @staticmethod
-    def _result(row: tuple[Any, ...], types: Mapping[str, type]) -> BatchItemResult:
-        (
-            item_id,
-            status,
-            payload,
-            model_type,
-            result,
-            request,
-            report,
-            attempts,
-            tokens_in,
-            tokens_out,
-            error,
-            problems,
-            cached,
-            written,
-        ) = row
-        data = loads_payload(result if result is not None else payload)
-        if model_type is not None:
-            data = resolve_type(model_type, types).model_validate(data)  # type: ignore[attr-defined]
-        if status not in ("pending", "done", "failed"):
-            raise ValueError(f"status {status!r}")
+    def _result(row: sqlite3.Row, types: Mapping[str, type]) -> BatchItemResult:
+        data = loads_payload(row["payload"] if row["result"] is None else row["result"])
+        if row["model_type"] is not None:
+            data = resolve_type(row["model_type"], types).model_validate(data)  # type: ignore[attr-defined]
+        if row["status"] not in ("pending", "done", "failed"):
+            raise ValueError(f"status {row['status']!r}")
+        request, report, problems = row["change_request"], row["report"], row["problems"]
         return BatchItemResult(
-            id=item_id,
-            status=status,
+            id=row["id"],
+            status=row["status"],
             payload=data,
             change_request=json.loads(request) if request else None,
             report=json.loads(report) if report else None,
-            attempts=attempts,
-            usage=Usage(tokens_in, tokens_out, attempts, cached, written),
-            error=error,
+            attempts=row["attempts"],
+            usage=Usage(
+                row["input_tokens"],
+                row["output_tokens"],
+                row["attempts"],
+                row["cached_input_tokens"],
+                row["cache_write_input_tokens"],
+            ),
+            error=row["error"],
             problems=tuple(json.loads(problems)) if problems else (),
         )
 
