@@ -1,8 +1,5 @@
-"""``agent-payload batch``: a resumable batch job from a JSONL file (see ``agent_payload.batch``).
-
-Kept apart from ``cli.py`` (which only registers it): reading the items, choosing the agent
-and drawing progress are this command's alone.
-"""
+"""``agent-payload batch``: a resumable batch job (``agent_payload.batch``) from a JSONL file:
+reading the items, choosing the agent, drawing progress, writing the results."""
 
 from __future__ import annotations
 
@@ -24,11 +21,7 @@ if TYPE_CHECKING:  # imported when the command runs: `agent-payload --help` need
 
 __all__ = ["TEXTS", "add_arguments"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class _InputError(Exception):
-    pass
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 TEXTS = dict(
@@ -104,12 +97,12 @@ def add_arguments(batch: argparse.ArgumentParser, error: Callable[[str], Excepti
     batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr, error))
 
 
-def _items(path: str) -> list[dict[str, Any]]:
-    """The items of ``path``; every bad line is named at once (``_InputError``)."""
+def _items(path: str, error: Callable[[str], Exception]) -> list[dict[str, Any]]:
+    """The items of ``path``; every bad id is named at once."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from exc
     items: list[dict[str, Any]] = []
     problems: list[str] = []
     first: dict[str, int] = {}
@@ -121,11 +114,11 @@ def _items(path: str) -> list[dict[str, Any]]:
                 try:
                     item = loads_json_file(line)  # duplicate keys refused, numbers as written
                 except json.JSONDecodeError as exc:
-                    raise _InputError(
+                    raise error(
                         f"{path}, line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
                     ) from exc
                 if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
-                    raise _InputError(
+                    raise error(
                         f"{path}, line {number}: expected an object with id, payload and task"
                     )
                 item_id = item["id"]
@@ -145,10 +138,10 @@ def _items(path: str) -> list[dict[str, Any]]:
                     first[item_id] = number
                 items.append(item)
         except UnicodeDecodeError as exc:
-            raise _InputError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+            raise error(f"{path}: not UTF-8 text ({exc.reason})") from exc
     if problems:
         more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
-        raise _InputError(
+        raise error(
             "every item needs an id of its own, a non-empty string:\n  "
             + "\n  ".join(problems[:20] + more)
         )
@@ -161,27 +154,19 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
     if args.concurrent is not None and args.concurrent < 1:
         raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None
-    try:
-        items = _items(args.input)
-    except _InputError as exc:
-        raise error(str(exc)) from exc
+    items = _items(args.input, error)
     show = _Progress(stderr, len(items), enabled=not args.no_progress)
     model: Any = None
     try:
         model = infer_model(args.model, async_client=concurrent)
-        options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
         kind = AsyncPayloadAgent if concurrent else PayloadAgent
-        agent = kind(model, **options)
-        job = BatchJob(
+        agent = kind(model, max_retries=args.max_retries, output_mode=args.output_mode)
+        with BatchJob(
             agent,
             args.state,
             mode="concurrent" if concurrent else "batch",
             concurrency=args.concurrent or 32,
-        )
-    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
-        raise error(str(exc)) from exc
-    with job:
-        try:
+        ) as job:
             added = job.add_many(items)
             if added < len(items):
                 stderr.write(
@@ -195,28 +180,24 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
                 final = job.run(
                     poll_interval=args.poll_interval, max_rounds=args.max_rounds, progress=show
                 )
-        except (UsageError, BatchStateError) as exc:
-            raise error(str(exc)) from exc
-        except KeyboardInterrupt:
-            stderr.write(
-                f"\ninterrupted; the job's state is saved in {args.state}: run the same command "
-                "again to resume (nothing is submitted or applied twice)\n"
-            )
-            return EXIT_INTERRUPTED
-        except ProviderError as exc:
-            stderr.write(
-                f"provider error: {exc}\nthe job's state is saved in {args.state}: run the "
-                "same command again to resume\n"
-            )
-            return EXIT_FAILED
-        finally:
-            show.close()
-            if not concurrent:
-                close_client(model)
-        try:
             lines = _result_lines(job)
-        except (UsageError, BatchStateError) as exc:
-            raise error(str(exc)) from exc
+    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
+        raise error(str(exc)) from exc
+    except KeyboardInterrupt:
+        stderr.write(
+            f"\ninterrupted; the job's state is saved in {args.state}: run the same command "
+            "again to resume (nothing is submitted or applied twice)\n"
+        )
+        return EXIT_INTERRUPTED
+    except ProviderError as exc:
+        stderr.write(
+            f"provider error: {exc}\nthe job's state is saved in {args.state}: run the "
+            "same command again to resume\n"
+        )
+        return EXIT_FAILED
+    finally:
+        show.close()
+        close_client(model)  # an async client is closed by _arun, in its loop
     atomic_write_text(args.output, "".join(line + "\n" for line in lines))
     cached_tokens = final.usage.cached_input_tokens
     cached = f" ({cached_tokens} cached)" if cached_tokens else ""
