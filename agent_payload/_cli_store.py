@@ -1,10 +1,5 @@
-"""``agent-payload store``: a shared payload store from the command line (see
-``agent_payload.store.PayloadStore``): create a key, show it, print its history (the diffs and
-the reasoning), edit it with a model, revert it.
-
-Kept apart from ``cli.py`` (which only registers it). The store's URL is ``--db`` or the
-``AGENT_PAYLOAD_STORE`` environment variable.
-"""
+"""``agent-payload store``: a shared ``PayloadStore`` from the command line (create, show,
+history, edit with a model, revert); its URL is ``--db`` or ``$AGENT_PAYLOAD_STORE``."""
 
 from __future__ import annotations
 
@@ -201,21 +196,8 @@ def _headline(entry: HistoryEntry) -> str:
 
 
 def _entry_json(entry: HistoryEntry) -> dict[str, Any]:
-    return {
-        "version": entry.version,
-        "parent": entry.parent,
-        "kind": entry.kind,
-        "base_version": entry.base_version,
-        "change_request": entry.change_request,
-        "written": entry.written,
-        "markers": list(entry.markers),
-        "reasoning": entry.reasoning,
-        "run_id": entry.run_id,
-        "model_name": entry.model_name,
-        "usage": None if entry.usage is None else dataclasses.asdict(entry.usage),
-        "reverted_to": entry.reverted_to,
-        "created_at": entry.created_at.isoformat(),
-    }
+    data = {k: v for k, v in dataclasses.asdict(entry).items() if k != "key"}
+    return {**data, "created_at": entry.created_at.isoformat()}
 
 
 def _edit(
