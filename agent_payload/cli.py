@@ -53,10 +53,6 @@ PROG = "agent-payload"
 class CliError(Exception):
     """A usage or input error, printed as ``agent-payload: error: ...`` with exit status 2."""
 
-    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.status = status
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``main`` returns a status to its caller."""
@@ -616,7 +612,7 @@ def main(
         return status
     except CliError as exc:
         stderr.write(f"{PROG}: error: {exc}\n")
-        return exc.status
+        return EXIT_USAGE
     except AgentPayloadError as exc:
         stderr.write(f"{PROG}: error: {exc}\n")
         return EXIT_FAILED
