@@ -63,29 +63,6 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
     return None
 
 
-class _Recorder:
-    """A model that keeps every request and reply of the one it wraps (to show them)."""
-
-    def __init__(self, model: Model) -> None:
-        self.model = model
-        self.requests: list[ModelRequest] = []
-        self.replies: list[ModelReply] = []
-
-    @property
-    def model_name(self) -> str:
-        return self.model.model_name
-
-    @property
-    def provider(self) -> str:
-        return self.model.provider
-
-    def request(self, request: ModelRequest) -> ModelReply:
-        self.requests.append(request)
-        reply = self.model.request(request)
-        self.replies.append(reply)
-        return reply
-
-
 def _replay_model(replay: dict[str, Any]) -> Model:
     """A ``ScriptedModel`` that plays the recorded replies back, in order, with token usage
     counted from the actual request and reply text (o200k_base when bpe-openai is installed)."""
@@ -173,18 +150,26 @@ def run_demo(
     def say(text: str = "") -> None:
         out.write(text + "\n")
 
-    recorder = _introduce(say, style, chosen, offline, model_name, replay, invoice, task)
+    model = _introduce(say, style, chosen, offline, model_name, replay, invoice, task)
+    requests: list[ModelRequest] = []
+    replies: list[ModelReply] = []
     rejections: dict[int, list[Problem]] = {}
 
     def on_retry(attempt: int, problems: Sequence[Problem], last: bool) -> None:
         rejections[attempt] = list(problems)
 
-    agent = PayloadAgent(recorder, max_retries=max_retries, on_retry=on_retry)
+    agent = PayloadAgent(
+        model,
+        max_retries=max_retries,
+        on_request=lambda attempt, request, last: requests.append(request),
+        on_response=lambda attempt, reply, last: replies.append(reply),
+        on_retry=on_retry,
+    )
     try:
         result = agent.run(invoice, task)
     finally:
-        close_client(recorder.model)
-    _show_attempts(say, style, recorder, rejections)
+        close_client(model)
+    _show_attempts(say, style, list(zip(requests, replies, strict=False)), rejections)
     if result.attempts == 1:
         say(style.dim("  (no correction was needed this time)"))
     say()
@@ -207,9 +192,8 @@ def _introduce(
     replay: dict[str, Any],
     invoice: dict[str, Any],
     task: str,
-) -> _Recorder:
-    """Say which model answers (live or the replay), the payload and the task; return the
-    recording model."""
+) -> Model:
+    """Say which model answers (live or the replay), the payload and the task; return it."""
     say(style.bold("agent-payload demo"))
     if chosen is None:
         reason = (
@@ -222,11 +206,11 @@ def _introduce(
             + f" replaying {len(replay['replies'])} scripted model replies shipped with the "
             "package, through the real agent, parser, merge and correction loop."
         )
-        recorder = _Recorder(_replay_model(replay))
+        model = _replay_model(replay)
     else:
         name = model_name or DEFAULT_MODELS[chosen]
         say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
-        recorder = _Recorder(infer_model(f"{chosen}:{name}"))
+        model = infer_model(f"{chosen}:{name}")
     say()
     items = invoice["lineItems"]
     payload_text = json.dumps(invoice, ensure_ascii=False)
@@ -237,24 +221,22 @@ def _introduce(
     say(style.bold("Task:"))
     say(textwrap.indent(textwrap.fill(task, width=92), "    "))
     say()
-    return recorder
+    return model
 
 
 def _show_attempts(
     say: Callable[..., None],
     style: Style,
-    recorder: _Recorder,
+    exchanges: list[tuple[ModelRequest, ModelReply]],
     rejections: dict[int, list[Problem]],
 ) -> None:
     """Each attempt: the correction sent before it, what the model replied, the verdict."""
-    for number, (request, reply) in enumerate(
-        zip(recorder.requests, recorder.replies, strict=False), start=1
-    ):
+    for number, (request, reply) in enumerate(exchanges, start=1):
         if number > 1:
             say(style.yellow(f"  correction sent back to the model before attempt {number}:"))
             say(style.dim(textwrap.indent(_correction_excerpt(request), "    | ")))
         tokens = f"({reply.usage.output_tokens} output tokens)"
-        if number == len(recorder.replies):
+        if number == len(exchanges):
             say(
                 style.bold(f"Attempt {number}")
                 + f": the model replied {tokens} -> "
