@@ -384,7 +384,7 @@ def _add_payload_io(parser: argparse.ArgumentParser, other: str, what: str, show
         help=f"payload JSON file and {other} (- for stdin, not both); with --payload, only {other}",
     )
     parser.add_argument(
-        "--payload", "-p", dest="payload_file", metavar="FILE", help="payload JSON, - for stdin"
+        "--payload", "-p", dest="payload_file", metavar="FILE", help="payload JSON (- for stdin)"
     )
     parser.add_argument(
         "-o",
@@ -463,7 +463,6 @@ def _add_run(sub: Any) -> None:
         "exit status: 0 done; 1 the model gave no usable change request within the retries, or "
         "the\nprovider failed; 2 usage or input error.",
     )
-    _add_payload_io(run, "TASK", "payload", "reasoning")
     run.add_argument(
         "--model",
         required=True,
@@ -471,6 +470,7 @@ def _add_run(sub: Any) -> None:
         help="e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL "
         "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
     )
+    _add_payload_io(run, "TASK", "payload", "reasoning")
     run.add_argument(
         "--output-mode",
         choices=OUTPUT_MODES,
