@@ -1,9 +1,5 @@
-"""Alignment of long arrays: element keys and their longest common subsequence.
-
-Owns the element keys (``marshal`` bytes, or canonical JSON for subclasses of the JSON types)
-and ``_lcs_pairs``: common prefix and suffix, patience anchors, small regions solved exactly,
-all within a work budget proportional to the input.
-"""
+"""Alignment of long arrays: element keys and their longest common subsequence (common prefix and
+suffix, patience anchors, small regions solved exactly, within a work budget)."""
 
 from __future__ import annotations
 
@@ -15,8 +11,6 @@ from itertools import pairwise, repeat
 from typing import Any
 
 from agent_payload.diff._data import _KEY_ENCODER
-
-# --- element keys and the alignment of long arrays -------------------------------------------
 
 
 def _json_key(value: Any) -> str:

@@ -1,9 +1,5 @@
-"""The state of one diff: the parts of an encoding and their costs, and what they share.
-
-Owns ``_Enc`` (one candidate encoding: a value and a cost per bucket), ``_Shared`` (caches
-for equality, depth, element keys and alignments), ``_Ctx`` (the marker, the merge's markers,
-literal costs) and the two simplest encodings, ``_only`` and ``_set_whole``.
-"""
+"""The state of one diff: candidate encodings (``_Enc``) and their costs, the caches both passes
+share (``_Shared``), and the marker and literal costs (``_Ctx``)."""
 
 from __future__ import annotations
 
@@ -14,8 +10,6 @@ from typing import Any, Literal
 
 from agent_payload.diff._align import _C_DEPTH, _element_keys, _lcs_pairs
 from agent_payload.diff._data import _MISSING, _SAME_IF_EQUAL, MAX_DIFF_DEPTH, _dumps, json_equal
-
-# --- the diff ----------------------------------------------------------------------------------
 
 _Part = Literal["u", "x", "n", "r"]
 _PARTS: tuple[_Part, ...] = ("u", "x", "n", "r")

@@ -1,8 +1,5 @@
-"""The diff's JSON helpers: ``json_equal``, minified sizes, checks that the inputs are JSON data.
-
-Owns ``MAX_DIFF_DEPTH``, ``_MISSING`` (a part with nothing to write), ``_dumps`` (the minified
-JSON whose length is the cost of every choice) and the intake of payloads (``_as_data``).
-"""
+"""The diff's JSON helpers: ``json_equal``, minified sizes (``_dumps``: the cost of every choice)
+and the intake of payloads (``_as_data``)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,6 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
-
-# --- JSON helpers ------------------------------------------------------------------------------
 
 
 def json_equal(a: Any, b: Any) -> bool:

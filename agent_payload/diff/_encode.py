@@ -1,10 +1,5 @@
-"""Encoding of change requests: ``diff_payloads`` and the choice of the cheapest encoding.
-
-Owns the walk over objects (descend, set whole, new or replace per key) and arrays (the
-alignment's events turned into deletions, in-place changes, insertion runs and appends, the
-cheaper of the LCS and the positional alignment), and the assembly of the buckets into an
-``AgentPayloadChangeRequest``.
-"""
+"""``diff_payloads``: the walk over objects and arrays choosing the cheapest encoding, and the
+assembly of the buckets into an ``AgentPayloadChangeRequest``."""
 
 from __future__ import annotations
 

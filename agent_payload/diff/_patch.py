@@ -11,8 +11,6 @@ from agent_payload.diff._data import _dumps
 from agent_payload.errors import ConfigurationError
 from agent_payload.report import Change, MergeReport, MergeResult
 
-# --- RFC 6902 export ---------------------------------------------------------------------------
-
 
 def json_pointer(path: Sequence[str | int]) -> str:
     """The RFC 6901 JSON Pointer of a payload path (``~`` and ``/`` escaped)."""

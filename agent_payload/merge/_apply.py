@@ -1,10 +1,4 @@
-# The public function: ``apply_change_request`` and its typed overloads. It checks the options,
-# takes the payload in (JSON data, None or a pydantic model), normalises the request, runs the
-# walk (twice when a guard's whole-merge review refuses part of the first pass), validates a
-# typed result back, and raises in strict mode. Also ``ineffective_parts``: which warnings go
-# back to the model because a part meant to act did nothing. ``apply_change_request`` is over
-# 80 lines because its docstring is the merge's user manual; its code is about 70 lines.
-"""apply_change_request: the merge's one entry point."""
+"""apply_change_request, the merge's one entry point, and ``ineffective_parts``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-# The array walk (MERGE.md sections 3.2 and 8): positional arrays and index maps of each bucket
-# sorted by original index, deletions, replacements, descents, insertions before original
-# positions, appends; then the array rebuilt in the result's order. ``walk_array`` is one loop
-# over the indices the buckets name (about 200 lines), kept whole for the same reason as the
-# object walk: the steps share their locals, and a call per step per element would cost.
-"""Merging into an array node: positions, index maps, insertion."""
+"""Merging into an array node (MERGE.md sections 3.2 and 8): positions, index maps, insertion.
+
+``walk_array`` is one loop over the indices the buckets name: the steps share their locals, and a
+call per step per element would cost on the hot path."""
 
 from __future__ import annotations
 

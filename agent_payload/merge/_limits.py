@@ -1,7 +1,4 @@
-# What the merge accepts: the size limits (``Limits``, ``DEFAULT_LIMITS``) and the errors for
-# inputs beyond them or not JSON data at all: the limit messages (request and payload), the
-# checked copy of payload data and the error for a root of the wrong kind.
-"""Limits and the checks on the payload's data."""
+"""Limits, and the errors for payload data beyond them or not JSON data at all."""
 
 from __future__ import annotations
 

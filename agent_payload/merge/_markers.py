@@ -1,8 +1,5 @@
-# The DELETE markers: checking the markers a caller passes, recognising the library's own
-# (``"DELETE"``, ``"__DELETE__"``, ``"__DELETE_<8 hex>__"``), choosing the one to activate for a
-# payload (MERGE.md section 1), and the payload as JSON data as the merge (and the model) sees
-# it: ``dump_payload`` and ``payload_holds_string``.
-"""DELETE markers and the payload as the merge sees it."""
+"""DELETE markers (checked, recognised, chosen: MERGE.md section 1) and the payload as the merge
+sees it."""
 
 from __future__ import annotations
 
@@ -88,9 +85,6 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
         if size is not None and size <= limits.max_nodes:
             return payload
     return _copy_payload(payload, limits)
-
-
-# --- markers -----------------------------------------------------------------------------------
 
 
 def _strings_holding(payload: Any, part: str) -> set[str]:

@@ -1,9 +1,4 @@
-# The model-facing side of one merge: the report it fills (warnings and conflicts, counted
-# against Limits.max_report_path_parts) and every message the model reads about a part of its
-# change request (shape mismatches, shadowed entries, stale markers, missing keys, out-of-range
-# indices, the root's expected shape, strict mode's summary). The walk (_walk.py) decides; this
-# class says why. No function here is over 80 lines.
-"""Messages: what the model is told about each part of its change request."""
+"""The report of one merge and every message the model reads about its change request."""
 
 from __future__ import annotations
 

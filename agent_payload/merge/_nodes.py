@@ -1,7 +1,4 @@
-# The vocabulary of the walk: what kind a value is (object, array, primitive, not JSON), what
-# a decimal index key and an index map are (MERGE.md section 7), the sentinels, small counting
-# words for messages, and the shortened path a message shows for a very deep place.
-"""Value kinds, index keys and small words shared by the walk and its messages."""
+"""Value kinds, index keys (MERGE.md section 7) and small words shared by the walk and messages."""
 
 from __future__ import annotations
 

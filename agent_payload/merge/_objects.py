@@ -1,9 +1,7 @@
-# The object walk (MERGE.md section 3.1): at each key, what removeElements, updateElements and
-# newElements say of it, in that order: delete, set, add, or descend into a container with
-# what is left of each bucket. ``walk_object`` is one loop over the keys of a node (about 200
-# lines): the steps share a dozen locals per key, and a call per step per key would cost the
-# hot path; the steps are numbered in the code.
-"""Merging into an object node."""
+"""Merging into an object node (MERGE.md section 3.1).
+
+``walk_object`` is one loop over the keys of a node: the steps share a dozen locals per key, and a
+call per step per key would cost on the hot path; the steps are numbered."""
 
 from __future__ import annotations
 

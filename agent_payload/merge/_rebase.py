@@ -1,10 +1,8 @@
 """Rebasing a late change request over the requests applied since its base (MERGE.md section 9).
 
-Every request is merged by the walk itself (no second reading of the format): the walk records
-each effective change with its original path and request path, and each array's layout. A
-*shadow* tree follows every array element of the base by identity through the applied requests,
-so each effect is anchored in the base's coordinates and every base position can be mapped to
-the current payload.
+A *shadow* tree follows every array element of the base through the applied requests (each merged
+by the walk, which records its changes and array layouts), so each effect is anchored in the base's
+coordinates and every base position can be mapped to the current payload.
 """
 
 from __future__ import annotations

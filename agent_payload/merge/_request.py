@@ -1,6 +1,3 @@
-# The change request as the merge takes it: checked to be JSON data and copied, its top level
-# read by the one normaliser the parser shares (agent_payload._normalise: wrappers, snake_case
-# bucket names, unknown fields), and the merge's reactions to what it finds (conflicts).
 """The change request as the walk reads it: buckets, reasoning, top-level issues."""
 
 from __future__ import annotations
@@ -152,6 +149,3 @@ def _unknown_field(field: UnknownField) -> Issue:
             f"inside one of the buckets, e.g. updateElements.{hint}"
         )
     return Issue("unknown_field", format_request_path([key]), what)
-
-
-# --- payload intake ----------------------------------------------------------------------------

@@ -1,8 +1,4 @@
-# The root (MERGE.md sections 3.3 and 3.4): each bucket checked against the root's kind,
-# replaceElements applied key by key (an object root) or as a whole (an array root), then the
-# walk started at the root with what is left. ``_Merger`` is the whole merge: the object walk
-# and the array walk, over the base of _walk.py and the messages of _messages.py.
-"""Merging at the root of the payload; the complete merger."""
+"""Merging at the root of the payload (MERGE.md sections 3.3 and 3.4); the complete merger."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-# The walk's base: the site being merged (``_Site``), the driver that runs nested walks without
-# recursion (``_run``), and what every node does with a change: copy or share the values it
-# touches, ask the guard (``commit``), set or delete a key. The object walk (_objects.py), the
-# array walk (_arrays.py) and the root (_root.py) build on it.
-"""The walk's base: the site dataclass, the driver, and committing one change."""
+"""The walk's base: the site being merged, the driver, and committing one change."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The errors the parser raises, each with the structured problems sent back to the model.
-
-Owns ``_raise`` and its shorthands (``_truncated``, ``_refuse``, ``_no_request``, ``_syntax``) and
-the pointers into the reply they use (``_where``: line and column; ``_excerpt``: a short look
-with ``⟶`` marking the spot).
-"""
+"""The errors the parser raises, with the problems sent back to the model, and the pointers
+into the reply they use (line and column; an excerpt with ``⟶`` marking the spot)."""
 
 from __future__ import annotations
 

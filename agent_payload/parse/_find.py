@@ -1,11 +1,6 @@
-"""Finding the change request in the model's text.
-
-Owns ``_Reader``: thinking blocks set aside, the scan for JSON-like openings (in C), objects and
-JSON strings read as candidates, which of them are change requests, identical repeats read as
-one, different ones refused as ambiguous, damage reported at its position, fences and tags
-around the chosen object recorded as repairs. It hands back the object and the text it was read
-from; ``agent_payload.parse._request`` turns the object into the change request.
-"""
+"""Finding the change request in the model's text: thinking set aside, the scan for JSON-like
+openings (in C), candidates read, identical repeats read as one, different ones refused as
+ambiguous, damage reported at its position, fences and tags recorded as repairs."""
 
 from __future__ import annotations
 
@@ -31,8 +26,6 @@ from agent_payload.parse._errors import (
 from agent_payload.parse._grammar import _DSTR, MAX_REPLY_DEPTH, _Damage
 from agent_payload.parse._strict import _STRICT, _read_object, _read_whole
 from agent_payload.report import Problem
-
-# --- finding the change request ----------------------------------------------------------------
 
 _BLANK: Final = re.compile(r"[^\r\n]")
 

@@ -1,10 +1,5 @@
-"""Lenient decoding: the grammar reader for strict JSON, JSON5 and Python literals.
-
-Owns ``_Grammar`` (one JSON value read with every position known: comments, trailing commas,
-single quotes, unquoted keys, hex and signed numbers, JSON5 escapes, ``True``/``False``/
-``None``) and ``_Damage`` (where and why text cannot be read, and what to write instead).
-Nothing is inferred: anything outside the grammar is damage at its position.
-"""
+"""The lenient reader: strict JSON, JSON5 and Python literals, with every position known.
+Nothing is inferred: anything outside the grammar is ``_Damage`` at its position."""
 
 from __future__ import annotations
 
@@ -12,8 +7,6 @@ import difflib
 import json
 import re
 from typing import Any, Final
-
-# --- the grammar: JSON, JSON5 and Python literals, with positions ----------------------------
 
 _CONTROL_CHARS = "accepted raw control characters inside strings"
 

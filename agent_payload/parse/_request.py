@@ -1,10 +1,5 @@
-"""The object read from a reply -> ``AgentPayloadChangeRequest``.
-
-Owns ``_Normaliser``: the top level judged by the one change-request normaliser
-(``agent_payload._normalise``: wrappers, snake_case, unknown fields), buckets or wrappers
-given as JSON strings decoded, ``reasoning`` turned into text, depth checked, and each finding
-turned into the parser's error or repair.
-"""
+"""The object read from a reply -> ``AgentPayloadChangeRequest``: the one normaliser's findings
+turned into the parser's errors or repairs, JSON-string buckets decoded, depth checked."""
 
 from __future__ import annotations
 

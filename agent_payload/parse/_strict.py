@@ -1,9 +1,5 @@
-"""Decoding at C speed: strict JSON first, the grammar reader only where strict JSON fails.
-
-Owns the strict decoder (``_STRICT``: no NaN, no overflowing float, no duplicate key) and the
-two entry points of decoding, ``_read_object`` (the object at a position of the reply, read in
-growing windows so a failure costs only what was read) and ``_read_whole``.
-"""
+"""Decoding at C speed: strict JSON first (no NaN, no overflowing float, no duplicate key), the
+grammar reader only where strict JSON fails."""
 
 from __future__ import annotations
 
