@@ -56,6 +56,14 @@ class Limits:
 DEFAULT_LIMITS: Final = Limits()
 
 
+def _check_limits(limits: Limits | None) -> Limits:
+    if limits is None:
+        return DEFAULT_LIMITS
+    if not isinstance(limits, Limits):
+        raise ConfigurationError(f"limits must be a Limits instance or None; found {limits!r}.")
+    return limits
+
+
 _LIMIT_MESSAGES: Final[dict[tuple[str, str], tuple[str, str]]] = {
     ("request", "depth"): (
         "max_depth",
