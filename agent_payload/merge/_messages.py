@@ -236,6 +236,20 @@ class _Reporter:
             self.mismatch("removeElements", x, cur, xlink, plink, element=element)
         return fit == "fits"
 
+    def removal_below(self, x: Any, cur: Any, xlink: Link, plink: Link, *, element: bool) -> Any:
+        """``x`` when these nested removals (None: none) fit ``cur``, else None."""
+        if x is not None and self.judge_removal(x, cur, True, xlink, plink, element=element):
+            return x
+        return None
+
+    def nested_removal(self, x: Any, xlink: Link, plink: Link) -> Any:
+        """Removals below a value: a non-empty object or array (None for an empty one); anything
+        else is a conflict ``invalid_remove_value``."""
+        if type(x) is dict or type(x) is list:
+            return x or None
+        self.invalid_remove(x, xlink, plink)
+        return None
+
     def removal_fit(self, x: Any, cur: Any, present: bool) -> str:
         if not present:
             return "missing"

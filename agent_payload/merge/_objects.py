@@ -39,29 +39,19 @@ class _ObjectWalker(_Walker):
             # 1. remove
             x_del = False
             x_nested: Any = None
-            if xv is not _MISSING:
-                if self.is_marker(xv):
-                    if present:
-                        x_del = True
-                    else:
-                        self.warn_missing_key("removeElements", k, kx, olink, ko)
-                elif type(xv) is dict or type(xv) is list:
-                    if xv:
-                        x_nested = xv
+            if self.is_marker(xv):
+                if present:
+                    x_del = True
                 else:
-                    self.invalid_remove(xv, kx, ko)
+                    self.warn_missing_key("removeElements", k, kx, olink, ko)
+            elif xv is not _MISSING:
+                x_nested = self.nested_removal(xv, kx, ko)
 
             # 2. delete by update
             if self.is_marker(uv):
                 if x_nested is not None:
-                    self.moot_removal(
-                        x_nested,
-                        cur,
-                        present,
-                        kx,
-                        ko,
-                        f"updateElements deletes {self.pp(ko)} with {self.marker_text()}",
-                    )
+                    why = f"updateElements deletes {self.pp(ko)} with {self.marker_text()}"
+                    self.moot_removal(x_nested, cur, present, kx, ko, why)
                 if nv is not _MISSING:
                     self.warn(
                         "shadowed",
@@ -196,26 +186,15 @@ class _ObjectWalker(_Walker):
                     self.mismatch("newElements", nv, cur, kn, ko, element=False)
             if u_set or n_set:
                 if x_nested is not None:
-                    self.moot_removal(
-                        x_nested,
-                        cur,
-                        True,
-                        kx,
-                        ko,
-                        f"{'updateElements' if u_set else 'newElements'} replaces "
-                        f"{self.pp(ko)} with a primitive value",
-                    )
+                    why = f"{'updateElements' if u_set else 'newElements'} replaces {self.pp(ko)}"
+                    self.moot_removal(x_nested, cur, True, kx, ko, f"{why} with a primitive value")
                 if u_set and n_desc is not None:
                     self.shadow_new(kn, ko)
                 if n_set:
                     self.new_exists(nv, cur, kn, ko)
                 self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn, ko)
                 continue
-            x_desc: Any = None
-            if x_nested is not None and self.judge_removal(
-                x_nested, cur, True, kx, ko, element=False
-            ):
-                x_desc = x_nested
+            x_desc = self.removal_below(x_nested, cur, kx, ko, element=False)
             if u_desc is None and n_desc is None and x_desc is None:
                 continue
             child = self.owned_child(cur, kc)
