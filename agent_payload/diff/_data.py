@@ -7,7 +7,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from agent_payload._jsondata import format_payload_path, json_data, locate_problem
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
@@ -133,23 +133,19 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             maximum=DEFAULT_LIMITS.max_nodes,
             path=where,
         )
-    if problem.kind == "key":
-        raise InvalidPayloadError(
-            f"{what}: expected string keys at {_show(problem.path[:-1])}, found "
-            f"{problem.detail}; convert the keys to strings.",
-            path=problem.path,
-        )
-    if problem.kind == "float":
-        raise InvalidPayloadError(
-            f"{what}: expected a finite number at {where}, found {problem.detail}; "
-            "JSON has no NaN or infinity.",
-            path=problem.path,
-        )
-    raise InvalidPayloadError(
-        f"{what}: expected JSON data at {where}, found {problem.detail}; pass dicts, lists, "
-        "strings, numbers, booleans and None (or a pydantic model).",
-        path=problem.path,
-    )
+    template = _NOT_DATA.get(problem.kind, _NOT_DATA["value"])
+    parent = _show(problem.path[:-1])
+    message = template.format(what=what, where=where, parent=parent, found=problem.detail)
+    raise InvalidPayloadError(message, path=problem.path)
+
+
+_NOT_DATA: Final = {
+    "key": "{what}: expected string keys at {parent}, found {found}; convert the keys to strings.",
+    "float": "{what}: expected a finite number at {where}, found {found}; JSON has no NaN or "
+    "infinity.",
+    "value": "{what}: expected JSON data at {where}, found {found}; pass dicts, lists, strings, "
+    "numbers, booleans and None (or a pydantic model).",
+}
 
 
 def _show(path: Sequence[str | int]) -> str:

@@ -186,41 +186,15 @@ def _diff_array(
     best: _Enc | None = None
     best_cost = 0
     for events in candidates:
-        cand = _encode_array(
-            c, t, events, memo, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx
-        )
-        if cand is None:
+        # Originals not paired are deleted, pairs that differ changed in place (or deleted and
+        # inserted again), targets not paired inserted before the next kept original or appended.
+        walked = _walk_events(c, t, events, memo, reach_n=reach_n, depth=depth, ctx=ctx)
+        if walked is None:
             continue
-        cost = cand.total()
-        if best is None or cost < best_cost:
-            best, best_cost = cand, cost
+        cand = _array_buckets(t, n, *walked, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx)
+        if cand is not None and (best is None or cand.total() < best_cost):
+            best, best_cost = cand, cand.total()
     return best
-
-
-def _encode_array(
-    c: list[Any],
-    t: list[Any],
-    events: list[tuple[int, int, int, int]],
-    memo: dict[tuple[int, int, bool], _Enc | None],
-    *,
-    reach_n: bool,
-    list_n: bool,
-    depth: int,
-    ctx: _Ctx,
-) -> _Enc | None:
-    """The buckets of one alignment: originals not paired are deleted (a marker at their
-    original position), pairs that differ are changed in place (or deleted and inserted again
-    when that is cheaper or the only way), and targets not paired are inserted before the
-    next kept original (a newElements index map, MERGE.md section 8) or appended. ``events``
-    are the pairs where something may happen (``_Shared.events``): the pairs skipped between
-    them are equal, follow each other, and are kept as they are."""
-    walked = _walk_events(c, t, events, memo, reach_n=reach_n, depth=depth, ctx=ctx)
-    if walked is None:
-        return None
-    u, x, n_entries, runs = walked
-    return _array_buckets(
-        t, len(c), u, x, n_entries, runs, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx
-    )
 
 
 _Entries = dict[int, tuple[Any, int]]
