@@ -14,6 +14,8 @@ from agent_payload.diff._data import _MISSING, _SAME_IF_EQUAL, MAX_DIFF_DEPTH, _
 _Part = Literal["u", "x", "n", "r"]
 _PARTS: tuple[_Part, ...] = ("u", "x", "n", "r")
 
+_COST: dict[_Part, str] = {"u": "cu", "x": "cx", "n": "cn", "r": "cr"}
+
 _INF = 10**15
 """The cost of a value that cannot be written: it would sit deeper than ``MAX_DIFF_DEPTH``."""
 
@@ -36,23 +38,11 @@ class _Enc:
     cr: int = 0
 
     def get(self, part: _Part) -> tuple[Any, int]:
-        if part == "u":
-            return self.u, self.cu
-        if part == "x":
-            return self.x, self.cx
-        if part == "n":
-            return self.n, self.cn
-        return self.r, self.cr
+        return getattr(self, part), getattr(self, _COST[part])
 
     def set(self, part: _Part, value: Any, cost: int) -> None:
-        if part == "u":
-            self.u, self.cu = value, cost
-        elif part == "x":
-            self.x, self.cx = value, cost
-        elif part == "n":
-            self.n, self.cn = value, cost
-        else:
-            self.r, self.cr = value, cost
+        setattr(self, part, value)
+        setattr(self, _COST[part], cost)
 
     def entry_cost(self, key_cost: int) -> int:
         """Characters to write this node under one key in every bucket it touches."""
@@ -147,8 +137,8 @@ class _Shared:
         return memo[(id(a), id(b))]
 
     def depth_of(self, value: Any) -> int:
-        """``_depth(value)``, remembering the depth of every container below it (the diff
-        asks again one level down at each level of a deep change)."""
+        """How deeply ``value`` nests containers, remembering it for every container below (the
+        diff asks again one level down at each level of a deep change)."""
         depths = self.depths
         found = depths.get(id(value))
         if found is not None:

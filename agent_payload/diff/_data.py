@@ -12,6 +12,7 @@ from typing import Any, Final
 from agent_payload._jsondata import format_payload_path, json_data, locate_problem
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
+from agent_payload.parse._request import _depth
 
 MAX_DIFF_DEPTH = 200
 """Deepest change request ``diff_payloads`` writes (containers nested in one bucket):
@@ -80,7 +81,7 @@ _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
 
 
 def _plain_json(value: Any) -> int | None:
-    """The depth of ``value`` (containers nested, see ``_depth``) when it is JSON data made of
+    """The depth of ``value`` (containers nested) when it is JSON data made of
     exactly dict, list, str, int, float, bool and None (no subclasses), with string keys and
     finite floats; None means: look closer. Iterative, level by level, and bounded by
     ``Limits.max_nodes`` (so a cycle ends it)."""
@@ -165,19 +166,3 @@ def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
             path=(),
         )
     return (value, *_check_json(value, what))
-
-
-def _depth(value: Any) -> int:
-    """Containers nested in ``value`` (0 for a primitive, 1 for ``{}`` or ``[1]``); iterative."""
-    best = 0
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = v.values()
-        elif not isinstance(v, list):
-            continue
-        if d > best:
-            best = d
-        stack.extend((child, d + 1) for child in v if isinstance(child, dict | list))
-    return best

@@ -309,8 +309,7 @@ def _array_buckets(
             and not any(isinstance(t[j], dict) and not t[j] for j in tail)
         ):
             # Appended only: a positional newElements list (its {} items would be skipped).
-            items = [t[j] for j in tail]
-            n_cost = 1 + sum(ctx.lit(v, item_depth) + 1 for v in items)
+            items, n_cost = _run_value(t, tail, item_depth, ctx)
             options.append((_total(u_val, u_cost, items, n_cost), u_val, u_cost, items, n_cost))
     if tail is not None and not any(
         ctx.is_sensitive(t[j]) or (isinstance(t[j], dict) and not t[j]) for j in tail
@@ -380,18 +379,14 @@ def _cheaper_form(entries: Mapping[int, tuple[Any, int]], length: int) -> tuple[
     """A positional array (``{}`` for untouched positions) or an index map, whichever is
     shorter (ties go to the positional form the seed teaches)."""
     last = max(entries)
-    pos_cost = 1
-    map_cost = 1
-    for i, (_, cost) in entries.items():
-        pos_cost += cost + 1
-        map_cost += cost + len(str(i)) + 4
-    pos_cost += 3 * (last + 1 - len(entries))
-    if pos_cost <= map_cost:
-        positional: list[Any] = [{}] * (last + 1)
-        for i, (value, _) in entries.items():
-            positional[i] = value
-        return positional, pos_cost
-    return {str(i): entries[i][0] for i in sorted(entries)}, map_cost
+    pos_cost = 1 + sum(cost + 1 for _, cost in entries.values()) + 3 * (last + 1 - len(entries))
+    index_map = _index_map(entries)
+    if pos_cost > index_map[1]:
+        return index_map
+    positional: list[Any] = [{}] * (last + 1)
+    for i, (value, _) in entries.items():
+        positional[i] = value
+    return positional, pos_cost
 
 
 def _too_deep(before: Any, after: Any) -> LimitExceededError:
@@ -431,17 +426,14 @@ def _first_difference(a: Any, b: Any) -> list[str | int]:
 
 
 def _assemble(enc: _Enc, reasoning: str | None) -> AgentPayloadChangeRequest:
-    wire: dict[str, Any] = {}
-    if enc.n is not _MISSING:
-        wire["newElements"] = enc.n
-    if enc.u is not _MISSING:
-        wire["updateElements"] = enc.u
-    if enc.x is not _MISSING:
-        wire["removeElements"] = enc.x
-    if enc.r is not _MISSING:
-        wire["replaceElements"] = enc.r
+    buckets = {
+        "newElements": enc.n,
+        "updateElements": enc.u,
+        "removeElements": enc.x,
+        "replaceElements": enc.r,
+    }
     # A fresh copy: the request shares nothing with the payloads.
-    wire = json.loads(_dumps(wire))
+    wire = json.loads(_dumps({k: v for k, v in buckets.items() if v is not _MISSING}))
     if reasoning is not None:
         wire["reasoning"] = reasoning
     return AgentPayloadChangeRequest.model_validate(wire)

@@ -169,10 +169,8 @@ class _Normaliser(Reactions):
 
 
 def _depth(value: Any) -> int:
-    """How deeply ``value`` nests containers (the change request's own object is level 1).
-
-    Counted a level at a time: the containers of a level are picked from all the values of
-    the level before at C speed (a megabyte request is a few passes, not a loop per value)."""
+    """How deeply ``value`` nests containers (``{}`` is 1, a primitive 0), counted a level at a
+    time at C speed (a megabyte request is a few passes, not a loop per value)."""
     depth = 0
     level = [value]
     while True:
