@@ -447,22 +447,15 @@ def diff_payloads(
     markers: Collection[str] | None = None,
     reasoning: str | None = None,
 ) -> AgentPayloadChangeRequest:
-    """A change request that turns ``old`` into ``new`` under MERGE.md.
+    """A change request that turns ``old`` into ``new`` under MERGE.md, the cheapest this module
+    knows in minified characters (``reasoning`` copied into it).
 
-    Merge it with markers that include ``marker`` (the default markers do): ``apply_change_
-    request(old, diff_payloads(old, new)).payload == new`` with no conflict, for any JSON
-    data of the same root kind. ``markers`` names every marker the merge will run with
-    (default: ``DEFAULT_MARKERS`` plus ``marker``); data equal to one of them is written where
-    the merge takes it literally. Payloads may be dicts, lists, ``None`` (``{}``) or pydantic
-    models (dumped in JSON mode). The request is the cheapest this module knows in minified
-    characters; ``reasoning`` is copied into it. Long arrays are aligned in
-    O(n log n) (module docstring).
-
-    Raises ``InvalidPayloadError`` for non-JSON data or roots of different kinds (a change
-    request cannot turn an object payload into an array), ``ConfigurationError`` for a bad
-    marker and ``LimitExceededError`` when a change needs a request nested deeper than
-    ``MAX_DIFF_DEPTH`` levels (payloads may be as deep as the merge accepts) or a payload
-    holds more values than the merge accepts.
+    Merged with markers that include ``marker`` (the defaults do), it gives ``new`` with no
+    conflict, for any JSON data of the same root kind; ``markers`` names every marker the merge
+    will run with (default: ``DEFAULT_MARKERS`` plus ``marker``). Payloads: dicts, lists, ``None``
+    (``{}``) or pydantic models. Raises ``InvalidPayloadError`` for non-JSON data or roots of
+    different kinds, ``ConfigurationError`` for a bad marker, ``LimitExceededError`` for a change
+    nested deeper than ``MAX_DIFF_DEPTH`` or a payload larger than the merge accepts.
     """
     if not isinstance(marker, str) or not marker:
         raise ConfigurationError(

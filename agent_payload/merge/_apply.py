@@ -273,17 +273,11 @@ _CLAIMS_NO_CHANGE: Final = re.compile(
 
 
 def ineffective_parts(report: MergeReport, reasoning: str | None) -> list[Issue]:
-    """The warnings to send back to the model as a correction, because parts of the request
-    that were clearly meant to act did nothing (the agent's rule; empty when none):
-
-    * every warning, when the request made **no** effective change at all (a DELETE at a key
-      that does not exist, ``[]`` over a list, ... and nothing else);
-    * the ``no_effect`` warnings, when the request changed something else but its
-      ``reasoning`` claims a change (a non-empty reasoning that does not say "no change",
-      "already", "unchanged", "nothing to ...", "keep it/them", "leave it/them").
-
-    A request with conflicts is judged by them first (nothing here). A request that says
-    nothing should change (``{}``, reasoning alone) has no warnings and passes.
+    """The warnings to send back to the model because parts meant to act did nothing (the
+    agent's rule): every warning when the request made no effective change; the ``no_effect``
+    warnings when it changed something else but its ``reasoning`` claims a change (does not say
+    "no change", "already", "unchanged", "nothing to ...", "keep/leave it"). Empty for a request
+    with conflicts (judged by them) or with no warnings.
     """
     if report.conflicts or not report.warnings:
         return []

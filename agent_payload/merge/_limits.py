@@ -20,22 +20,15 @@ from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitE
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Size limits that protect the merge from hostile or runaway input.
+    """Size limits that protect the merge from hostile or runaway input; exceeding one raises
+    ``LimitExceededError`` naming the limit, the value found, the maximum and where.
 
-    Exceeding one raises :class:`~agent_payload.errors.LimitExceededError` naming the limit,
-    the value found, the maximum and where.
-
-    * ``max_depth`` (default 20,000): nesting of containers in the payload and in the change
-      request. Payloads 10,000 levels deep merge fine; a cycle in the payload is reported as
-      such before this limit matters.
-    * ``max_nodes`` (default 10,000,000): values in the payload (every member and element
-      counts, the root too). Checked while the default mode copies the payload; ``share=True``
-      never walks the whole payload and checks it only where the walk copies.
-    * ``max_request_nodes`` (default 1,000,000): values in the change request.
-    * ``max_report_path_parts`` (default 1,000,000): the lengths of the paths of all warnings
-      and conflicts, added up. It bounds the report of a hostile request that is wrong at every
-      level of a very deep path (each issue names a path as long as its depth); ordinary
-      requests, even with thousands of warnings, stay far below it.
+    * ``max_depth``: nesting of containers in the payload and in the change request.
+    * ``max_nodes``: values in the payload, the root included (checked while the default mode
+      copies it; ``share=True`` checks only where the walk copies).
+    * ``max_request_nodes``: values in the change request.
+    * ``max_report_path_parts``: the lengths of the paths of all warnings and conflicts, added up
+      (it bounds the report of a hostile request wrong at every level of a very deep path).
     """
 
     max_depth: int = 20_000

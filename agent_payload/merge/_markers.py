@@ -62,16 +62,10 @@ def _marker_inside(value: Any, markers: frozenset[str]) -> tuple[tuple[str | int
 
 
 def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = True) -> Any:
-    """The payload as JSON data, as the merge sees it (a fresh, independent copy unless
-    ``copy=False``).
-
-    ``None`` becomes ``{}``; a pydantic model is dumped in JSON mode by alias (the same form
-    :func:`apply_change_request` merges into and validates back); dicts and lists are checked
-    and copied. Prompts should show the model exactly this.
-
-    ``copy=False``: a dict or list that already is plain JSON data within ``limits`` is
-    checked and returned itself (not copied: the caller must not mutate it); anything else is
-    converted or refused as with a copy.
+    """The payload as JSON data, as the merge sees it (and prompts should show it): ``None``
+    becomes ``{}``, a pydantic model is dumped in JSON mode by alias, dicts and lists are checked
+    and copied. ``copy=False`` returns a dict or list that already is plain JSON data within
+    ``limits`` itself (the caller must not mutate it).
     """
     limits = limits or DEFAULT_LIMITS
     if payload is None:
@@ -113,25 +107,18 @@ def _strings_holding(payload: Any, part: str) -> set[str]:
 
 
 def payload_holds_string(payload: Any, value: str) -> bool:
-    """True when ``value`` occurs as a string value anywhere in the payload's data.
-
-    Keys do not count (a marker is only ever read as a value). Pydantic models are dumped in JSON
-    mode first. Iterative: any depth is fine; a cycle does not hang it.
-    """
+    """True when ``value`` occurs as a string value (keys do not count) anywhere in the
+    payload's data (a pydantic model dumped first); any depth, and a cycle does not hang it."""
     return value in _strings_holding(payload, value)
 
 
 def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
-    """The one DELETE marker to activate for this payload (MERGE.md section 1).
+    """The one DELETE marker to activate for this payload (MERGE.md section 1):
+    ``"DELETE"``, else ``"__DELETE__"``, else a fresh, deterministic ``"__DELETE_<hex>__"``, the
+    first that the payload's data does not hold as a string.
 
-    ``"DELETE"`` unless the payload's data holds that string, else ``"__DELETE__"`` unless the
-    data holds that too, else ``"__DELETE_<hex>__"``, a fresh marker that the data does not hold
-    (deterministic: the same payload always gets the same marker).
-
-    ``avoid``: texts the marker must not occur in, typically the task. A task that asks for the
-    value ``"DELETE"`` (an HTTP method on an existing element) must not have that very string
-    active as the marker, or the model could only write it by rewriting the element whole; so
-    a marker found inside any of these texts is passed over like one the data holds.
+    ``avoid``: texts the marker must not occur in, typically the task (one that asks for the
+    value ``"DELETE"`` must not have that string active as the marker).
     """
     held = _strings_holding(payload, "DELETE")
     texts = [text for text in avoid if "DELETE" in text]

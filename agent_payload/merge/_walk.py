@@ -32,12 +32,10 @@ def _run(walk: _Walk) -> None:
 
 @dataclass(slots=True)
 class _Site:
-    """A container being merged and what each bucket says of it, with their paths.
-
-    ``update``, ``new`` and ``remove`` are the buckets' parts at this place (``None``: the
-    bucket says nothing here); ``at`` is the place in the original payload, ``result_at`` in
-    the result (array indices shift after deletions and insertions), and ``update_at``,
-    ``new_at``, ``remove_at`` are the three parts' places in the change request."""
+    """A container being merged, what each bucket says of it (``None``: nothing), and their
+    places: ``at`` in the original payload, ``result_at`` in the result, ``update_at``,
+    ``new_at``, ``remove_at`` in the change request.
+    """
 
     node: Any
     update: Any
@@ -115,13 +113,10 @@ class _Walker(_Reporter):
     ) -> bool:
         """Ask the guard about one effective change; record it; True when it may be applied.
 
-        ``plink`` is the change's path in the report (MERGE.md section 4: the result path for
-        an add or update, the original one for a delete). ``glink`` is where the guard judges
-        it: the **original node** the change touches (an update or replacement of an element:
-        its original position, whatever deletions before it shift in the result; a key added
-        inside an element: below the element's original position), or, for an appended or
-        inserted element, its position in the result. Default: ``plink``. Guard findings are
-        recorded at ``glink`` (a conflict's current value is looked up in the original)."""
+        ``plink`` is the change's path in the report (MERGE.md section 4); ``glink`` (default
+        ``plink``) where the guard judges it and its findings are recorded: the original node the
+        change touches, or an appended or inserted element's position in the result.
+        """
         if self.refuse_stale and self.stale_marker(op, old, new, plink, rlink):
             return False
         if glink is _SAME:
