@@ -15,9 +15,9 @@ from agent_payload.merge._nodes import (
     _OBJ,
     _PRIM,
     _elements,
+    _fits,
     _index_below,
     _is_index,
-    _is_index_map,
     _kind,
     _plural,
 )
@@ -139,9 +139,7 @@ class _ArrayWalker(_Walker):
                     if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul, io):
                         a[i] = ui
                     continue
-                fits_u = (ka == _OBJ and kui == _OBJ) or (
-                    ka == _ARR and (kui == _ARR or _is_index_map(ui))
-                )
+                fits_u = _fits(ka, ui)
             x_desc = self.removal_below(x_nested, ai, xl, io, element=True)
             if u_acts and not fits_u:
                 self.mismatch("updateElements", ui, ai, ul, io, element=True)
@@ -287,7 +285,7 @@ class _ArrayWalker(_Walker):
     def new_descent(self, ni: dict[str, Any], ai: Any, nl: Link, io: Link, i: int) -> Any:
         """``ni`` when it can descend into element ``ai``; else report why and None."""
         ka = self.check_payload_value(ai, io)
-        if ka == _OBJ or (ka == _ARR and _is_index_map(ni)):
+        if ka != _PRIM and _fits(ka, ni):
             return ni
         if ka == _ARR:
             bad = next(k for k in ni if not _is_index(k))

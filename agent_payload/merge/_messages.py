@@ -22,6 +22,7 @@ from agent_payload.merge._nodes import (
     _ARR,
     _MISSING,
     _OBJ,
+    _fits,
     _in_update,
     _is_empty_container,
     _is_index,
@@ -254,10 +255,8 @@ class _Reporter:
         if not present:
             return "missing"
         kc = _kind(cur)
-        if kc == _OBJ:
-            return "fits" if type(x) is dict else "mismatch"
-        if kc == _ARR:
-            return "fits" if type(x) is list or _is_index_map(x) else "mismatch"
+        if kc in (_OBJ, _ARR):
+            return "fits" if _fits(kc, x) else "mismatch"
         return "missing"
 
     def warn_remove_missing_nested(

@@ -41,6 +41,12 @@ def _is_index_map(v: Any) -> bool:
     return type(v) is dict and bool(v) and all(_is_index(k) for k in v)
 
 
+def _fits(kind: int, v: Any) -> bool:
+    """``v`` may descend into a container of ``kind``: an object into an object, an array or an
+    index map into an array."""
+    return type(v) is dict if kind == _OBJ else (type(v) is list or _is_index_map(v))
+
+
 def _index_below(key: str, length: int) -> int | None:
     """The index a decimal key names if it is below ``length`` (no huge int parsing)."""
     if len(key) > len(str(length)):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_payload._jsondata import Link, describe
-from agent_payload.merge._nodes import _ARR, _MISSING, _OBJ, _PRIM, _is_index_map, _kind
+from agent_payload.merge._nodes import _ARR, _MISSING, _OBJ, _PRIM, _fits, _kind
 from agent_payload.merge._walk import _Site, _Walk, _Walker
 
 
@@ -95,13 +95,10 @@ class _ObjectWalker(_Walker):
                             "new keys.",
                             ko,
                         )
-                if x_del:
-                    if value is _MISSING:
-                        self.delete_key(c, k, ko, kx)
-                    else:
-                        self.set_key(c, k, value, kr, vlink, ko)
-                elif value is not _MISSING:
+                if value is not _MISSING:
                     self.set_key(c, k, value, kr, vlink, ko)
+                elif x_del:
+                    self.delete_key(c, k, ko, kx)
                 continue
 
             # 4. k exists
@@ -130,59 +127,36 @@ class _ObjectWalker(_Walker):
                 continue
 
             # c[k] is a container: each bucket judged on its own
-            u_acts = False
-            u_set = False
-            u_desc: Any = None
+            u_set = u_fits = u_acts = False
             if uv is not _MISSING:
-                kuv = _kind(uv)
-                if kuv == _PRIM:
-                    u_acts = u_set = True
-                elif kc == _OBJ:
-                    if kuv == _OBJ:
-                        u_acts = True
-                        u_desc = uv or None
-                    else:
-                        self.mismatch("updateElements", uv, cur, ku, ko, element=False)
-                elif kuv == _ARR:
-                    u_acts = True
-                    u_desc = uv or None
-                    if not uv and cur and xv is _MISSING and nv is _MISSING:
-                        # (beside a removal or an append for the same list, [] is a filler)
-                        self.no_effect(
-                            ku,
-                            ko,
-                            f"[] in updateElements over {self.pp(ko)} (which holds "
-                            f"{describe(cur)}) changes nothing: an array in updateElements is "
-                            "positional, and an empty one names no element. To empty the list, "
-                            "use replaceElements with [] (top-level key) or delete its elements "
-                            f"with {self.marker_text()} in removeElements.",
-                        )
-                elif not uv:
-                    u_acts = True
-                elif _is_index_map(uv):
-                    u_acts = True
-                    u_desc = uv
-                else:
+                u_set = _kind(uv) == _PRIM
+                u_fits = _fits(kc, uv)
+                u_acts = u_set or u_fits or (kc == _ARR and uv == {})  # {}: keep it
+                if not u_acts:
                     self.mismatch("updateElements", uv, cur, ku, ko, element=False)
+                elif type(uv) is list and not uv and cur and xv is _MISSING and nv is _MISSING:
+                    # (beside a removal or an append for the same list, [] is a filler)
+                    self.no_effect(
+                        ku,
+                        ko,
+                        f"[] in updateElements over {self.pp(ko)} (which holds "
+                        f"{describe(cur)}) changes nothing: an array in updateElements is "
+                        "positional, and an empty one names no element. To empty the list, "
+                        "use replaceElements with [] (top-level key) or delete its elements "
+                        f"with {self.marker_text()} in removeElements.",
+                    )
+            u_desc = (uv or None) if u_fits else None
             n_set = False
             n_desc: Any = None
             if nv is not _MISSING:
-                knv = _kind(nv)
-                if knv == _PRIM:
+                if _kind(nv) == _PRIM:
                     if u_acts:
                         self.shadow_new(kn, ko)
                     else:
                         n_set = True
-                elif kc == _OBJ:
-                    if knv == _OBJ:
-                        n_desc = nv or None
-                    else:
-                        self.mismatch("newElements", nv, cur, kn, ko, element=False)
-                elif knv == _ARR:
-                    n_desc = nv or None
-                elif _is_index_map(nv):
-                    n_desc = nv  # insert / descend (section 8)
-                elif nv:
+                elif _fits(kc, nv):
+                    n_desc = nv or None  # an index map inserts / descends (section 8)
+                elif kc == _OBJ or nv:
                     self.mismatch("newElements", nv, cur, kn, ko, element=False)
             if u_set or n_set:
                 if x_nested is not None:
