@@ -17,15 +17,13 @@ from agent_payload.errors import AmbiguousReplyError
 from agent_payload.parse._errors import (
     _excerpt,
     _no_request,
-    _raise,
     _refuse,
-    _syntax,
+    _reply_error,
     _truncated,
     _where,
 )
 from agent_payload.parse._grammar import _DSTR, MAX_REPLY_DEPTH, _Damage
 from agent_payload.parse._strict import _STRICT, _read_object, _read_whole
-from agent_payload.report import Problem
 
 _BLANK: Final = re.compile(r"[^\r\n]")
 
@@ -224,7 +222,7 @@ class _Reader:
 
     def read(self, text: str, *, depth: int) -> tuple[dict[str, Any], str]:
         if depth > _MAX_STRING_DECODES:
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The reply is a JSON string encoded more than {_MAX_STRING_DECODES} times; "
                 "expected one JSON object.",
@@ -433,7 +431,7 @@ class _Reader:
             else ""
         )
         if damage.depth:
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The change request {where} of the reply is nested more than "
                 f"{MAX_REPLY_DEPTH} levels deep; at most {MAX_REPLY_DEPTH} levels are read. "
@@ -445,7 +443,7 @@ class _Reader:
                 cause=damage,
             )
         hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
-        _syntax(
+        _reply_error(
             self.reply,
             f"The change request {where} of the reply cannot be read: {damage.what} (near "
             f"{near!r}). Nothing was guessed or applied; ask again with the feedback.",
@@ -462,21 +460,16 @@ class _Reader:
                 shown = shown[:80] + "…"
             starts.append(f"{_where(text, candidate.start)}: {' '.join(shown.split())}")
         listing = "; ".join(starts)
-        _raise(
-            AmbiguousReplyError,
+        _reply_error(
+            self.reply,
             f"The reply holds {len(distinct)} different change requests ({listing}); none was "
             "applied, since which one was meant cannot be known. Ask again with the feedback.",
-            [
-                Problem(
-                    kind="parse",
-                    code="ambiguous_reply",
-                    message=f"your reply held {len(distinct)} different change requests, "
-                    f"starting at {listing}. None was applied. Reply with exactly one change "
-                    "request (put everything to change in it), and do not quote other change "
-                    "requests or examples in the same reply.",
-                )
-            ],
-            reply=self.reply,
+            f"your reply held {len(distinct)} different change requests, starting at "
+            f"{listing}. None was applied. Reply with exactly one change request (put "
+            "everything to change in it), and do not quote other change requests or examples "
+            "in the same reply.",
+            cls=AmbiguousReplyError,
+            code="ambiguous_reply",
         )
 
     def _set_aside_drafts(self, text: str) -> str:

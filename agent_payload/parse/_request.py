@@ -19,7 +19,14 @@ from agent_payload._normalise import (
 )
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UnknownFieldError
-from agent_payload.parse._errors import _excerpt, _field_path, _raise, _syntax, _truncated, _where
+from agent_payload.parse._errors import (
+    _excerpt,
+    _field_path,
+    _raise,
+    _reply_error,
+    _truncated,
+    _where,
+)
 from agent_payload.parse._grammar import MAX_REPLY_DEPTH, _Damage
 from agent_payload.parse._strict import _STRICT, _read_whole
 from agent_payload.report import Problem
@@ -40,7 +47,7 @@ class _Normaliser(Reactions):
         data["reasoning"] = reasoning_text(read.reasoning, self.repairs)
         depth = _depth(data)
         if depth > MAX_REPLY_DEPTH:
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The change request is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} "
                 "levels are read. Ask again with the feedback.",
@@ -51,7 +58,7 @@ class _Normaliser(Reactions):
         try:
             return AgentPayloadChangeRequest.model_validate(data)
         except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The change request read from the reply is not valid: {exc}",
                 "your change request could not be read as JSON data.",
@@ -59,7 +66,7 @@ class _Normaliser(Reactions):
             )
 
     def spellings_differ(self, camel: str, snake: str) -> NoReturn:
-        _syntax(
+        _reply_error(
             self.reply,
             f"The change request gives both {camel} and {snake}, with different content; which "
             "one was meant cannot be known, so neither is applied. Ask again with the feedback.",
@@ -69,7 +76,7 @@ class _Normaliser(Reactions):
         )
 
     def not_an_object(self, wrapper: str, value: Any) -> NoReturn:
-        _syntax(
+        _reply_error(
             self.reply,
             f"{wrapper}: expected the wrapped change request (an object), found "
             f"{kind_word(value)}. Ask again with the feedback.",
@@ -135,7 +142,7 @@ class _Normaliser(Reactions):
                 near = _excerpt(stripped, damage.pos)
                 hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
                 what = damage.what or f"nested more than {MAX_REPLY_DEPTH} levels deep"
-                _syntax(
+                _reply_error(
                     self.reply,
                     f"{name}: holds a string that looks like JSON but cannot be read at "
                     f"{where}: {what} (near {near!r}). Ask again with the feedback.",
@@ -158,7 +165,7 @@ class _Normaliser(Reactions):
             value = self.text(name, value)
         if value is None or isinstance(value, (dict, list)):
             return value
-        _syntax(
+        _reply_error(
             self.reply,
             f"{name}: expected an object (or an array, for a payload whose root is an array), "
             f"found {kind_word(value)}. Ask again with the feedback.",
