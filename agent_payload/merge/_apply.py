@@ -194,7 +194,7 @@ def merge_checked(
     if strict and report.conflicts:
         raise MergeConflictError(_strict_message(report), report=report)
     if model_class is not None:
-        # issue 17: validation is part of the change (reported, judged by the guard).
+        # Validation is part of the change (reported, judged by the guard).
         model, _ = _typed.validate_merged(
             model_class,
             original=payload,
