@@ -13,7 +13,7 @@ from agent_payload._config import check_guards
 from agent_payload._jsondata import json_data, where_in_payload
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, MergeConflictError
-from agent_payload.merge._limits import Limits, _check_limits, _copy_payload, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
 from agent_payload.merge._markers import _validate_markers
 from agent_payload.merge._messages import _strict_message
 from agent_payload.merge._nodes import _ARR, _OBJ, _kind
@@ -161,7 +161,7 @@ def merge_checked(
             return {}
         if share_mode:
             return dict(before) if type(before) is dict else list(before)
-        return _copy_payload(before, limits)
+        return _checked_copy(before, limits)
 
     request = _normalise_request(change_request, limits)
 

@@ -11,11 +11,17 @@ from agent_payload._jsondata import (
     _Bad,
     copy_tree,
     describe,
+    format_request_path,
     locate_problem,
     materialize,
     where_in_payload,
 )
-from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
+from agent_payload.errors import (
+    ConfigurationError,
+    InvalidChangeRequestError,
+    InvalidPayloadError,
+    LimitExceededError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,35 +89,49 @@ _LIMIT_MESSAGES: Final[dict[tuple[str, str], tuple[str, str]]] = {
 """(input, problem kind) -> (the limit it exceeds, the message template)."""
 
 
-def _limit_error(
-    subject: str, problem: Problem, where: str, limits: Limits
-) -> LimitExceededError | None:
-    """The LimitExceededError for a depth or size problem of the request or the payload."""
-    entry = _LIMIT_MESSAGES.get((subject, problem.kind))
-    if entry is None:
-        return None
-    limit, template = entry
-    maximum = getattr(limits, limit)
-    shown = (
-        where
-        if len(where) <= 200
-        else f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
-    )
-    return LimitExceededError(
-        template.format(value=problem.value, where=shown, maximum=maximum),
-        limit=limit,
-        value=problem.value,
-        maximum=maximum,
-        path=where,
-    )
-
-
-def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
+def _checked_copy(data: Any, limits: Limits, subject: str = "payload", at: Link = None) -> Any:
+    """A checked deep copy of payload data (or, ``subject="request"``, change-request data);
+    ``at`` is where ``data`` stands in the payload."""
+    nodes = limits.max_nodes if subject == "payload" else limits.max_request_nodes
+    try:
+        return copy_tree(data, limits.max_depth, nodes)
+    except _Bad:
+        problem = locate_problem(data, limits.max_depth, nodes)
     assert problem is not None, "the locator finds what the copy refused"
-    where = where_in_payload(problem.path)
-    exceeded = _limit_error("payload", problem, where, limits)
-    if exceeded is not None:
-        return exceeded
+    if at is not None:
+        problem.path = materialize(at) + problem.path
+    raise _not_data(subject, problem, limits)
+
+
+def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
+    """The error for data beyond a limit (``LimitExceededError``) or not JSON data."""
+    if subject == "payload":
+        where = where_in_payload(problem.path)
+    else:
+        where = format_request_path(problem.path) or "the top level"
+    entry = _LIMIT_MESSAGES.get((subject, problem.kind))
+    if entry is not None:
+        limit, template = entry
+        maximum = getattr(limits, limit)
+        shown = (
+            where
+            if len(where) <= 200
+            else f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
+        )
+        return LimitExceededError(
+            template.format(value=problem.value, where=shown, maximum=maximum),
+            limit=limit,
+            value=problem.value,
+            maximum=maximum,
+            path=where,
+        )
+    if subject == "request":
+        return InvalidChangeRequestError(
+            f"The change request holds {problem.detail} at {where}; expected JSON data "
+            "(dict with string keys, list, str, int, float, bool, None). Convert it to JSON data "
+            "first.",
+            path=where,
+        )
     if problem.kind == "cycle":
         return InvalidPayloadError(
             f"The payload holds a cycle at {where}: a container that contains itself. JSON data "
@@ -124,17 +144,6 @@ def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
         "model to have it dumped in JSON mode.",
         path=problem.path,
     )
-
-
-def _copy_payload(data: Any, limits: Limits, at: Link = None) -> Any:
-    """A checked deep copy of payload data; ``at`` is where ``data`` stands in the payload."""
-    try:
-        return copy_tree(data, limits.max_depth, limits.max_nodes)
-    except _Bad:
-        problem = locate_problem(data, limits.max_depth, limits.max_nodes)
-        if problem is not None and at is not None:
-            problem.path = materialize(at) + problem.path
-        raise _payload_problem(problem, limits) from None
 
 
 def _root_error(payload: Any) -> InvalidPayloadError:

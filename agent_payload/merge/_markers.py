@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from agent_payload._jsondata import _FAST_DEPTH, json_data, plain_size
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, REFERENCE_MARKER
 from agent_payload.errors import ConfigurationError
-from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _copy_payload, _root_error
+from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _checked_copy, _root_error
 from agent_payload.merge._nodes import _ARR, _OBJ, _kind
 
 
@@ -78,7 +78,7 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
         size = plain_size(payload)
         if size is not None and size <= limits.max_nodes:
             return payload
-    return _copy_payload(payload, limits)
+    return _checked_copy(payload, limits)
 
 
 def _strings_holding(payload: Any, part: str) -> set[str]:

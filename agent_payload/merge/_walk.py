@@ -8,7 +8,7 @@ from typing import Any
 
 from agent_payload._jsondata import Link, copy_tree, json_equal, materialize, where_in_payload
 from agent_payload.errors import ConfigurationError
-from agent_payload.merge._limits import Limits, _copy_payload
+from agent_payload.merge._limits import Limits, _checked_copy
 from agent_payload.merge._messages import _Reporter
 from agent_payload.merge._nodes import _BAD, _OBJ, _PRIM, _SAME, _SCALAR_TYPES, _kind
 from agent_payload.report import Change, ChangeOp, Finding, Guard, MergeReport, ask_guard
@@ -82,7 +82,7 @@ class _Walker(_Reporter):
 
     def own_copy(self, value: Any, plink: Link) -> Any:
         """A deep copy of a payload value (share mode: the input's; checked on the way)."""
-        return _copy_payload(value, self.limits, plink)
+        return _checked_copy(value, self.limits, at=plink)
 
     def old_value(self, value: Any, plink: Link) -> Any:
         """The old value for a Change. In default mode it is our own copy's object, detached
