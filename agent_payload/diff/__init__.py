@@ -14,7 +14,8 @@ levels.
 
 from __future__ import annotations
 
-from agent_payload.diff._data import MAX_DIFF_DEPTH, json_equal
+from agent_payload._jsondata import json_equal
+from agent_payload.diff._data import MAX_DIFF_DEPTH
 from agent_payload.diff._encode import diff_payloads
 from agent_payload.diff._patch import json_pointer, to_json_patch
 from agent_payload.diff._undo import undo_change_request
