@@ -29,7 +29,6 @@ from agent_payload.merge._nodes import (
     _is_index_map,
     _kind,
     _plural,
-    _pp,
 )
 from agent_payload.report import ChangeOp, Issue, MergeReport
 
@@ -68,7 +67,7 @@ class _Reporter:
     ) -> Issue:
         """An Issue, counted against ``Limits.max_report_path_parts``."""
         rparts = materialize(rlink)
-        pparts = _pp(plink)
+        pparts = materialize(plink) if plink is not None else None
         self.path_parts += len(rparts) + (len(pparts) if pparts else 0)
         if self.path_parts > self.limits.max_report_path_parts:
             maximum = self.limits.max_report_path_parts
@@ -276,11 +275,6 @@ class _Reporter:
         )
 
     # --- object node (section 3.1) ----------------------------------------------------------
-
-    def no_effect(self, rlink: Link, plink: Link, message: str) -> None:
-        """Warning ``no_effect``: a part of the request that was clearly meant to act changes
-        nothing (the agent sends it back as a correction; see ``correction_for_no_effect``)."""
-        self.warn("no_effect", rlink, message, plink)
 
     def pp(self, plink: Link) -> str:
         """A payload path for a message; a very deep one is shortened in the middle (the

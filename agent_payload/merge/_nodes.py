@@ -72,7 +72,3 @@ def _plural(n: int, word: str) -> str:
 def _elements(length: int) -> str:
     """``"3 elements (indices 0 to 2)"``: the size of an array, for messages."""
     return f"{_plural(length, 'element')}{f' (indices 0 to {length - 1})' if length else ''}"
-
-
-def _pp(plink: Link | None) -> tuple[str | int, ...] | None:
-    return materialize(plink) if plink is not None else None

@@ -112,14 +112,15 @@ class _ObjectWalker(_Walker):
                     if not (type(uv) is dict and not uv):
                         self.set_key(c, k, uv, kr, ku, ko)
                     else:
-                        self.no_effect(
+                        self.warn(
+                            "no_effect",
                             ku,
-                            ko,
                             f"{{}} in updateElements over {self.pp(ko)} (which holds "
                             f"{describe(cur)}) changes nothing: {{}} means keep as it is. To "
                             "set a new value, give the value itself; to make it an empty object, "
                             "use replaceElements (top-level key) or delete it in removeElements "
                             "and add {} with newElements.",
+                            ko,
                         )
                 elif nv is not _MISSING:
                     self.new_exists(nv, cur, kn, ko)
@@ -136,14 +137,15 @@ class _ObjectWalker(_Walker):
                     self.mismatch("updateElements", uv, cur, ku, ko, element=False)
                 elif type(uv) is list and not uv and cur and xv is _MISSING and nv is _MISSING:
                     # (beside a removal or an append for the same list, [] is a filler)
-                    self.no_effect(
+                    self.warn(
+                        "no_effect",
                         ku,
-                        ko,
                         f"[] in updateElements over {self.pp(ko)} (which holds "
                         f"{describe(cur)}) changes nothing: an array in updateElements is "
                         "positional, and an empty one names no element. To empty the list, "
                         "use replaceElements with [] (top-level key) or delete its elements "
                         f"with {self.marker_text()} in removeElements.",
+                        ko,
                     )
             u_desc = (uv or None) if u_fits else None
             n_set = False
