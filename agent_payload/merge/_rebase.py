@@ -12,7 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_payload._jsondata import Link, describe, format_request_path, json_equal, materialize
+from agent_payload._jsondata import (
+    Link,
+    describe,
+    format_request_path,
+    json_equal,
+    materialize,
+    where_in_payload,
+)
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConcurrentChangeError, MergeConflictError
 from agent_payload.merge._limits import Limits, _check_limits, _root_error
@@ -265,17 +272,13 @@ def _collide(a: _Effect, b: _Effect) -> bool:
     return _prefix(a.path, b.path) or _prefix(b.path, a.path)
 
 
-def _where(path: Path) -> str:
-    return format_request_path(path) or "the payload root"
-
-
 def _show(v: Any) -> str:
     text = json.dumps(v, ensure_ascii=False)
     return text if len(text) <= 80 else describe(v)
 
 
 def _what(e: _Effect) -> str:
-    where = _where(e.path) + " (as you saw it)"
+    where = where_in_payload(e.path) + " (as you saw it)"
     if e.kind == "insert":
         at = "at its end" if e.anchor == END else f"before its element {e.anchor}"
         return f"inserted items into the array at {where}, {at}"
@@ -362,9 +365,9 @@ def _concurrent_error(
         )
         current, exists = rebase.current_path(path)
         if exists:
-            now = f"it is now at {_where(current)}"
+            now = f"it is now at {where_in_payload(current)}"
         else:
-            now = f"{_where(path)} (as you saw it) no longer exists"
+            now = f"{where_in_payload(path)} (as you saw it) no longer exists"
         message = (
             f"Since the payload you were shown, another edit {_what(other)}; this entry "
             f"touches the same place ({now}). Nothing of your request was applied. Read the "
