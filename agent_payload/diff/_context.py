@@ -193,11 +193,10 @@ class _Shared:
     def events(
         self, c: list[Any], t: list[Any], kind: str, pairs: list[tuple[int, int]]
     ) -> list[tuple[int, int, int, int]]:
-        """``(i, j, pi, pj)`` for each pair where something may happen (the elements differ,
-        the pair before them differs, or a gap lies before it), with the pair before it
-        ``(pi, pj)``; ``(len(c), len(t), ...)`` ends the list. The other pairs are equal
-        and follow each other: the encoder skips them (a long array with few edits costs a
-        pass over its pairs, once per alignment)."""
+        """``(i, j, pi, pj)`` for each pair where something may happen (it or the pair before it
+        differs, or a gap lies before it), with the pair before it; ``(len(c), len(t), ...)`` ends
+        the list. The encoder skips the other pairs: few edits in a long array cost one pass.
+        """
         found = self.event_lists.get((id(c), id(t), kind))
         if found is not None:
             return found

@@ -54,10 +54,10 @@ _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
 
 
 def _plain_json(value: Any) -> int | None:
-    """The depth of ``value`` (containers nested) when it is JSON data made of
-    exactly dict, list, str, int, float, bool and None (no subclasses), with string keys and
-    finite floats; None means: look closer. Iterative, level by level, and bounded by
-    ``Limits.max_nodes`` (so a cycle ends it)."""
+    """The depth of ``value`` when it is JSON data of the exact types (string keys, finite
+    floats); None: look closer. Level by level, bounded by ``Limits.max_nodes`` (so a cycle ends
+    it).
+    """
     level = [value]
     depth = 0
     budget = DEFAULT_LIMITS.max_nodes

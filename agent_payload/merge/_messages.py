@@ -99,12 +99,10 @@ class _Reporter:
         return f'the marker "{self.marker_name}"'
 
     def stale_marker(self, op: ChangeOp, old: Any, new: Any, plink: Link, rlink: Link) -> bool:
-        """A marker out of habit (conflict ``stale_marker``; the entry is not applied), both in
-        updateElements only: a string equal to one of the library's markers that would replace
-        an object or an array, or that sits inside content added at a key or an index that does
-        not exist. Both are almost surely a deletion the model meant; the message names the
-        marker active in this call. newElements and replaceElements stay literal (the way to
-        store the text ``"DELETE"``, MERGE.md section 5)."""
+        """A marker out of habit in updateElements (conflict ``stale_marker``, not applied): a
+        library marker replacing an object or an array, or inside content added where nothing
+        exists. newElements and replaceElements stay literal (MERGE.md section 5).
+        """
         if op == "update":
             if type(new) is not str or not _in_update(rlink):
                 return False

@@ -99,11 +99,8 @@ def _bare_word(word: str, pos: int) -> _Damage:
 
 
 class _Grammar:
-    """A reader for one JSON value in ``text`` that accepts exactly strict JSON, JSON5 (comments,
-    trailing commas, single quotes, unquoted keys, hex and signed numbers, JSON5 escapes) and
-    Python's ``True``/``False``/``None`` and ``#`` comments, plus raw control characters in
-    strings (as ``json.loads(strict=False)``). Anything else raises ``_Damage`` at its position;
-    nothing is inferred."""
+    """A reader for one value of strict JSON, JSON5 or Python literals (and raw control
+    characters in strings); anything else raises ``_Damage`` at its position."""
 
     __slots__ = ("array_comments", "context", "repairs", "text")
 

@@ -69,10 +69,8 @@ _STRICT_START: Final = re.compile(
 
 
 def _strict_at(text: str, pos: int) -> tuple[Any, int]:
-    """Strict JSON at ``pos`` (C speed): the value and its end, or None and where strict
-    reading stopped. Read in growing windows: a failed ``raw_decode`` counts the lines of
-    everything before the failure, so decoding in place would cost the length of the text for
-    every brace of hostile prose."""
+    """Strict JSON at ``pos`` (C speed): the value and its end, or None and where reading stopped.
+    Read in growing windows: a failed ``raw_decode`` counts the lines of everything before it."""
     size = 512
     length = len(text)
     while True:
@@ -126,10 +124,8 @@ _BARE_FIRST_VALUE: Final = re.compile(
 
 
 def _bare_first_value(text: str, pos: int, bare: re.Match[str]) -> None:
-    """Raise the damage of the bare word that ``bare`` found as the first value of the object
-    at ``pos``: what reading the whole object would raise first (``_Grammar._value`` and
-    ``_word``). A word the grammar reads (``true``, ``None``), or one at the end of the reply,
-    returns, and the object is read whole."""
+    """Raise the damage that reading the whole object at ``pos`` would raise first for its bare
+    first value ``bare``; return for a word the grammar reads or one at the end of the reply."""
     word = bare.group(1)
     if bare.end() < len(text) and word not in _READ_WORDS:
         damage = _bare_word(word, bare.start(1))
