@@ -108,25 +108,12 @@ def _key_candidates(
             cands.append(_only(ctx, "r", tv, depth))
         return cands
     if not isinstance(tv, dict | list):
-        cands.append(_only(ctx, "u", tv, depth))  # a primitive or null update sets any value
-        return cands
-    if isinstance(tv, dict):
-        if isinstance(cv, dict):
-            desc = _diff_object(cv, tv, reach_n=reach_n, top=False, depth=depth, ctx=ctx)
-            if desc is not None:
-                cands.append(desc)
-        elif not isinstance(cv, list):
-            if tv:
-                cands.append(_only(ctx, "u", tv, depth))  # a primitive replaced by a container
-            elif reach_n:
-                cands.append(_only(ctx, "n", tv, depth))  # {} over a primitive: new_exists
-    else:
-        if isinstance(cv, list):
-            desc = _diff_array(cv, tv, reach_n=reach_n, list_n=True, depth=depth, ctx=ctx)
-            if desc is not None:
-                cands.append(desc)
-        elif not isinstance(cv, dict):
-            cands.append(_only(ctx, "u", tv, depth))
+        return [_only(ctx, "u", tv, depth)]  # a primitive or null update sets any value
+    desc = _change(cv, tv, reach_n=reach_n, list_n=True, depth=depth, ctx=ctx)
+    if desc is not None:
+        cands.append(desc)
+    elif reach_n and not tv and not isinstance(cv, dict | list):
+        cands.append(_only(ctx, "n", tv, depth))  # {} over a primitive: new_exists
     # Setting the value whole: measured only as far as it could still be the cheapest.
     limit = min((e.entry_cost(0) + 64 for e in cands), default=_INF)
     cands.append(_set_whole(ctx, tv, depth, limit))
@@ -137,25 +124,21 @@ def _key_candidates(
     return cands
 
 
-def _elem_change(a: Any, b: Any, *, reach_n: bool, depth: int, ctx: _Ctx) -> _Enc | None:
-    """Change array element ``a`` into ``b`` in place (not JSON-equal); None if impossible
-    (the element is then deleted and ``b`` inserted in its place)."""
-    if ctx.is_sensitive(b):
-        return None  # a marker at a position deletes the element
+def _change(a: Any, b: Any, *, reach_n: bool, list_n: bool, depth: int, ctx: _Ctx) -> _Enc | None:
+    """Change ``a`` into ``b`` (not JSON-equal, not a marker) where it stands, descending into
+    containers of the same kind; None if impossible (an array element is then deleted and ``b``
+    inserted in its place)."""
     if not isinstance(b, dict | list):
         return _only(ctx, "u", b, depth)
     if isinstance(b, dict):
         if isinstance(a, dict):
             return _diff_object(a, b, reach_n=reach_n, top=False, depth=depth, ctx=ctx)
         if isinstance(a, list) or not b:
-            return None  # shape_mismatch, or {} which keeps the element
-        return _only(ctx, "u", b, depth)
+            return None  # shape_mismatch, or {} which keeps the value
+        return _only(ctx, "u", b, depth)  # a primitive replaced by a container
     if isinstance(a, list):
-        # newElements reaches a nested array only through an index map (MERGE.md section 8).
-        return _diff_array(a, b, reach_n=reach_n, list_n=False, depth=depth, ctx=ctx)
-    if isinstance(a, dict):
-        return None
-    return _only(ctx, "u", b, depth)
+        return _diff_array(a, b, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx)
+    return None if isinstance(a, dict) else _only(ctx, "u", b, depth)
 
 
 def _diff_array(
@@ -349,7 +332,13 @@ def _memo_change(
 ) -> _Enc | None:
     key = (i, j, reach_n)
     if key not in memo:
-        memo[key] = _elem_change(c[i], t[j], reach_n=reach_n, depth=depth, ctx=ctx)
+        # A marker at a position deletes the element; newElements reaches a nested array only
+        # through an index map (MERGE.md section 8), never a list.
+        memo[key] = (
+            None
+            if ctx.is_sensitive(t[j])
+            else _change(c[i], t[j], reach_n=reach_n, list_n=False, depth=depth, ctx=ctx)
+        )
     return memo[key]
 
 
