@@ -109,7 +109,6 @@ class _Candidate:
     repairs: list[str] = field(default_factory=list)
     damage: _Damage | None = None
     inside: str | None = None  # the object came from a JSON string: the decoded text
-    canonical: str = ""
 
 
 def _has_bucket(value: Any) -> bool:
@@ -380,17 +379,15 @@ class _Reader:
         distinct: dict[str, _Candidate] = {}
         for candidate in requests:
             if candidate.damage is None:
-                candidate.canonical = _canonical(candidate.value)
-                distinct.setdefault(candidate.canonical, candidate)
+                distinct.setdefault(_canonical(candidate.value), candidate)
         others = len(distinct) + len(damaged) - 1
         if damaged:
             self._damaged(text, damaged[0], others)
         if len(distinct) > 1:
             self._ambiguous(text, list(distinct.values()))
-        if len(requests) > 1:
-            self.repairs.append(
-                f"read {len(requests)} identical change requests as one (the last is used)"
-            )
+        self.repairs.append(
+            f"read {len(requests)} identical change requests as one (the last is used)"
+        )
         return self._take(text, requests[-1], count)
 
     def _take(self, text: str, candidate: _Candidate, count: int) -> tuple[dict[str, Any], str]:
