@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from agent_payload._jsondata import _FAST_DEPTH, json_data, plain_size
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, REFERENCE_MARKER
 from agent_payload.errors import ConfigurationError
-from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _checked_copy, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
 from agent_payload.merge._nodes import _ARR, _OBJ, _kind
 
 
@@ -67,7 +67,7 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
     and copied. ``copy=False`` returns a dict or list that already is plain JSON data within
     ``limits`` itself (the caller must not mutate it).
     """
-    limits = limits or DEFAULT_LIMITS
+    limits = _check_limits(limits)
     if payload is None:
         return {}
     if isinstance(payload, BaseModel):
