@@ -23,12 +23,12 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
+from agent_payload._intake import marker_for
 from agent_payload._jsondata import json_data
 from agent_payload._jsontext import JsonNumber
 from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
-from agent_payload.merge import choose_marker
 from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
 
 __all__ = [
@@ -494,24 +494,25 @@ def render_prompt(
     """The system prompt and the user message for one call (in a tool loop use
     ``handler.prompt(task)``).
 
-    ``marker``: the DELETE marker of the call (default: ``merge.choose_marker(payload,
-    avoid=(task,))``, as the agent and the tool handler pick it). ``payload_type``: a type whose
-    JSON Schema is shown (in ``"text"`` mode; default: a model payload's class).
-    ``permissions``/``read_only``: a text or a list of rules. ``outline``: sent instead of the
-    payload (an outline of over ``outline_budget`` tokens, read with up to ``max_reads`` reads).
+    ``marker``: the DELETE marker of the call (default: ``"DELETE"`` unless the data, the task
+    or a string the type admits holds it, as the agent and the tool handler pick it).
+    ``payload_type``: a type whose JSON Schema is shown (in ``"text"`` mode; default: a model
+    payload's class). ``permissions``/``read_only``: a text or a list of rules. ``outline``:
+    sent instead of the payload (an outline of over ``outline_budget`` tokens, read with up to
+    ``max_reads`` reads).
     """
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
+    if payload_type is None and isinstance(payload, BaseModel):
+        payload_type = type(payload)
     if marker is None:
-        marker = choose_marker(payload, avoid=(task,))
+        marker = marker_for(payload, payload_type, task)
     system = render_system(
         marker=marker,
         permissions=permissions,
         read_only=read_only,
         extra_instructions=extra_instructions,
     )
-    if payload_type is None and isinstance(payload, BaseModel):
-        payload_type = type(payload)
     schema = ""
     # In tool and json_schema modes the change-request schema carries the payload's types.
     if payload_type is not None and output_mode == "text":
