@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
 from typing import Any
 
-from agent_payload._jsondata import format_payload_path, json_data, locate_problem
+from agent_payload._jsondata import json_data, locate_problem
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
 
@@ -128,7 +128,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
     problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)
     if problem is None:
         return False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
-    where = _show(problem.path)
+    where = format_payload_path(problem.path)
     if problem.kind == "nodes":
         raise LimitExceededError(
             f"{what} holds more than max_nodes={DEFAULT_LIMITS.max_nodes} values (counted up "
@@ -140,7 +140,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
         )
     if problem.kind == "key":
         raise InvalidPayloadError(
-            f"{what}: expected string keys at {_show(problem.path[:-1])}, found "
+            f"{what}: expected string keys at {format_payload_path(problem.path[:-1])}, found "
             f"{problem.detail}; convert the keys to strings.",
             path=problem.path,
         )
@@ -155,10 +155,6 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
         "strings, numbers, booleans and None (or a pydantic model).",
         path=problem.path,
     )
-
-
-def _show(path: Sequence[str | int]) -> str:
-    return format_payload_path(path) or "the root"
 
 
 def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:

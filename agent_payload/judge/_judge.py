@@ -17,7 +17,8 @@ from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import typed as _typed
 from agent_payload._config import read_scope_of
-from agent_payload._jsondata import format_payload_path, json_data, json_equal
+from agent_payload._jsondata import json_data, json_equal
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
@@ -31,7 +32,7 @@ from agent_payload.errors import (
     TruncatedReplyError,
     UnknownFieldError,
 )
-from agent_payload.judge._problems import MISSING, conflict_problems, lookup, summary, value_at
+from agent_payload.judge._problems import MISSING, conflict_problems, summary, value_at
 from agent_payload.judge._recorder import Recorder
 from agent_payload.judge._verdict import Reply, Stage, Verdict
 from agent_payload.report import Change, Finding, Guard, Issue, MergeReport, PayloadPath, Problem
@@ -133,8 +134,9 @@ class Judge:
         scope = self.read_scope
         if scope is None or path is None:
             return False
-        for n in range(1, len(path) + 1):
-            node = lookup(self.payload_json, path[:n])
+        node = self.payload_json
+        for n, part in enumerate(path, 1):  # one walk down, not one lookup per prefix
+            node = lookup(node, (part,), MISSING)
             if not scope.visible(path[:n], None if node is MISSING else node):
                 return True
         return False
@@ -145,7 +147,7 @@ class Judge:
         out = []
         for issue in issues:
             if self.hidden(issue.payload_path):
-                where = format_payload_path(issue.payload_path or ()) or "the payload root"
+                where = format_payload_path(issue.payload_path or ())
                 message = (
                     f"`{where}` is outside the part of the payload you were shown; this entry "
                     "was not applied there. Change only what you were shown."
@@ -281,7 +283,7 @@ class Judge:
         issues = [
             Issue(
                 "permission_denied",
-                format_payload_path(rparts),
+                format_payload_path(rparts, root=""),
                 f"`{format_payload_path(ppath)}` is outside the part of the payload you were "
                 "shown: you may not add, change, delete or test anything there, whatever the "
                 "value. Nothing of this change request was applied; name only what you were "
@@ -443,7 +445,7 @@ class Judge:
             Problem(
                 kind="guard",
                 message=finding.message,
-                path=format_payload_path(change.path),
+                path=format_payload_path(change.path, root=""),
                 code=finding.code,
                 current=change.old,
                 has_current=change.op != "add",
@@ -562,7 +564,7 @@ class Judge:
                 Problem(
                     kind="validation",
                     message=msg,
-                    path=format_payload_path(path),
+                    path=format_payload_path(path, root=""),
                     current=current,
                     has_current=has_current,
                 )
@@ -596,7 +598,7 @@ def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
 
 def _without_values(issue: Issue) -> Issue:
     """A ``concurrent_change`` conflict saying where the other edit collided, not what it did."""
-    where = format_payload_path(issue.payload_path or ()) or "the payload root"
+    where = format_payload_path(issue.payload_path or ())
     message = (
         "Since the payload you were shown, another edit changed what this entry touches (now "
         f"at {where}, or no longer there). Nothing of your request was applied. Read the "

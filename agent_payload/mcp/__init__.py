@@ -29,8 +29,14 @@ every request older than it.
 Tool descriptions teach the format with the system prompt's own text. Logs go to stderr only.
 """
 
+from agent_payload import _paths
 from agent_payload.mcp._editor import Outcome, PayloadFileEditor
-from agent_payload.mcp._paths import parse_path
 from agent_payload.mcp._server import build_server, serve
 
 __all__ = ["Outcome", "PayloadFileEditor", "build_server", "parse_path", "serve"]
+
+
+def parse_path(text: str) -> list[str | int]:
+    """``items[3].price`` -> ``["items", 3, "price"]``, the library's one path grammar (``""``,
+    ``(root)`` and ``$`` are the root); ``ValueError`` says what was expected."""
+    return list(_paths.parse_path(text))

@@ -28,6 +28,7 @@ from agent_payload._files import (
     loads_json_file,
 )
 from agent_payload._jsondata import json_equal
+from agent_payload._paths import PathNotFound, format_payload_path, lookup, parse_path
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.diff import undo_change_request
 from agent_payload.errors import (
@@ -40,7 +41,6 @@ from agent_payload.errors import (
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
-from agent_payload.mcp._paths import has_long_array, parse_path, subtree
 from agent_payload.mcp._undo import UNDO_CHARS, UNDO_KEPT, Undo, put, replaced_values
 from agent_payload.merge import apply_change_request, choose_marker
 from agent_payload.report import Problem
@@ -48,7 +48,7 @@ from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
 from agent_payload.usage import estimate_tokens
 
-__all__ = ["Outcome", "PayloadFileEditor", "parse_path"]
+__all__ = ["Outcome", "PayloadFileEditor"]
 
 READ_TOOL = _outline.READ_PAYLOAD
 FIND_TOOL = _outline.FIND_IN_PAYLOAD
@@ -322,17 +322,18 @@ class PayloadFileEditor:
         version, view = loaded
         budget = self.max_read_tokens
         if start is None and end is None and keys is None:
-            node = view
-            if path:
-                try:
-                    node = subtree(view, parse_path(path), path)
-                except ValueError as exc:
-                    return Outcome(f"{exc}. Nothing else was done.", True, version)
+            try:
+                node = lookup(view, parse_path(path or ""))
+            except (ValueError, PathNotFound) as exc:
+                return Outcome(f"{exc} Nothing else was done.", True, version)
             if not _outline.exceeds(node, budget, count=estimate_tokens):
                 self._last = version
-                threshold = _prompts.DEFAULT_INDEX_THRESHOLD
-                text = _prompts.render_payload(node, index_threshold=threshold)
-                if has_long_array(node, threshold):
+                text, annotated = _prompts._render_json(
+                    node,
+                    indent=_prompts.DEFAULT_INDENT,
+                    index_threshold=_prompts.DEFAULT_INDEX_THRESHOLD,
+                )
+                if annotated:
                     text += "\n\n" + _prompts.load_template("index_note").strip()
                 return Outcome(text + _version_line(version), version=version)
         arguments: dict[str, Any] = {"path": path or ""}
@@ -643,11 +644,11 @@ class PayloadFileEditor:
             merged = apply_change_request(payload, rebased, markers={self.marker}, strict=True)
         except ConcurrentChangeError as exc:
             where = sorted(
-                {_prompts.format_payload_path(c.payload_path or ()) for c in exc.report.conflicts}
+                {format_payload_path(c.payload_path or ()) for c in exc.report.conflicts}
             )
             return Outcome(
                 f"{refused}, and what your change changed was changed again since "
-                f"({', '.join(w or 'the payload root' for w in where)}): undoing would "
+                f"({', '.join(where)}): undoing would "
                 f"overwrite that.{advice}",
                 True,
                 current,
@@ -798,7 +799,7 @@ class PayloadFileEditor:
         out = []
         for error in errors[:5]:
             path = list(error.absolute_path)
-            where = _prompts.format_payload_path(path) or "(root)"
+            where = format_payload_path(path)
             if self.read_scope is None or not for_model:
                 out.append(f"at {where}: {error.message}")
             elif not self.read_scope.visible(tuple(path)):

@@ -27,10 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_payload import prompts as _prompts
 from agent_payload._filelock import sidecar
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_equal
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import AgentPayloadError
 from agent_payload.merge import Applied, apply_change_request, rebase_change_request
@@ -199,7 +199,7 @@ def differences(old: Any, new: Any, limit: int = 5) -> tuple[list[str], int]:
         path, a, b = stack.pop()
         if a is not _ABSENT and b is not _ABSENT and json_equal(a, b):
             continue
-        where = _prompts.format_payload_path(path) or "the whole payload"
+        where = format_payload_path(path)
         if type(a) is dict and type(b) is dict:
             keys = list(dict.fromkeys([*a, *b]))
             stack.extend(((*path, k), a.get(k, _ABSENT), b.get(k, _ABSENT)) for k in keys[::-1])

@@ -31,8 +31,9 @@ The parts, in reading order:
 * ``_reconcile``: pydantic validation errors as payload paths and messages.
 """
 
-from agent_payload._jsondata import format_payload_path, format_request_path
+from agent_payload._jsondata import format_request_path
 from agent_payload._normalise import WRAPPERS
+from agent_payload._paths import format_payload_path
 from agent_payload.merge._apply import apply_change_request, ineffective_parts
 from agent_payload.merge._apply import merge_checked as merge_checked  # the judge, per attempt
 from agent_payload.merge._limits import DEFAULT_LIMITS, Limits

@@ -16,8 +16,8 @@ from agent_payload._jsondata import (
     describe,
     locate_problem,
     materialize,
-    where_in_payload,
 )
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 
 
@@ -110,7 +110,7 @@ def _limit_error(
 
 def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
     assert problem is not None, "the locator finds what the copy refused"
-    where = where_in_payload(problem.path)
+    where = format_payload_path(problem.path)
     exceeded = _limit_error("payload", problem, where, limits)
     if exceeded is not None:
         return exceeded

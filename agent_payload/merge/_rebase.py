@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agent_payload._jsondata import Link, describe, format_request_path, json_equal, materialize
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConcurrentChangeError, MergeConflictError
 from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _root_error
@@ -268,7 +269,7 @@ def _collide(a: _Effect, b: _Effect) -> bool:
 
 
 def _where(path: Path) -> str:
-    return format_request_path(path) or "the payload root"
+    return format_payload_path(path)
 
 
 def _show(v: Any) -> str:

@@ -28,13 +28,12 @@ Paths are written as in the prompts and corrections: ``lines[3].sku``, ``custome
 
 from __future__ import annotations
 
+from agent_payload._paths import PathSyntaxError, parse_path
 from agent_payload.outline._reads import (
-    PathSyntaxError,
     answer,
     find,
     last_read_note,
     not_applied_note,
-    parse_path,
     read,
     tool_specs,
     value_text,

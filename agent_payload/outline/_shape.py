@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_payload import _jsontext
 from agent_payload import prompts as _prompts
+from agent_payload._paths import counted
 from agent_payload.errors import ConfigurationError
 from agent_payload.usage import estimate_tokens
 
@@ -289,7 +290,7 @@ class _Writer:
             return
         if depth <= 0:
             self.cut = True
-            self.emit(f"{{/*{_count(n, 'key')}*/}}")
+            self.emit(f"{{/*{counted(n, 'key')}*/}}")
             return
         lo, hi = window if window is not None else (0, n)
         last = min(hi, lo + self.level.keys)
@@ -298,7 +299,7 @@ class _Writer:
         first = True
         if lo > 0:  # keys before the window read
             self.emit(self._break(indent + 1) if broken else "")
-            self.emit(f"/*keys 0 to {lo - 1} not shown ({_count(lo, 'key')})*/")
+            self.emit(f"/*keys 0 to {lo - 1} not shown ({counted(lo, 'key')})*/")
         for key, item in itertools.islice(value.items(), lo, last):
             if not first:
                 self.emit(",")
@@ -311,7 +312,7 @@ class _Writer:
             self.cut |= last < hi
             if broken:
                 self.emit(self._break(indent + 1))
-            self.emit(f"/*keys {last} to {n - 1} not shown ({_count(n - last, 'key')})*/")
+            self.emit(f"/*keys {last} to {n - 1} not shown ({counted(n - last, 'key')})*/")
         if broken:
             self.emit(self._break(indent))
         self.emit("}")
@@ -325,7 +326,7 @@ class _Writer:
             return
         if depth <= 0:
             self.cut = True
-            self.emit(f"[/*{_count(n, 'element')}*/]")
+            self.emit(f"[/*{counted(n, 'element')}*/]")
             return
         lo, hi = window if window is not None else (0, n)
         wanted = self.level.items
@@ -346,7 +347,7 @@ class _Writer:
             if broken:
                 self.emit(self._break(inner))
             where = f"{start}" if start == end else f"{start} to {end}"
-            self.emit(f"/*{where} not shown ({_count(end - start + 1, 'element')})*/")
+            self.emit(f"/*{where} not shown ({counted(end - start + 1, 'element')})*/")
             if not broken and end < n - 1:
                 self.emit(" ")
 
@@ -366,12 +367,6 @@ class _Writer:
         if broken:
             self.emit(self._break(indent))
         self.emit("]")
-
-
-def _count(n: int, noun: str) -> str:
-    if n == 1:
-        return f"{n} {noun}"
-    return f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
 
 
 def _render(

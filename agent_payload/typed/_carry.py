@@ -10,7 +10,8 @@ from typing import Any, Final
 
 from pydantic.types import _SecretBase
 
-from agent_payload._jsondata import describe, format_payload_path
+from agent_payload._jsondata import describe
+from agent_payload._paths import format_payload_path
 from agent_payload.report import Change, PayloadPath
 from agent_payload.typed._inspect import _fields, _has, _is_model_class, _json_key
 
