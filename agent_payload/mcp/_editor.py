@@ -1,9 +1,6 @@
-"""The JSON file the MCP server edits: reading it as the model may see it, applying a change
-request with the handler's verdict (rebased over the writes made since the version it was
-written against, MERGE.md section 9), and undo. Every check-and-write holds the file's lock
-(``agent_payload._filelock``) and is recorded in the journal the servers of one file share
-(``agent_payload.mcp._journal``). No MCP here: the server (``agent_payload.mcp._server``) only
-turns these results into tool results."""
+"""The JSON file the MCP server edits: reads as the model may see it, change requests judged
+by the handler (rebased over the writes since their version, MERGE.md section 9), and undo.
+No MCP here: ``_server`` turns these outcomes into tool results."""
 
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ from agent_payload._files import (
     loads_json_file,
 )
 from agent_payload._jsondata import json_equal
-from agent_payload._paths import PathNotFound, format_payload_path, lookup, parse_path
+from agent_payload._paths import PathNotFound, echo, format_payload_path, lookup, parse_path
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.diff import undo_change_request
 from agent_payload.errors import (
@@ -41,7 +38,8 @@ from agent_payload.errors import (
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
-from agent_payload.mcp._undo import UNDO_CHARS, UNDO_KEPT, Undo, put, replaced_values
+from agent_payload.mcp._schema import PayloadSchema
+from agent_payload.mcp._undo import UNDO_KEPT, Undo, keep, put, undo_of
 from agent_payload.merge import apply_change_request, choose_marker
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
@@ -68,12 +66,6 @@ class Outcome:
     text: str
     is_error: bool = False
     version: str | None = None
-
-
-def _cut(value: Any, limit: int = 120) -> str:
-    """``value`` as an error message repeats it: its repr, cut beyond ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 20]}… ({len(text)} characters)"
 
 
 class _FileProblem(Exception):
@@ -130,21 +122,14 @@ def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | Non
 
 
 class PayloadFileEditor:
-    """Edits one JSON file with change requests, one call at a time.
+    """Edits one JSON file with change requests, one call at a time (docs/mcp.md).
 
-    ``allow``/``deny``: write-permission rules (``agent_payload.guards.Permissions``);
-    ``hide``: read-scope exclusions (``ReadScope(exclude=...)``: hidden keys are neither shown
-    nor writable); ``payload_schema``: a JSON Schema the payload must keep matching (the
-    change request's tool schema is derived from it). Raises ``ConfigurationError`` when the
-    file cannot be read, is not JSON, or does not match ``payload_schema``, or a rule is
-    malformed.
-
-    Concurrency: every result that shows the payload names its version (a digest of the file's
-    bytes). A change request is read against its ``base_version`` (default: the version this
-    editor last showed) and rebased over the writes recorded in the journal since then, by this
-    editor or another on the same file; one that collides with them, or that is older than an
-    outside edit (a change no journal line explains), is sent back with what changed. Each
-    check-and-write holds the file's lock.
+    ``allow``/``deny``: write-permission rules; ``hide``: read-scope exclusions (neither shown
+    nor writable); ``payload_schema``: a JSON Schema the payload must keep matching. Raises
+    ``ConfigurationError`` when the file cannot be read, is not JSON or does not match the
+    schema, or a rule is malformed. Every result that shows the payload names its version; a
+    change request is rebased from its ``base_version`` (default: the last one shown) over the
+    journal's writes since, or sent back with what changed.
     """
 
     def __init__(
@@ -169,8 +154,8 @@ class PayloadFileEditor:
                 f"{_outline.MIN_PAYLOAD_TOKENS}, found {max_read_tokens!r}"
             )
         self.max_read_tokens = budget
-        data = self._read_bytes_or_fail()
         try:
+            data = self._read_bytes()
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
@@ -190,9 +175,9 @@ class PayloadFileEditor:
         except ConfigurationError as exc:
             raise ConfigurationError(f"hide rules: {exc}") from exc
         self.payload_schema = dict(payload_schema) if payload_schema is not None else None
-        self._schema_validator = self._make_validator(self.payload_schema)
-        if self._schema_validator is not None:
-            errors = self._schema_errors(payload, for_model=False)
+        self._schema = PayloadSchema(payload_schema) if payload_schema is not None else None
+        if self._schema is not None:
+            errors = self._schema.errors(payload)
             if errors:
                 raise ConfigurationError(
                     f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
@@ -200,8 +185,7 @@ class PayloadFileEditor:
                 )
         self._versions = Versions(self.path, self.marker)
         self._last = self._versions.remember(data)
-        self._history: list[Undo] = []
-        """The changes this server can undo, newest last (``UNDO_KEPT``, ``UNDO_CHARS``)."""
+        self._history: list[Undo] = []  # newest last
 
     # -- what the model is told -------------------------------------------------------------
 
@@ -315,7 +299,9 @@ class PayloadFileEditor:
         only those keys of each element) as the model may see it, and its version: as JSON when
         it fits ``max_read_tokens``, else outlined (``outline.answer``, the agent's reads)."""
         if path is not None and not isinstance(path, str):
-            return Outcome(f"path: expected a string such as items[3], found {_cut(path)}", True)
+            return Outcome(
+                f"path: expected a string such as items[3], found {echo(repr(path))}", True
+            )
         loaded = self._load()
         if isinstance(loaded, Outcome):
             return loaded
@@ -378,23 +364,6 @@ class PayloadFileEditor:
         except FileWriteError as exc:  # the lock file cannot be opened
             return Outcome(f"Nothing was applied: {exc}.", True)
 
-    def _undo_of(self, before: str, old: Any, new: Any, exact: bytes) -> Undo:
-        """What undoing a change from ``old`` to ``new`` needs: the values it replaced (the
-        smallest subtrees that differ; not copies of the file), and the bytes of before
-        compressed (``exact``), to put them back exactly while it is the newest."""
-        replaced = [[list(path), value] for path, value in replaced_values(old, new)]
-        return Undo(before, "", json_file_text(replaced), exact)
-
-    def _keep_undo(self, undo: Undo) -> None:
-        """Keep ``undo`` as the newest (only it keeps its exact bytes), within ``UNDO_KEPT``
-        changes and ``UNDO_CHARS`` characters."""
-        if self._history:
-            self._history[-1] = dataclasses.replace(self._history[-1], exact=None)
-        self._history.append(undo)
-        size = sum(len(u.old) for u in self._history)
-        while len(self._history) > UNDO_KEPT or (size > UNDO_CHARS and len(self._history) > 1):
-            size -= len(self._history.pop(0).old)
-
     def undo(self) -> Outcome:
         """Revert the last change written here: the exact bytes of before when the file is as
         it left it, else its inverse rebased over the change requests applied since."""
@@ -449,7 +418,7 @@ class PayloadFileEditor:
             )
         # What the journal and undo need is taken now; then the old payload is let go before
         # the new text is built.
-        undo = self._undo_of(current, payload, result.payload, exact)
+        undo = undo_of(current, payload, result.payload, exact)
         replayed = self._versions.replayed(payload, result.payload, result.change_request)
         merged, content = result.payload, result.content
         del payload, handler, result
@@ -461,7 +430,7 @@ class PayloadFileEditor:
         after = self._versions.remember(new)
         self._last = after
         self._versions.append(current, after, replayed)
-        self._keep_undo(dataclasses.replace(undo, after=after))
+        keep(self._history, dataclasses.replace(undo, after=after))
         note = (
             f"it also holds the {since} applied since version {base}: call {READ_TOOL} "
             "before writing positions against it"
@@ -482,9 +451,9 @@ class PayloadFileEditor:
         base_data = self._versions.shown(base)
         if base_data is None:
             return Outcome(
-                f"Nothing was applied: {BASE_VERSION} {_cut(base)} is not a version this server "
-                f"showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large file). "
-                f"Call {READ_TOOL} to see the current payload (version {current}), then send "
+                f"Nothing was applied: {BASE_VERSION} {echo(repr(base))} is not a version this "
+                f"server showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large "
+                f"file). Call {READ_TOOL} to see the current payload (version {current}), then send "
                 "your change again against it.",
                 True,
                 current,
@@ -684,7 +653,7 @@ class PayloadFileEditor:
             payload,
             marker=self.marker,
             guards=self.guards(),
-            validators=[self._validate] if self._schema_validator is not None else [],
+            validators=[self._validate] if self._schema is not None else [],
             name=APPLY_TOOL,
             versions=False,  # the server numbers the file's versions itself
             max_payload_tokens=self.max_read_tokens,  # corrections within half of it
@@ -757,95 +726,10 @@ class PayloadFileEditor:
         except OSError as exc:
             raise _FileProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
 
-    def _read_bytes_or_fail(self) -> bytes:
-        try:
-            return self._read_bytes()
-        except _FileProblem as exc:
-            raise ConfigurationError(str(exc)) from exc
-
-    @staticmethod
-    def _make_validator(schema: Mapping[str, Any] | None) -> Any:
-        if schema is None:
-            return None
-        try:
-            import jsonschema
-        except ImportError as exc:
-            raise ConfigurationError(
-                "--payload-schema needs the jsonschema package; install it with "
-                "pip install 'agent-payload[mcp]'"
-            ) from exc
-        cls = jsonschema.validators.validator_for(schema)
-        try:
-            cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ConfigurationError(
-                f"the payload schema is not a valid JSON Schema: {exc.message}"
-            ) from exc
-        validator = cls(schema)
-        _check_refs(validator, schema)
-        return validator
-
-    def _schema_errors(self, payload: Any, *, for_model: bool = True) -> list[str]:
-        from referencing.exceptions import Unresolvable
-
-        try:
-            errors = sorted(
-                self._schema_validator.iter_errors(payload), key=lambda e: list(e.absolute_path)
-            )
-        except Unresolvable as exc:  # a $ref the startup check could not see (under a $id)
-            raise ConfigurationError(
-                f"the payload schema's reference cannot be resolved ({exc}); fix the schema"
-            ) from exc
-        out = []
-        for error in errors[:5]:
-            path = list(error.absolute_path)
-            where = format_payload_path(path)
-            if self.read_scope is None or not for_model:
-                out.append(f"at {where}: {error.message}")
-            elif not self.read_scope.visible(tuple(path)):
-                out.append("in a part of the payload you cannot see")
-            else:  # the schema's rule, never the data (it may hold keys the model cannot see)
-                rule = json.dumps(error.validator_value, ensure_ascii=False)
-                rule = rule if len(rule) <= 200 else rule[:197] + "..."
-                out.append(f"at {where}: the schema's {error.validator!r} rule ({rule}) fails")
-        return out
-
     def _validate(self, payload: Any) -> None:
-        errors = self._schema_errors(payload)
+        assert self._schema is not None
+        errors = self._schema.errors(payload, self.read_scope)
         if errors:
             raise RetryWithFeedback(
                 "The result would not match the payload's JSON Schema: " + "; ".join(errors)
             )
-
-
-_NOT_SCHEMAS: Final = frozenset({"enum", "const", "default", "examples"})
-
-
-def _check_refs(validator: Any, schema: Any) -> None:
-    """Every ``$ref`` of the payload schema resolves (remote ones are never fetched), or a
-    ``ConfigurationError`` naming it and where it stands: found at startup, not as a
-    traceback or as a raw error in a tool result. A subschema with its own ``$id`` is left to
-    validation (its references resolve against it)."""
-    from referencing.exceptions import Unresolvable
-
-    resolver = validator._resolver  # jsonschema's resolver for this schema (4.18+)
-    stack: list[tuple[Any, list[str | int]]] = [(schema, [])]
-    while stack:
-        node, at = stack.pop()
-        if isinstance(node, dict):
-            if at and "$id" in node:
-                continue
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                try:
-                    resolver.lookup(ref)
-                except Unresolvable as exc:
-                    where = "/".join(str(p) for p in at) or "(root)"
-                    raise ConfigurationError(
-                        f"the payload schema's $ref {ref!r} at {where} cannot be resolved "
-                        f"({type(exc).__name__}: {exc}); point it at a definition inside the "
-                        "schema (remote references are not fetched)"
-                    ) from exc
-            stack.extend((v, [*at, k]) for k, v in node.items() if k not in _NOT_SCHEMAS)
-        elif isinstance(node, list):
-            stack.extend((v, [*at, i]) for i, v in enumerate(node))

@@ -1,16 +1,18 @@
-"""What the MCP server keeps to undo a change: the values it replaced, not copies of the file
-(issue 29), within ``UNDO_KEPT`` changes and ``UNDO_CHARS`` characters."""
+"""What the MCP server keeps to undo a change: the values it replaced, not copies of the file,
+within ``UNDO_KEPT`` changes and ``UNDO_CHARS`` characters."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agent_payload._files import json_file_text
 from agent_payload._jsondata import json_equal
 
-__all__ = ["UNDO_CHARS", "UNDO_KEPT", "Undo", "put", "replaced_values"]
+__all__ = ["UNDO_CHARS", "UNDO_KEPT", "Undo", "keep", "put", "replaced_values", "undo_of"]
 
 UNDO_KEPT: Final = 20
 """How many of its changes a server can undo (the oldest is forgotten first)."""
@@ -32,6 +34,22 @@ class Undo:
 
 
 _Path = tuple[str | int, ...]
+
+
+def undo_of(before: str, old: Any, new: Any, exact: bytes) -> Undo:
+    """What undoing a change from ``old`` to ``new`` needs (its ``after`` set once written)."""
+    replaced = [[list(path), value] for path, value in replaced_values(old, new)]
+    return Undo(before, "", json_file_text(replaced), exact)
+
+
+def keep(history: list[Undo], undo: Undo) -> None:
+    """Add ``undo`` as the newest (only it keeps its exact bytes), within the limits."""
+    if history:
+        history[-1] = dataclasses.replace(history[-1], exact=None)
+    history.append(undo)
+    size = sum(len(u.old) for u in history)
+    while len(history) > UNDO_KEPT or (size > UNDO_CHARS and len(history) > 1):
+        size -= len(history.pop(0).old)
 
 
 def replaced_values(old: Any, new: Any) -> list[tuple[_Path, Any]]:
