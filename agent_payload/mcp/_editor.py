@@ -453,8 +453,8 @@ class PayloadFileEditor:
             return Outcome(
                 f"Nothing was applied: {BASE_VERSION} {echo(repr(base))} is not a version this "
                 f"server showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large "
-                f"file). Call {READ_TOOL} to see the current payload (version {current}), then send "
-                "your change again against it.",
+                f"file). Call {READ_TOOL} to see the current payload (version {current}), then "
+                "send your change again against it.",
                 True,
                 current,
             )
