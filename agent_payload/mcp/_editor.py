@@ -4,12 +4,10 @@ No MCP here: ``_server`` turns these outcomes into tool results."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 import json
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -19,15 +17,13 @@ from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._filelock import locked
 from agent_payload._files import (
-    atomic_write_bytes,
     json_file_text,
     json_layout,
     loads_json_file,
 )
 from agent_payload._jsondata import json_equal
-from agent_payload._paths import PathNotFound, echo, format_payload_path, lookup, parse_path
+from agent_payload._paths import PathNotFound, echo, lookup, parse_path
 from agent_payload._reply import DEFAULT_TOOL_NAME
-from agent_payload.diff import undo_change_request
 from agent_payload.errors import (
     AgentPayloadError,
     ConcurrentChangeError,
@@ -37,10 +33,11 @@ from agent_payload.errors import (
 )
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
+from agent_payload.mcp._file import FileProblem, decode, load, write_unchanged
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
 from agent_payload.mcp._schema import PayloadSchema
-from agent_payload.mcp._undo import UNDO_KEPT, Undo, keep, put, undo_of
-from agent_payload.merge import apply_change_request, choose_marker
+from agent_payload.mcp._undo import UNDO_KEPT, Undo, inverse, keep, revert, undo_of
+from agent_payload.merge import choose_marker
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
@@ -68,26 +65,6 @@ class Outcome:
     version: str | None = None
 
 
-class _FileProblem(Exception):
-    """The file cannot be read as a JSON payload right now (the message says why)."""
-
-
-def _decode(path: Path, data: bytes) -> Any:
-    """The file's JSON, read exactly by the library's one reader (``_files``)."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _FileProblem(
-            f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); JSON files must be UTF-8"
-        ) from exc
-    try:
-        return loads_json_file(text)
-    except json.JSONDecodeError as exc:
-        raise _FileProblem(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from exc
-
-
 # --- versions -----------------------------------------------------------------------------
 
 
@@ -97,7 +74,8 @@ def _version_line(version: str, note: str = "") -> str:
     return f"\n\n(version {version}: {note})"
 
 
-_NOW = "the file as it is now; the current values above are from it"
+_AS_IS = "the file as it is now"
+_NOW = f"{_AS_IS}; the current values above are from it"
 _CONCURRENT_IN_SCOPE = (
     "Since the version you wrote against, another change request changed what this entry "
     "touches. Nothing of your request was applied. Read the current value with "
@@ -155,9 +133,8 @@ class PayloadFileEditor:
             )
         self.max_read_tokens = budget
         try:
-            data = self._read_bytes()
-            payload = _decode(self.path, data)
-        except _FileProblem as exc:
+            data, payload = load(self.path)
+        except FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
         self.marker = choose_marker(payload)
         try:  # the handler's own check of the payload (kind, depth, values), before serving
@@ -339,9 +316,8 @@ class PayloadFileEditor:
     def _load(self) -> tuple[str, Any] | Outcome:
         """The file's version (remembered as shown) and the payload as the model may see it."""
         try:
-            data = self._read_bytes()
-            payload = _decode(self.path, data)
-        except _FileProblem as exc:
+            data, payload = load(self.path)
+        except FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
         return self._versions.remember(data), self._view(payload)
 
@@ -358,30 +334,28 @@ class PayloadFileEditor:
         request, base = _split(arguments)
         if isinstance(base, Outcome):
             return base
-        try:
-            with locked(self.path):
-                return self._apply(request, base if base is not None else self._last)
-        except FileWriteError as exc:  # the lock file cannot be opened
-            return Outcome(f"Nothing was applied: {exc}.", True)
+        return self._locked("Nothing was applied", self._apply, request, base or self._last)
 
     def undo(self) -> Outcome:
         """Revert the last change written here: the exact bytes of before when the file is as
         it left it, else its inverse rebased over the change requests applied since."""
         if not self._history:
             return Outcome(f"There is no change of yours to undo in {self.path.name}.", True)
+        return self._locked("Nothing was undone", self._undo)
+
+    def _locked(self, what: str, step: Callable[..., Outcome], *args: Any) -> Outcome:
         try:
             with locked(self.path):
-                return self._undo()
+                return step(*args)
         except FileWriteError as exc:  # the lock file cannot be opened
-            return Outcome(f"Nothing was undone: {exc}.", True)
+            return Outcome(f"{what}: {exc}.", True)
 
     # -- under the lock ---------------------------------------------------------------------
 
     def _apply(self, request: Any, base: str) -> Outcome:
         try:
-            data = self._read_bytes()
-            payload = _decode(self.path, data)
-        except _FileProblem as exc:
+            data, payload = load(self.path)
+        except FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
         current = digest(data)
         # What is needed of the file's bytes is taken now, and they are let go (a large file's
@@ -413,7 +387,7 @@ class PayloadFileEditor:
             return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
             return Outcome(
-                moved + result.content + _version_line(current, "the file as it is now"),
+                moved + result.content + _version_line(current, _AS_IS),
                 version=current,
             )
         # What the journal and undo need is taken now; then the old payload is let go before
@@ -458,7 +432,7 @@ class PayloadFileEditor:
                 True,
                 current,
             )
-        base_payload = _decode(self.path, base_data)
+        base_payload = decode(self.path, base_data)
         if json_equal(base_payload, payload):  # the same JSON (reformatted, or changed back)
             return dict(request), 0
         entries = self._versions.journal.since(base, current)
@@ -504,7 +478,7 @@ class PayloadFileEditor:
             return Outcome(
                 f"(Judged against version {base}, which your request was written against.)\n"
                 + text
-                + _version_line(current, "the file as it is now"),
+                + _version_line(current, _AS_IS),
                 True,
                 current,
             )
@@ -513,44 +487,21 @@ class PayloadFileEditor:
     def _undo(self) -> Outcome:
         last = self._history[-1]
         try:
-            data = self._read_bytes()
-            payload = _decode(self.path, data)
+            data, payload = load(self.path)
             replaced = [(tuple(p), v) for p, v in loads_json_file(last.old)]
-        except _FileProblem as exc:
+        except FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
         current = digest(data)
         layout = json_layout(data.decode("utf-8-sig"))
-        inverse: Any = None
         if current == last.after:  # nobody wrote since
-            target = put(payload, replaced)
-            with contextlib.suppress(AgentPayloadError):
-                inverse = undo_change_request(
-                    target, payload, marker=self.marker, markers={self.marker}
-                )
-            request = inverse
+            target, request = inverse(payload, replaced, self.marker)
             exact = last.exact
             new = zlib.decompress(exact) if exact else json_file_text(target, layout).encode()
         else:
-            mine_data = self._versions.shown(last.after)
-            if mine_data is None:
-                self._history.clear()
-                return Outcome(
-                    f"Nothing was undone: {self.path.name} was changed since your last change, "
-                    "and the version your change left is no longer kept in memory to move the "
-                    f"undo over those changes. Call {READ_TOOL} and send a change request that "
-                    "puts the old values back.",
-                    True,
-                    current,
-                )
-            mine = _decode(self.path, mine_data)
-            with contextlib.suppress(AgentPayloadError):
-                inverse = undo_change_request(
-                    put(mine, replaced), mine, marker=self.marker, markers={self.marker}
-                )
-            reverted = self._revert(inverse, mine, last.after, current, payload)
-            if isinstance(reverted, Outcome):
+            reverted = revert(self._versions, last, replaced, current, payload, self.path)
+            if isinstance(reverted, str):
                 self._history.clear()  # what made it impossible stays: never promise it again
-                return reverted
+                return Outcome(reverted, True, current)
             target, request = reverted
             new = json_file_text(target, layout).encode()
         written = self._write(current, new, "Nothing was undone")
@@ -574,59 +525,9 @@ class PayloadFileEditor:
             "since are kept)"
         )
         return Outcome(
-            f"Undone: {self.path.name} {how} ({more})."
-            + _version_line(restored, "the file as it is now"),
+            f"Undone: {self.path.name} {how} ({more})." + _version_line(restored, _AS_IS),
             version=restored,
         )
-
-    def _revert(
-        self, inverse: Any, mine: Any, left: str, current: str, payload: Any
-    ) -> tuple[Any, Any] | Outcome:
-        """The undo of a change (``inverse``, written against ``mine``, the payload it left as
-        version ``left``) rebased over the change requests applied since: (the payload it
-        gives, the request as applied), or why it cannot be done."""
-        refused = (
-            f"Nothing was undone: {self.path.name} was changed by someone else since your last "
-            f"change (your change left version {left}; the file is now version {current})"
-        )
-        advice = (
-            f" None of your earlier changes can be undone any more. To revert yours, call "
-            f"{READ_TOOL} and send a change request that puts the old values back."
-        )
-        entries = self._versions.journal.since(left, current)
-        if entries == "older":
-            return Outcome(
-                f"{refused}, by more change requests than this server keeps track of.{advice}",
-                True,
-                current,
-            )
-        if isinstance(entries, str) or inverse is None:
-            return Outcome(
-                f"{refused}, by means other than a change request (an editor, a script): "
-                f"undoing would throw their edit away.{advice}",
-                True,
-                current,
-            )
-        entries = self._versions.without_cancelled(entries, mine, payload)
-        try:
-            rebased = self._versions.rebase(mine, entries, inverse)
-            merged = apply_change_request(payload, rebased, markers={self.marker}, strict=True)
-        except ConcurrentChangeError as exc:
-            where = sorted(
-                {format_payload_path(c.payload_path or ()) for c in exc.report.conflicts}
-            )
-            return Outcome(
-                f"{refused}, and what your change changed was changed again since "
-                f"({', '.join(where)}): undoing would "
-                f"overwrite that.{advice}",
-                True,
-                current,
-            )
-        except AgentPayloadError as exc:
-            return Outcome(
-                f"{refused}; your change cannot be reverted over it ({exc}).{advice}", True, current
-            )
-        return merged.payload, rebased
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -697,34 +598,16 @@ class PayloadFileEditor:
         """Write ``new`` if the file is still version ``expected`` (a writer that does not take
         the lock may have replaced it); an ``Outcome`` when it could not."""
         try:
-            if self._file_digest() != expected:
-                return Outcome(
-                    f"{what}: {self.path.name} was changed by someone else just now (by a "
-                    f"program that does not take its lock). Call {READ_TOOL} to see the "
-                    "current payload, then try again.",
-                    True,
-                )
-            atomic_write_bytes(self.path, new)
-        except (_FileProblem, FileWriteError) as exc:
+            if write_unchanged(self.path, expected, new):
+                return None
+        except (FileProblem, FileWriteError) as exc:
             return Outcome(f"{what}: {exc}.", True)
-        return None
-
-    def _file_digest(self) -> str:
-        """The file's version, read in blocks (no second copy of a large file in memory)."""
-        hasher = hashlib.sha256()
-        try:
-            with open(self.path, "rb") as handle:
-                while block := handle.read(1 << 20):
-                    hasher.update(block)
-        except OSError as exc:
-            raise _FileProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-        return hasher.hexdigest()[: len(digest(b""))]
-
-    def _read_bytes(self) -> bytes:
-        try:
-            return self.path.read_bytes()
-        except OSError as exc:
-            raise _FileProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        return Outcome(
+            f"{what}: {self.path.name} was changed by someone else just now (by a program that "
+            f"does not take its lock). Call {READ_TOOL} to see the current payload, then try "
+            "again.",
+            True,
+        )
 
     def _validate(self, payload: Any) -> None:
         assert self._schema is not None
