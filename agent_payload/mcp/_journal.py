@@ -1,18 +1,10 @@
-"""Versions of the served file, and the journal every MCP server of one file shares.
+"""Versions of the served file (the first 12 hex digits of its bytes' SHA-256), and the
+journal every MCP server of one file shares (docs/mcp.md, "Journal").
 
-A version is the first 12 hex digits of the SHA-256 of the file's bytes. ``Versions`` keeps the
-versions one server showed its model (a request's base must be one) and rebases a request over
-the journal's writes since its base (MERGE.md section 9).
-
-The journal is a JSONL sidecar ``.<name>.journal`` next to the file. Each line is one write:
-``{"before": V, "after": W, "request": {...}, "markers": [...]}``, where ``V`` and ``W`` are the
-file's versions before and after, and ``request`` is the change request exactly as applied
-(rebased, so positions are those of ``V``) or ``null`` when no request replays the write. Lines
-are appended under the file's lock (``agent_payload._filelock``), after the file itself was
-written: a write whose line is missing (a crash in between) reads as an outside edit, which is
-safe. The journal is compacted (oldest lines dropped) past ``MAX_BYTES``; a request older than
-what is left is sent back like one older than an outside edit.
-"""
+The journal ``.<name>.journal`` has one JSON line per write, ``{"before": V, "after": W,
+"request": {...} | null, "markers": [...]}`` (the request as applied, positions of ``V``),
+appended under the file's lock after the file was written: a missing line (a crash between)
+reads as an outside edit, which is safe."""
 
 from __future__ import annotations
 
