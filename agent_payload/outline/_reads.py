@@ -1,15 +1,11 @@
-# The read tools: the path grammar (``parse_path``), the tool descriptions (``tool_specs``) and
-# notes, and the answers to ``read_payload`` and ``find_in_payload`` calls (``read``, ``find``,
-# ``answer``), each a text for the model; a bad call gets an error text, never an exception.
-# ``find`` runs a little over 80 lines: its scan is written out for each container and each
-# kind of search, with no call per value (the hot part on a payload of megabytes).
-"""Answers to the read tools of outline mode (pure)."""
+"""The read tools of outline mode (pure): their descriptions (``tool_specs``) and the answers
+to ``read_payload`` and ``find_in_payload`` calls, each a text for the model."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from string import Template
 from typing import Any
 
@@ -427,51 +423,31 @@ def _find_one(
         elif isinstance(value, int | float) and not isinstance(value, bool) and value == number:
             hit(where, f": {json.dumps(value)}")
 
-    # An explicit stack (any depth); a path is built only for a container or a match. The
-    # test of a scalar is written out in each loop (no call per value: this is the hot part).
+    # An explicit stack (any depth); a path is built only for a container or a match, and the
+    # test of a scalar is written out in the loop (no call per value: this is the hot part).
     containers = (dict, list)
     stack: list[tuple[tuple[str | int, ...], Any]] = [(tuple(path), root)]
     while stack:
         where, node = stack.pop()
-        later: list[tuple[tuple[str | int, ...], Any]] = []
-        if isinstance(node, dict):
-            if needle is not None:
-                for key, item in node.items():
-                    if needle in key.casefold():
-                        hit((*where, key), f" (the key {json.dumps(key, ensure_ascii=False)})")
-                    if isinstance(item, containers):
-                        later.append(((*where, key), item))
-                    elif isinstance(item, str) and needle in item.casefold():
-                        scalar((*where, key), item)
-            else:
-                for key, item in node.items():
-                    if isinstance(item, containers):
-                        later.append(((*where, key), item))
-                    elif (
-                        isinstance(item, int | float)
-                        and not isinstance(item, bool)
-                        and item == number
-                    ):
-                        scalar((*where, key), item)
-        elif isinstance(node, list):
-            if needle is not None:
-                for index, item in enumerate(node):
-                    if isinstance(item, containers):
-                        later.append(((*where, index), item))
-                    elif isinstance(item, str) and needle in item.casefold():
-                        scalar((*where, index), item)
-            else:
-                for index, item in enumerate(node):
-                    if isinstance(item, containers):
-                        later.append(((*where, index), item))
-                    elif (
-                        isinstance(item, int | float)
-                        and not isinstance(item, bool)
-                        and item == number
-                    ):
-                        scalar((*where, index), item)
-        else:
+        if not isinstance(node, containers):
             scalar(where, node)
+            continue
+        later: list[tuple[tuple[str | int, ...], Any]] = []
+        keyed = isinstance(node, dict)
+        pairs: Iterable[tuple[Any, Any]] = (
+            node.items() if isinstance(node, dict) else enumerate(node)
+        )
+        for key, item in pairs:
+            if keyed and needle is not None and needle in key.casefold():
+                hit((*where, key), f" (the key {json.dumps(key, ensure_ascii=False)})")
+            if isinstance(item, containers):
+                later.append(((*where, key), item))
+            elif (
+                (isinstance(item, str) and needle in item.casefold())
+                if needle is not None
+                else isinstance(item, int | float) and not isinstance(item, bool) and item == number
+            ):
+                scalar((*where, key), item)
         stack.extend(reversed(later))
     return _found(lines, total, text, number, path, budget, count)
 

@@ -1,7 +1,5 @@
-# The outline itself: the budget (known context windows, the default), whether a payload fits,
-# the levels of detail, the writer that renders a value at one level, and ``outline``, which
-# picks the most detailed level that fits the budget.
-"""Outlines: a payload's shape within a token budget (pure)."""
+"""Outlines (pure): the budget (known context windows, the default), whether a payload fits,
+the levels of detail, and the writer that renders a value at the most detailed that fits."""
 
 from __future__ import annotations
 
@@ -263,10 +261,18 @@ class _Writer:
     def value(
         self, value: Any, depth: int, indent: int, window: tuple[int, int] | None = None
     ) -> None:
-        if isinstance(value, dict):
-            self.obj(value, depth, indent, window)
-        elif isinstance(value, list):
-            self.arr(value, depth, indent, window)
+        if isinstance(value, dict | list):
+            keyed = isinstance(value, dict)
+            if not value:
+                self.emit("{}" if keyed else "[]")
+            elif depth <= 0:  # a count stands for the content
+                self.cut = True
+                what = counted(len(value), "key" if keyed else "element")
+                self.emit(f"{{/*{what}*/}}" if keyed else f"[/*{what}*/]")
+            elif isinstance(value, dict):
+                self.obj(value, depth, indent, window)
+            else:
+                self.arr(value, depth, indent, window)
         elif isinstance(value, str):
             limit = self.level.chars
             if len(value) <= limit:
@@ -285,13 +291,6 @@ class _Writer:
         self, value: dict[str, Any], depth: int, indent: int, window: tuple[int, int] | None
     ) -> None:
         n = len(value)
-        if n == 0:
-            self.emit("{}")
-            return
-        if depth <= 0:
-            self.cut = True
-            self.emit(f"{{/*{counted(n, 'key')}*/}}")
-            return
         lo, hi = window if window is not None else (0, n)
         last = min(hi, lo + self.level.keys)
         broken = indent == 0  # the root's keys stand one per line
@@ -321,13 +320,6 @@ class _Writer:
         self, value: list[Any], depth: int, indent: int, window: tuple[int, int] | None
     ) -> None:
         n = len(value)
-        if n == 0:
-            self.emit("[]")
-            return
-        if depth <= 0:
-            self.cut = True
-            self.emit(f"[/*{counted(n, 'element')}*/]")
-            return
         lo, hi = window if window is not None else (0, n)
         wanted = self.level.items
         if hi - lo <= wanted + 1:
