@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -35,7 +35,7 @@ from agent_payload.errors import (
 from agent_payload.judge._problems import MISSING, conflict_problems, summary, value_at
 from agent_payload.judge._recorder import Recorder
 from agent_payload.judge._verdict import Reply, Stage, Verdict
-from agent_payload.report import Change, Finding, Guard, Issue, MergeReport, PayloadPath, Problem
+from agent_payload.report import Guard, Issue, MergeReport, PayloadPath, Problem
 
 __all__ = ["Judge", "check_payload_fits", "judge"]
 
@@ -254,20 +254,37 @@ class Judge:
         refused = yield from self._run_validators(request, result, report)
         if refused is not None:
             return refused
-        # Step 7: confirmation.
+        # Step 7: confirmation (guard findings of severity confirm, unless confirmed).
         flagged = recorder.confirmations(self, result_json, report) if recorder else []
-        if flagged and (confirming is _NOTHING or not json_equal(confirming, result_json)):
-            return self._ask_confirmation(request, repairs, report, result_json, flagged)
+        asked = bool(flagged) and (
+            confirming is _NOTHING or not json_equal(confirming, result_json)
+        )
+        problems = tuple(
+            Problem(
+                kind="guard",
+                message=finding.message,
+                path=format_payload_path(change.path, root=""),
+                code=finding.code,
+                current=change.old,
+                has_current=change.op != "add",
+            )
+            for change, finding in (flagged if asked else ())
+        )
+        status: Literal["confirm", "accepted"] = "confirm" if asked else "accepted"
         return Verdict(
-            status="accepted",
-            stage="accepted",
+            status=status,
+            stage=status,
             marker=self.marker,
-            payload=result,
+            problems=problems,
+            payload=None if asked else result,
             payload_json=result_json,
             change_request=request,
             report=report,
             repairs=repairs,
             confirmations=tuple(flagged),
+            message=f"the change needs the model's confirmation: {summary(problems)}"
+            if asked
+            else "",
         )
 
     def _named_outside(self, request: AgentPayloadChangeRequest) -> Verdict | None:
@@ -432,38 +449,6 @@ class Judge:
                     report=report,
                 )
         return None
-
-    def _ask_confirmation(
-        self,
-        request: AgentPayloadChangeRequest,
-        repairs: tuple[str, ...],
-        report: MergeReport,
-        result_json: Any,
-        flagged: Sequence[tuple[Change, Finding]],
-    ) -> Verdict:
-        problems = tuple(
-            Problem(
-                kind="guard",
-                message=finding.message,
-                path=format_payload_path(change.path, root=""),
-                code=finding.code,
-                current=change.old,
-                has_current=change.op != "add",
-            )
-            for change, finding in flagged
-        )
-        return Verdict(
-            status="confirm",
-            stage="confirm",
-            marker=self.marker,
-            problems=problems,
-            payload_json=result_json,
-            change_request=request,
-            report=report,
-            repairs=repairs,
-            confirmations=tuple(flagged),
-            message=f"the change needs the model's confirmation: {summary(problems)}",
-        )
 
     # -- failures --------------------------------------------------------------------------
 
