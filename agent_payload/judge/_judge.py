@@ -48,23 +48,18 @@ _NOTHING: Any = object()
 
 
 class Judge:
-    """Judges replies against one payload and one configuration (pure: no I/O, no state
-    between calls but that one check; build one per payload, call it once per reply).
+    """Judges replies against one payload and one configuration (pure; build one per payload,
+    call it once per reply).
 
-    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
-    active (default ``merge.choose_marker``). ``payload_type``: validates the result (default:
-    the class of a pydantic payload). ``validators``: ``(payload) -> None`` callables, raise
-    ``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``); an ``async def`` one is
-    awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
-    ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
-    ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
-    every text may show. ``base``: the payload the replies were written against when it is not
-    ``payload`` (a late reply, MERGE.md section 9), with ``applied``, the change requests
-    applied to ``base`` since (in order, giving ``payload``; ``merge.Applied`` records for their
-    own markers): a reply is then rebased over them before it is judged on ``payload``, or sent
-    back with ``concurrent_change`` conflicts. A model payload's round trip is checked by the
-    first reply that reaches the merge, once (``round_trip_checked=True``: the caller has
-    checked it).
+    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the DELETE marker
+    (default ``merge.choose_marker``). ``payload_type``: validates the result (default: a
+    pydantic payload's class). ``validators``: ``(payload) -> None``, raising
+    ``RetryWithFeedback``, ``ValueError`` or ``AssertionError`` (an ``async def`` one needs an
+    async driver of ``steps``). ``guards``, with ``permissions`` and ``read_scope`` added;
+    ``read_scope`` also decides what every text may show. ``base`` and ``applied``: for a
+    reply written against ``base``, the requests applied since (giving ``payload``), over which
+    it is rebased (MERGE.md section 9). ``round_trip_checked=True``: the caller has checked a
+    model payload's round trip (else the first merge does, once).
     """
 
     def __init__(
@@ -103,10 +98,7 @@ class Judge:
         self.marker = (
             marker
             if marker is not None
-            else _merge.choose_marker(
-                self.payload_json,
-                avoid=_typed.type_strings(payload_type),  # issue 17
-            )
+            else _merge.choose_marker(self.payload_json, avoid=_typed.type_strings(payload_type))
         )
         self.validators = tuple(validators)
         given = read_scope
@@ -120,7 +112,6 @@ class Judge:
         if shown_json is _NOTHING:
             shown_json = self.shown(self.payload_json)
         self.shown_json = shown_json
-        self._adapter: TypeAdapter[Any] | None = None
 
     # -- what the model may see ------------------------------------------------------------
 
@@ -288,7 +279,7 @@ class Judge:
         )
 
     def _named_outside(self, request: AgentPayloadChangeRequest) -> Verdict | None:
-        """Step 4, first (issue 30: no oracle): every entry naming a path outside the read
+        """Step 4, first (no oracle): every entry naming a path outside the read
         scope goes back with the same words, whatever its value and whether the key exists;
         nothing is merged, so no answer depends on hidden data."""
         named = getattr(self.read_scope, "named_outside", None)
@@ -357,7 +348,7 @@ class Judge:
         self, request: AgentPayloadChangeRequest, recorder: Recorder | None
     ) -> Verdict | tuple[Any, MergeReport]:
         """Step 4: the merge (guards at the original node, whole-merge review included); a
-        conflict, or a part meant to act that did nothing (issue 9), goes back."""
+        conflict, or a part meant to act that did nothing, goes back."""
         model_json = None
         if isinstance(self.payload, BaseModel):
             if not self._round_trip_checked:
@@ -370,7 +361,7 @@ class Judge:
                 request,
                 markers=frozenset({self.marker}),
                 guards=None if recorder is None else [recorder],
-                refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
+                refuse_stale_markers=True,  # a marker written out of habit goes back
                 model_json=model_json,
                 share=self.share,
             )
@@ -562,11 +553,6 @@ class Judge:
             cause,
             request=request,
         )
-
-    def _type_adapter(self) -> TypeAdapter[Any]:
-        if self._adapter is None:
-            self._adapter = TypeAdapter(self.payload_type)
-        return self._adapter
 
 
 def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:

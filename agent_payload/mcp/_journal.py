@@ -225,32 +225,26 @@ class Versions:
 
     def remember(self, data: bytes) -> str:
         """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``, within
-        ``SHOWN_BYTES`` compressed)."""
-        version = digest(data)
-        if version in self._shown:
-            self._shown.move_to_end(version)
-            return version
-        self._keep(version, zlib.compress(data, 1))
-        return version
+        ``SHOWN_BYTES`` compressed); its version."""
+        return self._keep(data)[0]
 
     def packed(self, data: bytes) -> bytes:
         """``data`` compressed, remembered as a version shown (as ``remember``)."""
+        return self._keep(data)[1]
+
+    def _keep(self, data: bytes) -> tuple[str, bytes]:
         version = digest(data)
         packed = self._shown.get(version)
-        if packed is None:
-            packed = zlib.compress(data, 1)
-            self._keep(version, packed)
-        else:
+        if packed is not None:
             self._shown.move_to_end(version)
-        return packed
-
-    def _keep(self, version: str, packed: bytes) -> None:
-        self._shown[version] = packed
+            return version, packed
+        packed = self._shown[version] = zlib.compress(data, 1)
         self._shown_size += len(packed)
         while len(self._shown) > VERSIONS_KEPT or (
             self._shown_size > SHOWN_BYTES and len(self._shown) > 1
         ):
             self._shown_size -= len(self._shown.popitem(last=False)[1])
+        return version, packed
 
     def shown(self, version: str) -> bytes | None:
         """The bytes of a version this server showed (None: never, or too long ago)."""
