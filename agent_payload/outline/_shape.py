@@ -98,9 +98,8 @@ Count = Callable[[str], int]
 
 
 def _tokens_over(pieces: Iterable[str], budget: int, count: Count) -> bool:
-    """True when the text made of ``pieces`` counts more than ``budget`` tokens; counts it
-    20,000 characters at a time and stops as soon as the budget is passed (a 50 MB text
-    costs what its first pieces cost, and so does producing it when ``pieces`` is lazy)."""
+    """True when the text of ``pieces`` counts more than ``budget`` tokens, counted 20,000
+    characters at a time up to the budget only (a lazy 50 MB text costs its first pieces)."""
     total = 0
     step = 20_000
     buffered: list[str] = []
@@ -120,21 +119,16 @@ def _tokens_over(pieces: Iterable[str], budget: int, count: Count) -> bool:
     return size > 0 and total + count("".join(buffered)) > budget
 
 
+# _compact_pieces writes containers _OPENED_DEPTH levels deep a part at a time: an object of at
+# most _OPENED_KEYS keys one key at a time, a larger one or an array in slices growing to _SLICE.
 _OPENED_DEPTH = 3
-"""``_compact_pieces`` writes containers this many levels deep a part at a time."""
 _OPENED_KEYS = 64
-"""... and an object of at most this many keys one key at a time (a larger one, like an array,
-in growing slices)."""
 _SLICE = 1_024
-"""The largest slice of an array (or a large object) written at once."""
 
 
 def _compact_pieces(value: Any, depth: int = _OPENED_DEPTH) -> Iterator[str]:
-    """The compact JSON of ``value`` (``_jsontext.dumps`` with ``separators=(",", ":")``,
-    ``ensure_ascii=False``) in pieces whose concatenation is that text, produced lazily: the
-    containers of the first ``depth`` levels are written a part at a time (each key of a small
-    object; the first element of an array, then slices that double in size), so a reader that
-    stops early never writes the rest. Everything else is written by ``json`` (C speed)."""
+    """The compact JSON of ``value`` (``ensure_ascii=False``) in pieces, produced lazily: a
+    reader that stops early never writes the rest; below ``depth``, ``json`` writes (C speed)."""
     t = type(value)
     if depth > 0 and t is dict and value and all(type(key) is str for key in value):
         if len(value) <= _OPENED_KEYS:
@@ -167,9 +161,7 @@ def _compact_pieces(value: Any, depth: int = _OPENED_DEPTH) -> Iterator[str]:
         yield _compact(value)
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` without building an encoder
-for each of the many small parts."""
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one for all parts
 
 
 def _compact(value: Any) -> str:
@@ -181,11 +173,8 @@ def _compact(value: Any) -> str:
 
 def exceeds(shown: Any, budget: int, *, count: Count | None = None) -> bool:
     """True when the payload ``shown`` (the read scope's projection), rendered as the user
-    message carries it (``prompts.render_payload``), counts more than ``budget`` tokens.
-
-    Its compact JSON is counted first (a piece at a time, written only as far as it is counted,
-    stopping past the budget): when even that is over, the full rendering (which only adds
-    index comments and line breaks) is never built."""
+    message carries it (``prompts.render_payload``), counts more than ``budget`` tokens. Its
+    compact JSON is counted first: when even that is over, the rendering is never built."""
     count = count or estimate_tokens
     if _tokens_over(_compact_pieces(shown), budget, count):
         return True
