@@ -172,8 +172,11 @@ def _not_found(node: Any, path: Sequence[str | int], depth: int) -> str:
     part, prefix = path[depth], path[:depth]
     head = f"No value at {show_path(path)}: {show_path(prefix)}"
     if isinstance(part, int) and isinstance(node, list):
-        last = f" (positions 0 to {len(node) - 1})" if node else ""
-        return f"{head} is {kind_of(node)}{last}." if node else f"{head} is empty."
+        return (
+            f"{head} is {kind_of(node)} (positions 0 to {len(node) - 1})."
+            if node
+            else f"{head} is empty."
+        )
     if isinstance(part, str) and isinstance(node, dict):
         keys = [echo(json.dumps(k, ensure_ascii=False), 40) for k in itertools.islice(node, 12)]
         more = f", and {len(node) - 12} more" if len(node) > 12 else ""
