@@ -8,7 +8,8 @@ it. ``_judge`` holds the steps, ``_verdict`` the ``Verdict``, ``_recorder`` the 
 turn, ``_problems`` what the model is shown about a problem.
 """
 
-from agent_payload.judge._judge import Judge, check_payload_fits, judge
+from agent_payload._intake import check_payload_fits
+from agent_payload.judge._judge import Judge, judge
 from agent_payload.judge._problems import summary
 from agent_payload.judge._verdict import Reply, Stage, Status, Verdict
 

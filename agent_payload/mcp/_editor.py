@@ -21,6 +21,7 @@ from agent_payload._files import (
     json_layout,
     loads_json_file,
 )
+from agent_payload._intake import prepare
 from agent_payload._jsondata import json_equal
 from agent_payload._paths import PathNotFound, echo, lookup, parse_path
 from agent_payload._reply import DEFAULT_TOOL_NAME
@@ -37,7 +38,6 @@ from agent_payload.mcp._file import FileProblem, decode, load, write_unchanged
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
 from agent_payload.mcp._schema import PayloadSchema
 from agent_payload.mcp._undo import UNDO_KEPT, Undo, inverse, keep, revert, undo_of
-from agent_payload.merge import choose_marker
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
@@ -136,9 +136,10 @@ class PayloadFileEditor:
             data, payload = load(self.path)
         except FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
-        self.marker = choose_marker(payload)
-        try:  # the handler's own check of the payload (kind, depth, values), before serving
-            ChangeRequestToolHandler(payload, marker=self.marker, versions=False)
+        self.payload_schema = dict(payload_schema) if payload_schema is not None else None
+        try:  # checked as every surface checks a payload (kind, depth, values), before serving;
+            # the marker avoids the strings the schema admits (the task is the client's)
+            self.marker = prepare(payload, self.payload_schema).marker
         except AgentPayloadError as exc:
             raise ConfigurationError(f"{self.path}: {exc}") from exc
         try:
@@ -151,7 +152,6 @@ class PayloadFileEditor:
             self.read_scope = ReadScope(exclude=hide) if hide else None
         except ConfigurationError as exc:
             raise ConfigurationError(f"hide rules: {exc}") from exc
-        self.payload_schema = dict(payload_schema) if payload_schema is not None else None
         self._schema = PayloadSchema(payload_schema) if payload_schema is not None else None
         if self._schema is not None:
             errors = self._schema.errors(payload)
