@@ -126,10 +126,8 @@ class Journal:
         atomic_write_text(self.path, _COMPACTED + "".join(reversed(kept)))
 
     def since(self, base: str, current: str) -> list[Entry] | str:
-        """The writes that turned version ``base`` into ``current``, in order (the latest run
-        of entries linking them); else why not: ``"outside"`` (something no change request
-        explains changed the file in between) or ``"older"`` (``base`` is older than what the
-        compacted journal keeps)."""
+        """The writes that turned version ``base`` into ``current``, in order; else why not:
+        ``"outside"`` (an edit no request explains) or ``"older"`` (older than the journal)."""
         entries, compacted = self.entries()
         return chain(entries, base, current, compacted=compacted)
 
@@ -260,8 +258,7 @@ class Versions:
         return rebase_change_request(base_payload, applied, request, markers={self.marker})
 
     def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
-        """Journal one write: the request as applied when it replays it exactly (``old`` to
-        ``new``), else none (others then treat the write as an outside edit)."""
+        """Journal one write, with ``request`` if it replays it exactly (see ``replayed``)."""
         self.append(before, after, self.replayed(old, new, request))
 
     def replayed(self, old: Any, new: Any, request: Any) -> dict[str, Any] | None:
@@ -284,8 +281,7 @@ class Versions:
             logger.warning("cannot write the journal %s: %s", self.journal.path, exc)
 
     def cancel(self, change: tuple[str, str], undo: tuple[str, str]) -> None:
-        """Note a change this server wrote and the undo that reverted it (their journal entries
-        as (before, after)): together they change nothing."""
+        """Note a change of this server and the undo that reverted it: together, nothing."""
         self._cancelled |= {change, undo}
 
     def without_cancelled(self, entries: list[Entry], old: Any, new: Any) -> list[Entry]:
