@@ -8,6 +8,7 @@ import inspect
 import logging
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from logging import DEBUG, INFO
 from typing import Any, overload
 
 from pydantic import BaseModel
@@ -106,20 +107,18 @@ class _StopWhen(stop_base):
 def more_nodes_than(payload: Any, limit: int) -> bool:
     """True when ``payload`` holds more than ``limit`` values (a walk that stops at ``limit``;
     a pydantic model counts its fields and their values)."""
-    count = 0
     stack = [payload]
-    while stack:
+    for _ in range(limit + 1):
+        if not stack:
+            return False
         value = stack.pop()
-        count += 1
-        if count > limit:
-            return True
         if isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list | tuple):
             stack.extend(value)
         elif isinstance(value, BaseModel):
             stack.extend(value.__dict__.values())
-    return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +152,10 @@ class Run:
         state = self.state
         request = state.next_request()
         last = self._is_last(retry_state)
-        self._debug("attempt %d: requesting %s", state.attempt, self.model_name)
+        self._log("attempt %d: requesting %s", state.attempt, self.model_name, level=DEBUG)
         reply = yield from self._exchange(request, last)
         while (follow := state.read_turn(reply)) is not None:
-            self._debug("attempt %d: answered read %d", state.attempt, state.reads_used)
+            self._log("attempt %d: answered read %d", state.attempt, state.reads_used, level=DEBUG)
             reply = yield from self._exchange(follow, last)
         try:
             result: AgentResult[Any] = yield from state.judge_steps(reply)
@@ -207,9 +206,6 @@ class Run:
         self._log("run failed after %d attempt(s): %s", state.attempt, failure)
         return failure
 
-    def _log(self, message: str, *args: Any, level: int = logging.INFO) -> None:
+    def _log(self, message: str, *args: Any, level: int = INFO) -> None:
         run_id = self.state.run_id
         logger.log(level, "[run %s] " + message, run_id, *args, extra={"run_id": run_id})
-
-    def _debug(self, message: str, *args: Any) -> None:
-        self._log(message, *args, level=logging.DEBUG)

@@ -413,18 +413,13 @@ class RunState:
     def collided(self, error: ConcurrentChangeError) -> NoReturn:
         """``run(commit=)`` raised ``error``: judge from now on against ``error.current``
         (when set) and raise the correction, like any other."""
-        if error.current is not None:
-            self._retarget(error.current)
+        if error.current is not None:  # prepared as ``start`` prepared the payload
+            self.prepared = self.prepared.moved_to(error.current)
+            self.retargeted = True
+            self.judge_reply = self._judge_for(self.prepared)
         self.pending = {}
         reply = self.replies[-1] if self.replies else ""
         self._fail(reply, self.judge_reply.concurrent(error), ModelReplyError)
-
-    def _retarget(self, current: Any) -> None:
-        """Judge the next replies against ``current`` (prepared as ``start`` prepared the
-        payload, its checks not repeated)."""
-        self.prepared = self.prepared.moved_to(current)
-        self.retargeted = True
-        self.judge_reply = self._judge_for(self.prepared)
 
     # -- failures ------------------------------------------------------------------------
 

@@ -307,9 +307,7 @@ class _BaseAgent(Generic[M]):
         validators = check_validators(validators, "run(validators=...)")
         if expected_version is not None:
             check_version(payload, expected_version)
-        extra = self.extra_instructions
-        if extra_instructions:
-            extra = f"{extra}\n\n{extra_instructions}" if extra else extra_instructions
+        extra = "\n\n".join(e for e in (self.extra_instructions, extra_instructions) if e)
         settings = RunSettings(
             output_mode=self.output_mode,
             max_tokens=self.max_tokens,
@@ -320,7 +318,7 @@ class _BaseAgent(Generic[M]):
             guards=self.guards,
             read_scope=self.read_scope,
             rules_text=self.rules_text,
-            extra_instructions=extra,
+            extra_instructions=extra or None,
             token_budget=self.token_budget,
             prompt_caching=self.prompt_caching,
             prompt_cache_key=self.prompt_cache_key,

@@ -94,14 +94,12 @@ def load_template(name: str) -> str:
         raise ConfigurationError(
             f"template name {name!r}: expected a bare file name such as 'system', found a path"
         )
-    tried: list[str] = []
-    for root in _template_roots():
-        candidate = root / filename
+    candidates = [root / filename for root in _template_roots()]
+    for candidate in candidates:
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8")
-        tried.append(str(candidate))
     raise ConfigurationError(
-        f"prompt template {filename!r} not found (looked in: {', '.join(tried)}); "
+        f"prompt template {filename!r} not found (looked in: {', '.join(map(str, candidates))}); "
         "reinstall agent-payload, or run from a checkout that has the prompts/ folder"
     )
 

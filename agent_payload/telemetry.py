@@ -80,13 +80,8 @@ class _RunTrace:
         self.token: Any = None  # the request span made current while the SDK call runs
 
     def hooks(self) -> Hooks:
-        return Hooks(
-            on_request=self.on_request,
-            on_response=self.on_response,
-            on_retry=self.on_retry,
-            on_success=self.on_success,
-            on_error=self.on_error,
-        )
+        names = ("on_request", "on_response", "on_retry", "on_success", "on_error")
+        return Hooks(**{name: getattr(self, name) for name in names})
 
     def child(self, parent: Any, request: ModelRequest) -> Any:
         span = self.tracer.start_span(
