@@ -11,9 +11,8 @@ import re
 import sys
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,6 +21,7 @@ from agent_payload import merge as _merge
 from agent_payload import typed as _typed
 from agent_payload._config import check_payload_type
 from agent_payload._jsondata import json_data, locate_problem
+from agent_payload._sessionfile import TurnRecord, Undone
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
 from agent_payload.errors import (
@@ -43,7 +43,7 @@ __all__ = [
     "parse_payload_path",
 ]
 
-HISTORY_FORMAT = _sessionfile.FORMAT
+HISTORY_FORMAT: Final = _sessionfile.FORMAT
 """The ``format`` of a saved session; ``format_version`` is ``_sessionfile.FORMAT_VERSION``."""
 
 _UNSET: Any = object()
@@ -51,85 +51,6 @@ _UNSET: Any = object()
 _PROBE_DEPTH = 100
 """Payloads deeper than this are diffed once before a turn's model call (``check_before_turn``);
 shallower ones cost nothing extra."""
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
-    """One turn of a session.
-
-    ``index`` counts turns from 1 in the order they were sent. ``change_request`` is the
-    request the agent applied (wire form), ``undo_request`` the one that reverses the turn.
-    ``changes`` are the merge's effective changes (paths as they were at that turn).
-    ``duration`` is in seconds; ``timestamp`` is ISO 8601 UTC, when the turn ended.
-    """
-
-    index: int
-    task: str
-    change_request: dict[str, Any]
-    reasoning: str | None
-    changes: tuple[Change, ...]
-    usage: Usage
-    attempts: int
-    duration: float
-    timestamp: str
-    undo_request: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (``TurnRecord.from_json`` reads it back)."""
-        return {
-            "index": self.index,
-            "task": self.task,
-            "change_request": self.change_request,
-            "reasoning": self.reasoning,
-            "changes": [
-                {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new} for c in self.changes
-            ],
-            "usage": _sessionfile.usage_json(self.usage),
-            "attempts": self.attempts,
-            "duration": self.duration,
-            "timestamp": self.timestamp,
-            "undo_request": self.undo_request,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TurnRecord:
-        """The record ``to_json`` wrote (``SessionFileError`` naming the field when a field is
-        missing or of the wrong type)."""
-        try:
-            checked = _sessionfile.TurnData.model_validate(data)
-        except ValidationError as exc:
-            raise _sessionfile.session_error("turn record", *_sessionfile.first_error(exc)) from exc
-        return cls._from_data(checked)
-
-    @classmethod
-    def _from_data(cls, data: _sessionfile.TurnData) -> TurnRecord:
-        usage = data.usage
-        return cls(
-            index=data.index,
-            task=data.task,
-            change_request=data.change_request,
-            reasoning=data.reasoning,
-            changes=tuple(Change(c.op, tuple(c.path), c.old, c.new) for c in data.changes),
-            usage=Usage(
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.requests,
-                cached_input_tokens=usage.cached_input_tokens,
-                cache_write_input_tokens=usage.cache_write_input_tokens,
-            ),
-            attempts=data.attempts,
-            duration=data.duration,
-            timestamp=data.timestamp,
-            undo_request=data.undo_request,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _Undone:
-    """A turn taken back by ``undo``, with the request that redoes it."""
-
-    turn: TurnRecord
-    redo_request: dict[str, Any]
 
 
 class TurnResult(Protocol):
@@ -217,7 +138,7 @@ class SessionState:
         payload_type: Any = None,
         summary_turns: int = 5,
         turns: Sequence[TurnRecord] = (),
-        redo: Sequence[_Undone] = (),
+        redo: Sequence[Undone] = (),
     ) -> None:
         _merge.apply_change_request(payload, None)  # a payload the merge accepts, or raise now
         check_payload_type(payload_type, "payload_type")
@@ -228,7 +149,7 @@ class SessionState:
         self.payload_type = payload_type
         self.summary_turns = summary_turns
         self.turns: list[TurnRecord] = list(turns)
-        self.redo_stack: list[_Undone] = list(redo)
+        self.redo_stack: list[Undone] = list(redo)
         self._since: deque[tuple[Any, _merge.Applied]] = deque(maxlen=HISTORY_KEPT)
         """The last changes of the payload (turns, undos, redos): the payload each was applied
         to and the request, so a turn that started from one of them can be rebased."""
@@ -352,7 +273,7 @@ class SessionState:
         restored = _merge.apply_change_request(self.payload, turn.undo_request, strict=True)
         redo_request = diff_payloads(_as_json(restored.payload), after).to_wire()
         self.turns.pop()
-        self.redo_stack.append(_Undone(turn, redo_request))
+        self.redo_stack.append(Undone(turn=turn, redo_request=redo_request))
         self._since.append((self.payload, _merge.Applied(turn.undo_request)))
         self.payload = restored.payload
         return turn
@@ -399,16 +320,13 @@ class SessionState:
                 option="include_secrets",
             )
         )
-        return {
-            "format": HISTORY_FORMAT,
-            "format_version": _sessionfile.FORMAT_VERSION,
-            "payload_type": _type_name(self.payload_type),
-            "payload": payload,
-            "turns": [turn.to_json() for turn in self.turns],
-            "redo": [
-                {"turn": u.turn.to_json(), "redo_request": u.redo_request} for u in self.redo_stack
-            ],
-        }
+        return _sessionfile.SessionData(
+            format=HISTORY_FORMAT,
+            payload_type=_type_name(self.payload_type),
+            payload=payload,
+            turns=self.turns,
+            redo=self.redo_stack,
+        ).model_dump()
 
     @classmethod
     def from_json(
@@ -425,29 +343,15 @@ class SessionState:
         Anything wrong in the data (a field missing or of the wrong type, no payload, a payload
         the merge refuses or that does not fit ``payload_type``) raises ``SessionFileError``
         naming ``source`` and the place."""
-        checked = _sessionfile.validate_session_data(data, source)
-        return cls._from_data(
-            checked, payload_type=payload_type, summary_turns=summary_turns, source=source
-        )
-
-    @classmethod
-    def _from_data(
-        cls,
-        data: _sessionfile.SessionData,
-        *,
-        payload_type: Any,
-        summary_turns: int,
-        source: str,
-    ) -> SessionState:
-        saved_type = data.payload_type
-        if saved_type and _type_name(payload_type) != saved_type:
+        saved = _sessionfile.validate_session_data(data, source)
+        if saved.payload_type and _type_name(payload_type) != saved.payload_type:
             given = _type_name(payload_type)
             raise UsageError(
-                f"{source}: saved with payload_type {saved_type}, loaded with "
+                f"{source}: saved with payload_type {saved.payload_type}, loaded with "
                 f"{given or 'none'}; pass payload_type= that class to load() (the payload "
                 "would otherwise come back as a plain dict)."
             )
-        payload = data.payload
+        payload = saved.payload
         try:
             if isinstance(payload_type, type) and issubclass(payload_type, BaseModel):
                 payload = payload_type.model_validate(payload)
@@ -455,8 +359,8 @@ class SessionState:
                 payload,
                 payload_type=payload_type,
                 summary_turns=summary_turns,
-                turns=[TurnRecord._from_data(t) for t in data.turns],
-                redo=[_Undone(TurnRecord._from_data(u.turn), u.redo_request) for u in data.redo],
+                turns=saved.turns,
+                redo=saved.redo,
             )
         except ValidationError as exc:
             where, what = _sessionfile.first_error(exc)

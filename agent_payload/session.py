@@ -201,9 +201,11 @@ class _SessionBase:
         """A session continued from a file written by ``save``. A damaged file (not UTF-8, not
         JSON, cut short, nested too deeply, a field missing or of the wrong type, no payload, a
         newer format) raises ``SessionFileError`` naming the file, the place and the fault."""
-        data = _sessionfile.read_session_file(path)
-        state = SessionState._from_data(
-            data, payload_type=payload_type, summary_turns=summary_turns, source=os.fspath(path)
+        state = SessionState.from_json(
+            _sessionfile.read_session_file(path),
+            payload_type=payload_type,
+            summary_turns=summary_turns,
+            source=os.fspath(path),
         )
         return cls(agent, state=state)
 
