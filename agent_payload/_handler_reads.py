@@ -1,12 +1,12 @@
-"""Outline mode in ``ChangeRequestToolHandler`` (issue 29): whether the payload it shows is over
-``max_payload_tokens``, the read tools' definitions in each API's shape, their answers (the
-agent's own ``outline.answer``) and how a correction writes current values. A mixin: the handler
-holds the state."""
+"""Outline mode in ``ChangeRequestToolHandler``: whether the payload it shows is over
+``max_payload_tokens``, the read tools (``outline.answer``) and how a correction writes current
+values; and the tool definition shapes of each API, which the handler's tools share. A mixin:
+the handler holds the state. Guide: docs/outline.md."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from agent_payload import outline as _outline
@@ -15,12 +15,29 @@ from agent_payload.errors import UsageError
 from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
-    from agent_payload.changes import AgentPayloadChangeRequest
     from agent_payload.providers.anthropic import AnthropicToolParam
     from agent_payload.providers.openai import OpenAIToolParam, ResponsesToolParam
     from agent_payload.tools import ToolResult
 
-__all__ = ["OutlineReads"]
+__all__ = ["OutlineReads", "anthropic_shape", "openai_shape", "responses_shape"]
+
+
+def openai_shape(name: str, description: str, parameters: dict[str, Any]) -> OpenAIToolParam:
+    """A Chat Completions function tool."""
+    function = {"name": name, "description": description, "parameters": parameters}
+    return cast("OpenAIToolParam", {"type": "function", "function": function})
+
+
+def responses_shape(name: str, description: str, parameters: dict[str, Any]) -> ResponsesToolParam:
+    """A Responses API function tool (flat; not strict)."""
+    tool = {"type": "function", "name": name, "description": description}
+    return cast("ResponsesToolParam", {**tool, "parameters": parameters, "strict": False})
+
+
+def anthropic_shape(name: str, description: str, parameters: dict[str, Any]) -> AnthropicToolParam:
+    """An Anthropic tool."""
+    tool = {"name": name, "description": description, "input_schema": parameters}
+    return cast("AnthropicToolParam", tool)
 
 
 class OutlineReads:
@@ -35,31 +52,14 @@ class OutlineReads:
     _lock: threading.Lock
     _outlined: tuple[Any, bool] | None
     _shown_at: tuple[int, Any, Any] | None
+    handle: Callable[..., ToolResult]
+    ahandle: Callable[..., Awaitable[ToolResult]]
 
     @property
     def version(self) -> int:
         raise NotImplementedError
 
     def _tool_result(self, content: str, is_error: bool) -> ToolResult:
-        """A ``ToolResult`` of this handler (its payload and version) with ``content``."""
-        raise NotImplementedError
-
-    def handle(
-        self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
-        *,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
-    ) -> ToolResult:
-        raise NotImplementedError
-
-    async def ahandle(
-        self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
-        *,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
-    ) -> ToolResult:
         raise NotImplementedError
 
     def shown(self) -> Any:
@@ -94,30 +94,15 @@ class OutlineReads:
 
     def openai_read_tools(self) -> list[OpenAIToolParam]:
         """The read tools as Chat Completions function tools (``[]`` when not ``outlined``)."""
-        return [
-            cast(
-                "OpenAIToolParam",
-                {"type": "function", "function": {"name": n, "description": d, "parameters": p}},
-            )
-            for n, d, p in self.read_tool_specs()
-        ]
+        return [openai_shape(*spec) for spec in self.read_tool_specs()]
 
     def responses_read_tools(self) -> list[ResponsesToolParam]:
         """The read tools as Responses API function tools (``[]`` when not ``outlined``)."""
-        return [
-            cast(
-                "ResponsesToolParam",
-                {"type": "function", "name": n, "description": d, "parameters": p, "strict": False},
-            )
-            for n, d, p in self.read_tool_specs()
-        ]
+        return [responses_shape(*spec) for spec in self.read_tool_specs()]
 
     def anthropic_read_tools(self) -> list[AnthropicToolParam]:
         """The read tools as Anthropic tools (``[]`` when not ``outlined``)."""
-        return [
-            cast("AnthropicToolParam", {"name": n, "description": d, "input_schema": p})
-            for n, d, p in self.read_tool_specs()
-        ]
+        return [anthropic_shape(*spec) for spec in self.read_tool_specs()]
 
     def read(self, name: str, arguments: str | Mapping[str, Any]) -> ToolResult:
         """Answer one ``read_payload`` or ``find_in_payload`` call (``outline.answer``, the
