@@ -1,6 +1,6 @@
 """Which payload a tool call was written against (its base) and what was applied since: the
-bookkeeping of ``ChangeRequestToolHandler`` for concurrent edits (README "Concurrent edits",
-MERGE.md section 9). Pure: no I/O; the handler holds the lock around it."""
+bookkeeping of ``ChangeRequestToolHandler`` for concurrent edits (MERGE.md section 9). Pure;
+the handler holds the lock around it."""
 
 from __future__ import annotations
 
@@ -31,9 +31,8 @@ Arguments = str | Mapping[str, Any] | AgentPayloadChangeRequest
 
 
 class Bases:
-    """The payload's versions (``version``: 0 as given, one more per applied call), the
-    payloads of the last ``history`` ones with the request applied to each, and the base of each
-    ``turn`` key seen."""
+    """The payload's version (0 as given, one more per applied call), the last ``history``
+    payloads with the request applied to each, and the base of each ``turn`` key seen."""
 
     def __init__(self, history: int) -> None:
         self.history = history

@@ -1,14 +1,5 @@
-"""Checks of what the calling program passes, made when it is passed (construction, the start
-of a run), so misuse is a ``ConfigurationError`` naming the argument before any model call,
-never a raw ``TypeError`` from deep inside a run.
-
-* ``check_payload_type``: ``None`` or a type pydantic can validate (a model class, ``list[X]``,
-  a ``TypedDict`` ...).
-* ``check_validators``: a sequence of callables.
-* ``check_guards`` / ``check_guard``: a sequence of callables ``(change) -> findings``.
-* ``read_scope_of``: the read scope in effect, ``read_scope=`` or one passed in ``guards=``.
-* ``check_number``: a numeric setting of the right type and range (guards' thresholds).
-"""
+"""Checks of what the calling program passes, made when it is passed, so misuse is a
+``ConfigurationError`` naming the argument before any model call."""
 
 from __future__ import annotations
 
@@ -88,10 +79,8 @@ def check_guards(guards: Any, where: str = "guards") -> tuple[Any, ...]:
 
 
 def read_scope_of(guards: Sequence[Any], read_scope: Any, where: str) -> Any:
-    """The read scope in effect: ``read_scope``, else the one read scope (a guard with
-    ``project``, such as ``ReadScope``) among ``guards`` (issue 30: a scope passed as a guard
-    hides what it guards too, wherever it is passed). Two different scopes are a
-    ``ConfigurationError`` naming ``read_scope=``."""
+    """The read scope in effect: ``read_scope``, else the one among ``guards`` (a guard with
+    ``project``); two different ones are a ``ConfigurationError``."""
     flat: list[Any] = []
     stack = list(reversed(guards))
     while stack:  # a GuardChain (combine_guards) holds its guards in ``guards``

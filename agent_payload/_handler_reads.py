@@ -157,9 +157,7 @@ class OutlineReads:
         """``call`` for async loops (the change request through ``ahandle``)."""
         if name == self.name:
             return await self.ahandle(arguments, base_version=base_version, turn=turn)
-        if name in _outline.READ_TOOLS:
-            return self.read(name, arguments)
-        return self._unknown(name)
+        return self.call(name, arguments)
 
     def _unknown(self, name: str) -> ToolResult:
         names = [self.name, *(spec[0] for spec in self.read_tool_specs())]

@@ -1,8 +1,6 @@
-"""A session's decisions, pure (no I/O): ``SessionState`` holds the payload, the turns in
-effect and the redo stack, records a turn (with the change request that undoes it), undoes and
-redoes through change requests, answers ``why(path)``, writes the prompt's summary of earlier
-turns and the saved form; ``TurnRecord`` is one turn. ``PayloadSession`` and
-``AsyncPayloadSession`` (``agent_payload.session``) are thin drivers around it."""
+"""A session's decisions, pure (no I/O): ``SessionState`` records turns with the change
+request that undoes each, undoes and redoes through change requests, answers ``why`` and
+writes the summary of earlier turns; ``agent_payload.session`` drives it."""
 
 from __future__ import annotations
 
@@ -44,20 +42,15 @@ __all__ = [
 ]
 
 HISTORY_FORMAT: Final = _sessionfile.FORMAT
-"""The ``format`` of a saved session; ``format_version`` is ``_sessionfile.FORMAT_VERSION``."""
 
 _UNSET: Any = object()
 
-_PROBE_DEPTH = 100
-"""Payloads deeper than this are diffed once before a turn's model call (``check_before_turn``);
-shallower ones cost nothing extra."""
+_PROBE_DEPTH = 100  # deeper payloads are diffed once before a turn's model call
 
 
 class TurnResult(Protocol):
-    """What a session records of a turn: an ``AgentResult``, a successful ``ToolResult`` of
-    ``ChangeRequestToolHandler`` (your own tool loop), or anything with these attributes.
-    ``reasoning``, ``usage`` and ``attempts`` are read when present (else the change
-    request's reasoning, no usage, 1 attempt)."""
+    """What a session records of a turn: an ``AgentResult``, a successful ``ToolResult``, or
+    anything with these attributes (``reasoning``, ``usage``, ``attempts`` read if present)."""
 
     @property
     def payload(self) -> Any: ...
@@ -98,13 +91,8 @@ def parse_payload_path(path: str | Sequence[str | int]) -> PayloadPath:
 
 
 def _related(a: PayloadPath, b: PayloadPath) -> bool:
-    """One path is a prefix of the other (a change above or below the path concerns it)."""
-    n = min(len(a), len(b))
-    return all(_same(x, y) for x, y in zip(a[:n], b[:n], strict=True))
-
-
-def _same(x: str | int, y: str | int) -> bool:
-    return type(x) is type(y) and x == y
+    """One path is a prefix of the other (``1`` and ``"1"`` differ)."""
+    return all(type(x) is type(y) and x == y for x, y in zip(a, b, strict=False))
 
 
 def _as_json(payload: Any) -> Any:
@@ -112,7 +100,7 @@ def _as_json(payload: Any) -> Any:
 
 
 def _undo_wire(before: Any, after: Any) -> dict[str, Any]:
-    """The wire form of the request that turns payload ``after`` back into ``before``."""
+    """The request (wire form) that turns payload ``after`` back into ``before``."""
     return undo_change_request(_as_json(before), _as_json(after)).to_wire()
 
 
@@ -120,16 +108,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-HISTORY_KEPT = 32
-"""How many changes back a turn that ran while others finished may have started."""
+HISTORY_KEPT = 32  # how many changes back a late turn may have started
 
 
 class SessionState:
-    """Every decision of a session (pure: no model calls, no I/O).
-
-    Holds the current payload, the turns in effect and the redo stack; builds what each turn
-    sends; records turns; undoes and redoes them.
-    """
+    """Every decision of a session: the current payload, the turns in effect, the redo stack."""
 
     def __init__(
         self,
@@ -160,12 +143,8 @@ class SessionState:
     # -- sending ----------------------------------------------------------------------------
 
     def summary(self) -> str | None:
-        """The short account of earlier turns sent with the next task (None before the first).
-
-        At most ``summary_turns`` turns, most recent last: each turn's task and the model's
-        reasoning, each cut to 200 characters. Payloads and replies are never repeated: the
-        prompt carries the current payload only.
-        """
+        """The account of the last ``summary_turns`` turns sent with the next task (their tasks
+        and reasoning, cut to 200 characters; never payloads): None before the first."""
         if not self.turns or self.summary_turns <= 0:
             return None
         recent = self.turns[-self.summary_turns :]
@@ -195,12 +174,8 @@ class SessionState:
         undo_request: dict[str, Any] | None = None,
     ) -> TurnRecord:
         """Record a finished turn: the payload becomes ``result.payload``; redo is cleared.
-
-        ``base`` is the payload the turn started from: if the session's payload is no longer
-        that object (an ``undo`` or another turn finished meanwhile, in async code), the turn
-        is not recorded and ``StalePayloadError`` is raised. ``undo_request``: the request
-        that undoes the turn, when already computed (``_undo_wire(base, result.payload)``).
-        """
+        ``base``: the payload the turn started from (no longer current: ``StalePayloadError``);
+        ``undo_request``: the request that undoes the turn, when already computed."""
         if base is not _UNSET and base is not self.payload:
             raise StalePayloadError(
                 f"session: the turn {task!r} started from a payload that is no longer current "
@@ -215,9 +190,7 @@ class SessionState:
                 "marked is_error, or nothing parsed); record only results that were applied."
             )
         if undo_request is None:
-            undo_request = undo_change_request(
-                _as_json(self.payload), _as_json(result.payload)
-            ).to_wire()
+            undo_request = _undo_wire(self.payload, result.payload)
         request = result.change_request
         reasoning = getattr(result, "reasoning", request.reasoning)
         turn = TurnRecord(
@@ -242,9 +215,8 @@ class SessionState:
         return turn
 
     def since(self, base: Any) -> list[_merge.Applied] | None:
-        """The changes applied since ``base`` (a payload this session held, the start of a turn
-        that ran while others finished), in order; None when ``base`` is not among the last
-        ``HISTORY_KEPT`` payloads (or was replaced from outside the session)."""
+        """The changes applied since ``base``, a payload this session held, in order (None when
+        it is not among the last ``HISTORY_KEPT``)."""
         if base is self.payload:
             return []
         for n, (before, _) in enumerate(self._since):
@@ -253,11 +225,8 @@ class SessionState:
         return None
 
     def check_before_turn(self) -> None:
-        """Raise now, before the model is asked (no tokens spent), what would stop a turn on
-        the current payload from being recorded. Recording diffs the payload (the turn's undo
-        request), and depth is what a diff can refuse: a payload deeper than
-        ``_PROBE_DEPTH`` levels is first diffed with itself, so whatever the diff refuses
-        (``LimitExceededError``) is raised here rather than after the model call."""
+        """Raise before the model is asked what would stop the turn from being recorded: the
+        diff of its undo request refuses only depth, so a deep payload is diffed with itself."""
         current = _as_json(self.payload)
         if locate_problem(current, _PROBE_DEPTH, sys.maxsize) is not None:
             undo_change_request(current, current)
@@ -292,9 +261,8 @@ class SessionState:
     # -- questions --------------------------------------------------------------------------
 
     def why(self, path: str | Sequence[str | int]) -> TurnRecord | None:
-        """The last turn in effect whose changes touched ``path``: a change at the path, above
-        it (a container set or deleted whole) or below it (one of its fields). None if no turn
-        did. Paths are compared as each turn recorded them (array positions at that turn)."""
+        """The last turn in effect with a change at ``path``, above or below it (None if none);
+        array positions are compared as each turn recorded them."""
         wanted = parse_payload_path(path)
         for turn in reversed(self.turns):
             if any(_related(tuple(change.path), wanted) for change in turn.changes):
@@ -304,12 +272,8 @@ class SessionState:
     # -- persistence ------------------------------------------------------------------------
 
     def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
-        """The session as JSON data: the current payload, the turns in effect, the redo stack.
-
-        A model payload holding secrets (``SecretStr``) or ``Field(exclude=True)`` values is
-        refused (``UsageError`` naming them: its JSON form would lose them) unless
-        ``include_secrets=True``, which writes their values in clear so that ``from_json``
-        gives them back."""
+        """The session as JSON data (a ``SessionData``). A model payload holding secrets or
+        excluded fields is refused (``UsageError``) unless ``include_secrets=True``."""
         payload = (
             {}
             if self.payload is None
@@ -337,12 +301,9 @@ class SessionState:
         summary_turns: int = 5,
         source: str = "session data",
     ) -> SessionState:
-        """Read what ``to_json`` wrote; ``payload_type`` (a pydantic model class) validates
-        the payload back into that class; a session saved with a payload type must be loaded
-        with that type (``UsageError`` otherwise: the payload would come back as a plain dict).
-        Anything wrong in the data (a field missing or of the wrong type, no payload, a payload
-        the merge refuses or that does not fit ``payload_type``) raises ``SessionFileError``
-        naming ``source`` and the place."""
+        """Read what ``to_json`` wrote, with the ``payload_type`` it was saved with (another:
+        ``UsageError``). Anything wrong in the data raises ``SessionFileError`` naming
+        ``source`` and the place."""
         saved = _sessionfile.validate_session_data(data, source)
         if saved.payload_type and _type_name(payload_type) != saved.payload_type:
             given = _type_name(payload_type)
@@ -377,7 +338,7 @@ class SessionState:
 
 
 def _type_name(payload_type: Any) -> str | None:
-    """``module.QualName`` of a payload type (what a saved session records), None for none."""
+    """``module.QualName`` of a payload type, None for none."""
     if payload_type is None:
         return None
     module = getattr(payload_type, "__module__", None)

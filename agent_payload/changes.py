@@ -1,19 +1,6 @@
-"""The change request and the DELETE markers (data, no logic).
-
-A change request is what the model emits instead of the whole payload::
-
-    {
-      "newElements":     {...},   additions
-      "updateElements":  {...},   surgical updates with {} placeholders and DELETE markers
-      "removeElements":  {...},   deletions, marked with DELETE
-      "replaceElements": {...},   whole-value replacement of top-level keys
-      "reasoning":       "why"    free text, never merged
-    }
-
-The buckets hold plain JSON (dicts and lists): a partial with placeholders and markers is not
-an ``Invoice``. The payload type drives the JSON Schema given to the model in tool modes
-(``agent_payload.schema.change_request_schema(Invoice)``).
-"""
+"""The change request, what the model emits instead of the whole payload, and the DELETE
+markers (data, no logic). The buckets hold plain JSON: a partial with placeholders and markers
+is not an ``Invoice``. The format: docs/format.md."""
 
 from __future__ import annotations
 
@@ -56,11 +43,8 @@ Bucket = dict[str, JsonValue] | list[JsonValue] | None
 
 
 class AgentPayloadChangeRequest(BaseModel):
-    """A change request (the wire form's five fields).
-
-    Both spellings are accepted on input (``newElements`` and ``new_elements``); ``model_dump``
-    and ``model_dump_json`` produce the camelCase wire form without empty fields.
-    """
+    """A change request: both spellings are read (``newElements``, ``new_elements``);
+    ``model_dump`` writes the camelCase wire form without empty fields."""
 
     model_config = ConfigDict(
         populate_by_name=True,

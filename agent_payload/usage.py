@@ -1,16 +1,6 @@
 """Tokens: what the provider counted (``Usage``, summed over attempts) and what a text would
 cost (``estimate_tokens``, the one estimate: o200k_base when ``bpe-openai`` is installed, else
-``length_estimate``, a quarter of the characters).
-
-``input_tokens`` counts every input token of the requests, cached or not (OpenAI's
-``prompt_tokens`` / ``input_tokens``; for Anthropic, ``input_tokens`` plus
-``cache_read_input_tokens`` plus ``cache_creation_input_tokens``). Two parts of it are also
-reported on their own: ``cached_input_tokens``, read from the provider's prompt cache (OpenAI's
-``cached_tokens``, Anthropic's ``cache_read_input_tokens``; billed at a fraction of the price),
-and ``cache_write_input_tokens``, written to it (Anthropic's ``cache_creation_input_tokens``,
-billed a little above the price; OpenAI reports none). So the uncached input is
-``input_tokens - cached_input_tokens - cache_write_input_tokens``.
-"""
+``length_estimate``, a quarter of the characters)."""
 
 from __future__ import annotations
 
@@ -29,6 +19,9 @@ __all__ = ["ESTIMATE_CHUNK_CHARS", "Usage", "estimate_tokens", "length_estimate"
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens used. ``input_tokens`` counts every input token, cached or not; two parts of it
+    are also given apart: read from the provider's prompt cache and written to it."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
@@ -73,17 +66,11 @@ _tokenizer: _Counter | None = None
 
 
 def _tokenizer_or_none() -> _Counter | None:
-    """o200k_base's tokenizer, loaded once per process (thread-safe), or None without
-    ``bpe-openai``.
+    """o200k_base's tokenizer, loaded once per process, or None without ``bpe-openai``.
 
-    bpe-openai is a Python wrapper round a Rust tokenizer that carries its own vocabularies.
-    Importing the wrapper parses all three bundled vocabularies in Python (~1.2 s per process,
-    a CLI run or a test worker), which only its ``decode`` needs; counting needs the Rust part
-    alone (~0.1 s). So the extension module is loaded by itself when it is where this version
-    of bpe-openai keeps it (registered under its own name, so a later ``import bpe_openai``
-    uses the same module: a Rust extension loads once per process); any other layout goes
-    through the public ``bpe_openai.get_encoding``. ``tests/test_agent_loop.py`` checks that
-    both give the same counts."""
+    Importing bpe-openai parses its vocabularies in Python (~1.2 s), which counting does not
+    need: its Rust extension is loaded by itself (~0.1 s) where this version keeps it, under
+    its own name (so ``import bpe_openai`` reuses it); any other layout uses the public API."""
     global _tokenizer_loaded, _tokenizer
     if _tokenizer_loaded:
         return _tokenizer
@@ -144,9 +131,8 @@ class _PublicTokenizer:
 
 
 ESTIMATE_CHUNK_CHARS = 50_000
-"""``estimate_tokens`` encodes long texts in pieces of about this many characters (the
-tokenizer refuses very long inputs); each piece ends after a comma, space or newline when one
-is near, so almost no token is split."""
+"""``estimate_tokens`` counts long texts in pieces of about this many characters, each ending
+after a comma, space or newline when one is near."""
 
 
 def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
@@ -164,17 +150,9 @@ def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
 
 
 def estimate_tokens(text: str) -> int:
-    """Output tokens of ``text``: counted with OpenAI's o200k_base tokenizer when the optional
-    ``bpe-openai`` package is importable, else estimated as ``ceil(len(text) / 4)``.
-
-    ``AgentResult.rewrite_tokens`` is this count for the result as minified JSON (the cheapest
-    full rewrite a model could send), ``change_tokens`` for the applied reply's text as the
-    model sent it (reasoning included), so the two are counted the same way. Other tokenizers
-    (Anthropic's) differ by some percent; the ratio is what matters.
-
-    An estimate never fails a run: long texts are encoded in pieces (``ESTIMATE_CHUNK_CHARS``;
-    a token split at a piece's edge may count one more), and a piece the tokenizer refuses is
-    counted by the length estimate."""
+    """Output tokens of ``text``: o200k_base's count when ``bpe-openai`` is importable, else
+    ``ceil(len(text) / 4)``. Never fails: long texts are counted in pieces
+    (``ESTIMATE_CHUNK_CHARS``), and a piece the tokenizer refuses by its length."""
     tokenizer = _tokenizer_or_none()
     if tokenizer is None:
         return length_estimate(text)
