@@ -112,21 +112,16 @@ def check_number(
 ) -> None:
     """Raise ``ConfigurationError`` unless ``value`` is an int (a finite int or float when not
     ``integer``; never a bool) with ``minimum <= value < below``."""
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    ok = isinstance(value, kinds) and not isinstance(value, bool)
-    if ok and isinstance(value, float) and not math.isfinite(value):
-        ok = False
-    if ok and minimum is not None and value < minimum:
-        ok = False
-    if ok and below is not None and value >= below:
-        ok = False
-    if ok:
+    kinds: tuple[type[int | float], ...] = (int,) if integer else (int, float)
+    if (
+        isinstance(value, kinds)
+        and not isinstance(value, bool)
+        and (not isinstance(value, float) or math.isfinite(value))
+        and (minimum is None or value >= minimum)
+        and (below is None or value < below)
+    ):
         return
-    kind = "an int" if integer else "a number"
-    bounds = []
-    if minimum is not None:
-        bounds.append(f">= {minimum:g}")
-    if below is not None:
-        bounds.append(f"< {below:g}")
-    expected = f"{kind}{' ' + ' and '.join(bounds) if bounds else ''}"
+    bounds = [f">= {minimum:g}"] if minimum is not None else []
+    bounds += [f"< {below:g}"] if below is not None else []
+    expected = " ".join(["an int" if integer else "a number", " and ".join(bounds)]).rstrip()
     raise ConfigurationError(f"{where}: expected {expected}, found {_found(value)}")

@@ -41,7 +41,7 @@ def anthropic_shape(name: str, description: str, parameters: dict[str, Any]) -> 
 
 
 class OutlineReads:
-    """The handler's outline mode (see ``ChangeRequestToolHandler``)."""
+    """The handler's outline mode."""
 
     payload: Any
     read_scope: Any
@@ -63,8 +63,7 @@ class OutlineReads:
         raise NotImplementedError
 
     def shown(self) -> Any:
-        """The payload as the model may see it (JSON data, read scope applied), kept per
-        version."""
+        """The payload as the model may see it (JSON data, read scope applied)."""
         cached = self._shown_at
         if cached is None or cached[0] != self.version or cached[1] is not self.payload:
             shown = _as_json(self.payload)
@@ -75,8 +74,7 @@ class OutlineReads:
 
     @property
     def outlined(self) -> bool:
-        """True when the payload the model may see is larger than ``max_payload_tokens``: the
-        prompt carries its outline and the read tools are offered."""
+        """True when the payload shown is over ``max_payload_tokens``: outline and read tools."""
         budget = self.max_payload_tokens
         if budget is None:
             return False
@@ -86,8 +84,7 @@ class OutlineReads:
         return self._outlined[1]
 
     def read_tool_specs(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
-        """``(name, description, JSON Schema)`` of ``read_payload`` and ``find_in_payload``
-        when the handler is ``outlined``; ``()`` when the payload fits."""
+        """``(name, description, schema)`` of the read tools when ``outlined``, else ``()``."""
         if not self.outlined or self.max_payload_tokens is None:
             return ()
         return _outline.tool_specs(budget=self.max_payload_tokens)
@@ -105,10 +102,8 @@ class OutlineReads:
         return [anthropic_shape(*spec) for spec in self.read_tool_specs()]
 
     def read(self, name: str, arguments: str | Mapping[str, Any]) -> ToolResult:
-        """Answer one ``read_payload`` or ``find_in_payload`` call (``outline.answer``, the
-        agent's own reads, on the payload the model may see, within ``max_payload_tokens``);
-        a bad call, or one past ``max_reads``, is an ``is_error`` result saying why. Nothing
-        changes."""
+        """Answer one ``read_payload`` or ``find_in_payload`` call (a bad one, or one past
+        ``max_reads``, is an ``is_error`` result saying why)."""
         if name not in _outline.READ_TOOLS:
             raise UsageError(
                 f"ChangeRequestToolHandler.read: {name!r} is not a read tool; the read tools are "
@@ -138,8 +133,7 @@ class OutlineReads:
         base_version: int | None = None,
         turn: Hashable | None = None,
     ) -> ToolResult:
-        """One call of any of the handler's tools, by name: the change-request tool
-        (``handle``) or a read tool (``read``); another name is an ``is_error`` result."""
+        """One call of any of the handler's tools, by name (an unknown one: ``is_error``)."""
         if name == self.name:
             return self.handle(arguments, base_version=base_version, turn=turn)
         if name in _outline.READ_TOOLS:
@@ -167,9 +161,8 @@ class OutlineReads:
         )
 
     def render_current(self) -> Callable[[Any], str] | None:
-        """How a correction writes a current value: within half ``max_payload_tokens``
-        (complete when it fits, else outlined, ``outline.value_text``) when the handler is
-        ``outlined``; None (in full) otherwise."""
+        """How a correction writes a current value when ``outlined``: within half the budget
+        (None: in full)."""
         budget = self.max_payload_tokens
         if budget is None or not self.outlined:
             return None
@@ -186,5 +179,4 @@ def _outline_echo(text: str) -> str:
 
 
 def _as_json(payload: Any) -> Any:
-    """The handler's payload as JSON data (``None`` as ``{}``)."""
     return {} if payload is None else json_data(payload)

@@ -71,8 +71,7 @@ class _ChangeFields(_Record):
 
 @dataclass(frozen=True)
 class _Stored:
-    """A dataclass field (``Usage``, ``Change``) stored as its ``fields`` record: an instance
-    passes as it is, the file's object is checked and made one with ``make``."""
+    """A dataclass stored as its ``fields`` record (an instance passes as it is)."""
 
     fields: type[_Record]
     make: Callable[[Any], Any]
@@ -110,13 +109,9 @@ StoredChange = Annotated[
 
 
 class TurnRecord(_Record):
-    """One turn of a session.
-
-    ``index`` counts turns from 1 in the order they were sent. ``change_request`` is the
-    request the agent applied (wire form), ``undo_request`` the one that reverses the turn.
-    ``changes`` are the merge's effective changes (paths as they were at that turn).
-    ``duration`` is in seconds; ``timestamp`` is ISO 8601 UTC, when the turn ended.
-    """
+    """One turn of a session: its ``index`` from 1, the ``change_request`` applied and the
+    ``undo_request`` reversing it (wire form), its effective ``changes`` (paths as they were),
+    ``duration`` in seconds and ``timestamp`` (ISO 8601 UTC, when it ended)."""
 
     index: int = Field(ge=1)
     task: str

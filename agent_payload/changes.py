@@ -26,19 +26,6 @@ REFERENCE_MARKER = "__DELETE__"
 DEFAULT_MARKERS: frozenset[str] = frozenset({MARKER, REFERENCE_MARKER})
 """Markers active when none are configured (the agent activates exactly one per call)."""
 
-BUCKETS: tuple[str, ...] = ("newElements", "updateElements", "removeElements", "replaceElements")
-"""The four buckets, in wire (camelCase) spelling."""
-
-WIRE_NAMES: dict[str, str] = {
-    "new_elements": "newElements",
-    "update_elements": "updateElements",
-    "remove_elements": "removeElements",
-    "replace_elements": "replaceElements",
-    "reasoning": "reasoning",
-}
-"""Python attribute name -> wire name."""
-
-
 Bucket = dict[str, JsonValue] | list[JsonValue] | None
 
 
@@ -75,3 +62,12 @@ class AgentPayloadChangeRequest(BaseModel):
         return not any(
             (self.new_elements, self.update_elements, self.remove_elements, self.replace_elements)
         )
+
+
+WIRE_NAMES: dict[str, str] = {
+    name: field.alias or name for name, field in AgentPayloadChangeRequest.model_fields.items()
+}
+"""Python attribute name -> wire name."""
+
+BUCKETS: tuple[str, ...] = tuple(wire for wire in WIRE_NAMES.values() if wire != "reasoning")
+"""The four buckets, in wire (camelCase) spelling."""

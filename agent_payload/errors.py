@@ -26,10 +26,8 @@ separate branches, so a caller catches exactly what it can act on::
     └── RetriesExhaustedError         the correction loop ran out of attempts or tokens
         └── ReadsExhaustedError       outline mode: the model used up max_reads without replying
 
-Messages say where, what was expected, what was found and what to do. On every error,
-``problems`` holds the structured ``report.Problem`` list behind it (maybe empty) and ``path``
-the place as a ``str`` written as in the report (``""`` for none); an error that ends an agent
-run also carries its ``attempts``, ``usage`` and ``run_id``.
+On every error, ``problems`` holds the structured ``report.Problem`` list behind it and
+``path`` the place, written as in the report (``""``: none).
 """
 
 from __future__ import annotations
@@ -329,8 +327,8 @@ class RetriesExhaustedError(AgentPayloadError):
         *,
         attempts: int,
         usage: Usage,
-        last_reply: str | None,
-        problems: Sequence[Problem],
+        last_reply: str | None = None,
+        problems: Sequence[Problem] = (),
         replies: Sequence[str] = (),
     ) -> None:
         super().__init__(message)
@@ -355,13 +353,6 @@ class ReadsExhaustedError(RetriesExhaustedError):
         last_call: str,
         replies: Sequence[str] = (),
     ) -> None:
-        super().__init__(
-            message,
-            attempts=attempts,
-            usage=usage,
-            last_reply=None,
-            problems=(),
-            replies=replies,
-        )
+        super().__init__(message, attempts=attempts, usage=usage, replies=replies)
         self.reads = reads
         self.last_call = last_call

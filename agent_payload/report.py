@@ -99,15 +99,12 @@ def ask_guard(guard: Guard, change: Change) -> list[Finding]:
     """The findings of ``guard`` for ``change``; anything but an iterable of ``Finding`` is a
     ``ConfigurationError`` naming the guard and the change."""
     findings: Any = guard(change)
-    if isinstance(findings, Finding):
-        bad: Any = findings
-    elif findings is None or isinstance(findings, str | bytes | dict):
-        bad = findings
-    else:
+    bad: Any = findings
+    if findings is not None and not isinstance(findings, Finding | str | bytes | dict):
         try:
             items = list(findings)
         except TypeError:
-            bad = findings
+            pass
         else:
             wrong = [f for f in items if not isinstance(f, Finding)]
             if not wrong:

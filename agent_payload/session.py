@@ -1,8 +1,6 @@
 """``PayloadSession`` and ``AsyncPayloadSession``: one payload carried through many turns with an
-agent, each recorded as a ``TurnRecord``, with undo and redo through change requests, ``why``,
-and save/load. The decisions are ``SessionState``'s (``_session_state``, pure); a turn that
-finishes after others is rebased over them (MERGE.md section 9). Guide:
-docs/tools-and-sessions.md."""
+agent, with undo, redo, ``why`` and save/load; the decisions are ``SessionState``'s, a late
+turn is rebased (MERGE.md section 9). Guide: docs/tools-and-sessions.md."""
 
 from __future__ import annotations
 
@@ -94,20 +92,17 @@ class _SessionBase:
         return self.state.to_json(include_secrets=include_secrets)
 
     def record(self, task: str, result: TurnResult, *, duration: float = 0.0) -> TurnRecord:
-        """Record a turn from your own tool loop: ``result`` is a successful ``ToolResult`` (or
-        an ``AgentResult``) that started from the current payload; ``UsageError`` for one that
-        applied nothing."""
+        """Record a turn of your own tool loop: a successful ``ToolResult`` (or ``AgentResult``)
+        that started from the current payload."""
         return self.state.record(task, result, duration=duration, timestamp=self._now())
 
     def save(self, path: str | Path, *, include_secrets: bool = False) -> None:
-        """Write ``to_json()`` to ``path`` (UTF-8, indented) atomically (``FileWriteError``:
-        an earlier save there is as it was). A payload holding secrets or excluded fields is
-        refused (``UsageError``) unless ``include_secrets=True``, which writes them in clear."""
+        """Write ``to_json()`` to ``path`` atomically; a payload's secrets or excluded fields
+        are refused (``UsageError``) unless ``include_secrets=True`` writes them in clear."""
         atomic_write_text(path, _sessionfile.dumps(self.to_json(include_secrets=include_secrets)))
 
     def _late_judge(self, base: Any, result: Any) -> Judge | None:
-        """The judge of a turn that started from ``base`` if the session has moved on since
-        (None: current, or too old: ``record`` refuses it)."""
+        """The judge of a turn whose ``base`` is no longer current (None: current or too old)."""
         since = self.state.since(base)
         if not since:
             return None
@@ -157,8 +152,7 @@ class _SessionBase:
         payload_type: Any = None,
         summary_turns: int = 5,
     ) -> Self:
-        """A session continued from a file written by ``save`` (a damaged file:
-        ``SessionFileError`` naming the file, the place and the fault)."""
+        """A session continued from a file ``save`` wrote (damaged: ``SessionFileError``)."""
         state = SessionState.from_json(
             _sessionfile.read_session_file(path),
             payload_type=payload_type,
@@ -169,13 +163,11 @@ class _SessionBase:
 
 
 class PayloadSession(_SessionBase):
-    """A payload edited over many turns by a ``PayloadAgent``: ``agent`` is anything with
-    ``run(payload, task, **options)`` (``None`` to only ``record`` turns); ``summary_turns``:
-    how many earlier turns the next prompt recalls; ``clock``/``now``: injectable for tests."""
+    """A payload edited over many turns by a ``PayloadAgent`` (``None``: only ``record``);
+    ``summary_turns``: how many earlier turns the next prompt recalls."""
 
     def send(self, task: str) -> TurnRecord:
-        """Run the agent on the current payload; record and return the turn (on failure the
-        session is unchanged)."""
+        """Run the agent on the current payload; record and return the turn."""
         base = self.state.payload
         self.state.check_before_turn()  # refusals come before the model call, not after it
         started = self._clock()

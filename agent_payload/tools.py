@@ -73,8 +73,7 @@ T = TypeVar("T")
 
 
 def tool_description(marker: str = MARKER, *, base_version: bool = True) -> str:
-    """What the tool does, in words for the model (naming ``marker``; with ``base_version``,
-    the optional argument naming the payload version a call was written against)."""
+    """What the tool does, for the model (with the optional ``base_version`` argument)."""
     text = (
         "Edit the JSON payload by sending only what changes. newElements: keys to add and "
         'items to append; an object of indices such as {"2": [items]} inserts the items before '
@@ -110,8 +109,6 @@ def _tool(
     description: str | None,
     base_version: bool,
 ) -> T:
-    """The tool definition in ``shape``: its description and input schema (never strict: see
-    ``agent_payload.schema``), with the optional ``base_version`` argument."""
     schema = _schema_module.change_request_schema(payload_type, marker=marker)
     if base_version:  # the schema builder's may be shared: never changed in place
         version = {"type": "integer", "minimum": 0, "description": _BASE_DESCRIPTION}
@@ -128,8 +125,7 @@ def openai_tool(
     description: str | None = None,
     base_version: bool = True,
 ) -> OpenAIToolParam:
-    """The change request as an OpenAI Chat Completions function tool
-    (``{"type": "function", "function": {...}}``)."""
+    """The change request as an OpenAI Chat Completions function tool."""
     return _tool(openai_shape, payload_type, marker, name, description, base_version)
 
 
@@ -141,8 +137,7 @@ def responses_tool(
     description: str | None = None,
     base_version: bool = True,
 ) -> ResponsesToolParam:
-    """The change request as an OpenAI Responses API function tool (flat, ``"strict": false``:
-    the API is strict unless told otherwise)."""
+    """The change request as an OpenAI Responses API function tool (``"strict": false``)."""
     return _tool(responses_shape, payload_type, marker, name, description, base_version)
 
 
@@ -154,20 +149,15 @@ def anthropic_tool(
     description: str | None = None,
     base_version: bool = True,
 ) -> AnthropicToolParam:
-    """The change request as an Anthropic tool (``{"name", "description", "input_schema"}``)."""
+    """The change request as an Anthropic tool."""
     return _tool(anthropic_shape, payload_type, marker, name, description, base_version)
 
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """The outcome of one tool call.
-
-    ``payload``: the handler's payload after the call (unchanged when ``is_error``);
-    ``content``: the tool-result text for the model; ``report`` and ``change_request``: None
-    when the arguments could not be read (a late call's request as rebased and applied);
-    ``problems``: what the model must fix; ``version``: the payload version after the call;
-    ``base_version``: the version the call was written against, when known.
-    """
+    """One tool call's outcome: the handler's ``payload`` and ``version`` after it, the text
+    for the model (``content``), the ``report`` and ``change_request`` (as applied; None when
+    unreadable), the ``problems`` to fix, and the ``base_version`` when known."""
 
     payload: Any
     content: str
@@ -226,24 +216,16 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
 
 
 class ChangeRequestToolHandler(OutlineReads):
-    """Applies change-request tool calls to a payload it keeps between calls, one call at a
-    time; a call that cannot be fully applied applies nothing and its ``is_error`` result tells
-    the model what to fix (docs/tools-and-sessions.md).
+    """Applies change-request tool calls, one at a time, to a payload it keeps between calls
+    (docs/tools-and-sessions.md); a call that cannot be fully applied applies nothing.
 
-    ``payload``: a dict, a list, ``None`` or a pydantic model (kept as that class);
-    ``payload_type`` defaults to the model's class. ``marker``: the DELETE marker (default:
-    ``merge.choose_marker(payload)``). ``guards``, ``permissions`` and ``read_scope`` are checked
-    for every effective change (a ``confirm`` finding is an error result showing before/after;
-    the same call again confirms it); nothing returned to the model shows what ``read_scope``
-    hides. ``validators`` are called with each merged payload and refuse the call by raising
-    ``RetryWithFeedback``, ``ValueError`` or ``AssertionError`` (``async def`` ones need
-    ``ahandle``). ``history``: how many earlier versions a late call may be written against
-    (default 32; older ones are sent back with ``concurrent_change``). ``versions``: whether the
-    prompt, the tool and every result state the payload version and take the ``base_version``
-    argument (False for a host that numbers versions itself, such as the MCP server).
-    ``max_payload_tokens`` and ``max_reads``: outline mode, as in ``PayloadAgent``
-    (docs/outline.md): above the budget, ``prompt`` sends an outline and the read tools
-    (``openai_read_tools()``..., ``read``, ``call``) show the rest.
+    ``payload``: a dict, a list, ``None`` or a pydantic model. ``guards``, ``permissions`` and
+    ``read_scope`` judge every change (a ``confirm`` finding: the same call again confirms);
+    ``validators`` refuse a merged payload by raising ``RetryWithFeedback``, ``ValueError`` or
+    ``AssertionError``. ``history``: how many versions back a late call may be written (older:
+    ``concurrent_change``). ``versions=False``: no version in the prompt, tool and results (a
+    host that numbers them itself). ``max_payload_tokens``, ``max_reads``: outline mode, as in
+    ``PayloadAgent`` (docs/outline.md).
     """
 
     def _tool_result(self, content: str, is_error: bool) -> ToolResult:
@@ -363,14 +345,10 @@ class ChangeRequestToolHandler(OutlineReads):
         extra_instructions: str | None = None,
         read_only: str | Sequence[str] | None = None,
     ) -> _prompts.PromptParts:
-        """The system prompt and first user message for a tool loop over this handler: the
-        payload (as ``read_scope`` shows it, or its outline), its schema, the task, the rules
-        the handler enforces (after ``rules_text``), this tool, its marker and the version.
-
-        A task that holds the marker makes the handler pick another, as the agent does; so call
-        ``prompt`` before the tool definitions, which fix it (a fixed or given marker:
-        ``ConfigurationError``). ``read_only=`` is refused: pass
-        ``permissions=Permissions(deny=[...])`` to the handler, which enforces it."""
+        """The system prompt and first user message of a tool loop over this handler (the
+        payload as the model may see it, the rules it enforces after ``rules_text``). A task
+        holding the marker makes it pick another: call before the tool definitions, which fix
+        it (``ConfigurationError`` then). ``read_only=`` is refused: use ``permissions=``."""
         if read_only is not None:
             raise ConfigurationError(
                 "ChangeRequestToolHandler.prompt(read_only=...) would only be words in the "
@@ -431,8 +409,7 @@ class ChangeRequestToolHandler(OutlineReads):
         return self._bases.version
 
     def judge(self, base_version: int | None = None) -> Judge:
-        """The judge of the next call; with ``base_version`` (a kept earlier version), of a call
-        written against it, which it rebases over the requests applied since."""
+        """The judge of the next call (with ``base_version``, of a call written against it)."""
         late: dict[str, Any] = {}
         if base_version is not None and base_version != self.version:
             kept = self._bases.kept(base_version)
@@ -459,8 +436,7 @@ class ChangeRequestToolHandler(OutlineReads):
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[int]:
-        """A block whose calls (one model response's, however they reach the handler) share one
-        base: the version current when it begins (yielded)."""
+        """A block whose calls (one model response's) share one base, the version yielded."""
         with self._bases.turn() as version:
             yield version
 
@@ -471,13 +447,10 @@ class ChangeRequestToolHandler(OutlineReads):
         base_version: int | None = None,
         turn: Hashable | None = None,
     ) -> ToolResult:
-        """Apply one tool call's arguments (the JSON text, or the decoded mapping).
-
-        The call's base, first known wins: ``base_version`` (a ``handler.version`` read when
-        the model was sent the request); a ``turn()`` block; ``turn`` (any hashable naming the
-        model response: its calls share one base); the model's ``base_version`` argument; else
-        the current payload. A call on an earlier base is rebased over what was applied since.
-        An async validator: ``ConfigurationError`` (use ``ahandle``)."""
+        """Apply one tool call's arguments (JSON text or mapping). Its base, first known wins:
+        ``base_version``, a ``turn()`` block, ``turn`` (a hashable naming the model response),
+        the model's ``base_version`` argument, else the current payload; an earlier base is
+        rebased over what was applied since. Async validators need ``ahandle``."""
         _callables.require_sync(
             "ChangeRequestToolHandler.handle",
             [("validator", v) for v in self.validators],
@@ -530,8 +503,6 @@ class ChangeRequestToolHandler(OutlineReads):
         base_version: int | None = None,
         turn: Hashable | None = None,
     ) -> Generator[Any, Any, ToolResult]:
-        """One call: its base, the judge's steps (yielding an async validator's awaitable to
-        the driver), then the verdict as a tool result."""
         if arguments is not None and not isinstance(
             arguments, str | Mapping | AgentPayloadChangeRequest
         ):
@@ -575,8 +546,7 @@ class ChangeRequestToolHandler(OutlineReads):
         )
 
     def _result(self, verdict: Verdict, base: int | None) -> ToolResult:
-        """The verdict as a tool result (``confirm`` is an error result showing before/after:
-        the same call again is accepted as confirmed)."""
+        """``confirm`` is an error result: the same call again is accepted as confirmed."""
         accepted = verdict.status == "accepted"
         version = self.version + 1 if accepted else self.version
         if accepted:

@@ -11,7 +11,8 @@ import math
 import sys
 import threading
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
 from typing import Protocol
 
 __all__ = ["ESTIMATE_CHUNK_CHARS", "Usage", "estimate_tokens", "length_estimate"]
@@ -40,13 +41,7 @@ class Usage:
         return self.input_tokens - self.cached_input_tokens - self.cache_write_input_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.requests + other.requests,
-            self.cached_input_tokens + other.cached_input_tokens,
-            self.cache_write_input_tokens + other.cache_write_input_tokens,
-        )
+        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 def length_estimate(text: str) -> int:
@@ -82,14 +77,13 @@ def _tokenizer_or_none() -> _Counter | None:
 
 
 def _load_tokenizer() -> _Counter | None:
-    try:
-        return _rust_tokenizer()
-    except Exception:  # another layout of bpe-openai: its public API below
-        pass
-    try:
-        return _PublicTokenizer()
-    except Exception:  # the tokenizer is optional; any failure falls back to the estimate
-        return None
+    loaders: tuple[Callable[[], _Counter], ...] = (_rust_tokenizer, _PublicTokenizer)
+    for load in loaders:  # the Rust part alone; another layout of bpe-openai: its public API
+        try:
+            return load()
+        except Exception:  # the tokenizer is optional: the length estimate stands in
+            continue
+    return None
 
 
 def _rust_tokenizer() -> _Counter:
