@@ -7,20 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    GetCoreSchemaHandler,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-)
-from pydantic_core import CoreSchema, core_schema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
 from agent_payload import _jsontext
 from agent_payload._files import JsonLayout, json_file_text, loads_json_file
@@ -55,56 +46,48 @@ class _Record(BaseModel):
 
 
 class _UsageFields(_Record):
+    """A ``Usage`` in the file (the cache counts written only when not 0)."""
+
     input_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
     requests: int = Field(ge=0)
-    cached_input_tokens: int = Field(default=0, ge=0)  # written only when not 0
+    cached_input_tokens: int = Field(default=0, ge=0)
     cache_write_input_tokens: int = Field(default=0, ge=0)
+
+    @classmethod
+    def read(cls, value: Any) -> Usage:
+        return value if isinstance(value, Usage) else Usage(**dict(cls.model_validate(value)))
+
+    @classmethod
+    def write(cls, usage: Usage) -> dict[str, Any]:
+        return cls.model_construct(**asdict(usage)).model_dump(exclude_defaults=True)
 
 
 class _ChangeFields(_Record):
+    """A ``Change`` in the file."""
+
     op: Literal["add", "update", "delete"]
     path: list[str | int]
     old: Any = None
     new: Any = None
 
+    @classmethod
+    def read(cls, value: Any) -> Change:
+        if isinstance(value, Change):
+            return value
+        fields = cls.model_validate(value)
+        return Change(fields.op, tuple(fields.path), fields.old, fields.new)
 
-@dataclass(frozen=True)
-class _Stored:
-    """A dataclass stored as its ``fields`` record (an instance passes as it is)."""
-
-    fields: type[_Record]
-    make: Callable[[Any], Any]
-    dump: Callable[[Any], dict[str, Any]]
-
-    def __get_pydantic_core_schema__(
-        self, source: type[Any], handler: GetCoreSchemaHandler
-    ) -> CoreSchema:
-        def read(value: Any, check: ValidatorFunctionWrapHandler) -> Any:
-            return value if isinstance(value, source) else self.make(check(value))
-
-        return core_schema.no_info_wrap_validator_function(
-            read,
-            handler.generate_schema(self.fields),
-            serialization=core_schema.plain_serializer_function_ser_schema(self.dump),
-        )
+    @classmethod
+    def write(cls, change: Change) -> dict[str, Any]:
+        return {"op": change.op, "path": list(change.path), "old": change.old, "new": change.new}
 
 
 StoredUsage = Annotated[
-    Usage,
-    _Stored(
-        _UsageFields,
-        lambda u: Usage(**dict(u)),
-        lambda u: _UsageFields.model_construct(**asdict(u)).model_dump(exclude_defaults=True),
-    ),
+    Usage, BeforeValidator(_UsageFields.read), PlainSerializer(_UsageFields.write)
 ]
 StoredChange = Annotated[
-    Change,
-    _Stored(
-        _ChangeFields,
-        lambda c: Change(c.op, tuple(c.path), c.old, c.new),
-        lambda c: {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new},
-    ),
+    Change, BeforeValidator(_ChangeFields.read), PlainSerializer(_ChangeFields.write)
 ]
 
 
@@ -135,7 +118,7 @@ class Undone(_Record):
 class SessionData(_Record):
     """A saved session, version 1 (the session checks the payload itself)."""
 
-    format: Literal["agent_payload.session", "agent_payload.session/1"]
+    format: Literal["agent_payload.session"]
     format_version: Literal[1] = 1
     payload_type: str | None = None  # ``module.QualName`` of the payload type it was saved with
     payload: Any
