@@ -35,9 +35,8 @@ class Bases:
     payloads with the request applied to each, and the base of each ``turn`` key seen."""
 
     def __init__(self, history: int) -> None:
-        self.history = history
         self.version = 0
-        self.past: deque[tuple[Any, Applied]] = deque()
+        self.past: deque[tuple[Any, Applied]] = deque(maxlen=history)
         """For each kept version ``version - len(past) + n``: its payload and the request (as
         applied, rebased, with the marker in force) that made the next version."""
         self.turns: OrderedDict[Hashable, int] = OrderedDict()
@@ -46,8 +45,6 @@ class Bases:
     def advance(self, payload: Any, request: AgentPayloadChangeRequest, marker: str) -> None:
         """``request`` (merged with ``marker``) was applied to ``payload``, the current version."""
         self.past.append((payload, Applied(request, frozenset({marker}))))
-        while len(self.past) > self.history:
-            self.past.popleft()
         self.version += 1
 
     def kept(self, version: int) -> tuple[Any, list[Applied]] | None:

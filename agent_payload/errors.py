@@ -87,8 +87,7 @@ class UsageError(AgentPayloadError):
 
 
 class InvalidPayloadError(UsageError, ValueError):
-    """The payload is not JSON data, or its root is neither an object nor an array (``path``:
-    where, ``items[3].price``; ``payload_path``: the same as a tuple of keys and indices)."""
+    """The payload is not JSON data, or its root is neither an object nor an array."""
 
     def __init__(self, message: str, *, path: Sequence[str | int] = ()) -> None:
         super().__init__(message)
@@ -97,8 +96,7 @@ class InvalidPayloadError(UsageError, ValueError):
 
 
 class SessionFileError(InvalidPayloadError):
-    """A saved session file cannot be loaded (``file``; ``where`` in it, also ``path``:
-    ``turns[2].usage``, ``""`` for the whole file); chained to the cause."""
+    """A saved session ``file`` cannot be loaded (``where`` in it, also ``path``)."""
 
     def __init__(self, message: str, *, file: str, where: str = "") -> None:
         super().__init__(message)
@@ -108,8 +106,7 @@ class SessionFileError(InvalidPayloadError):
 
 
 class InvalidChangeRequestError(UsageError, ValueError):
-    """The change request is not an object, or holds data that is not JSON (``path``:
-    where, ``updateElements.a[3]``)."""
+    """The change request is not an object, or holds data that is not JSON."""
 
     def __init__(self, message: str, *, path: str = "") -> None:
         super().__init__(message)
@@ -128,8 +125,7 @@ class ModelRequestsBlockedError(UsageError, RuntimeError):
 
 
 class LimitExceededError(AgentPayloadError, ValueError):
-    """An input is deeper or larger than a limit: ``limit`` (its name, ``max_depth`` ...),
-    ``value`` (found), ``maximum`` and ``path`` (where)."""
+    """An input is deeper or larger than the ``limit`` (``value`` found, ``maximum`` allowed)."""
 
     def __init__(
         self,
@@ -173,8 +169,7 @@ class ConcurrentChangeError(MergeConflictError):
 
 
 class PayloadValidationError(AgentPayloadError, ValueError):
-    """The merged payload does not validate against its pydantic type: ``errors`` (a list of
-    ``(payload_path, message)``), ``payload`` (the merged, invalid data)."""
+    """The merged ``payload`` does not fit its pydantic type (``errors``: path, message)."""
 
     def __init__(
         self,
@@ -212,8 +207,7 @@ _renderers: list[FeedbackRenderer] = []
 
 
 def install_feedback_renderer(render: FeedbackRenderer) -> None:
-    """How a ``ModelReplyError`` renders ``feedback`` from its problems: ``prompts`` installs
-    its correction template (the errors sit below the prompts and never import them)."""
+    """How ``feedback`` is rendered from problems (``prompts`` installs its template)."""
     _renderers[:] = [render]
 
 
@@ -277,8 +271,7 @@ class UnknownFieldError(ModelReplyError):
 
 
 class RetryWithFeedback(ModelReplyError):
-    """Raise from a validator to ask the model again with ``feedback`` (``path``: the payload
-    path it is about, optional)."""
+    """Raise from a validator to ask the model again with ``feedback`` (about ``path``)."""
 
     def __init__(self, feedback: str, *, path: str | None = None) -> None:
         super().__init__(feedback, feedback=feedback)
@@ -309,8 +302,7 @@ class ProviderError(AgentPayloadError):
 
 
 class FileWriteError(AgentPayloadError, OSError):
-    """Writing the file at ``path`` failed or was refused (read-only, several hard links, not
-    a regular file); writes are atomic, so it is as it was. Chained to an ``OSError``."""
+    """Writing the file at ``path`` failed or was refused; it is as it was (atomic writes)."""
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
@@ -318,8 +310,7 @@ class FileWriteError(AgentPayloadError, OSError):
 
 
 class RetriesExhaustedError(AgentPayloadError):
-    """The correction loop gave up; the payload is unchanged (``last_reply``: raw text;
-    ``problems``: the last attempt's)."""
+    """The correction loop gave up; the payload is unchanged (``problems``: the last try's)."""
 
     def __init__(
         self,
@@ -340,8 +331,7 @@ class RetriesExhaustedError(AgentPayloadError):
 
 
 class ReadsExhaustedError(RetriesExhaustedError):
-    """Outline mode: the model read ``max_reads`` times without sending a change request
-    (``reads``: answered; ``last_call``: the read refused)."""
+    """Outline mode: the model used up its ``reads`` without sending a change request."""
 
     def __init__(
         self,

@@ -134,7 +134,7 @@ class _SessionBase:
             report=verdict.report,
         )
 
-    def _run_args(self, task: str) -> dict[str, Any]:
+    def _run_args(self) -> dict[str, Any]:
         args: dict[str, Any] = {}
         summary = self.state.summary()
         if summary:
@@ -171,7 +171,7 @@ class PayloadSession(_SessionBase):
         base = self.state.payload
         self.state.check_before_turn()  # refusals come before the model call, not after it
         started = self._clock()
-        result = self.agent.run(base, task, **self._run_args(task))
+        result = self.agent.run(base, task, **self._run_args())
         duration = self._clock() - started
         late = self._late_judge(base, result)
         if late is not None:  # other changes were recorded while it ran (MERGE.md section 9)
@@ -190,7 +190,7 @@ class AsyncPayloadSession(_SessionBase):
         base = self.state.payload
         self.state.check_before_turn()  # refusals come before the model call, not after it
         started = self._clock()
-        result = await self.agent.run(base, task, **self._run_args(task))
+        result = await self.agent.run(base, task, **self._run_args())
         duration = self._clock() - started
         while True:
             late = self._late_judge(base, result)

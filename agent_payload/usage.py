@@ -61,11 +61,9 @@ _tokenizer: _Counter | None = None
 
 
 def _tokenizer_or_none() -> _Counter | None:
-    """o200k_base's tokenizer, loaded once per process, or None without ``bpe-openai``.
-
-    Importing bpe-openai parses its vocabularies in Python (~1.2 s), which counting does not
-    need: its Rust extension is loaded by itself (~0.1 s) where this version keeps it, under
-    its own name (so ``import bpe_openai`` reuses it); any other layout uses the public API."""
+    """o200k_base's tokenizer, loaded once per process, or None without ``bpe-openai``
+    (whose import parses vocabularies counting does not need: ~1.2 s, so its Rust part is
+    loaded by itself where this version keeps it, ~0.1 s)."""
     global _tokenizer_loaded, _tokenizer
     if _tokenizer_loaded:
         return _tokenizer
