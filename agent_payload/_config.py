@@ -1,5 +1,5 @@
 """Checks of what the calling program passes, made when it is passed, so misuse is a
-``ConfigurationError`` naming the argument before any model call."""
+``ConfigurationError`` naming the argument before any model call; ``clip`` quotes a value."""
 
 from __future__ import annotations
 
@@ -17,15 +17,18 @@ __all__ = [
     "check_number",
     "check_payload_type",
     "check_validators",
+    "clip",
     "read_scope_of",
 ]
 
 
+def clip(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters, ending in ``...`` when cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _found(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
+    return f"{clip(repr(value))} ({type(value).__name__})"
 
 
 def check_payload_type(payload_type: Any, where: str = "payload_type") -> None:

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from agent_payload import outline as _outline
+from agent_payload._config import clip
 from agent_payload._jsondata import json_data
 from agent_payload.errors import UsageError
 from agent_payload.usage import estimate_tokens
@@ -156,7 +157,7 @@ class OutlineReads:
     def _unknown(self, name: str) -> ToolResult:
         names = [self.name, *(spec[0] for spec in self.read_tool_specs())]
         return self._tool_result(
-            f"Error: there is no tool {_outline_echo(name)}; the tools are {', '.join(names)}.",
+            f"Error: there is no tool {clip(name)!r}; the tools are {', '.join(names)}.",
             True,
         )
 
@@ -172,10 +173,6 @@ class OutlineReads:
             return _outline.value_text(value, half, count=estimate_tokens)
 
         return render
-
-
-def _outline_echo(text: str) -> str:
-    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _as_json(payload: Any) -> Any:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from agent_payload import _sessionfile
 from agent_payload import merge as _merge
 from agent_payload import typed as _typed
-from agent_payload._config import check_payload_type
+from agent_payload._config import check_payload_type, clip
 from agent_payload._jsondata import json_data, locate_problem
 from agent_payload._sessionfile import TurnRecord, Undone
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
@@ -346,6 +346,5 @@ def _type_name(payload_type: Any) -> str | None:
     return f"{module}.{name}" if module else str(name)
 
 
-def _cut(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _cut(text: str) -> str:
+    return clip(" ".join(text.split()), 200)

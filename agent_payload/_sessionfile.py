@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
 from agent_payload import _jsontext
+from agent_payload._config import clip
 from agent_payload._files import JsonLayout, json_file_text, loads_json_file
 from agent_payload._jsondata import format_payload_path, kind_word
 from agent_payload.errors import SessionFileError
@@ -216,4 +217,4 @@ def _preview(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False) if scalar else repr(value)
     except ValueError:  # an int too long to write
         text = f"{type(value).__name__} too long to show"
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(text)

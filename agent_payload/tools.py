@@ -30,6 +30,7 @@ from agent_payload._config import (
     check_guards,
     check_payload_type,
     check_validators,
+    clip,
     read_scope_of,
 )
 from agent_payload._handler_reads import (
@@ -194,9 +195,8 @@ class ToolResult:
         return cast("AnthropicToolResultParam", block)
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(value: Any) -> str:
+    return clip(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
