@@ -82,13 +82,10 @@ class Bases:
         if block is not None and block[0] is self:
             return block[1]
         if turn is not None:
-            base = self.turns.get(turn)
-            if base is None:
-                base = self.turns[turn] = self.version
-                while len(self.turns) > TURNS_KEPT:
-                    self.turns.popitem(last=False)
-            else:
-                self.turns.move_to_end(turn)
+            base = self.turns.setdefault(turn, self.version)
+            self.turns.move_to_end(turn)  # the least recently seen is forgotten first
+            while len(self.turns) > TURNS_KEPT:
+                self.turns.popitem(last=False)
             return base
         if asked is None:
             return None

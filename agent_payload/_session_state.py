@@ -192,12 +192,11 @@ class SessionState:
         if undo_request is None:
             undo_request = _undo_wire(self.payload, result.payload)
         request = result.change_request
-        reasoning = getattr(result, "reasoning", request.reasoning)
         turn = TurnRecord(
             index=self._next_index,
             task=task,
             change_request=request.to_wire(),
-            reasoning=reasoning,
+            reasoning=getattr(result, "reasoning", request.reasoning),
             changes=tuple(result.changes),
             usage=getattr(result, "usage", None) or Usage(),
             attempts=int(getattr(result, "attempts", 1)),

@@ -132,31 +132,26 @@ class GuardChain:
         self.guards: tuple[Guard, ...] = tuple(flat)
 
     def __call__(self, change: Change) -> Sequence[Finding]:
-        findings: list[Finding] = []
-        for guard in self.guards:
-            findings.extend(ask_guard(guard, change))
-        return findings
+        return [finding for guard in self.guards for finding in ask_guard(guard, change)]
+
+    def _methods(self, name: str) -> list[Callable[..., Any]]:
+        """The members' methods called ``name`` (those that have one), in order."""
+        found = (getattr(guard, name, None) for guard in self.guards)
+        return [method for method in found if callable(method)]
 
     def review(
         self, before: Any, after: Any, changes: Sequence[Change], *, per_change: bool = True
     ) -> list[Finding]:
         """Every member's whole-merge ``review`` (those that have one), in order."""
-        findings: list[Finding] = []
-        for guard in self.guards:
-            review = getattr(guard, "review", None)
-            if callable(review):
-                findings.extend(review(before, after, changes, per_change=per_change))
-        return findings
+        return [
+            finding
+            for review in self._methods("review")
+            for finding in review(before, after, changes, per_change=per_change)
+        ]
 
     def describe(self) -> str:
-        parts: list[str] = []
-        for guard in self.guards:
-            describe = getattr(guard, "describe", None)
-            if callable(describe):
-                text = describe()
-                if isinstance(text, str) and text.strip():
-                    parts.append(text.strip())
-        return "\n".join(parts)
+        texts = [describe() for describe in self._methods("describe")]
+        return "\n".join(t.strip() for t in texts if isinstance(t, str) and t.strip())
 
     def __repr__(self) -> str:
         return f"GuardChain({list(self.guards)!r})"

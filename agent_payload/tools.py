@@ -498,10 +498,7 @@ class ChangeRequestToolHandler(OutlineReads):
         return result
 
     def _handle(
-        self,
-        arguments: Arguments,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
+        self, arguments: Arguments, base_version: int | None, turn: Hashable | None
     ) -> Generator[Any, Any, ToolResult]:
         if arguments is not None and not isinstance(
             arguments, str | Mapping | AgentPayloadChangeRequest
@@ -524,7 +521,6 @@ class ChangeRequestToolHandler(OutlineReads):
         return self._result(verdict, base)
 
     def _too_old(self, base: int) -> Problem:
-        shown = self.shown()
         return Problem(
             kind="conflict",
             code="concurrent_change",
@@ -532,7 +528,7 @@ class ChangeRequestToolHandler(OutlineReads):
             f"changed {self.version - base} times since: more than this tool keeps (the last "
             f"{self.history} versions), so its positions cannot be mapped to the payload as it "
             f"is now (version {self.version}, shown here). Write the change again against it.",
-            current=shown,
+            current=self.shown(),
             has_current=True,
         )
 
