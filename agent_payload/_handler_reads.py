@@ -1,7 +1,6 @@
-"""Outline mode in ``ChangeRequestToolHandler``: whether the payload it shows is over
-``max_payload_tokens``, the read tools (``outline.answer``) and how a correction writes current
-values; and the tool definition shapes of each API, which the handler's tools share. A mixin:
-the handler holds the state. Guide: docs/outline.md."""
+"""Outline mode in ``ChangeRequestToolHandler`` (a mixin: the handler holds the state): the
+read tools and how a correction writes current values; and each API's tool definition shape,
+which all the handler's tools share. Guide: docs/outline.md."""
 
 from __future__ import annotations
 

@@ -25,7 +25,6 @@ from agent_payload.diff import diff_payloads, undo_change_request
 from agent_payload.errors import (
     InvalidPayloadError,
     LimitExceededError,
-    SessionFileError,
     StalePayloadError,
     UsageError,
 )
@@ -300,9 +299,8 @@ class SessionState:
         summary_turns: int = 5,
         source: str = "session data",
     ) -> SessionState:
-        """Read what ``to_json`` wrote, with the ``payload_type`` it was saved with (another:
-        ``UsageError``). Anything wrong in the data raises ``SessionFileError`` naming
-        ``source`` and the place."""
+        """Read what ``to_json`` wrote, with the ``payload_type`` it was saved with; damaged
+        data raises ``SessionFileError`` naming ``source`` and the place."""
         saved = _sessionfile.validate_session_data(data, source)
         if saved.payload_type and _type_name(payload_type) != saved.payload_type:
             given = _type_name(payload_type)
@@ -331,8 +329,6 @@ class SessionState:
                 f"does not fit payload_type {name}: {what}",
             ) from exc
         except (InvalidPayloadError, LimitExceededError) as exc:
-            if isinstance(exc, SessionFileError):
-                raise
             raise _sessionfile.session_error(source, "payload", str(exc)) from exc
 
 

@@ -1,7 +1,6 @@
-"""The saved-session file, defined once: its records are the pydantic models below (what a
-session holds is what its file holds), and ``read_session_file`` is the one way in. Whatever is
-wrong with a file raises ``SessionFileError`` naming the file, the place in it
-(``turns[2].usage.input_tokens``) and the fault, chained to the underlying error."""
+"""The saved-session file, defined once: its records are the pydantic models below (a session
+holds what its file holds). Whatever is wrong with a file raises ``SessionFileError`` naming
+the file, the place in it (``turns[2].usage``) and the fault, chained to the cause."""
 
 from __future__ import annotations
 
@@ -93,9 +92,8 @@ StoredChange = Annotated[
 
 
 class TurnRecord(_Record):
-    """One turn of a session: its ``index`` from 1, the ``change_request`` applied and the
-    ``undo_request`` reversing it (wire form), its effective ``changes`` (paths as they were),
-    ``duration`` in seconds and ``timestamp`` (ISO 8601 UTC, when it ended)."""
+    """One turn of a session: ``index`` from 1, the requests that made and undo it (wire
+    form), its ``changes`` (paths as they were), ``duration`` (s), ``timestamp`` (ISO 8601 UTC)."""
 
     index: int = Field(ge=1)
     task: str

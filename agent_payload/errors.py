@@ -25,9 +25,6 @@ separate branches, so a caller catches exactly what it can act on::
     ├── FileWriteError                a file could not be written; the old file is whole (chained)
     └── RetriesExhaustedError         the correction loop ran out of attempts or tokens
         └── ReadsExhaustedError       outline mode: the model used up max_reads without replying
-
-On every error, ``problems`` holds the structured ``report.Problem`` list behind it and
-``path`` the place, written as in the report (``""``: none).
 """
 
 from __future__ import annotations
@@ -70,8 +67,9 @@ __all__ = [
 
 
 class AgentPayloadError(Exception):
-    """Base of every error agent_payload raises on purpose (``attempts``, ``usage`` and
-    ``run_id``: set when the error ends an agent run, else ``None``)."""
+    """Base of every error raised on purpose: ``problems`` (the ``report.Problem`` list behind
+    it), ``path`` (where, as in the report; ``""``: none); ``attempts``, ``usage``, ``run_id``
+    when it ends an agent run."""
 
     attempts: int | None = None
     usage: Usage | None = None

@@ -159,10 +159,8 @@ class GuardChain:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing to tell the model in a correction. ``kind``: ``parse``, ``truncated``,
-    ``refusal``, ``no_change_request``, ``unknown_field``, ``conflict``, ``validation``,
-    ``guard`` or ``custom``; ``path``: a change-request or payload path (``""``: none);
-    ``current``: the value concerned, if ``has_current``."""
+    """One thing to tell the model in a correction (``kind``: ``parse``, ``conflict``,
+    ``validation``, ``guard``, ...; ``current``: the value concerned, if ``has_current``)."""
 
     kind: str
     message: str

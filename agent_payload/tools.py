@@ -1,8 +1,6 @@
-"""Tool-call handlers, for frameworks that own the model loop: the change request as a tool
-definition in each API's shape, and ``ChangeRequestToolHandler``, which judges each call's
-arguments (``agent_payload.judge.Judge``) against the payload it keeps between calls and
-numbers its versions so that late calls are rebased (``agent_payload._bases``). Guide:
-docs/tools-and-sessions.md."""
+"""Tool calls, for frameworks that own the model loop: the change request as a tool definition
+in each API's shape, and ``ChangeRequestToolHandler``, which judges each call against the
+payload it keeps and rebases late calls. Guide: docs/tools-and-sessions.md."""
 
 from __future__ import annotations
 
