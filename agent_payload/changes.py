@@ -33,14 +33,7 @@ class AgentPayloadChangeRequest(BaseModel):
     """A change request: both spellings are read (``newElements``, ``new_elements``);
     ``model_dump`` writes the camelCase wire form without empty fields."""
 
-    model_config = ConfigDict(
-        populate_by_name=True,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="forbid",
-        frozen=False,
-    )
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True, extra="forbid")
 
     new_elements: Bucket = Field(default=None, alias="newElements")
     update_elements: Bucket = Field(default=None, alias="updateElements")
