@@ -45,7 +45,7 @@ class _Record(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
 
 
-class _UsageFields(_Record):
+class UsageData(_Record):
     """A ``Usage`` in the file (the cache counts written only when not 0)."""
 
     input_tokens: int = Field(ge=0)
@@ -63,7 +63,7 @@ class _UsageFields(_Record):
         return cls.model_construct(**asdict(usage)).model_dump(exclude_defaults=True)
 
 
-class _ChangeFields(_Record):
+class ChangeData(_Record):
     """A ``Change`` in the file."""
 
     op: Literal["add", "update", "delete"]
@@ -83,11 +83,9 @@ class _ChangeFields(_Record):
         return {"op": change.op, "path": list(change.path), "old": change.old, "new": change.new}
 
 
-StoredUsage = Annotated[
-    Usage, BeforeValidator(_UsageFields.read), PlainSerializer(_UsageFields.write)
-]
+StoredUsage = Annotated[Usage, BeforeValidator(UsageData.read), PlainSerializer(UsageData.write)]
 StoredChange = Annotated[
-    Change, BeforeValidator(_ChangeFields.read), PlainSerializer(_ChangeFields.write)
+    Change, BeforeValidator(ChangeData.read), PlainSerializer(ChangeData.write)
 ]
 
 
