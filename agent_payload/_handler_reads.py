@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agent_payload import outline as _outline
 from agent_payload._config import clip
-from agent_payload._jsondata import json_data
 from agent_payload.errors import UsageError
 from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
+    from agent_payload._intake import Prepared
     from agent_payload.providers.anthropic import AnthropicToolParam
     from agent_payload.providers.openai import OpenAIToolParam, ResponsesToolParam
     from agent_payload.tools import ToolResult
@@ -51,26 +51,18 @@ class OutlineReads:
     reads: int
     _lock: threading.Lock
     _outlined: tuple[Any, bool] | None
-    _shown_at: tuple[int, Any, Any] | None
     handle: Callable[..., ToolResult]
     ahandle: Callable[..., Awaitable[ToolResult]]
+    _tool_result: Callable[[str, bool], ToolResult]
+    _current: Callable[[], Prepared]
 
     @property
     def version(self) -> int:
         raise NotImplementedError
 
-    def _tool_result(self, content: str, is_error: bool) -> ToolResult:
-        raise NotImplementedError
-
     def shown(self) -> Any:
         """The payload as the model may see it (JSON data, read scope applied)."""
-        cached = self._shown_at
-        if cached is None or cached[0] != self.version or cached[1] is not self.payload:
-            shown = _as_json(self.payload)
-            if self.read_scope is not None:
-                shown = self.read_scope.project(shown)
-            cached = self._shown_at = (self.version, self.payload, shown)
-        return cached[2]
+        return self._current().shown_json
 
     @property
     def outlined(self) -> bool:
@@ -172,7 +164,3 @@ class OutlineReads:
             return _outline.value_text(value, half, count=estimate_tokens)
 
         return render
-
-
-def _as_json(payload: Any) -> Any:
-    return {} if payload is None else json_data(payload)

@@ -52,7 +52,8 @@ surface table), ``_recorder`` (the guards asked in turn), ``_problems`` (what th
 shown about a problem).
 """
 
-from agent_payload.judge._judge import Judge, check_payload_fits, judge
+from agent_payload._intake import check_payload_fits
+from agent_payload.judge._judge import Judge, judge
 from agent_payload.judge._problems import summary
 from agent_payload.judge._verdict import Reply, Stage, Status, Verdict
 

@@ -1,6 +1,5 @@
 """``Judge``: the one pipeline from a reply to a verdict (the steps are listed in
-``agent_payload.judge``), and ``check_payload_fits``, the same validation for the caller's
-payload before any request."""
+``agent_payload.judge``)."""
 
 from __future__ import annotations
 
@@ -10,9 +9,9 @@ import json
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 
-from agent_payload import _callables
+from agent_payload import _callables, _intake
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import typed as _typed
@@ -36,7 +35,7 @@ from agent_payload.judge._recorder import Recorder
 from agent_payload.judge._verdict import Reply, Stage, Verdict
 from agent_payload.report import Change, Finding, Guard, Issue, MergeReport, PayloadPath, Problem
 
-__all__ = ["Judge", "check_payload_fits", "judge"]
+__all__ = ["Judge", "judge"]
 
 _REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
     {ModelReplyError, ReplySyntaxError, NoChangeRequestError, UnknownFieldError}
@@ -48,10 +47,11 @@ _NOTHING: Any = object()
 
 class Judge:
     """Judges replies against one payload and one configuration (pure: no I/O, no state
-    between calls but that one check; build one per payload, call it once per reply).
+    between calls; build one per payload, call it once per reply).
 
     ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
-    active (default ``merge.choose_marker``). ``payload_type``: validates the result (default:
+    active (default: ``"DELETE"`` unless the data or a string the type admits holds it, as on
+    every surface). ``payload_type``: validates the result (default:
     the class of a pydantic payload). ``validators``: ``(payload) -> None`` callables, raise
     ``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``); an ``async def`` one is
     awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
@@ -61,9 +61,9 @@ class Judge:
     ``payload`` (a late reply, MERGE.md section 9), with ``applied``, the change requests
     applied to ``base`` since (in order, giving ``payload``; ``merge.Applied`` records for their
     own markers): a reply is then rebased over them before it is judged on ``payload``, or sent
-    back with ``concurrent_change`` conflicts. A model payload's round trip is checked by the
-    first reply that reaches the merge, once (``round_trip_checked=True``: the caller has
-    checked it).
+    back with ``concurrent_change`` conflicts. The payload is prepared here as every surface
+    prepares it (``InvalidPayloadError``, ``PayloadValidationError``, ``ConfigurationError``
+    now), unless ``prepared`` is given: the caller's (the agent's run, the tool handler).
     """
 
     def __init__(
@@ -76,37 +76,16 @@ class Judge:
         guards: Sequence[Guard] = (),
         permissions: Guard | None = None,
         read_scope: Any = None,
-        payload_json: Any = _NOTHING,
-        shown_json: Any = _NOTHING,
         base: Any = _NOTHING,
         applied: Sequence[Any] = (),
-        round_trip_checked: bool = False,
+        prepared: _intake.Prepared | None = None,
         share: bool = False,
     ) -> None:
-        self.payload = payload
         # The merge shares the untouched subtrees of ``payload`` (``apply_change_request(...,
         # share=True)``) when the caller owns it and never mutates it (the MCP server's file).
         self.share = share
         self.base = base
         self.applied = tuple(applied)
-        # A model payload's round trip (``typed.check_round_trip``: a dump and a validation of
-        # the whole payload) is checked once, by the caller (the agent, before any request:
-        # ``round_trip_checked``) or by the first merge, never once per reply.
-        self._round_trip_checked = round_trip_checked
-        self.payload_json = (
-            _merge.dump_payload(payload) if payload_json is _NOTHING else payload_json
-        )
-        if payload_type is None and isinstance(payload, BaseModel):
-            payload_type = type(payload)
-        self.payload_type = payload_type
-        self.marker = (
-            marker
-            if marker is not None
-            else _merge.choose_marker(
-                self.payload_json,
-                avoid=_typed.type_strings(payload_type),  # issue 17
-            )
-        )
         self.validators = tuple(validators)
         given = read_scope
         read_scope = read_scope_of(guards, read_scope, "Judge(read_scope=...)")
@@ -116,9 +95,14 @@ class Judge:
                 all_guards.append(extra)
         self.guards: tuple[Guard, ...] = tuple(all_guards)
         self.read_scope = read_scope
-        if shown_json is _NOTHING:
-            shown_json = self.shown(self.payload_json)
-        self.shown_json = shown_json
+        if prepared is None:
+            prepared = _intake.prepare(payload, payload_type, marker=marker, read_scope=read_scope)
+        # The merge takes the prepared JSON (a model's round trip was checked by ``prepare``).
+        self.payload = prepared.payload
+        self.payload_json = prepared.payload_json
+        self.payload_type = prepared.payload_type
+        self.marker = prepared.marker if marker is None else marker
+        self.shown_json = prepared.shown_json
         self._adapter: TypeAdapter[Any] | None = None
 
     # -- what the model may see ------------------------------------------------------------
@@ -341,9 +325,6 @@ class Judge:
         conflict, or a part meant to act that did nothing (issue 9), goes back."""
         model_json = None
         if isinstance(self.payload, BaseModel):
-            if not self._round_trip_checked:
-                _typed.check_round_trip(self.payload)
-                self._round_trip_checked = True
             model_json = self.payload_json  # the model's JSON form, as the merge would dump it
         try:
             merged = _merge.merge_checked(
@@ -613,20 +594,3 @@ def _text(reply: Reply) -> str:
     if isinstance(reply, AgentPayloadChangeRequest):
         return json.dumps(reply.to_wire(), ensure_ascii=False)
     return json.dumps(dict(reply), ensure_ascii=False)
-
-
-def check_payload_fits(payload_json: Any, payload_type: Any) -> None:
-    """The caller's payload must already fit ``payload_type``: otherwise every attempt would be
-    blamed on the model. ``PayloadValidationError`` before any request."""
-    try:
-        TypeAdapter(payload_type).validate_python(payload_json)
-    except ValidationError as exc:
-        errors = _merge.validation_errors(exc, payload_json)
-        name = getattr(payload_type, "__name__", str(payload_type))
-        raise PayloadValidationError(
-            f"The payload given to run() does not validate as {name} before any change: "
-            f"{_merge.list_validation_errors(errors)}. Fix the payload (or the payload_type) "
-            "first; no model request was made.",
-            errors=errors,
-            payload=payload_json,
-        ) from exc

@@ -27,6 +27,7 @@ from agent_payload._files import (
     json_layout,
     loads_json_file,
 )
+from agent_payload._intake import prepare
 from agent_payload._jsondata import json_equal
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.diff import undo_change_request
@@ -42,7 +43,7 @@ from agent_payload.judge._problems import conflict_problems
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
 from agent_payload.mcp._paths import has_long_array, parse_path, subtree
 from agent_payload.mcp._undo import UNDO_CHARS, UNDO_KEPT, Undo, put, replaced_values
-from agent_payload.merge import apply_change_request, choose_marker
+from agent_payload.merge import apply_change_request
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
@@ -174,9 +175,10 @@ class PayloadFileEditor:
             payload = _decode(self.path, data)
         except _FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
-        self.marker = choose_marker(payload)
-        try:  # the handler's own check of the payload (kind, depth, values), before serving
-            ChangeRequestToolHandler(payload, marker=self.marker, versions=False)
+        self.payload_schema = dict(payload_schema) if payload_schema is not None else None
+        try:  # checked as every surface checks a payload (kind, depth, values), before serving;
+            # the marker avoids the strings the schema admits (the task is the client's)
+            self.marker = prepare(payload, self.payload_schema).marker
         except AgentPayloadError as exc:
             raise ConfigurationError(f"{self.path}: {exc}") from exc
         try:
@@ -189,7 +191,6 @@ class PayloadFileEditor:
             self.read_scope = ReadScope(exclude=hide) if hide else None
         except ConfigurationError as exc:
             raise ConfigurationError(f"hide rules: {exc}") from exc
-        self.payload_schema = dict(payload_schema) if payload_schema is not None else None
         self._schema_validator = self._make_validator(self.payload_schema)
         if self._schema_validator is not None:
             errors = self._schema_errors(payload, for_model=False)

@@ -1,5 +1,3 @@
-# Validation reconciliation: a pydantic ValidationError of the merged payload as
-# ``(payload path, message)`` pairs, and those pairs as one line for an error message.
 """Validation errors of a merged typed payload, for messages."""
 
 from __future__ import annotations
