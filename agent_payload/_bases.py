@@ -67,9 +67,8 @@ class Bases:
     def base(
         self, where: str, base_version: int | None, turn: Hashable | None, asked: Any
     ) -> int | Problem | None:
-        """A call's base version (None: the current payload), first known wins: the caller's
-        ``base_version``, a ``turn()`` block, the ``turn`` key, the model's ``asked``; or the
-        problem to send back with the one the model gave."""
+        """A call's base version, as ``ChangeRequestToolHandler.handle`` says (None: the
+        current payload), or the problem to send back for a bad ``asked``."""
         if base_version is not None:
             if not is_version(base_version) or base_version > self.version:
                 raise UsageError(

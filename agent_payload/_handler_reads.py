@@ -43,8 +43,6 @@ def anthropic_shape(name: str, description: str, parameters: dict[str, Any]) -> 
 class OutlineReads:
     """The handler's outline mode."""
 
-    payload: Any
-    read_scope: Any
     name: str
     max_payload_tokens: int | None
     max_reads: int
@@ -55,10 +53,6 @@ class OutlineReads:
     ahandle: Callable[..., Awaitable[ToolResult]]
     _tool_result: Callable[[str, bool], ToolResult]
     _current: Callable[[], Prepared]
-
-    @property
-    def version(self) -> int:
-        raise NotImplementedError
 
     def shown(self) -> Any:
         """The payload as the model may see it (JSON data, read scope applied)."""

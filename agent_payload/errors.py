@@ -67,9 +67,8 @@ __all__ = [
 
 
 class AgentPayloadError(Exception):
-    """Base of every error raised on purpose: ``problems`` (the ``report.Problem`` list behind
-    it), ``path`` (where, as in the report; ``""``: none); ``attempts``, ``usage``, ``run_id``
-    when it ends an agent run."""
+    """Base of every error raised on purpose: ``problems`` behind it, ``path`` (where, as in the
+    report); ``attempts``, ``usage``, ``run_id`` when it ends an agent run."""
 
     attempts: int | None = None
     usage: Usage | None = None

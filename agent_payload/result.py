@@ -19,11 +19,9 @@ P = TypeVar("P")
 
 @dataclass(frozen=True, slots=True)
 class AgentResult(Generic[P]):
-    """What a successful run returns: ``payload`` (of the kind given), the applied
-    ``change_request`` and its ``report``; ``attempts`` (model requests), ``usage`` (summed)
-    and every raw reply; ``change_tokens``: what the applied reply cost, counted as
-    ``rewrite_tokens``; ``marker``: the DELETE marker; ``repairs``: what the parser fixed;
-    ``confirmed``: the findings the model confirmed; ``run_id``: as on the log records."""
+    """What a successful run returns: the ``payload`` (of the kind given), the applied
+    ``change_request`` and its ``report``, the ``attempts`` (model requests), their ``usage``
+    and ``replies``; ``change_tokens``: the applied reply, counted as ``rewrite_tokens``."""
 
     payload: P
     change_request: AgentPayloadChangeRequest

@@ -267,9 +267,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self.marker = self._prepared.marker
         self._marker_given = marker is not None
         self._marker_fixed = marker is not None
-        """True once the marker may no longer change: given by the caller, or handed out in a
-        tool definition or a prompt (``prompt(task)`` may pick one that avoids the task until
-        then)."""
+        """True once the marker may no longer change (given, or handed out in a tool or prompt)."""
         self.guards = tuple(guards)
         self.permissions = permissions
         self.read_scope = read_scope
@@ -327,10 +325,9 @@ class ChangeRequestToolHandler(OutlineReads):
         extra_instructions: str | None = None,
         read_only: str | Sequence[str] | None = None,
     ) -> _prompts.PromptParts:
-        """The system prompt and first user message of a tool loop over this handler (the
-        payload as the model may see it, the rules it enforces after ``rules_text``). A task
-        holding the marker makes it pick another: call before the tool definitions, which fix
-        it (``ConfigurationError`` then). ``read_only=`` is refused: use ``permissions=``."""
+        """The system prompt and first user message of a tool loop over this handler. A task
+        holding the marker makes it pick another: call it before the tool definitions, which
+        fix the marker. ``read_only=`` is refused: use ``permissions=``."""
         if read_only is not None:
             raise ConfigurationError(
                 "ChangeRequestToolHandler.prompt(read_only=...) would only be words in the "
@@ -431,10 +428,9 @@ class ChangeRequestToolHandler(OutlineReads):
         base_version: int | None = None,
         turn: Hashable | None = None,
     ) -> ToolResult:
-        """Apply one tool call's arguments (JSON text or mapping). Its base, first known wins:
-        ``base_version``, a ``turn()`` block, ``turn`` (a hashable naming the model response),
-        the model's ``base_version`` argument, else the current payload; an earlier base is
-        rebased over what was applied since. Async validators need ``ahandle``."""
+        """Apply one tool call's arguments (JSON text or mapping), rebased from its base, the
+        first known of: ``base_version``, a ``turn()`` block, ``turn`` (a hashable naming the
+        model response), the model's ``base_version`` argument (none: the current payload)."""
         _callables.require_sync(
             "ChangeRequestToolHandler.handle",
             [("validator", v) for v in self.validators],

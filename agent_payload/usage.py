@@ -61,9 +61,8 @@ _tokenizer: _Counter | None = None
 
 
 def _tokenizer_or_none() -> _Counter | None:
-    """o200k_base's tokenizer, loaded once per process, or None without ``bpe-openai``
-    (whose import parses vocabularies counting does not need: ~1.2 s, so its Rust part is
-    loaded by itself where this version keeps it, ~0.1 s)."""
+    """o200k_base's tokenizer, loaded once per process, or None without ``bpe-openai`` (its
+    Rust part alone where this version keeps it: the package's import takes ~1.2 s)."""
     global _tokenizer_loaded, _tokenizer
     if _tokenizer_loaded:
         return _tokenizer
@@ -132,8 +131,7 @@ def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
     start = 0
     while len(text) - start > size:
         end = start + size
-        cut = max(text.rfind(",", start + size // 2, end), text.rfind(" ", start + size // 2, end))
-        cut = max(cut, text.rfind("\n", start + size // 2, end))
+        cut = max(text.rfind(sep, start + size // 2, end) for sep in ", \n")
         end = cut + 1 if cut > start else end
         pieces.append(text[start:end])
         start = end
