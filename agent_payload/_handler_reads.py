@@ -29,9 +29,9 @@ def openai_shape(name: str, description: str, parameters: dict[str, Any]) -> Ope
 
 
 def responses_shape(name: str, description: str, parameters: dict[str, Any]) -> ResponsesToolParam:
-    """A Responses API function tool (flat; not strict)."""
-    tool = {"type": "function", "name": name, "description": description}
-    return cast("ResponsesToolParam", {**tool, "parameters": parameters, "strict": False})
+    """A Responses API function tool (flat; not strict: the API is strict unless told)."""
+    tool = {"type": "function", "name": name, "description": description, "parameters": parameters}
+    return cast("ResponsesToolParam", {**tool, "strict": False})
 
 
 def anthropic_shape(name: str, description: str, parameters: dict[str, Any]) -> AnthropicToolParam:
