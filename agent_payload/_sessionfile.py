@@ -15,7 +15,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from agent_payload import _jsontext
 from agent_payload._config import clip
 from agent_payload._files import JsonLayout, json_file_text, loads_json_file
-from agent_payload._jsondata import format_payload_path, kind_word
+from agent_payload._jsondata import kind_word
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import SessionFileError
 from agent_payload.merge import DEFAULT_LIMITS
 from agent_payload.report import Change

@@ -42,6 +42,7 @@ from agent_payload import errors as _errors
 from agent_payload._intake import marker_for
 from agent_payload._jsondata import json_data
 from agent_payload._jsontext import JsonNumber
+from agent_payload._paths import format_payload_path
 from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
@@ -152,12 +153,6 @@ def _render_split(name: str, end_line: str, **values: str) -> tuple[str, str]:
 
 _to_data = json_data
 """JSON data of ``payload`` (``_jsondata.json_data``: a pydantic model by alias)."""
-
-
-def format_payload_path(path: Sequence[str | int]) -> str:
-    """A payload path written like ``items[3].price`` (``["a.b"]`` for keys that are not
-    identifiers); the root is written ``(root)``."""
-    return _jsondata.format_payload_path(path) or "(root)"
 
 
 class _Frame:

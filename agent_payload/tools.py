@@ -195,7 +195,7 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
     """One line per effective change (``update items[2].qty: 3 -> 5``), at most ``limit``."""
     lines = []
     for change in changes[:limit]:
-        where = _prompts.format_payload_path(change.path) or "(root)"
+        where = _prompts.format_payload_path(change.path)
         if change.op == "update":
             lines.append(f"- update {where}: {_short(change.old)} -> {_short(change.new)}")
         elif change.op == "add":

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
 from typing import Any, Final
 
-from agent_payload._jsondata import format_payload_path, json_data, locate_problem
+from agent_payload._jsondata import json_data, locate_problem
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
 from agent_payload.parse._request import _depth
@@ -97,7 +97,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
     problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)
     if problem is None:
         return False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
-    where = _show(problem.path)
+    where = format_payload_path(problem.path)
     if problem.kind == "nodes":
         raise LimitExceededError(
             f"{what} holds more than max_nodes={DEFAULT_LIMITS.max_nodes} values (counted up "
@@ -108,7 +108,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             path=where,
         )
     template = _NOT_DATA.get(problem.kind, _NOT_DATA["value"])
-    parent = _show(problem.path[:-1])
+    parent = format_payload_path(problem.path[:-1])
     message = template.format(what=what, where=where, parent=parent, found=problem.detail)
     raise InvalidPayloadError(message, path=problem.path)
 
@@ -120,10 +120,6 @@ _NOT_DATA: Final = {
     "value": "{what}: expected JSON data at {where}, found {found}; pass dicts, lists, strings, "
     "numbers, booleans and None (or a pydantic model).",
 }
-
-
-def _show(path: Sequence[str | int]) -> str:
-    return format_payload_path(path) or "the root"
 
 
 def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:

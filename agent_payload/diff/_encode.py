@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from agent_payload._jsondata import json_equal, materialize
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.diff._context import (
     _BUCKET_COST,
@@ -20,7 +21,7 @@ from agent_payload.diff._context import (
     _set_whole,
     _Shared,
 )
-from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps, _show
+from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import _is_index_map
 
@@ -382,7 +383,7 @@ def _too_deep(before: Any, after: Any) -> LimitExceededError:
     """The refusal of a change that no change request can hold, naming where it is: the
     deepest first difference (depth first, one pass: any depth, linear time)."""
     path = _first_difference(before, after)
-    where = _show(path)
+    where = format_payload_path(path)
     shown = where if len(where) <= 120 else f"{where[:50]}...{where[-50:]}"
     return LimitExceededError(
         f"diff_payloads: the change at {shown} (path depth {len(path)}) needs a change request "

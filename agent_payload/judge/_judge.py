@@ -7,16 +7,17 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from agent_payload import _callables, _intake
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import typed as _typed
 from agent_payload._config import read_scope_of
-from agent_payload._jsondata import format_payload_path, json_data, json_equal
+from agent_payload._jsondata import json_data, json_equal
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
@@ -30,10 +31,10 @@ from agent_payload.errors import (
     TruncatedReplyError,
     UnknownFieldError,
 )
-from agent_payload.judge._problems import MISSING, conflict_problems, lookup, summary, value_at
+from agent_payload.judge._problems import MISSING, conflict_problems, summary, value_at
 from agent_payload.judge._recorder import Recorder
 from agent_payload.judge._verdict import Reply, Stage, Verdict
-from agent_payload.report import Change, Finding, Guard, Issue, MergeReport, PayloadPath, Problem
+from agent_payload.report import Guard, Issue, MergeReport, PayloadPath, Problem
 
 __all__ = ["Judge", "judge"]
 
@@ -46,24 +47,19 @@ _NOTHING: Any = object()
 
 
 class Judge:
-    """Judges replies against one payload and one configuration (pure: no I/O, no state
-    between calls; build one per payload, call it once per reply).
+    """Judges replies against one payload and one configuration (pure; build one per payload,
+    call it once per reply).
 
-    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
-    active (default: ``"DELETE"`` unless the data or a string the type admits holds it, as on
-    every surface). ``payload_type``: validates the result (default:
-    the class of a pydantic payload). ``validators``: ``(payload) -> None`` callables, raise
-    ``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``); an ``async def`` one is
-    awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
-    ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
-    ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
-    every text may show. ``base``: the payload the replies were written against when it is not
-    ``payload`` (a late reply, MERGE.md section 9), with ``applied``, the change requests
-    applied to ``base`` since (in order, giving ``payload``; ``merge.Applied`` records for their
-    own markers): a reply is then rebased over them before it is judged on ``payload``, or sent
-    back with ``concurrent_change`` conflicts. The payload is prepared here as every surface
-    prepares it (``InvalidPayloadError``, ``PayloadValidationError``, ``ConfigurationError``
-    now), unless ``prepared`` is given: the caller's (the agent's run, the tool handler).
+    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the DELETE marker
+    (default: ``"DELETE"`` unless the data or a string the type admits holds it, as on every
+    surface). ``payload_type``: validates the result (default: a pydantic payload's class).
+    ``validators``: ``(payload) -> None``, raising ``RetryWithFeedback``, ``ValueError`` or
+    ``AssertionError`` (an ``async def`` one needs an async driver of ``steps``). ``guards``,
+    with ``permissions`` and ``read_scope`` added; ``read_scope`` also decides what every text
+    may show. ``base`` and ``applied``: for a reply written against ``base``, the requests
+    applied since (giving ``payload``), over which it is rebased (MERGE.md section 9). The
+    payload is prepared as every surface prepares it (``InvalidPayloadError``,
+    ``PayloadValidationError``, ``ConfigurationError`` now) unless ``prepared`` is given.
     """
 
     def __init__(
@@ -103,7 +99,6 @@ class Judge:
         self.payload_type = prepared.payload_type
         self.marker = prepared.marker if marker is None else marker
         self.shown_json = prepared.shown_json
-        self._adapter: TypeAdapter[Any] | None = None
 
     # -- what the model may see ------------------------------------------------------------
 
@@ -117,8 +112,9 @@ class Judge:
         scope = self.read_scope
         if scope is None or path is None:
             return False
-        for n in range(1, len(path) + 1):
-            node = lookup(self.payload_json, path[:n])
+        node = self.payload_json
+        for n, part in enumerate(path, 1):  # one walk down, not one lookup per prefix
+            node = lookup(node, (part,), MISSING)
             if not scope.visible(path[:n], None if node is MISSING else node):
                 return True
         return False
@@ -129,7 +125,7 @@ class Judge:
         out = []
         for issue in issues:
             if self.hidden(issue.payload_path):
-                where = format_payload_path(issue.payload_path or ()) or "the payload root"
+                where = format_payload_path(issue.payload_path or ())
                 message = (
                     f"`{where}` is outside the part of the payload you were shown; this entry "
                     "was not applied there. Change only what you were shown."
@@ -236,24 +232,41 @@ class Judge:
         refused = yield from self._run_validators(request, result, report)
         if refused is not None:
             return refused
-        # Step 7: confirmation.
+        # Step 7: confirmation (guard findings of severity confirm, unless confirmed).
         flagged = recorder.confirmations(self, result_json, report) if recorder else []
-        if flagged and (confirming is _NOTHING or not json_equal(confirming, result_json)):
-            return self._ask_confirmation(request, repairs, report, result_json, flagged)
+        asked = bool(flagged) and (
+            confirming is _NOTHING or not json_equal(confirming, result_json)
+        )
+        problems = tuple(
+            Problem(
+                kind="guard",
+                message=finding.message,
+                path=format_payload_path(change.path, root=""),
+                code=finding.code,
+                current=change.old,
+                has_current=change.op != "add",
+            )
+            for change, finding in (flagged if asked else ())
+        )
+        status: Literal["confirm", "accepted"] = "confirm" if asked else "accepted"
         return Verdict(
-            status="accepted",
-            stage="accepted",
+            status=status,
+            stage=status,
             marker=self.marker,
-            payload=result,
+            problems=problems,
+            payload=None if asked else result,
             payload_json=result_json,
             change_request=request,
             report=report,
             repairs=repairs,
             confirmations=tuple(flagged),
+            message=f"the change needs the model's confirmation: {summary(problems)}"
+            if asked
+            else "",
         )
 
     def _named_outside(self, request: AgentPayloadChangeRequest) -> Verdict | None:
-        """Step 4, first (issue 30: no oracle): every entry naming a path outside the read
+        """Step 4, first (no oracle): every entry naming a path outside the read
         scope goes back with the same words, whatever its value and whether the key exists;
         nothing is merged, so no answer depends on hidden data."""
         named = getattr(self.read_scope, "named_outside", None)
@@ -265,7 +278,7 @@ class Judge:
         issues = [
             Issue(
                 "permission_denied",
-                format_payload_path(rparts),
+                format_payload_path(rparts, root=""),
                 f"`{format_payload_path(ppath)}` is outside the part of the payload you were "
                 "shown: you may not add, change, delete or test anything there, whatever the "
                 "value. Nothing of this change request was applied; name only what you were "
@@ -322,7 +335,7 @@ class Judge:
         self, request: AgentPayloadChangeRequest, recorder: Recorder | None
     ) -> Verdict | tuple[Any, MergeReport]:
         """Step 4: the merge (guards at the original node, whole-merge review included); a
-        conflict, or a part meant to act that did nothing (issue 9), goes back."""
+        conflict, or a part meant to act that did nothing, goes back."""
         model_json = None
         if isinstance(self.payload, BaseModel):
             model_json = self.payload_json  # the model's JSON form, as the merge would dump it
@@ -332,7 +345,7 @@ class Judge:
                 request,
                 markers=frozenset({self.marker}),
                 guards=None if recorder is None else [recorder],
-                refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
+                refuse_stale_markers=True,  # a marker written out of habit goes back
                 model_json=model_json,
                 share=self.share,
             )
@@ -411,38 +424,6 @@ class Judge:
                     report=report,
                 )
         return None
-
-    def _ask_confirmation(
-        self,
-        request: AgentPayloadChangeRequest,
-        repairs: tuple[str, ...],
-        report: MergeReport,
-        result_json: Any,
-        flagged: Sequence[tuple[Change, Finding]],
-    ) -> Verdict:
-        problems = tuple(
-            Problem(
-                kind="guard",
-                message=finding.message,
-                path=format_payload_path(change.path),
-                code=finding.code,
-                current=change.old,
-                has_current=change.op != "add",
-            )
-            for change, finding in flagged
-        )
-        return Verdict(
-            status="confirm",
-            stage="confirm",
-            marker=self.marker,
-            problems=problems,
-            payload_json=result_json,
-            change_request=request,
-            report=report,
-            repairs=repairs,
-            confirmations=tuple(flagged),
-            message=f"the change needs the model's confirmation: {summary(problems)}",
-        )
 
     # -- failures --------------------------------------------------------------------------
 
@@ -543,7 +524,7 @@ class Judge:
                 Problem(
                     kind="validation",
                     message=msg,
-                    path=format_payload_path(path),
+                    path=format_payload_path(path, root=""),
                     current=current,
                     has_current=has_current,
                 )
@@ -556,11 +537,6 @@ class Judge:
             cause,
             request=request,
         )
-
-    def _type_adapter(self) -> TypeAdapter[Any]:
-        if self._adapter is None:
-            self._adapter = TypeAdapter(self.payload_type)
-        return self._adapter
 
 
 def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
@@ -577,7 +553,7 @@ def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
 
 def _without_values(issue: Issue) -> Issue:
     """A ``concurrent_change`` conflict saying where the other edit collided, not what it did."""
-    where = format_payload_path(issue.payload_path or ()) or "the payload root"
+    where = format_payload_path(issue.payload_path or ())
     message = (
         "Since the payload you were shown, another edit changed what this entry touches (now "
         f"at {where}, or no longer there). Nothing of your request was applied. Read the "

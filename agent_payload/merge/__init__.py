@@ -6,8 +6,9 @@ changes, warnings and conflicts. No I/O. Modules: ``_apply`` (the entry point), 
 (every message the model reads), ``_nodes``, ``_rebase``, ``_reconcile``.
 """
 
-from agent_payload._jsondata import format_payload_path, format_request_path
+from agent_payload._jsondata import format_request_path
 from agent_payload._normalise import WRAPPERS
+from agent_payload._paths import format_payload_path
 from agent_payload.merge._apply import apply_change_request, ineffective_parts
 from agent_payload.merge._apply import merge_checked as merge_checked  # the judge, per attempt
 from agent_payload.merge._limits import DEFAULT_LIMITS, Limits

@@ -10,7 +10,8 @@ from pydantic import BaseModel
 
 from agent_payload import typed as _typed
 from agent_payload._config import check_guards
-from agent_payload._jsondata import json_data, where_in_payload
+from agent_payload._jsondata import json_data
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, MergeConflictError
 from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
@@ -252,7 +253,7 @@ class _RefuseBelow:
         for n, (path, finding) in enumerate(self.refused):
             if change.path[: len(path)] == path:
                 if n in self.told:
-                    where = where_in_payload(path)
+                    where = format_payload_path(path)
                     return [
                         Finding(
                             finding.code,

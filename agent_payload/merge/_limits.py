@@ -14,8 +14,8 @@ from agent_payload._jsondata import (
     format_request_path,
     locate_problem,
     materialize,
-    where_in_payload,
 )
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import (
     ConfigurationError,
     InvalidChangeRequestError,
@@ -106,7 +106,7 @@ def _checked_copy(data: Any, limits: Limits, subject: str = "payload", at: Link 
 def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
     """The error for data beyond a limit (``LimitExceededError``) or not JSON data."""
     if subject == "payload":
-        where = where_in_payload(problem.path)
+        where = format_payload_path(problem.path)
     else:
         where = format_request_path(problem.path) or "the top level"
     entry = _LIMIT_MESSAGES.get((subject, problem.kind))

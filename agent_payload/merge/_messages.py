@@ -12,8 +12,8 @@ from agent_payload._jsondata import (
     format_request_path,
     kind_word,
     materialize,
-    where_in_payload,
 )
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import MARKER
 from agent_payload.errors import LimitExceededError
 from agent_payload.merge._limits import Limits
@@ -135,7 +135,7 @@ class _Reporter:
             return False
         inner, text = found
         full = (*materialize(plink), *inner)
-        where = where_in_payload(full)
+        where = format_payload_path(full)
         self.conflict(
             "stale_marker",
             rlink,

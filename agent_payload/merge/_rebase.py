@@ -12,14 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_payload._jsondata import (
-    Link,
-    describe,
-    format_request_path,
-    json_equal,
-    materialize,
-    where_in_payload,
-)
+from agent_payload._jsondata import Link, describe, format_request_path, json_equal, materialize
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConcurrentChangeError, MergeConflictError
 from agent_payload.merge._limits import Limits, _check_limits, _root_error
@@ -278,7 +272,7 @@ def _show(v: Any) -> str:
 
 
 def _what(e: _Effect) -> str:
-    where = where_in_payload(e.path) + " (as you saw it)"
+    where = format_payload_path(e.path) + " (as you saw it)"
     if e.kind == "insert":
         at = "at its end" if e.anchor == END else f"before its element {e.anchor}"
         return f"inserted items into the array at {where}, {at}"
@@ -365,9 +359,9 @@ def _concurrent_error(
         )
         current, exists = rebase.current_path(path)
         if exists:
-            now = f"it is now at {where_in_payload(current)}"
+            now = f"it is now at {format_payload_path(current)}"
         else:
-            now = f"{where_in_payload(path)} (as you saw it) no longer exists"
+            now = f"{format_payload_path(path)} (as you saw it) no longer exists"
         message = (
             f"Since the payload you were shown, another edit {_what(other)}; this entry "
             f"touches the same place ({now}). Nothing of your request was applied. Read the "

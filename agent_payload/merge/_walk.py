@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent_payload._jsondata import Link, copy_tree, json_equal, materialize, where_in_payload
+from agent_payload._jsondata import Link, copy_tree, json_equal, materialize
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import ConfigurationError
 from agent_payload.merge._limits import Limits, _checked_copy
 from agent_payload.merge._messages import _Reporter
@@ -139,7 +140,7 @@ class _Walker(_Reporter):
                 if not isinstance(finding, Finding):
                     raise ConfigurationError(
                         f"A guard must return a sequence of Finding; it returned {finding!r} "
-                        f"for the change at {where_in_payload(gpath)}."
+                        f"for the change at {format_payload_path(gpath)}."
                     )
                 issue = self.issue(finding.code, rlink, finding.message, glink, finding.severity)
                 if finding.severity == "conflict":
