@@ -4,8 +4,6 @@ writes the summary of earlier turns; ``agent_payload.session`` drives it."""
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from collections import deque
 from collections.abc import Sequence
@@ -18,6 +16,7 @@ from agent_payload import _intake, _sessionfile
 from agent_payload import merge as _merge
 from agent_payload._config import check_payload_type, clip
 from agent_payload._jsondata import json_data, locate_problem
+from agent_payload._paths import PathSyntaxError, parse_path
 from agent_payload._sessionfile import TurnRecord, Undone
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.diff import diff_payloads, undo_change_request
@@ -58,34 +57,17 @@ class TurnResult(Protocol):
     def changes(self) -> list[Change]: ...
 
 
-_SEGMENT = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
-
-
 def parse_payload_path(path: str | Sequence[str | int]) -> PayloadPath:
-    """``"items[3].price"`` or ``'meta["a.b"]'`` -> ``("items", 3, "price")``; a tuple or list
-    of keys and indices is returned as a tuple. The spelling is the one of the prompts and the
-    report (identifiers after dots, indices in brackets, any other key as a JSON string in
-    brackets)."""
+    """``"items[3].price"`` or ``'meta["a.b"]'`` -> ``("items", 3, "price")`` (``_paths``'
+    grammar); a tuple or list of keys and indices is returned as a tuple."""
     if not isinstance(path, str):
         return tuple(path)
-    parts: list[str | int] = []
-    position = 0
-    while position < len(path):
-        match = _SEGMENT.match(path, position)
-        if match is None or (position == 0 and path.startswith(".")):
-            raise UsageError(
-                f"why: cannot read the payload path {path!r} at character {position}; write "
-                'it like items[3].price or meta["a.b"], or pass a tuple of keys and indices.'
-            )
-        key, index, quoted = match.groups()
-        if key is not None:
-            parts.append(key)
-        elif index is not None:
-            parts.append(int(index))
-        else:
-            parts.append(json.loads(quoted))
-        position = match.end()
-    return tuple(parts)
+    try:
+        return parse_path(path)
+    except PathSyntaxError as exc:
+        raise UsageError(
+            f"why: cannot read the payload path: {exc} Or pass a tuple of keys and indices."
+        ) from None
 
 
 def _related(a: PayloadPath, b: PayloadPath) -> bool:
