@@ -25,7 +25,7 @@ from agent_payload.providers.base import Model, ModelReply, ModelRequest
 from agent_payload.report import Problem
 from agent_payload.result import AgentResult
 from agent_payload.testing import ScriptedModel
-from agent_payload.usage import Usage, estimate_tokens
+from agent_payload.usage import estimate_tokens
 
 __all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
 
@@ -63,37 +63,8 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
     return None
 
 
-def _replay_model(replay: dict[str, Any]) -> Model:
-    """A ``ScriptedModel`` that plays the recorded replies back, in order, with token usage
-    counted from the actual request and reply text (o200k_base when bpe-openai is installed)."""
-    replies: list[dict[str, Any]] = list(replay["replies"])
-    played = 0
-
-    def answer(request: ModelRequest) -> ModelReply:
-        nonlocal played
-        if played >= len(replies):
-            raise ConfigurationError(
-                f"the offline replay holds {len(replies)} replies and the agent asked for "
-                f"reply #{played + 1}: the shipped replay does not fit this version's agent"
-            )
-        item = replies[played]
-        played += 1
-        text: str = item["text"]
-        prompt = "\n".join(message.content for message in request.messages)
-        usage = Usage(estimate_tokens(prompt), estimate_tokens(text), 1)
-        return ModelReply(
-            text=text,
-            finish_reason=item.get("finish_reason", "stop"),
-            usage=usage,
-            model_name=str(replay.get("model", "replay")),
-        )
-
-    return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
-
-
-def _tokenizer_name() -> str:
-    """How tokens are counted: o200k_base with bpe-openai installed, else len/4."""
-    return "o200k_base" if importlib.util.find_spec("bpe_openai") is not None else "len/4"
+def _clip(lines: list[str], max_lines: int) -> list[str]:
+    return [*lines[:max_lines], "…"] if len(lines) > max_lines else lines
 
 
 def _wrap(text: str, width: int, max_lines: int) -> str:
@@ -101,14 +72,7 @@ def _wrap(text: str, width: int, max_lines: int) -> str:
     lines: list[str] = []
     for raw in text.strip().splitlines():
         lines.extend(raw[i : i + width] for i in range(0, max(len(raw), 1), width))
-    if len(lines) > max_lines:
-        lines = [*lines[:max_lines], "…"]
-    return "\n".join(lines)
-
-
-def _problem_line(problem: Problem) -> str:
-    code = problem.code or problem.kind
-    return f"{code} at {problem.path}" if problem.path else code
+    return "\n".join(_clip(lines, max_lines))
 
 
 def _correction_excerpt(request: ModelRequest, max_lines: int = 10, width: int = 100) -> str:
@@ -120,8 +84,7 @@ def _correction_excerpt(request: ModelRequest, max_lines: int = 10, width: int =
     shown: list[str] = []
     for line in kept:
         shown.extend(textwrap.wrap(line, width=width, subsequent_indent="  ") or [""])
-    if len(shown) > max_lines:
-        shown = [*shown[:max_lines], "…"]
+    shown = _clip(shown, max_lines)
     omitted = len(lines) - len(kept)
     if omitted:
         shown.append(f"[{omitted} more lines: the current value of what it touched]")
@@ -206,7 +169,9 @@ def _introduce(
             + f" replaying {len(replay['replies'])} scripted model replies shipped with the "
             "package, through the real agent, parser, merge and correction loop."
         )
-        model = _replay_model(replay)
+        name = str(replay.get("model", "replay"))
+        replies = [reply["text"] for reply in replay["replies"]]  # usage counted from the text
+        model = ScriptedModel(replies, model_name=name, provider="replay")
     else:
         name = model_name or DEFAULT_MODELS[chosen]
         say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
@@ -244,7 +209,10 @@ def _show_attempts(
                 + " (the change request below)"
             )
             continue
-        why = "; ".join(_problem_line(p) for p in rejections.get(number, [])[:3])
+        why = "; ".join(
+            f"{p.code or p.kind} at {p.path}" if p.path else p.code or p.kind
+            for p in rejections.get(number, [])[:3]
+        )
         say(
             style.bold(f"Attempt {number}")
             + f": the model replied {tokens} -> "
@@ -275,10 +243,11 @@ def _show_result(
     rewrite = result.rewrite_tokens
     change = result.change_tokens
     saved = f"{rewrite / change:.1f}x fewer" if change > 0 else "n/a"
+    tokenizer = "o200k_base" if importlib.util.find_spec("bpe_openai") is not None else "len/4"
     say(
         style.bold("Tokens: ")
         + f"a full rewrite of the payload would cost ~{rewrite:,} output tokens; "
-        + f"the change request cost {change:,} ({saved}; counted with {_tokenizer_name()})."
+        + f"the change request cost {change:,} ({saved}; counted with {tokenizer})."
     )
     usage = result.usage
     say(
