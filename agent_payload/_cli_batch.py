@@ -47,9 +47,8 @@ TEXTS = dict(
 )
 
 
-def add_arguments(batch: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
-    """The options of ``batch`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
-    usage error."""
+def add_arguments(batch: argparse.ArgumentParser) -> None:
+    """The options of ``batch`` (its parser made with ``TEXTS``)."""
     batch.add_argument(
         "--model",
         required=True,
@@ -94,15 +93,15 @@ def add_arguments(batch: argparse.ArgumentParser, error: Callable[[str], Excepti
         "fresh correction budget",
     )
     batch.add_argument("--no-progress", action="store_true", help="no progress display")
-    batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr, error))
+    batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr))
 
 
-def _items(path: str, error: Callable[[str], Exception]) -> list[dict[str, Any]]:
+def _items(path: str) -> list[dict[str, Any]]:
     """The items of ``path``; every bad id is named at once."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise error(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     items: list[dict[str, Any]] = []
     problems: list[str] = []
     first: dict[str, int] = {}
@@ -114,11 +113,11 @@ def _items(path: str, error: Callable[[str], Exception]) -> list[dict[str, Any]]
                 try:
                     item = loads_json_file(line)  # duplicate keys refused, numbers as written
                 except json.JSONDecodeError as exc:
-                    raise error(
+                    raise UsageError(
                         f"{path}, line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
                     ) from exc
                 if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
-                    raise error(
+                    raise UsageError(
                         f"{path}, line {number}: expected an object with id, payload and task"
                     )
                 item_id = item["id"]
@@ -138,23 +137,23 @@ def _items(path: str, error: Callable[[str], Exception]) -> list[dict[str, Any]]
                     first[item_id] = number
                 items.append(item)
         except UnicodeDecodeError as exc:
-            raise error(f"{path}: not UTF-8 text ({exc.reason})") from exc
+            raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     if problems:
         more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
-        raise error(
+        raise UsageError(
             "every item needs an id of its own, a non-empty string:\n  "
             + "\n  ".join(problems[:20] + more)
         )
     return items
 
 
-def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Exception]) -> int:
+def _cmd(args: argparse.Namespace, stderr: TextIO) -> int:
     from agent_payload.batch import BatchJob, BatchStateError
 
     if args.concurrent is not None and args.concurrent < 1:
-        raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
+        raise UsageError(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None
-    items = _items(args.input, error)
+    items = _items(args.input)
     show = _Progress(stderr, len(items), enabled=not args.no_progress)
     model: Any = None
     try:
@@ -181,8 +180,8 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
                     poll_interval=args.poll_interval, max_rounds=args.max_rounds, progress=show
                 )
             lines = _result_lines(job)
-    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
-        raise error(str(exc)) from exc
+    except BatchStateError as exc:  # a usage error, as a missing SDK (ConfigurationError)
+        raise UsageError(str(exc)) from exc
     except KeyboardInterrupt:
         stderr.write(
             f"\ninterrupted; the job's state is saved in {args.state}: run the same command "

@@ -14,7 +14,6 @@ from agent_payload._render import Style, render_changes, summarize, use_color
 from agent_payload._reply import OUTPUT_MODES
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import (
-    ConfigurationError,
     MergeConflictError,
     ProviderError,
     RetriesExhaustedError,
@@ -50,9 +49,8 @@ TEXTS = dict(
 )
 
 
-def add_arguments(store: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
-    """The options of ``store`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
-    usage error."""
+def add_arguments(store: argparse.ArgumentParser) -> None:
+    """The options of ``store`` (its parser made with ``TEXTS``)."""
     store.add_argument(
         "--db",
         metavar="URL",
@@ -81,23 +79,15 @@ def add_arguments(store: argparse.ArgumentParser, error: Callable[[str], Excepti
     revert.add_argument("--reason", metavar="TEXT", help="recorded as the entry's reasoning")
     for parser in (create, show, history, edit, revert):
         parser.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
-    store.set_defaults(
-        func=lambda args, stdin, stdout, stderr: _cmd(args, stdin, stdout, stderr, error)
-    )
+    store.set_defaults(func=_cmd)
 
 
-def _cmd(
-    args: argparse.Namespace,
-    stdin: TextIO,
-    stdout: TextIO,
-    stderr: TextIO,
-    error: Callable[[str], Exception],
-) -> int:
+def _cmd(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from agent_payload.store import PayloadStore
 
     url = args.db or os.environ.get(ENV)
     if not url:
-        raise error(f"store: give the store's URL with --db or ${ENV}")
+        raise UsageError(f"store: give the store's URL with --db or ${ENV}")
     style = Style(use_color(stderr, no_color=args.no_color))
     try:
         with PayloadStore(url) as store:
@@ -109,8 +99,8 @@ def _cmd(
                 "revert": _revert,
             }[args.verb]
             return verb(store, args, stdin, stdout, stderr, style)
-    except (UsageError, ConfigurationError, StalePayloadError) as exc:
-        raise error(str(exc)) from exc
+    except StalePayloadError as exc:  # a usage error here: a version the key never had
+        raise UsageError(str(exc)) from exc
     except MergeConflictError as exc:  # a collision or a conflict: nothing stored
         stderr.write(f"{style.red('refused')}: {exc}\n")
         return EXIT_FAILED

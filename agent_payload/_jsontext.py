@@ -111,6 +111,10 @@ def dumps(
     )
 
 
+def compact(value: Any) -> str:
+    return dumps(value, separators=(",", ":"), literals=True, allow_nan=False)  # a stored column
+
+
 def dump_pieces(
     value: Any,
     *,

@@ -27,7 +27,6 @@ from agent_payload.agent import PayloadAgent
 from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.errors import (
     AgentPayloadError,
-    ConfigurationError,
     FileWriteError,
     LimitExceededError,
     MergeConflictError,
@@ -51,7 +50,8 @@ PROG = "agent-payload"
 
 
 class CliError(Exception):
-    """A usage or input error, printed as ``agent-payload: error: ...`` with exit status 2."""
+    """A usage or input error, printed as ``agent-payload: error: ...`` with exit status 2 (as
+    is a ``UsageError`` from any command)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -227,7 +227,7 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
             f"{' or written' if args.output else ''} (--lenient applies the rest)\n"
         )
         return EXIT_FAILED
-    except (UsageError, LimitExceededError) as exc:
+    except LimitExceededError as exc:
         raise CliError(str(exc)) from exc
 
     report = result.report
@@ -272,7 +272,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     except ProviderError as exc:
         stderr.write(f"{style.red('provider error')}: {exc}\n")
         return EXIT_FAILED
-    except (UsageError, ConfigurationError, LimitExceededError) as exc:
+    except LimitExceededError as exc:
         raise CliError(str(exc)) from exc
     finally:
         close_client(model)
@@ -312,8 +312,6 @@ def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: T
     except RetriesExhaustedError as exc:
         stderr.write(f"failed: {exc}\n")
         return EXIT_FAILED
-    except (UsageError, ConfigurationError) as exc:
-        raise CliError(str(exc)) from exc
 
 
 # --- mcp -----------------------------------------------------------------------------------
@@ -328,18 +326,15 @@ def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         schema = _loads(schema_text, schema_name)
         if not isinstance(schema, dict):
             raise CliError(f"{schema_name}: expected a JSON Schema (an object)")
-    try:
-        editor = PayloadFileEditor(
-            args.payload,
-            allow=args.allow,
-            deny=args.deny,
-            hide=args.hide,
-            payload_schema=schema,
-            max_read_tokens=args.max_read_tokens,
-        )
-        serve(editor)
-    except (UsageError, ConfigurationError) as exc:
-        raise CliError(str(exc)) from exc
+    editor = PayloadFileEditor(
+        args.payload,
+        allow=args.allow,
+        deny=args.deny,
+        hide=args.hide,
+        payload_schema=schema,
+        max_read_tokens=args.max_read_tokens,
+    )
+    serve(editor)
     return EXIT_OK
 
 
@@ -361,8 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_demo(sub)
     _add_mcp(sub)
-    _cli_batch.add_arguments(_command(sub, "batch", **_cli_batch.TEXTS), CliError)
-    _cli_store.add_arguments(_command(sub, "store", **_cli_store.TEXTS), CliError)
+    _cli_batch.add_arguments(_command(sub, "batch", **_cli_batch.TEXTS))
+    _cli_store.add_arguments(_command(sub, "store", **_cli_store.TEXTS))
     return parser
 
 
@@ -610,7 +605,7 @@ def main(
             return int(exc.code) if isinstance(exc.code, int) else EXIT_OK
         status: int = args.func(args, stdin, stdout, stderr)
         return status
-    except CliError as exc:
+    except (CliError, UsageError) as exc:
         stderr.write(f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     except AgentPayloadError as exc:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_payload import _filelock
+from agent_payload._jsontext import loads_file
 from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
     Phase,
-    loads_payload,
     resolve_type,
 )
 from agent_payload.errors import AgentPayloadError, UsageError
@@ -387,11 +387,13 @@ class StateFile:
 
     # -- rounds and chunks --
 
-    def record_batch(self, rnd: int, chunk: int, batch_id: str) -> None:
+    def set_chunk(self, rnd: int, chunk: int, **columns: Any) -> None:
+        """Set ``columns`` of a chunk, in a transaction of its own."""
+        names = ", ".join(f"{name} = ?" for name in columns)
         with self.tx() as db:
             db.execute(
-                "UPDATE chunks SET state = 'submitted', batch_id = ? WHERE round = ? AND chunk = ?",
-                (batch_id, rnd, chunk),
+                f"UPDATE chunks SET {names} WHERE round = ? AND chunk = ?",
+                (*columns.values(), rnd, chunk),
             )
 
     def forget_submission(self, rnd: int, chunk: int) -> None:
@@ -435,7 +437,7 @@ class StateFile:
 
     @staticmethod
     def _result(row: sqlite3.Row, types: Mapping[str, type]) -> BatchItemResult:
-        data = loads_payload(row["payload"] if row["result"] is None else row["result"])
+        data = loads_file(row["payload"] if row["result"] is None else row["result"])
         if row["model_type"] is not None:
             data = resolve_type(row["model_type"], types).model_validate(data)  # type: ignore[attr-defined]
         if row["status"] not in ("pending", "done", "failed"):

@@ -89,7 +89,7 @@ def dumps(value: Any, what: str) -> str:
     state's and the files' writer, ``_jsontext``); ``InvalidPayloadError`` for NaN or
     infinity: JSON has none."""
     try:
-        return _jsontext.dumps(value, separators=(",", ":"), literals=True, allow_nan=False)
+        return _jsontext.compact(value)
     except ValueError as exc:
         raise InvalidPayloadError(
             f"{what} holds NaN or infinity, which JSON cannot store; nothing was stored"
