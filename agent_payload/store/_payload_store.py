@@ -32,12 +32,12 @@ from agent_payload.merge import (
     apply_change_request,
     dump_payload,
     list_validation_errors,
-    rebase_change_request,
     validation_errors,
 )
 from agent_payload.report import MergeResult
 from agent_payload.result import AgentResult
 from agent_payload.store._backends import Backend, Cursor, open_backend, redacted
+from agent_payload.store._memory import rebased
 from agent_payload.store._records import (
     ENTRY_FIELDS,
     EntryKind,
@@ -185,7 +185,9 @@ class PayloadStore:
             payload = loads(text)
             request: Any = written
             if base_version != current:
-                request = self._rebase(cur, key, base_version, written, markers, payload, current)
+                base = self._payload_at(cur, key, base_version)
+                since = [Applied(r, m) for r, m in self._requests(cur, key, base_version)]
+                request = rebased(base, since, written, markers, (payload, current))
             result = apply_change_request(
                 payload, request, strict=True, markers=markers, share=True
             )
@@ -333,25 +335,6 @@ class PayloadStore:
             params.append(upto)
         rows = cur.all(sql + " ORDER BY version", params)
         return [(loads(r[0]), frozenset(loads(r[1]))) for r in rows]
-
-    def _rebase(
-        self,
-        cur: Cursor,
-        key: str,
-        base_version: int,
-        request: Any,
-        markers: frozenset[str],
-        payload: Any,
-        current: int,
-    ) -> Any:
-        base = self._payload_at(cur, key, base_version)
-        since = [Applied(r, m) for r, m in self._requests(cur, key, base_version)]
-        try:
-            return rebase_change_request(base, since, request, markers=markers)
-        except ConcurrentChangeError as exc:
-            exc.current = payload
-            exc.version = current
-            raise
 
     def _commit(
         self,
