@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -27,7 +28,7 @@ from agent_payload.batch._records import (
     resolve_type,
     type_name,
 )
-from agent_payload.batch._state import BatchStateError, StateFile
+from agent_payload.batch._state import USAGE_COLUMNS, BatchStateError, StateFile
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -285,23 +286,13 @@ class BatchJob:
         problems: str | None,
     ) -> None:
         state, base, earlier = kept
-        usage = earlier + state.usage
+        usage = dataclasses.replace(earlier + state.usage, requests=base + state.attempt)
+        columns = ", ".join(f"{column} = ?" for column in USAGE_COLUMNS)
+        failure = "model" if status == "failed" else None
         self._db.execute(
-            "UPDATE items SET status = ?, in_round = NULL, attempts = ?, input_tokens = ?, "
-            "output_tokens = ?, cached_input_tokens = ?, cache_write_input_tokens = ?, "
-            "error = ?, problems = ?, failure = ? WHERE seq = ?",
-            (
-                status,
-                base + state.attempt,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cached_input_tokens,
-                usage.cache_write_input_tokens,
-                error,
-                problems,
-                "model" if status == "failed" else None,
-                seq,
-            ),
+            f"UPDATE items SET status = ?, in_round = NULL, {columns}, error = ?, problems = ?, "
+            "failure = ? WHERE seq = ?",
+            (status, *dataclasses.astuple(usage), error, problems, failure, seq),
         )
 
     def _transport_failure(self, seq: int, message: str) -> None:
