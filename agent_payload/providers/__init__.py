@@ -1,20 +1,6 @@
-"""Model providers: one module per SDK behind the small ``Model`` / ``AsyncModel`` protocols of
-``base``.
-
-``openai`` and ``anthropic`` import their SDK lazily; the core works with neither installed.
-``infer_model`` turns what a user has at hand into a ``Model``:
-
-* a ``Model`` or ``AsyncModel`` (an adapter, ``agent_payload.testing.ScriptedModel``, your
-  own): returned as is (one written for 0.1, naming the model ``name`` instead of
-  ``model_name``, is wrapped, with a ``DeprecationWarning``);
-* ``"openai:gpt-4.1-mini"`` (Chat Completions), ``"openai-responses:gpt-4.1"`` (Responses API),
-  ``"anthropic:claude-sonnet-4-6"``: a client is built from the environment by the SDK itself
-  (``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; ``ANTHROPIC_API_KEY`` and
-  ``ANTHROPIC_BASE_URL``), sync or async per ``async_client``. A bare ``claude-...`` or
-  ``gpt-...`` / ``o3...`` name picks its provider by the prefix;
-* an SDK client (``openai.OpenAI``, ``openai.AsyncOpenAI``, ``anthropic.Anthropic``,
-  ``anthropic.AsyncAnthropic``) plus a model name: wrapped in the matching adapter.
-"""
+"""Model providers: one module per SDK behind the ``Model`` / ``AsyncModel`` protocols of
+``base`` (``openai`` and ``anthropic`` import their SDK lazily: the core works with neither),
+and ``infer_model``, which turns what a user has at hand into a model."""
 
 from __future__ import annotations
 
@@ -22,6 +8,7 @@ import inspect
 import re
 from typing import Any, Literal
 
+from agent_payload._reply import OutputMode
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import (
     AsyncModel,
@@ -30,7 +17,6 @@ from agent_payload.providers.base import (
     Model,
     ModelReply,
     ModelRequest,
-    OutputMode,
     StreamingModel,
 )
 
@@ -55,11 +41,7 @@ _OPENAI_NAMES = re.compile(r"^(gpt-|chatgpt-|o\d)")
 def as_model(model: object) -> Model | AsyncModel | None:
     """``model`` as a ``Model`` / ``AsyncModel`` (it has ``model_name``, ``provider`` and
     ``request`` or ``arequest``), or ``None`` when it is not one."""
-    if isinstance(model, str):
-        return None
-    if isinstance(model, Model | AsyncModel):
-        return model
-    return None
+    return model if isinstance(model, Model | AsyncModel) else None
 
 
 def infer_model(
@@ -70,14 +52,14 @@ def infer_model(
     api: Literal["chat", "responses"] | None = None,
     **client_kwargs: Any,
 ) -> Any:
-    """A model from a ``Model`` / ``AsyncModel``, a ``"provider:model"`` string, or an SDK
-    client + ``model_name``. A string or a client gives an adapter, which is both a ``Model``
-    and an ``AsyncModel`` (the client, sync or async, decides which one works).
-
-    ``async_client`` picks ``AsyncOpenAI`` / ``AsyncAnthropic`` when a client is built from a
-    string; ``client_kwargs`` go to that client (``max_retries``, ``timeout``, ``base_url``...).
-    ``api`` chooses the OpenAI API for an OpenAI client or string (default: Chat Completions;
-    the ``openai-responses:`` prefix means ``"responses"``).
+    """A model from a ``Model`` / ``AsyncModel`` (returned as is), a ``"provider:model"``
+    string (``"openai:gpt-4.1-mini"``, ``"openai-responses:gpt-4.1"``,
+    ``"anthropic:claude-sonnet-4-6"``; a bare ``claude-...`` / ``gpt-...`` / ``o3...`` picks its
+    provider), or an SDK client + ``model_name``. A string builds the client from the
+    environment (``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``...): ``AsyncOpenAI`` /
+    ``AsyncAnthropic`` with ``async_client``, ``client_kwargs`` passed to it (``max_retries``,
+    ``timeout``...); close it with ``close_client``. ``api`` chooses the OpenAI API (default:
+    Chat Completions; the ``openai-responses:`` prefix means ``"responses"``).
     """
     name = model_name
     if isinstance(model, str):
@@ -87,10 +69,12 @@ def infer_model(
                 "model; pass model_name= only together with an SDK client."
             )
         provider, model_name = _split(model)
-        if provider == "anthropic":
-            return _anthropic_from_env(model_name, async_client, client_kwargs)
-        chosen_api = api or ("responses" if provider == "openai-responses" else "chat")
-        return _openai_from_env(model_name, async_client, chosen_api, client_kwargs)
+        package = "anthropic" if provider == "anthropic" else "openai"
+        if provider == "openai-responses":
+            api = api or "responses"
+        return _adapter(
+            package, _build_client(package, async_client, client_kwargs), model_name, api
+        )
     known = as_model(model)
     if known is not None:
         if name is not None or client_kwargs:
@@ -112,15 +96,7 @@ def infer_model(
                 "infer_model(client, model_name, ...): client options apply when building a client "
                 "from a string; configure your own client directly instead."
             )
-        if package == "anthropic":
-            from agent_payload.providers.anthropic import AnthropicModel
-
-            return AnthropicModel(model, name)
-        from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
-
-        if api == "responses":
-            return OpenAIResponsesModel(model, name)
-        return OpenAIChatModel(model, name)
+        return _adapter(package, model, name, api)
     raise ConfigurationError(
         f"infer_model(): expected a Model, a 'provider:model' string (providers: "
         f"{', '.join(_PREFIXES)}) or an openai/anthropic SDK client, got "
@@ -165,25 +141,23 @@ def _split(spec: str) -> tuple[str, str]:
     return provider, model_name
 
 
-def _openai_from_env(
-    model_name: str, async_client: bool, api: str, client_kwargs: dict[str, Any]
-) -> Model:
-    from agent_payload.providers.openai import (
-        OpenAIChatModel,
-        OpenAIResponsesModel,
-        build_openai_client,
-    )
+def _build_client(package: str, async_client: bool, client_kwargs: dict[str, Any]) -> Any:
+    if package == "anthropic":
+        from agent_payload.providers.anthropic import build_anthropic_client
 
-    client = build_openai_client(async_client=async_client, **client_kwargs)
+        return build_anthropic_client(async_client=async_client, **client_kwargs)
+    from agent_payload.providers.openai import build_openai_client
+
+    return build_openai_client(async_client=async_client, **client_kwargs)
+
+
+def _adapter(package: str, client: Any, model_name: str, api: str | None) -> Model:
+    if package == "anthropic":
+        from agent_payload.providers.anthropic import AnthropicModel
+
+        return AnthropicModel(client, model_name)
+    from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+
     if api == "responses":
         return OpenAIResponsesModel(client, model_name)
     return OpenAIChatModel(client, model_name)
-
-
-def _anthropic_from_env(
-    model_name: str, async_client: bool, client_kwargs: dict[str, Any]
-) -> Model:
-    from agent_payload.providers.anthropic import AnthropicModel, build_anthropic_client
-
-    client = build_anthropic_client(async_client=async_client, **client_kwargs)
-    return AnthropicModel(client, model_name)

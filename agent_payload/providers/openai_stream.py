@@ -1,16 +1,8 @@
-"""Reading the OpenAI APIs' event streams into the objects the adapters already parse (pure:
-the adapters in ``providers/openai.py`` drive them, sync or async).
-
-* ``ChatStreamReader``: ``chat.completion.chunk`` objects into a ``ChatCompletion`` (content
-  and refusal deltas joined, ``tool_calls`` deltas gathered by ``index``, the last
-  ``finish_reason``, the usage chunk). A stream without a ``finish_reason`` ended early.
-* ``ResponsesStreamReader``: Responses events into the ``Response`` of the terminal event
-  (``response.completed``, or ``response.incomplete`` for a truncated reply), its output
-  recovered from the ``response.output_item.done`` events when a server leaves it out; an
-  ``error`` event, ``response.failed`` or no terminal event is a broken stream.
-
-``feed(event)`` returns the characters the event added (text, refusal, tool-call arguments;
-``""`` for none), ``result()`` the whole object or raises ``StreamBroken``.
+"""The OpenAI APIs' event streams read into the objects the adapters already parse (pure; the
+adapters drive the readers, sync or async): ``feed(event)`` returns the characters the event
+added, ``result()`` the whole ``ChatCompletion`` / ``Response`` or raises ``StreamBroken`` (a
+stream without a ``finish_reason`` or terminal event, an ``error`` or ``response.failed``
+event).
 """
 
 from __future__ import annotations
@@ -29,7 +21,8 @@ __all__ = ["ChatStreamReader", "ResponsesStreamReader"]
 
 
 class ChatStreamReader:
-    """Chat Completions chunks into one ``ChatCompletion`` (see the module docstring)."""
+    """Chat Completions chunks into one ``ChatCompletion``: content and refusal joined, tool
+    calls gathered by ``index``, the last ``finish_reason``, the usage chunk."""
 
     def __init__(self) -> None:
         self.head: dict[str, Any] = {}
@@ -113,7 +106,8 @@ _DELTAS = (
 
 
 class ResponsesStreamReader:
-    """Responses events into the ``Response`` of the terminal event (see the module docstring)."""
+    """Responses events into the ``Response`` of the terminal event (``response.completed`` or
+    ``.incomplete``), its output rebuilt from ``output_item.done`` when a server leaves it out."""
 
     def __init__(self) -> None:
         self.response: Response | None = None
