@@ -1,24 +1,7 @@
-"""The event streams ``FakeProviderServer`` answers with when a request asks for ``"stream":
-true``: a settled ``Reply`` as server-sent events in each API's own format, built from the same
-body ``testing.wire`` answers without streaming (same ids, text, tool calls and usage), so a
-streamed reply assembles to the non-streamed one. Pure functions; the HTTP side (chunked
-transfer, faults mid-stream) is ``testing.server``.
-
-* Chat Completions: ``chat.completion.chunk`` objects (a role chunk, ``content`` / ``refusal``
-  deltas, ``tool_calls`` deltas by ``index``: id, type and name first, then the arguments), a
-  last chunk with ``finish_reason``, a usage chunk (``choices: []``) when
-  ``stream_options.include_usage`` asks for one, then ``data: [DONE]``.
-* Responses: ``response.created``, ``response.in_progress``, per output item
-  ``response.output_item.added`` / ``.done`` around ``response.content_part.added`` /
-  ``.done`` with ``response.output_text.delta`` / ``.done`` (or ``response.refusal.delta`` /
-  ``.done``), or ``response.function_call_arguments.delta`` / ``.done``; then
-  ``response.completed`` (``response.incomplete`` for a truncated reply), each with a
-  ``sequence_number``.
-* Anthropic Messages: ``message_start``, ``ping``, per block ``content_block_start`` /
-  ``content_block_delta`` (``text_delta`` or ``input_json_delta``) / ``content_block_stop``,
-  ``message_delta`` (``stop_reason``, ``stop_details``, usage) and ``message_stop``.
-
-Text and arguments are sent in pieces of ``CHUNK_CHARS`` characters.
+"""The event streams ``FakeProviderServer`` answers a ``"stream": true`` request with: a
+settled ``Reply`` as each API's server-sent events, built from the body ``testing.wire`` sends
+without streaming (same ids, text, calls and usage), text and arguments in ``CHUNK_CHARS``
+pieces. Pure functions; the HTTP side is ``testing.server``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,8 @@
-"""The batch APIs of ``agent_payload.testing.FakeProviderServer`` (the server routes here).
-
-Enough of OpenAI's Files + Batch API and Anthropic's Message Batches API for the real SDKs:
-
-* OpenAI: ``POST /v1/files`` (multipart upload), ``GET /v1/files/{id}/content``,
-  ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches`` (cursor pages),
-  ``POST /v1/batches/{id}/cancel``.
-* Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``,
-  ``GET /v1/messages/batches`` (pages), ``GET /v1/messages/batches/{id}/results`` (JSONL).
-
-Every request line of a batch is answered with the server's own script (the reply queue, then
-the ``handler``), exactly as a live request would be, when the batch ends: a ``str`` or ``Reply``
-is a succeeded line, a ``Fault.status(code)`` an error line, any other fault an error line with
-status 500. The lines are recorded in ``FakeProviderServer.batch_requests`` (``FakeRequest``
-objects with the line's body), not in ``requests`` (which holds the HTTP requests).
-
-Knobs on the server (plain attributes, settable at any time):
-
-* ``batch_polls``: how many retrieves of a batch answer "in progress" before it ends (0: it
-  ends at the first retrieve);
-* ``batch_expire``: a function of the batch's number (1, 2, ... in creation order) returning
-  True when that batch expires instead of completing: OpenAI reports ``expired`` with every line
-  in the error file (code ``batch_expired``); Anthropic ends it with every result ``expired``;
-* ``batch_fail``: a function of the batch's number returning a message when that batch fails
-  as a whole: OpenAI reports ``failed`` with the message in ``errors`` and no output or error
-  file; Anthropic ends it with every result ``errored`` with the message;
-* ``batch_result_line``: a function every line of a batch's results passes through as it is
-  served (an OpenAI output or error file, Anthropic's results), e.g. one that cuts a line short;
-* ``batch_faults``: ``{"upload" | "create" | "retrieve" | "results": [Fault, ...]}``, faults
-  consumed one per call of that operation. A ``create`` fault is sent AFTER the batch was
-  created (the client never learns its id): the case a resumable job must not submit twice.
+"""The batch APIs of ``FakeProviderServer`` (OpenAI's Files + Batches, Anthropic's Message
+Batches), enough for the real SDKs. Each request line of a batch is answered from the server's
+own script when the batch ends and recorded in ``FakeProviderServer.batch_requests``; the
+server's ``batch_*`` attributes script polls, expiry, failures, mangled result lines and faults
+(docs/batch.md).
 """
 
 from __future__ import annotations
@@ -44,16 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_payload.testing.script import Fault
+from agent_payload.testing.script import Api, Fault
 from agent_payload.testing.wire import BUILDERS, error_body, resolve_reply
 
 if TYPE_CHECKING:
-    from agent_payload.testing.script import FakeRequest
     from agent_payload.testing.server import FakeProviderServer
 
 __all__ = ["BatchFakes", "Route"]
 
-_ENDPOINT_API = {
+_ENDPOINT_API: dict[str, Api] = {
     "/v1/chat/completions": "chat.completions",
     "/v1/responses": "responses",
 }
@@ -72,18 +45,13 @@ class Route:
 
 
 @dataclass(slots=True)
-class _OpenAIBatch:
+class _Batch:
+    """One batch: its number (1, 2, ... in creation order), its JSON, its request lines and,
+    once ended, its results (Anthropic's)."""
+
     number: int
     data: dict[str, Any]
     lines: list[dict[str, Any]]
-    polls: int = 0
-
-
-@dataclass(slots=True)
-class _AnthropicBatch:
-    number: int
-    data: dict[str, Any]
-    requests: list[dict[str, Any]]
     results: list[dict[str, Any]] = field(default_factory=list)
     polls: int = 0
 
@@ -124,8 +92,8 @@ class BatchFakes:
         self._lock = threading.Lock()
         self._files: dict[str, bytes] = {}
         self._result_files: set[str] = set()
-        self._openai: dict[str, _OpenAIBatch] = {}
-        self._anthropic: dict[str, _AnthropicBatch] = {}
+        self._openai: dict[str, _Batch] = {}
+        self._anthropic: dict[str, _Batch] = {}
         self._numbers = itertools.count(1)
         self._ids = itertools.count(1)
 
@@ -147,9 +115,10 @@ class BatchFakes:
             if method == "POST" and len(parts) == 2:
                 return self._faulted("create", lambda: self._openai_create(raw), after=True)
             if method == "GET" and len(parts) == 2:
-                return self._openai_list(params)
+                page = _page(self._listed(self._openai), params.get("after"), params)
+                return _json(200, {"object": "list", **page})
             if method == "GET" and len(parts) == 3:
-                return self._faulted("retrieve", lambda: self._openai_retrieve(parts[2]))
+                return self._faulted("retrieve", lambda: self._retrieve(True, parts[2]))
             if method == "POST" and len(parts) == 4 and parts[3] == "cancel":
                 return self._openai_cancel(parts[2])
             return None
@@ -157,9 +126,11 @@ class BatchFakes:
             if method == "POST" and len(parts) == 3:
                 return self._faulted("create", lambda: self._anthropic_create(raw), after=True)
             if method == "GET" and len(parts) == 3:
-                return self._anthropic_list(params)
+                return _json(
+                    200, _page(self._listed(self._anthropic), params.get("after_id"), params)
+                )
             if method == "GET" and len(parts) == 4:
-                return self._faulted("retrieve", lambda: self._anthropic_retrieve(parts[3]))
+                return self._faulted("retrieve", lambda: self._retrieve(False, parts[3]))
             if method == "GET" and len(parts) == 5 and parts[4] == "results":
                 return self._faulted("results", lambda: self._anthropic_results(parts[3]))
             return None
@@ -247,7 +218,7 @@ class BatchFakes:
         lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
         batch_id = self._new_id("batch_")
         now = int(time.time())
-        batch = _OpenAIBatch(
+        batch = _Batch(
             number=next(self._numbers),
             data={
                 "id": batch_id,
@@ -270,14 +241,6 @@ class BatchFakes:
             self._openai[batch_id] = batch
         return _json(200, batch.data)
 
-    def _openai_retrieve(self, batch_id: str) -> Route:
-        with self._lock:
-            batch = self._openai.get(batch_id)
-        if batch is None:
-            return _not_found(f"batch {batch_id}")
-        self._maybe_finish_openai(batch)
-        return _json(200, batch.data)
-
     def _openai_cancel(self, batch_id: str) -> Route:
         with self._lock:
             batch = self._openai.get(batch_id)
@@ -287,21 +250,25 @@ class BatchFakes:
             self._finish_openai(batch, cancelled=True)
         return _json(200, batch.data)
 
-    def _openai_list(self, params: dict[str, str]) -> Route:
+    def _listed(self, batches: dict[str, _Batch]) -> list[dict[str, Any]]:
         with self._lock:
-            batches = [b.data for b in sorted(self._openai.values(), key=lambda b: -b.number)]
-        return _json(200, {"object": "list", **_page(batches, params.get("after"), params)})
+            return [b.data for b in sorted(batches.values(), key=lambda b: -b.number)]
 
-    def _maybe_finish_openai(self, batch: _OpenAIBatch) -> None:
+    def _retrieve(self, openai: bool, batch_id: str) -> Route:
+        """A batch as it stands; the retrieve that ends it (after ``batch_polls``) runs it."""
         with self._lock:
-            if batch.data["status"] != "in_progress":
-                return
-            batch.polls += 1
-            if batch.polls <= self._server.batch_polls:
-                return
-        self._finish_openai(batch)
+            batch = (self._openai if openai else self._anthropic).get(batch_id)
+            if batch is None:
+                return _not_found(f"{'batch' if openai else 'message batch'} {batch_id}")
+            due = batch.data["status" if openai else "processing_status"] == "in_progress"
+            if due:
+                batch.polls += 1
+                due = batch.polls > self._server.batch_polls
+        if due:
+            (self._finish_openai if openai else self._finish_anthropic)(batch)
+        return _json(200, batch.data)
 
-    def _finish_openai(self, batch: _OpenAIBatch, *, cancelled: bool = False) -> None:
+    def _finish_openai(self, batch: _Batch, *, cancelled: bool = False) -> None:
         failure = None if cancelled else self._server.batch_fail(batch.number)
         if failure is not None:
             with self._lock:
@@ -377,7 +344,7 @@ class BatchFakes:
         requests = list(body.get("requests") or [])
         batch_id = self._new_id("msgbatch_")
         now = time.time()
-        batch = _AnthropicBatch(
+        batch = _Batch(
             number=next(self._numbers),
             data={
                 "id": batch_id,
@@ -397,24 +364,11 @@ class BatchFakes:
                 "cancel_initiated_at": None,
                 "results_url": None,
             },
-            requests=requests,
+            lines=requests,
         )
         with self._lock:
             self._anthropic[batch_id] = batch
         return _json(200, batch.data)
-
-    def _anthropic_retrieve(self, batch_id: str) -> Route:
-        with self._lock:
-            batch = self._anthropic.get(batch_id)
-        if batch is None:
-            return _not_found(f"message batch {batch_id}")
-        self._maybe_finish_anthropic(batch)
-        return _json(200, batch.data)
-
-    def _anthropic_list(self, params: dict[str, str]) -> Route:
-        with self._lock:
-            batches = [b.data for b in sorted(self._anthropic.values(), key=lambda b: -b.number)]
-        return _json(200, _page(batches, params.get("after_id"), params))
 
     def _anthropic_results(self, batch_id: str) -> Route:
         with self._lock:
@@ -424,18 +378,12 @@ class BatchFakes:
         text = "".join(json.dumps(r) + "\n" for r in batch.results)
         return Route(200, self._served(text).encode(), "application/binary")
 
-    def _maybe_finish_anthropic(self, batch: _AnthropicBatch) -> None:
-        with self._lock:
-            if batch.data["processing_status"] != "in_progress":
-                return
-            batch.polls += 1
-            if batch.polls <= self._server.batch_polls:
-                return
+    def _finish_anthropic(self, batch: _Batch) -> None:
         expired = bool(self._server.batch_expire(batch.number))
         failure = self._server.batch_fail(batch.number)
         results: list[dict[str, Any]] = []
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
-        for entry in batch.requests:
+        for entry in batch.lines:
             custom_id = entry.get("custom_id")
             if expired:
                 results.append({"custom_id": custom_id, "result": {"type": "expired"}})
@@ -469,16 +417,18 @@ class BatchFakes:
 
     # -- one line through the script --
 
-    def _answer_line(self, api: str, body: Any) -> tuple[int, Any]:
+    def _answer_line(self, api: Api, body: Any) -> tuple[int, Any]:
         server = self._server
-        request: FakeRequest = server._record_batch(api=api, body=body)  # type: ignore[arg-type]
+        request = server._record(
+            batch=True, api=api, method="POST", path="(batch line)", headers={}, body=body, raw=b""
+        )
         try:
             item = server._next_item(request)
         except Exception as exc:
             server.errors.append(exc)
-            return 500, error_body(api, 500, f"FakeProviderServer script error: {exc}")  # type: ignore[arg-type]
+            return 500, error_body(api, 500, f"FakeProviderServer script error: {exc}")
         if isinstance(item, Fault):
             code = item.status_code if item.kind == "status" else 500
             message = item.body or f"FakeProviderServer injected HTTP {code}"
-            return code, error_body(api, code, message)  # type: ignore[arg-type]
-        return 200, BUILDERS[api](resolve_reply(item, request), request)  # type: ignore[index]
+            return code, error_body(api, code, message)
+        return 200, BUILDERS[api](resolve_reply(item, request), request)
