@@ -1,38 +1,12 @@
-"""The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``)::
+"""The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``; guide:
+docs/frameworks.md, how the calls of one message combine: MERGE.md section 9).
 
-    from agent_payload.integrations.langgraph import (
-        PayloadState, change_request_tool, payload_prompt)
-
-    tool = change_request_tool(payload_type=Invoice)
-    prompt = payload_prompt(tool)           # each turn: the current payload, then the chat
-    ...                                     # a StateGraph(PayloadState) with ToolNode([tool])
-    graph.invoke({"messages": [("user", "...")], "payload": invoice}, config)
-    graph.get_state(config).values["payload"]  # the current payload, checkpointed
-
-The payload is JSON data in the graph's state (``PayloadState["payload"]``), so the checkpointer
-keeps it with the thread: every turn's model sees the current version (``payload_prompt`` /
-``payload_message`` render it, or its outline when large, read with ``read_tools``) and a
-resumed thread has it.
-
-How the calls of one ``AIMessage`` combine (MERGE.md section 9). ``ToolNode`` runs them
-together, each with the state the message saw. The tool finds that message in the state (by
-the call's id) and keeps, per message, a *turn record* in this process: a
-``ChangeRequestToolHandler`` over the payload the message saw, and each call's answer. The calls
-are judged in the message's order, whichever thread runs first (it judges the calls before its
-own, from the message's arguments), each with that payload as its base (``handle(arguments,
-base_version=0)``): rebased over the calls applied before it, or sent back as this call's own
-error ``ToolMessage`` (``concurrent_change``) when it collides. An accepted call returns a
-``Command`` whose payload update is an *edit* (``{EDIT: {...}}``): the message, the
-``payload_version`` (``agent_payload.guards.versions``, a string) of the payload it saw, the
-call's place among the accepted calls (``step``), the request as applied and the payload after
-it. The payload key's channel (``PayloadChannel``) receives the edits of a step together and
-keeps the furthest step of the message when the message's base is the payload it holds; a plain
-write replaces the payload. Anything else (edits of two messages in one step, a base that is not
-the current payload) raises ``InvalidUpdateError`` and changes nothing: no edit the model was
-told about is lost in silence. A call seen again (a step run twice) gets its first answer again;
-a guard's confirmation (``confirm``) is kept for the model's next message, where the same call
-confirms it. Each edit carries the payload after it: a message of n accepted calls writes n
-copies of the payload to the checkpoint's pending writes.
+The payload is JSON data under a state key, checkpointed with the thread. ``ToolNode`` runs the
+calls of one ``AIMessage`` together; the tool keeps per message a turn record (a handler over
+the payload the message saw, and each call's answer) and judges the calls in the message's
+order, each rebased over those accepted before it. An accepted call returns a ``Command`` whose
+payload update is an edit (``{EDIT: {...}}``) that ``PayloadChannel`` combines per step; what
+it cannot combine raises ``InvalidUpdateError`` and changes nothing.
 """
 
 from __future__ import annotations
@@ -90,7 +64,7 @@ _FIXED = ("payload", "versions", "history")
 
 class PayloadChannel(_BaseChannel):  # type: ignore[misc]
     """The payload key's channel: holds the payload (JSON data); a plain write replaces it,
-    the edits of ``change_request_tool`` are combined per step (module docstring)."""
+    the edits of ``change_request_tool`` are combined per step."""
 
     __slots__ = ("value",)
 
@@ -108,9 +82,7 @@ class PayloadChannel(_BaseChannel):  # type: ignore[misc]
     def ValueType(self) -> Any:
         return self.typ
 
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
+    UpdateType = ValueType
 
     def copy(self) -> PayloadChannel:
         new = PayloadChannel(self.typ, self.key)
@@ -176,8 +148,8 @@ class PayloadState(TypedDict):
 
 @dataclass
 class _Turn:
-    """The calls of one ``AIMessage``: a handler over the payload it saw, the message's calls of
-    this tool in order (id, arguments) and each judged call's answer by id."""
+    """The calls of one ``AIMessage``: a handler over the payload it saw, its calls of this tool
+    in order (id, arguments) and each judged call's answer by id."""
 
     message: str
     handler: ChangeRequestToolHandler
@@ -200,8 +172,8 @@ class _Turn:
 
 class _Turns:
     """The tool's turn records (the last ``_TURNS_KEPT``), and the confirmations a guard asked
-    for, by the version of the payload they were asked on: the model confirms by sending the
-    same call again, in its next message (a new turn)."""
+    for by the version of the payload they were asked on (the model confirms by sending the
+    same call in its next message)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -367,15 +339,12 @@ def change_request_tool(
     description: str | None = None,
     **handler_options: Any,
 ) -> Any:
-    """A LangChain tool editing the payload held in the graph state under ``state_key``.
-
-    ``handler_options`` are ``ChangeRequestToolHandler``'s (``payload_type``, ``marker``,
-    ``guards``, ``validators``, ``permissions``, ``read_scope``); each model message's calls
-    are judged by a handler built with them over the payload that message saw. ``marker``
-    defaults to ``"DELETE"`` (fixed: the tool's description names it). Run it in LangGraph's
-    ``ToolNode`` (``create_react_agent``, LangChain's ``create_agent``); it returns a
-    ``Command`` updating the payload and answering the call (``status="error"`` and nothing
-    applied for a refused call).
+    """A LangChain tool for LangGraph's ``ToolNode`` editing the payload held in the graph state
+    under ``state_key``: it returns a ``Command`` updating the payload and answering the call
+    (``status="error"``, nothing applied, for a refused call). ``handler_options`` are
+    ``ChangeRequestToolHandler``'s (``payload_type``, ``marker``, ``guards``, ``validators``,
+    ``permissions``, ``read_scope``); ``marker`` defaults to ``"DELETE"`` (fixed: the tool's
+    description names it).
     """
     caller = "langgraph.change_request_tool"
     if not isinstance(state_key, str) or not state_key or state_key == "messages":
@@ -440,10 +409,9 @@ def _shown(state: Any, settings: _Options, where: str) -> Any:
 
 
 def read_tools(tool: Any = None, *, max_payload_tokens: int) -> list[Any]:
-    """The two read tools of outline mode (``read_payload``, ``find_in_payload``: README
-    "Payloads larger than the context") over the state's payload, for the model shown an
-    outline by ``payload_message(..., max_payload_tokens=)`` (the same budget): add them to
-    the ``ToolNode`` and the model's tools beside ``tool``. A bad call gets an error text."""
+    """Outline mode's read tools (``read_payload``, ``find_in_payload``) over the state's
+    payload, for the model shown an outline by ``payload_message(..., max_payload_tokens=)``
+    (the same budget): add them to the ``ToolNode`` and the model's tools beside ``tool``."""
     settings = _settings(tool)
     if isinstance(max_payload_tokens, bool) or not isinstance(max_payload_tokens, int):
         raise ConfigurationError(
@@ -481,11 +449,9 @@ def payload_message(
     max_payload_tokens: int | None = None,
 ) -> Any:
     """The system message showing the state's current payload (``tool``'s state key, marker,
-    name and read scope; the defaults without one) and how to edit it: the instructions to
-    call the tool, ``instructions`` added. Longer than ``max_payload_tokens``: the payload's
-    outline (``agent_payload.outline``) instead, which tells the model to read the rest with
-    ``read_tools`` (give it those; the number of reads it is told of is not counted here: the
-    graph's ``recursion_limit`` bounds the loop). Render it on every turn (``payload_prompt``)."""
+    name and read scope; the defaults without one) and how to edit it, ``instructions`` added;
+    longer than ``max_payload_tokens``, its outline instead (to be read with ``read_tools``).
+    Render it on every turn (``payload_prompt``)."""
     settings = _settings(tool)
     shown = _shown(state, settings, "payload_message")
     outlined = None
