@@ -195,6 +195,11 @@ class ResponseShape:
             raise self.error(where, expected, value)
         return value
 
+    def text(self, obj: object, name: str, at: str = "", *, optional: bool = False) -> Any:
+        """``obj.name`` as text; ``at``: where ``obj`` stands in the body (for the error)."""
+        where = f"{at}.{name}" if at else name
+        return self.field(obj, name, where, str, "text", optional=optional)
+
     def items(self, obj: object, name: str, where: str, expected: str) -> list[Any]:
         """``obj.name`` as a list whose elements are all present (no ``null``), else the error."""
         value: list[Any] = self.field(obj, name, where, list, f"an array of {expected}")
@@ -323,21 +328,24 @@ class SdkErrors:
         retries = getattr(client, "max_retries", None)
         after = f" after the client's retries (max_retries={retries})" if retries else ""
         where = f"{self.api} model {model!r}"
+
+        def failed(text: str, retryable: bool, status: int | None = None) -> ProviderError:
+            return ProviderError(
+                f"{where}: {text}", provider=self.provider, status_code=status, retryable=retryable
+            )
+
         err: Any = exc  # the SDK's classes are parameters: their attributes are not typed here
         if isinstance(exc, self.timeout):
-            return ProviderError(
-                f"{where}: the request timed out{after}. Raise the client's timeout or "
-                f"max_retries ({self.client_class}(timeout=..., max_retries=...)), or try again "
-                "later.",
-                provider=self.provider,
-                retryable=True,
+            return failed(
+                f"the request timed out{after}. Raise the client's timeout or max_retries "
+                f"({self.client_class}(timeout=..., max_retries=...)), or try again later.",
+                True,
             )
         if isinstance(exc, self.connection):
-            return ProviderError(
-                f"{where}: the connection failed{after} ({exc.__cause__ or exc}). Check the "
-                "client's base_url and the network, or try again later.",
-                provider=self.provider,
-                retryable=True,
+            return failed(
+                f"the connection failed{after} ({exc.__cause__ or exc}). Check the client's "
+                "base_url and the network, or try again later.",
+                True,
             )
         if isinstance(exc, self.status):
             status = err.status_code
@@ -348,21 +356,18 @@ class SdkErrors:
                 else "check the model name, the API key and the request options"
             )
             detail = self.status_detail(exc).rstrip(".")
-            return ProviderError(
-                f"{where}: HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx "
-                f"response; {hint}.",
-                provider=self.provider,
-                status_code=status,
-                retryable=retryable,
+            return failed(
+                f"HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx response; "
+                f"{hint}.",
+                retryable,
+                status,
             )
         if isinstance(exc, self.validation):
-            return ProviderError(
-                f"{where}: the response body does not have the expected shape (HTTP "
-                f"{err.status_code}): {err.message}. Is the client's base_url "
-                f"{self.expected_server}?",
-                provider=self.provider,
-                status_code=err.status_code,
-                retryable=False,
+            return failed(
+                f"the response body does not have the expected shape (HTTP {err.status_code}): "
+                f"{err.message}. Is the client's base_url {self.expected_server}?",
+                False,
+                err.status_code,
             )
         if isinstance(exc, TypeError):
             if self.missing_credentials is not None and "authentication method" in str(exc):
@@ -377,17 +382,14 @@ class SdkErrors:
                 "inside extra_body={...}."
             )
         if isinstance(exc, self.base):
-            return ProviderError(
-                f"{where}: the SDK failed: {exc}", provider=self.provider, retryable=False
-            )
+            return failed(f"the SDK failed: {exc}", False)
         if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
-            return ProviderError(
-                f"{where}: the response body is not valid JSON ({exc}); expected an {self.api} "
-                "API response. A proxy or gateway may have answered instead of the API; try "
-                "again later or check the client's base_url.",
-                provider=self.provider,
-                status_code=200,
-                retryable=True,
+            return failed(
+                f"the response body is not valid JSON ({exc}); expected an {self.api} API "
+                "response. A proxy or gateway may have answered instead of the API; try again "
+                "later or check the client's base_url.",
+                True,
+                200,
             )
         return None
 

@@ -215,16 +215,12 @@ class AnthropicModel(Adapter):
         calls: list[ToolCall] = []
         forced = request.output_mode in ("tool", "json_schema")
         for n, block in enumerate(shape.items(message, "content", "content", "content blocks")):
-            kind = shape.field(block, "type", f"content[{n}].type", str, "text")
+            kind = shape.text(block, "type", f"content[{n}]")
             if kind == "text":
-                texts.append(shape.field(block, "text", f"content[{n}].text", str, "text"))
+                texts.append(shape.text(block, "text", f"content[{n}]"))
             elif kind == "tool_use" and (request.tools or forced):
-                name = shape.field(block, "name", f"content[{n}].name", str, "text")
-                block_id = (
-                    shape.field(block, "id", f"content[{n}].id", str, "text")
-                    if request.tools
-                    else ""
-                )
+                name = shape.text(block, "name", f"content[{n}]")
+                block_id = shape.text(block, "id", f"content[{n}]") if request.tools else ""
                 if request.tools or tool_input is None or name == request.tool_name:
                     arguments = shape.field(
                         block, "input", f"content[{n}].input", dict, "an object"
@@ -235,7 +231,7 @@ class AnthropicModel(Adapter):
                     if forced and (name == request.tool_name or not request.tools):
                         tool_input = dumped
         text = "".join(texts)
-        stop = shape.field(message, "stop_reason", "stop_reason", str, "text", optional=True)
+        stop = shape.text(message, "stop_reason", optional=True)
         refusal: str | None = None
         if is_refusal(stop):
             details = message.stop_details
@@ -252,7 +248,7 @@ class AnthropicModel(Adapter):
             + cache_write
             + cache_read
         )
-        model = shape.field(message, "model", "model", str, "text", optional=True)
+        model = shape.text(message, "model", optional=True)
         return ModelReply(
             text=tool_input if tool_input is not None else text,
             tool_calls=tuple(calls),

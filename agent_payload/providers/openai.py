@@ -153,15 +153,17 @@ class _OpenAIModel(Adapter):
     def _structured(self, named: dict[str, Any]) -> dict[str, Any]:
         """The parameters asking for JSON output of the schema ``named``."""
 
-    @staticmethod
-    def _usage(
-        shape: ResponseShape, usage: object, names: tuple[str, str, str], details: type
-    ) -> Usage:
-        """Input and output tokens (``names``), and the cache reads and writes of the input
-        details (``names[2]``; 0 where not reported)."""
-        inputs, outputs, details_name = names
+    _usage_names: tuple[str, str, str]
+    """The usage's input and output tokens and input details (cache reads and writes)."""
+    _usage_types: tuple[type, type]
+    """The types of the usage and of its input details."""
+
+    def _usage(self, shape: ResponseShape, result: object) -> Usage:
+        inputs, outputs, details_name = self._usage_names
+        usage_type, details_type = self._usage_types
+        usage = shape.field(result, "usage", "usage", usage_type, "a usage object", optional=True)
         where = f"usage.{details_name}"
-        found = shape.field(usage, details_name, where, details, "an object", optional=True)
+        found = shape.field(usage, details_name, where, details_type, "an object", optional=True)
         return Usage(
             shape.tokens(usage, inputs, f"usage.{inputs}"),
             shape.tokens(usage, outputs, f"usage.{outputs}"),
@@ -190,6 +192,8 @@ class OpenAIChatModel(_OpenAIModel):
     _result_type = ChatCompletion
     _result_kind = "chat.completion"
     _shape_kind = "chat completion"
+    _usage_names = ("prompt_tokens", "completion_tokens", "prompt_tokens_details")
+    _usage_types = (CompletionUsage, PromptTokensDetails)
 
     def __init__(
         self,
@@ -229,8 +233,7 @@ class OpenAIChatModel(_OpenAIModel):
         choice = shape.items(completion, "choices", "choices", "choice objects")[0]
         where = "choices[0].message"
         message = shape.field(choice, "message", where, ChatCompletionMessage, "a message object")
-        text = shape.field(message, "content", f"{where}.content", str, "text", optional=True)
-        text = text or ""
+        text = shape.text(message, "content", where, optional=True) or ""
         calls: list[Any] = []
         if request.output_mode == "tool" or request.tools:
             calls = (
@@ -245,20 +248,9 @@ class OpenAIChatModel(_OpenAIModel):
             if chosen is None and functions and not request.tools:
                 chosen = functions[0]
             if chosen is not None:
-                text = shape.field(
-                    chosen.function,
-                    "arguments",
-                    f"{where}.tool_calls[].function.arguments",
-                    str,
-                    "text",
-                )
-        refusal = shape.field(message, "refusal", f"{where}.refusal", str, "text", optional=True)
-        finish = shape.field(
-            choice, "finish_reason", "choices[0].finish_reason", str, "text", optional=True
-        )
-        usage = shape.field(
-            completion, "usage", "usage", CompletionUsage, "a usage object", optional=True
-        )
+                text = shape.text(chosen.function, "arguments", f"{where}.tool_calls[].function")
+        refusal = shape.text(message, "refusal", where, optional=True)
+        finish = shape.text(choice, "finish_reason", "choices[0]", optional=True)
         tool_calls: tuple[ToolCall, ...] = ()
         if request.tools:
             tool_calls = tuple(
@@ -270,13 +262,8 @@ class OpenAIChatModel(_OpenAIModel):
             finish_reason=finish,
             truncated=is_truncation(finish),
             refusal=refusal or None,
-            usage=self._usage(
-                shape,
-                usage,
-                ("prompt_tokens", "completion_tokens", "prompt_tokens_details"),
-                PromptTokensDetails,
-            ),
-            model_name=shape.field(completion, "model", "model", str, "text", optional=True),
+            usage=self._usage(shape, completion),
+            model_name=shape.text(completion, "model", optional=True),
             raw=completion,
         )
 
@@ -305,6 +292,8 @@ class OpenAIResponsesModel(_OpenAIModel):
     _result_type = Response
     _result_kind = "response"
     _shape_kind = "response"
+    _usage_names = ("input_tokens", "output_tokens", "input_tokens_details")
+    _usage_types = (ResponseUsage, InputTokensDetails)
     max_tokens_param = "max_output_tokens"
 
     def _messages(self, request: ModelRequest) -> dict[str, Any]:
@@ -336,41 +325,29 @@ class OpenAIResponsesModel(_OpenAIModel):
         arguments: str | None = None
         calls: list[ToolCall] = []
         for n, item in enumerate(shape.items(response, "output", "output", "output items")):
-            kind = shape.field(item, "type", f"output[{n}].type", str, "text")
+            kind = shape.text(item, "type", f"output[{n}]")
             if kind == "message":
                 parts = shape.items(item, "content", f"output[{n}].content", "content parts")
                 for m, part in enumerate(parts):
                     where = f"output[{n}].content[{m}]"
-                    part_kind = shape.field(part, "type", f"{where}.type", str, "text")
+                    part_kind = shape.text(part, "type", where)
                     if part_kind == "output_text":
-                        texts.append(shape.field(part, "text", f"{where}.text", str, "text"))
+                        texts.append(shape.text(part, "text", where))
                     elif part_kind == "refusal":
-                        refusals.append(
-                            shape.field(part, "refusal", f"{where}.refusal", str, "text")
-                        )
+                        refusals.append(shape.text(part, "refusal", where))
             elif kind == "function_call" and (request.output_mode == "tool" or request.tools):
-                name = shape.field(item, "name", f"output[{n}].name", str, "text")
-                call_arguments = shape.field(
-                    item, "arguments", f"output[{n}].arguments", str, "text"
-                )
+                name = shape.text(item, "name", f"output[{n}]")
+                call_arguments = shape.text(item, "arguments", f"output[{n}]")
                 if request.tools:
-                    call_id = shape.field(item, "call_id", f"output[{n}].call_id", str, "text")
+                    call_id = shape.text(item, "call_id", f"output[{n}]")
                     calls.append(ToolCall(call_id, name, call_arguments))
                 if request.output_mode == "tool" and (
                     name == request.tool_name or (arguments is None and not request.tools)
                 ):
                     arguments = call_arguments
-        status = shape.field(response, "status", "status", str, "text", optional=True)
-        reason = shape.field(
-            response.incomplete_details,
-            "reason",
-            "incomplete_details.reason",
-            str,
-            "text",
-            optional=True,
-        )
-        usage = shape.field(
-            response, "usage", "usage", ResponseUsage, "a usage object", optional=True
+        status = shape.text(response, "status", optional=True)
+        reason = shape.text(
+            response.incomplete_details, "reason", "incomplete_details", optional=True
         )
         return ModelReply(
             text=arguments if arguments is not None else "".join(texts),
@@ -378,13 +355,8 @@ class OpenAIResponsesModel(_OpenAIModel):
             finish_reason=reason if status == "incomplete" and reason else status,
             truncated=is_truncation(reason),
             refusal="\n".join(refusals) or None,
-            usage=self._usage(
-                shape,
-                usage,
-                ("input_tokens", "output_tokens", "input_tokens_details"),
-                InputTokensDetails,
-            ),
-            model_name=shape.field(response, "model", "model", str, "text", optional=True),
+            usage=self._usage(shape, response),
+            model_name=shape.text(response, "model", optional=True),
             raw=response,
         )
 

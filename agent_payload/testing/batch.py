@@ -282,58 +282,45 @@ class BatchFakes:
                 )
             return
         expired = not cancelled and bool(self._server.batch_expire(batch.number))
-        endpoint = str(batch.data["endpoint"])
-        api = _ENDPOINT_API.get(endpoint, "chat.completions")
+        api = _ENDPOINT_API.get(str(batch.data["endpoint"]), "chat.completions")
         out: list[str] = []
         err: list[str] = []
         for line in batch.lines:
-            custom_id = line.get("custom_id")
-            if expired or cancelled:
-                code = "batch_expired" if expired else "batch_cancelled"
-                err.append(
-                    json.dumps(
-                        {
-                            "id": self._new_id("batch_req_"),
-                            "custom_id": custom_id,
-                            "response": None,
-                            "error": {"code": code, "message": f"This request was not run: {code}"},
-                        }
-                    )
-                )
-                continue
-            status, body = self._answer_line(api, line.get("body"))
-            record = {
+            record: dict[str, Any] = {
                 "id": self._new_id("batch_req_"),
-                "custom_id": custom_id,
-                "response": {
-                    "status_code": status,
-                    "request_id": self._new_id("req_"),
-                    "body": body,
-                },
+                "custom_id": line.get("custom_id"),
+                "response": None,
                 "error": None,
             }
+            status = None
+            if expired or cancelled:
+                code = "batch_expired" if expired else "batch_cancelled"
+                record["error"] = {"code": code, "message": f"This request was not run: {code}"}
+            else:
+                status, body = self._answer_line(api, line.get("body"))
+                request_id = self._new_id("req_")
+                record["response"] = {"status_code": status, "request_id": request_id, "body": body}
             (out if status == 200 else err).append(json.dumps(record))
-        now = int(time.time())
+        ended = "cancelled" if cancelled else ("expired" if expired else "completed")
         with self._lock:
-            output_id = self._store("\n".join(out)) if out else None
-            error_id = self._store("\n".join(err)) if err else None
             batch.data.update(
-                status="cancelled" if cancelled else ("expired" if expired else "completed"),
-                output_file_id=output_id,
-                error_file_id=error_id,
+                status=ended,
+                output_file_id=self._store(out),
+                error_file_id=self._store(err),
                 request_counts={
                     "total": len(batch.lines),
                     "completed": len(out),
                     "failed": len(err),
                 },
             )
-            batch.data[
-                "cancelled_at" if cancelled else ("expired_at" if expired else "completed_at")
-            ] = now
+            batch.data[f"{ended}_at"] = int(time.time())
 
-    def _store(self, text: str) -> str:
+    def _store(self, lines: list[str]) -> str | None:
+        """A results file of these lines (None for none)."""
+        if not lines:
+            return None
         file_id = self._new_id("file-")
-        self._files[file_id] = (text + "\n").encode()
+        self._files[file_id] = "".join(line + "\n" for line in lines).encode()
         self._result_files.add(file_id)
         return file_id
 
@@ -382,30 +369,24 @@ class BatchFakes:
         expired = bool(self._server.batch_expire(batch.number))
         failure = self._server.batch_fail(batch.number)
         results: list[dict[str, Any]] = []
-        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
         for entry in batch.lines:
-            custom_id = entry.get("custom_id")
+            result: dict[str, Any]
             if expired:
-                results.append({"custom_id": custom_id, "result": {"type": "expired"}})
-                counts["expired"] += 1
-                continue
-            if failure is not None:
+                result = {"type": "expired"}
+            elif failure is not None:
                 error = {"type": "error", "error": {"type": "api_error", "message": failure}}
                 result = {"type": "errored", "error": error}
-                results.append({"custom_id": custom_id, "result": result})
-                counts["errored"] += 1
-                continue
-            status, body = self._answer_line("messages", entry.get("params"))
-            if status == 200:
-                results.append(
-                    {"custom_id": custom_id, "result": {"type": "succeeded", "message": body}}
-                )
-                counts["succeeded"] += 1
             else:
-                results.append(
-                    {"custom_id": custom_id, "result": {"type": "errored", "error": body}}
+                status, body = self._answer_line("messages", entry.get("params"))
+                ok = status == 200
+                result = (
+                    {"type": "succeeded", "message": body}
+                    if ok
+                    else {"type": "errored", "error": body}
                 )
-                counts["errored"] += 1
+            counts[result["type"]] += 1
+            results.append({"custom_id": entry.get("custom_id"), "result": result})
         with self._lock:
             batch.results = results
             batch.data.update(
