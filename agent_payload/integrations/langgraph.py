@@ -31,16 +31,20 @@ from agent_payload.integrations._common import require
 from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler, openai_tool
 from agent_payload.usage import estimate_tokens
 
-_graph = require("langgraph.graph.message", package="langgraph", extra="langgraph")
-_channels = require("langgraph.channels.base", package="langgraph", extra="langgraph")
-_errors = require("langgraph.errors", package="langgraph", extra="langgraph")
-_types = require("langgraph.types", package="langgraph", extra="langgraph")
-_prebuilt = require("langgraph.prebuilt", package="langgraph", extra="langgraph")
+_graph, _channels, _errors, _types, _prebuilt, _typing = (
+    require(f"langgraph.{name}", package="langgraph", extra="langgraph")
+    for name in (
+        "graph.message",
+        "channels.base",
+        "errors",
+        "types",
+        "prebuilt",
+        "_internal._typing",
+    )
+)
 _lc_tools = require("langchain_core.tools", package="langchain-core", extra="langgraph")
 _lc_messages = require("langchain_core.messages", package="langchain-core", extra="langgraph")
-_LG_MISSING: Any = require(
-    "langgraph._internal._typing", package="langgraph", extra="langgraph"
-).MISSING
+_LG_MISSING: Any = _typing.MISSING
 _BaseChannel: Any = _channels.BaseChannel
 _BaseTool: Any = _lc_tools.BaseTool
 
@@ -85,9 +89,7 @@ class PayloadChannel(_BaseChannel):  # type: ignore[misc]
     UpdateType = ValueType
 
     def copy(self) -> PayloadChannel:
-        new = PayloadChannel(self.typ, self.key)
-        new.value = self.value
-        return new
+        return self.from_checkpoint(self.checkpoint())
 
     def checkpoint(self) -> Any:
         return _LG_MISSING if self.value is _MISSING else self.value
@@ -163,9 +165,7 @@ class _Turn:
         """The calls to judge now, in the message's order: those before ``call_id`` not judged
         yet, then ``call_id`` itself (with the arguments it was given)."""
         ids = [c for c, _ in self.calls]
-        if call_id not in ids:
-            return [] if call_id in self.answers else [(call_id, arguments)]
-        before = self.calls[: ids.index(call_id)]
+        before = self.calls[: ids.index(call_id)] if call_id in ids else []
         due = [(c, a) for c, a in before if c not in self.answers]
         return due + ([] if call_id in self.answers else [(call_id, arguments)])
 
@@ -232,91 +232,87 @@ class _Injected(BaseModel):
     state: Annotated[dict[str, Any], _prebuilt.InjectedState]
 
 
-def _tool_class() -> type[Any]:
-    class PayloadStateTool(_BaseTool):  # type: ignore[misc]
-        """Applies the model's change requests to the payload in the graph state."""
+class PayloadStateTool(_BaseTool):  # type: ignore[misc]
+    """Applies the model's change requests to the payload in the graph state."""
 
-        model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
-        settings: _Options
-        turns: _Turns
+    settings: _Options
+    turns: _Turns
 
-        def get_input_schema(self, config: Any = None) -> Any:
-            return _Injected  # ToolNode reads the injected arguments from here
+    def get_input_schema(self, config: Any = None) -> Any:
+        return _Injected  # ToolNode reads the injected arguments from here
 
-        def _to_args_and_kwargs(self, tool_input: Any, tool_call_id: Any) -> Any:
-            args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
-            return args, {**kwargs, "tool_call_id": tool_call_id}
+    def _to_args_and_kwargs(self, tool_input: Any, tool_call_id: Any) -> Any:
+        args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
+        return args, {**kwargs, "tool_call_id": tool_call_id}
 
-        def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
-            turn, call_id, arguments = self._turn(kwargs)
-            with turn.lock:
-                for due_id, due_arguments in turn.due(call_id, arguments):
-                    result = turn.handler.handle(due_arguments, base_version=0)
-                    turn.answers[due_id] = self._command(turn, due_id, result)
-                return turn.answers[call_id]
+    def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+        turn, call_id, arguments = self._turn(kwargs)
+        with turn.lock:
+            for due_id, due_arguments in turn.due(call_id, arguments):
+                result = turn.handler.handle(due_arguments, base_version=0)
+                turn.answers[due_id] = self._command(turn, due_id, result)
+            return turn.answers[call_id]
 
-        async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
-            turn, call_id, arguments = self._turn(kwargs)
-            with turn.lock:
-                if turn.alock is None:
-                    turn.alock = asyncio.Lock()
-            async with turn.alock:
-                for due_id, due_arguments in turn.due(call_id, arguments):
-                    result = await turn.handler.ahandle(due_arguments, base_version=0)
-                    turn.answers[due_id] = self._command(turn, due_id, result)
-                return turn.answers[call_id]
+    async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+        turn, call_id, arguments = self._turn(kwargs)
+        with turn.lock:
+            if turn.alock is None:
+                turn.alock = asyncio.Lock()
+        async with turn.alock:
+            for due_id, due_arguments in turn.due(call_id, arguments):
+                result = await turn.handler.ahandle(due_arguments, base_version=0)
+                turn.answers[due_id] = self._command(turn, due_id, result)
+            return turn.answers[call_id]
 
-        def _turn(self, kwargs: dict[str, Any]) -> tuple[_Turn, str, dict[str, Any]]:
-            state = kwargs.pop("state", None)
-            call_id = kwargs.pop("tool_call_id", None)
-            key = self.settings.state_key
-            where = f"langgraph.change_request_tool ({self.name!r})"
-            if not isinstance(state, dict) or call_id is None:
-                raise UsageError(
-                    f"{where}: no graph state; the tool reads the payload from LangGraph state, "
-                    "so run it in a ToolNode (create_react_agent, create_agent) with a tool call "
-                    "(an AIMessage's tool_calls entry)"
-                )
-            if key not in state:
-                raise UsageError(
-                    f"{where}: the graph state has no {key!r} key (keys: {sorted(state)}); use "
-                    f"PayloadState (or a state with a {key!r} key of PayloadChannel) and put the "
-                    f"payload in the input: {{'messages': [...], {key!r}: payload}}"
-                )
-            payload = json_data(state[key])
-            version = payload_version(payload)
-            message, calls = _message_of(state.get("messages") or (), str(call_id), self.name)
-
-            def make() -> _Turn:
-                handler = self.turns.handler(self.settings, payload, version)
-                return _Turn(message, handler, version, calls)
-
-            return self.turns.get((message, version), make), str(call_id), kwargs
-
-        def _command(self, turn: _Turn, call_id: str, result: Any) -> Any:
-            self.turns.asked(turn.handler)
-            message = _lc_messages.ToolMessage(
-                content=result.content,
-                name=self.name,
-                tool_call_id=call_id,
-                status="error" if result.is_error else "success",
+    def _turn(self, kwargs: dict[str, Any]) -> tuple[_Turn, str, dict[str, Any]]:
+        state = kwargs.pop("state", None)
+        call_id = kwargs.pop("tool_call_id", None)
+        key = self.settings.state_key
+        where = f"langgraph.change_request_tool ({self.name!r})"
+        if not isinstance(state, dict) or call_id is None:
+            raise UsageError(
+                f"{where}: no graph state; the tool reads the payload from LangGraph state, "
+                "so run it in a ToolNode (create_react_agent, create_agent) with a tool call "
+                "(an AIMessage's tool_calls entry)"
             )
-            update: dict[str, Any] = {"messages": [message]}
-            if not result.is_error:
-                edit = {
-                    "turn": turn.message,
-                    "version": turn.version,
-                    "step": result.version,
-                    "call": call_id,
-                    "request": result.change_request.to_wire(),
-                    "payload": json_data(result.payload),
-                }
-                update[self.settings.state_key] = {EDIT: edit}
-            return _types.Command(update=update)
+        if key not in state:
+            raise UsageError(
+                f"{where}: the graph state has no {key!r} key (keys: {sorted(state)}); use "
+                f"PayloadState (or a state with a {key!r} key of PayloadChannel) and put the "
+                f"payload in the input: {{'messages': [...], {key!r}: payload}}"
+            )
+        payload = json_data(state[key])
+        version = payload_version(payload)
+        message, calls = _message_of(state.get("messages") or (), str(call_id), self.name)
 
-    PayloadStateTool.__module__ = __name__
-    return PayloadStateTool
+        def make() -> _Turn:
+            handler = self.turns.handler(self.settings, payload, version)
+            return _Turn(message, handler, version, calls)
+
+        return self.turns.get((message, version), make), str(call_id), kwargs
+
+    def _command(self, turn: _Turn, call_id: str, result: Any) -> Any:
+        self.turns.asked(turn.handler)
+        message = _lc_messages.ToolMessage(
+            content=result.content,
+            name=self.name,
+            tool_call_id=call_id,
+            status="error" if result.is_error else "success",
+        )
+        update: dict[str, Any] = {"messages": [message]}
+        if not result.is_error:
+            edit = {
+                "turn": turn.message,
+                "version": turn.version,
+                "step": result.version,
+                "call": call_id,
+                "request": result.change_request.to_wire(),
+                "payload": json_data(result.payload),
+            }
+            update[self.settings.state_key] = {EDIT: edit}
+        return _types.Command(update=update)
 
 
 def _message_of(messages: Sequence[Any], call_id: str, name: str) -> tuple[str, list[Any]]:
@@ -363,7 +359,6 @@ def change_request_tool(
         )
     marker = handler_options.pop("marker", None) or MARKER
     tool_name = name or DEFAULT_TOOL_NAME
-    handler_options.pop("name", None)
     if description is not None and (not isinstance(description, str) or not description.strip()):
         raise ConfigurationError(f"{caller}: description must be a non-empty string")
     definition = openai_tool(
@@ -373,7 +368,7 @@ def change_request_tool(
     # the options checked now (the payload comes with each message; its type is checked above)
     probe = {k: v for k, v in handler_options.items() if k != "payload_type"}
     _Options(state_key, tool_name, marker, probe).handler({})
-    return _tool_class()(
+    return PayloadStateTool(
         name=tool_name,
         description=description or str(definition["description"]),
         args_schema=dict(definition["parameters"]),
