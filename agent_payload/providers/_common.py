@@ -401,16 +401,13 @@ class Adapter(ABC):
 
     provider: str
     _errors: SdkErrors
-    _api: str
-    """Names the API in a ``ResponseShape``'s errors."""
+    _api: str  # names the API in a ``ResponseShape``'s errors
     _sync_client: str
     _async_client: str
-    _build_hint: str
-    """How to build a client, in the error for a wrong one."""
+    _build_hint: str  # how to build a client, in the error for a wrong one
     _example_model: str
     _result_type: type
-    _result_kind: str
-    """The name of ``_result_type`` in the error for a body that is not one."""
+    _result_kind: str  # the name of ``_result_type`` in the error for a body that is not one
     _shape_kind: str
 
     def __init__(self, client: Any, model_name: str | None, defaults: dict[str, Any]) -> None:

@@ -20,6 +20,8 @@ from agent_payload.providers.batching import BatchStatus, LineError, custom_id_o
 
 __all__ = ["AnthropicBatchBackend"]
 
+_COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")
+
 
 class AnthropicBatchBackend:
     provider = "anthropic"
@@ -52,13 +54,7 @@ class AnthropicBatchBackend:
                 if created < since - 300:
                     break  # newest first
                 counts = batch.request_counts
-                total = (
-                    counts.processing
-                    + counts.succeeded
-                    + counts.errored
-                    + counts.canceled
-                    + counts.expired
-                )
+                total = sum(getattr(counts, n) for n in _COUNTS)
                 if created >= since - 5 and total == len(ids):
                     candidates.append(str(batch.id))
             for batch_id in candidates:

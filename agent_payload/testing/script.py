@@ -205,27 +205,23 @@ class Fault:
         *,
         content_type: str = "text/html",
     ) -> Fault:
-        """A 200 whose body is not JSON. With ``content_type="application/json"`` the SDK's JSON
-        decoding fails; with a non-JSON type (the default, like a proxy's error page) the SDK
-        hands back the raw text."""
+        """A 200 whose body is not JSON: with ``content_type="application/json"`` the SDK's
+        decoding fails; with another type (a proxy's error page) it hands back the raw text."""
         return cls(kind="not_json", body=body, content_type=content_type)
 
     @classmethod
     def malformed(
         cls, transform: Callable[[dict[str, Any]], Any], *, then: Reply | str = "{}"
     ) -> Fault:
-        """A 200 whose JSON body is a well-formed answer (to ``then``, in the request's API)
-        passed through ``transform``: a shape the adapters do not understand, such as
-        ``lambda body: {**body, "output": None}``. ``transform`` gets a copy it may change in
-        place (return it) or replace."""
+        """A 200 whose JSON body is a good answer (to ``then``) passed through ``transform`` (it
+        gets a copy, to change and return or replace), e.g. ``lambda b: {**b, "output": None}``."""
         return cls(kind="malformed", then=then, transform=transform)
 
     @classmethod
     def stream_cut(cls, after: int = 3, *, then: Reply | str = "{}", clean: bool = False) -> Fault:
-        """A streamed answer (to ``then``) whose connection is reset (TCP RST) after its first
-        ``after`` events; ``clean=True`` ends the body properly there instead, without the
-        API's closing events (a server that gave up). To a request that does not stream, the
-        same as ``reset()``."""
+        """A streamed answer (to ``then``) whose connection is reset after its first ``after``
+        events (``clean=True``: the body just ends there); ``reset()`` to a request that does
+        not stream."""
         return cls(kind="stream_cut", after=after, then=then, clean=clean)
 
     @classmethod
@@ -233,17 +229,14 @@ class Fault:
         cls, after: int = 3, *, message: str | None = None, then: Reply | str = "{}"
     ) -> Fault:
         """A streamed answer (to ``then``) that sends the API's own error event after its first
-        ``after`` events and ends there (Chat Completions ``data: {"error": ...}``, a Responses
-        ``error`` event, an Anthropic ``error`` event of type ``overloaded_error``); to a request
-        that does not stream, an HTTP 500 with that message (and ``x-should-retry: false``)."""
+        ``after`` events and ends there; to a request that does not stream, an HTTP 500 with
+        that message (``x-should-retry: false``)."""
         return cls(kind="stream_error", after=after, then=then, body=message)
 
     @classmethod
     def trickle(cls, seconds: float, *, then: Reply | str = "{}") -> Fault:
         """A slow server: a streamed answer (to ``then``) whose events come ``seconds`` apart;
-        to a request that does not stream, the whole answer after as long as all the events
-        would take (so a client's read timeout shorter than that fires only without
-        streaming)."""
+        to a request that does not stream, the whole answer after as long as they would take."""
         return cls(kind="trickle", seconds=seconds, then=then)
 
     @classmethod

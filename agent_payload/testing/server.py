@@ -302,18 +302,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _never(number: int) -> bool:
-    return False
-
-
-def _no_failure(number: int) -> str | None:
-    return None
-
-
-def _same_line(line: str) -> str:
-    return line
-
-
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One SSL context for every client built here (the SDK's HTTP client wants one even for
@@ -423,14 +411,14 @@ class FakeProviderServer:
         """Script errors (exhausted script, a handler that raised, a bad item), in order."""
         self.batch_polls = 0
         """Batch APIs: retrieves that answer "in progress" before a batch ends."""
-        self.batch_expire: Callable[[int], bool] = _never
+        self.batch_expire: Callable[[int], bool] = lambda number: False
         """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
         self.batch_faults: dict[str, list[Fault]] = {}
         """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``),
         one per call; a ``create`` fault is sent after the batch was created."""
-        self.batch_fail: Callable[[int], str | None] = _no_failure
+        self.batch_fail: Callable[[int], str | None] = lambda number: None
         """Batch APIs: ``batch_fail(n)`` a message makes the n-th batch fail as a whole."""
-        self.batch_result_line: Callable[[str], str] = _same_line
+        self.batch_result_line: Callable[[str], str] = lambda line: line
         """Batch APIs: every line of a batch's results passes through it as it is served."""
         self._batches = BatchFakes(self)
         with self._lock:

@@ -175,20 +175,11 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
                 arguments = json.loads(call.text)
             except ValueError:
                 arguments = None
-            if isinstance(arguments, dict):
-                content.append(
-                    {
-                        "type": "tool_use",
-                        "id": new_id("toolu_"),
-                        "name": call.tool_name,
-                        "input": arguments,
-                    }
-                )
+            if isinstance(arguments, dict) or reply.length_limited:
+                # (cut by max_tokens, the call still comes, with what input it has)
+                block = {"type": "tool_use", "id": new_id("toolu_"), "name": call.tool_name}
+                content.append({**block, "input": arguments if isinstance(arguments, dict) else {}})
                 stop_reason = "tool_use"
-            elif reply.length_limited:
-                # A tool call cut by max_tokens: the API returns the block with what it has.
-                block = {"type": "tool_use", "id": new_id("toolu_"), "input": {}}
-                content.append({**block, "name": call.tool_name})
             else:
                 # Tool input is always an object in this API; anything else is sent as text.
                 content.append({"type": "text", "text": call.text, "citations": None})
