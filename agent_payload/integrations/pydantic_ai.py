@@ -51,26 +51,26 @@ def change_request_tool(
         raise ConfigurationError(
             f"{_CALLER}: max_retries must be a whole number 0 or more, found {max_retries!r}"
         )
-    model_retry = pydantic_ai.ModelRetry
-
-    async def apply(
-        handler: ChangeRequestToolHandler, ctx: RunContext[Any], arguments: dict[str, Any]
-    ) -> str:
-        result = await handler.ahandle(arguments, turn=_turn(ctx))
-        if result.is_error:
-            raise model_retry(result.content)
-        return result.content
-
-    tool: Tool[Any]
     if isinstance(handler, ChangeRequestToolHandler):
-        tool = _tool_of_handler(pydantic_ai, handler, name, description, apply)
+        spec, prepare = tool_spec(handler, name=name, description=description, caller=_CALLER), None
     elif callable(handler):
-        tool = _tool_of_each_run(pydantic_ai, handler, name, description, apply)
+        spec, prepare = _each_run(handler, name, description)
     else:
         raise ConfigurationError(
             f"{_CALLER}: expected a ChangeRequestToolHandler or a function of the RunContext "
             f"returning one, found {type(handler).__name__}"
         )
+
+    # ``ctx`` is positional-only: the model's arguments may hold a "ctx" key of their own.
+    async def call(ctx: RunContext[Any], /, **arguments: Any) -> str:
+        result = await _run_handler(handler, ctx).ahandle(arguments, turn=_turn(ctx))
+        if result.is_error:
+            raise pydantic_ai.ModelRetry(result.content)
+        return result.content
+
+    tool = _tool(pydantic_ai, call, spec, takes_ctx=True)
+    if prepare is not None:
+        tool.prepare = prepare
     # ``Tool.from_schema`` accepts any JSON as the arguments and would then fail to pass a
     # non-object as keyword arguments (a TypeError ending the run). An object is all pydantic-ai
     # checks; anything else goes back to the model as its own validation retry.
@@ -114,67 +114,41 @@ def _reader(handler: ChangeRequestToolHandler, name: str) -> Callable[..., Await
     return read
 
 
-Apply = Callable[[ChangeRequestToolHandler, "RunContext[Any]", dict[str, Any]], Awaitable[str]]
-
-
 def _turn(ctx: RunContext[Any]) -> Any:
     """The model response a call came from: the run and its step (None without a run id)."""
     run_id = getattr(ctx, "run_id", None)
     return None if run_id is None else ("pydantic-ai", run_id, ctx.run_step)
 
 
-def _tool_of_handler(
-    pydantic_ai: Any,
-    handler: ChangeRequestToolHandler,
-    name: str | None,
-    description: str | None,
-    apply: Apply,
-) -> Tool[Any]:
-    """The tool of one handler (one payload for every run)."""
-    spec = tool_spec(handler, name=name, description=description, caller=_CALLER)
-
-    # ``ctx`` is positional-only: the model's arguments may hold a "ctx" key of their own.
-    async def call(ctx: RunContext[Any], /, **arguments: Any) -> str:
-        return await apply(handler, ctx, arguments)
-
-    return _tool(pydantic_ai, call, spec, takes_ctx=True)
+def _run_handler(source: HandlerSource, ctx: RunContext[Any]) -> ChangeRequestToolHandler:
+    """The run's handler: ``source``, or what the function ``source`` returns for the run."""
+    if isinstance(source, ChangeRequestToolHandler):
+        return source
+    found = source(ctx)
+    if not isinstance(found, ChangeRequestToolHandler):
+        raise ConfigurationError(
+            f"{_CALLER}: the handler function returned {type(found).__name__}; "
+            "expected the run's ChangeRequestToolHandler"
+        )
+    return found
 
 
-def _tool_of_each_run(
-    pydantic_ai: Any,
+def _each_run(
     get_handler: Callable[[RunContext[Any]], ChangeRequestToolHandler],
     name: str | None,
     description: str | None,
-    apply: Apply,
-) -> Tool[Any]:
-    """The tool whose handler each run gives (``get_handler(ctx)``); its schema is rebuilt for
-    each run by ``prepare``."""
-
-    def run_handler(ctx: RunContext[Any]) -> ChangeRequestToolHandler:
-        found = get_handler(ctx)
-        if not isinstance(found, ChangeRequestToolHandler):
-            raise ConfigurationError(
-                f"{_CALLER}: the handler function returned {type(found).__name__}; "
-                "expected the run's ChangeRequestToolHandler"
-            )
-        return found
-
-    # ``ctx`` is positional-only: the model's arguments may hold a "ctx" key of their own.
-    async def call_in_run(ctx: RunContext[Any], /, **arguments: Any) -> str:
-        return await apply(run_handler(ctx), ctx, arguments)
-
+) -> tuple[ToolSpec, Any]:
+    """For a handler per run: the spec of an untyped payload, and the ``prepare`` function
+    building each run's tool definition from its handler."""
     registered = name or DEFAULT_TOOL_NAME
 
     def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition:
         # The tool keeps the name it was registered under: each run's handler must use it.
-        spec = tool_spec(run_handler(ctx), name=registered, description=description, caller=_CALLER)
+        handler = _run_handler(get_handler, ctx)
+        spec = tool_spec(handler, name=registered, description=description, caller=_CALLER)
         return dataclasses.replace(
             tool_def, description=spec.description, parameters_json_schema=spec.schema
         )
 
-    # The schema for an untyped payload until ``prepare`` builds the run's own.
     placeholder = ChangeRequestToolHandler({}, name=registered)
-    spec = tool_spec(placeholder, name=name, description=description, caller=_CALLER)
-    tool = _tool(pydantic_ai, call_in_run, spec, takes_ctx=True)
-    tool.prepare = prepare
-    return tool
+    return tool_spec(placeholder, name=name, description=description, caller=_CALLER), prepare
