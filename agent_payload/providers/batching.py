@@ -66,12 +66,10 @@ class BatchBackend(Protocol):
 
     def entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
         """One batch line for ``request`` (JSON data)."""
-        ...
 
     def submit(self, entries: Sequence[str], *, tag: str) -> str:
         """Create a batch of ``entries`` (each the JSON text of an ``entry()``) tagged
         ``tag``; return its id."""
-        ...
 
     def find(
         self, tag: str, entries: Sequence[str], *, since: float
@@ -79,7 +77,6 @@ class BatchBackend(Protocol):
         """Batches created since ``since`` (a Unix time) that may be the one submitted under
         ``tag`` with ``entries``, each with whether it is (None: cannot tell yet, still
         running); those known not to be it are left out."""
-        ...
 
     def poll(self, batch_id: str) -> BatchStatus: ...
 
@@ -88,7 +85,6 @@ class BatchBackend(Protocol):
     ) -> Iterator[tuple[str | None, ModelReply | LineError]]:
         """``(custom_id, reply or error)`` for every line of an ended batch; an unreadable line
         is a ``LineError`` for its custom id (``None`` when it names none), never a stop."""
-        ...
 
 
 def custom_id_of(line: str) -> str | None:

@@ -125,17 +125,13 @@ def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[by
             )
             for m, part in enumerate(item["content"]):
                 at = {**where, "content_index": m}
-                if part["type"] == "refusal":
-                    emit("response.content_part.added", **at, part={**part, "refusal": ""})
-                    for piece in _pieces(part["refusal"]):
-                        emit("response.refusal.delta", **at, delta=piece)
-                    emit("response.refusal.done", **at, refusal=part["refusal"])
-                else:
-                    empty = {**part, "text": "", "logprobs": []}
-                    emit("response.content_part.added", **at, part=empty)
-                    for piece in _pieces(part["text"]):
-                        emit("response.output_text.delta", **at, delta=piece, logprobs=[])
-                    emit("response.output_text.done", **at, text=part["text"], logprobs=[])
+                key = "refusal" if part["type"] == "refusal" else "text"
+                kind = "refusal" if key == "refusal" else "output_text"
+                logprobs: dict[str, Any] = {} if key == "refusal" else {"logprobs": []}
+                emit("response.content_part.added", **at, part={**part, key: "", **logprobs})
+                for piece in _pieces(part[key]):
+                    emit(f"response.{kind}.delta", **at, delta=piece, **logprobs)
+                emit(f"response.{kind}.done", **at, **{key: part[key]}, **logprobs)
                 emit("response.content_part.done", **at, part=part)
         emit("response.output_item.done", output_index=n, item=item)
     final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"

@@ -209,10 +209,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_error(request.api, 500, message)
         elif fault.kind in ("reset", "cut_short", "stream_cut"):
             data = json.dumps(BUILDERS[request.api](resolve_reply("{}", request), request)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
+            self._head(200, {"content-type": "application/json", "content-length": str(len(data))})
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
             self.close_connection = True
@@ -252,14 +249,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         """A 200 ``text/event-stream`` in chunked transfer encoding, one chunk per event
         (flushed, ``pace`` seconds after the one before), closed by the last chunk unless
         ``end`` is False."""
-        request_id = new_id("req_")
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("x-request-id", request_id)
-        self.send_header("request-id", request_id)
-        self.end_headers()
+        content_type = "text/event-stream; charset=utf-8"
+        chunked = {"cache-control": "no-cache", "transfer-encoding": "chunked"}
+        self._head(200, {"content-type": content_type, **chunked})
         wake = self.server.fake._wake
         for n, event in enumerate(events):
             if n and pace and wake.wait(pace):
@@ -289,17 +281,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _send_raw(
         self, status: int, data: bytes, content_type: str, headers: Mapping[str, str]
     ) -> None:
-        request_id = new_id("req_")
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.send_header("x-request-id", request_id)
-        self.send_header("request-id", request_id)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
+        self._head(
+            status, {"content-type": content_type, "content-length": str(len(data)), **headers}
+        )
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _head(self, status: int, headers: Mapping[str, str]) -> None:
+        """The status line and headers, with a fresh request id as both SDKs read it."""
+        request_id = new_id("req_")
+        self.send_response(status)
+        for name, value in {
+            **headers,
+            "x-request-id": request_id,
+            "request-id": request_id,
+        }.items():
+            self.send_header(name, value)
+        self.end_headers()
 
 
 @functools.cache
