@@ -123,18 +123,15 @@ def split_system(messages: Sequence[Message]) -> tuple[str | None, list[Message]
     return ("\n\n".join(system) if system else None), rest
 
 
+_JSON_KINDS = ((bool, "boolean"), (list | tuple, "array"), (str, "string"), (int | float, "number"))
+
+
 def _json_kind(value: object) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, int | float):
-        return "number"
-    return type(value).__name__
+    return next(
+        (name for kinds, name in _JSON_KINDS if isinstance(value, kinds)), type(value).__name__
+    )
 
 
 def _shown(value: object) -> str:

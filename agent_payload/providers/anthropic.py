@@ -177,28 +177,20 @@ class AnthropicModel(Adapter):
                 if caching
                 else system
             )
-        if request.output_mode in ("tool", "json_schema"):
-            schema: Mapping[str, Any] = (
-                request.schema if request.schema is not None else _ANY_OBJECT
+        forced = request.output_mode in ("tool", "json_schema")
+        schema = request.schema if request.schema is not None else _ANY_OBJECT
+        tools = [(request.tool_name, request.tool_description, schema)] if forced else []
+        tools += [(t.name, t.description, t.parameters) for t in request.tools]  # outline's reads
+        if tools:
+            params["tools"] = [
+                {"name": name, "description": text, "input_schema": dict(parameters)}
+                for name, text, parameters in tools
+            ]
+        if forced:
+            choice = (
+                {"type": "any"} if request.tools else {"type": "tool", "name": request.tool_name}
             )
-            tool: dict[str, Any] = {
-                "name": request.tool_name,
-                "description": request.tool_description,
-                "input_schema": dict(schema),
-            }
-            params["tools"] = [tool]
-            params["tool_choice"] = {
-                "type": "tool",
-                "name": request.tool_name,
-                "disable_parallel_tool_use": True,
-            }
-        if request.tools:  # outline mode's read tools, after the change-request tool
-            params.setdefault("tools", []).extend(
-                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-                for t in request.tools
-            )
-            if request.output_mode in ("tool", "json_schema"):
-                params["tool_choice"] = {"type": "any", "disable_parallel_tool_use": True}
+            params["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
         params.update(self.defaults)
         params.update(request.extra)
         if request.temperature is not None:

@@ -114,25 +114,18 @@ class _OpenAIModel(Adapter):
         if request.temperature is not None:
             params["temperature"] = request.temperature
         schema = dict(request.schema) if request.schema is not None else _ANY_OBJECT
-        if request.output_mode == "tool":
-            params["tools"] = [self._tool(request.tool_name, request.tool_description, schema)]
-            params["tool_choice"] = self._forced(request.tool_name)
+        forced = request.output_mode == "tool"
+        tools = [self._tool(request.tool_name, request.tool_description, schema)] if forced else []
+        tools += [self._tool(t.name, t.description, dict(t.parameters)) for t in request.tools]
+        if tools:  # the change-request tool first, then outline mode's reads
+            params["tools"] = tools
+        if forced:
+            params["tool_choice"] = "required" if request.tools else self._forced(request.tool_name)
         elif request.output_mode == "json_schema":
-            named = {
-                "name": request.tool_name,
-                "description": request.tool_description,
-                "schema": schema,
-                "strict": False,
-            }
-            params.update(self._structured(named))
+            named = {"name": request.tool_name, "description": request.tool_description}
+            params.update(self._structured({**named, "schema": schema, "strict": False}))
         if request.prompt_cache_key is not None:
             params["prompt_cache_key"] = request.prompt_cache_key
-        if request.tools:  # outline mode's read tools, after the change-request tool
-            params.setdefault("tools", []).extend(
-                self._tool(t.name, t.description, dict(t.parameters)) for t in request.tools
-            )
-            if request.output_mode == "tool":
-                params["tool_choice"] = "required"
         params.update(self.defaults)
         params.update(request.extra)
         return params

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_payload.testing.script import CHUNK_CHARS, Api, FakeRequest, Reply
-from agent_payload.testing.wire import BUILDERS
+from agent_payload.testing.wire import BUILDERS, error_body
 
 __all__ = ["CHUNK_CHARS", "error_event", "stream_events"]
 
@@ -197,20 +197,11 @@ _STREAMS: dict[Api, Callable[[dict[str, Any], FakeRequest], list[bytes]]] = {
 
 
 def error_event(api: Api, message: str, *, sequence_number: int = 0) -> bytes:
-    """The event an API sends when it fails mid-stream: Chat Completions a ``data:`` line with
-    an ``error`` object, Responses an ``error`` event, Anthropic an ``error`` event
-    (``overloaded_error``)."""
-    if api == "messages":
-        overloaded = {"type": "overloaded_error", "message": message}
-        return _frame({"type": "error", "error": overloaded}, "error")
+    """The event an API sends when it fails mid-stream: its error body (Anthropic's
+    ``overloaded_error``) as a ``data:`` line (Chat Completions) or an ``error`` event."""
     if api == "responses":
-        data = {
-            "type": "error",
-            "code": "server_error",
-            "message": message,
-            "param": None,
-            "sequence_number": sequence_number,
-        }
-        return _frame(data, "error")
-    error = {"message": message, "type": "server_error", "param": None, "code": "server_error"}
-    return _frame({"error": error})
+        data = {"type": "error", "code": "server_error", "message": message, "param": None}
+        return _frame({**data, "sequence_number": sequence_number}, "error")
+    if api == "messages":
+        return _frame(error_body(api, 529, message), "error")
+    return _frame(error_body(api, 500, message))

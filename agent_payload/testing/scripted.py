@@ -78,17 +78,14 @@ class ScriptedModel:
         with self._lock:
             self.requests.append(request)
             number = len(self.requests)
-            if self._function is None:
-                if not self._script:
-                    raise ScriptExhaustedError(
-                        f"ScriptedModel {self.model_name!r}: request #{number} arrived but the "
-                        f"script held only {number - 1} replies; add more replies to the script "
-                        "or check why the code under test asked again."
-                    )
-                item: ScriptedReply = self._script.popleft()
-            else:
-                item = ""  # replaced below, outside the lock
-        if self._function is not None:
+            if self._function is None and not self._script:
+                raise ScriptExhaustedError(
+                    f"ScriptedModel {self.model_name!r}: request #{number} arrived but the "
+                    f"script held only {number - 1} replies; add more replies to the script "
+                    "or check why the code under test asked again."
+                )
+            item: object = self._script.popleft() if self._function is None else None
+        if self._function is not None:  # called outside the lock
             item = self._function(request)
         if isinstance(item, BaseException):
             raise item
