@@ -430,26 +430,22 @@ class Adapter(ABC):
         self.client = client
         self.model_name = model_name
         self.defaults: dict[str, Any] = dict(defaults)
-        self._is_async = is_async
+        self.is_async = is_async
 
     @abstractmethod
     def _client_is_async(self, client: Any) -> bool | None:
         """True/False for an async/sync client of this SDK, None for anything else."""
 
-    @property
-    def is_async(self) -> bool:
-        return self._is_async
-
     def _check(self, wanted_async: bool) -> None:
         """The client can serve this call (sync or async) and requests are allowed."""
         adapter, model = type(self).__name__, self.model_name
-        if wanted_async and not self._is_async:
+        if wanted_async and not self.is_async:
             raise ConfigurationError(
                 f"{adapter} for {model!r} holds a synchronous {self._sync_client} client, so it "
                 f"cannot serve arequest(); pass an {self._async_client} client (or use "
                 "PayloadAgent instead of AsyncPayloadAgent)."
             )
-        if not wanted_async and self._is_async:
+        if not wanted_async and self.is_async:
             raise ConfigurationError(
                 f"{adapter} for {model!r} holds an {self._async_client} client, so it cannot "
                 f"serve request(); pass an {self._sync_client} client (or use AsyncPayloadAgent "
@@ -572,4 +568,4 @@ class Adapter(ABC):
         return self.parse_reply(result, request)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model_name={self.model_name!r}, async={self._is_async})"
+        return f"{type(self).__name__}(model_name={self.model_name!r}, async={self.is_async})"

@@ -296,14 +296,9 @@ def _append_tool_message(out: list[dict[str, Any]], m: Message) -> None:
     one, as the Messages API requires) to ``out``."""
     if m.role == "tool":
         block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
-        previous = out[-1] if out else None
-        if (
-            previous is not None
-            and previous["role"] == "user"
-            and isinstance(previous["content"], list)
-            and all(b.get("type") == "tool_result" for b in previous["content"])
-        ):
-            previous["content"].append(block)
+        last = out[-1]["content"] if out and out[-1]["role"] == "user" else None
+        if isinstance(last, list) and all(b.get("type") == "tool_result" for b in last):
+            last.append(block)
         else:
             out.append({"role": "user", "content": [block]})
         return

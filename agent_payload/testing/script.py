@@ -416,16 +416,13 @@ class FakeRequest:
         if self.forced_tool is not None:
             return "tool"
         body = self._json
-        response_format = body.get("response_format")
-        text_config = body.get("text")
-        output_config = body.get("output_config")
-        for config in (
-            response_format,
-            text_config.get("format") if isinstance(text_config, dict) else None,
-            output_config.get("format") if isinstance(output_config, dict) else None,
-        ):
-            if isinstance(config, dict) and config.get("type") == "json_schema":
-                return "json_schema"
+        nested = (body.get("text"), body.get("output_config"))  # Responses, Anthropic
+        formats = [
+            body.get("response_format"),
+            *(c.get("format") for c in nested if isinstance(c, dict)),
+        ]
+        if any(isinstance(f, dict) and f.get("type") == "json_schema" for f in formats):
+            return "json_schema"
         return "text"
 
 
