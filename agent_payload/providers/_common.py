@@ -404,8 +404,7 @@ class Adapter(ABC):
     _build_hint: str  # how to build a client, in the error for a wrong one
     _example_model: str
     _result_type: type
-    _result_kind: str  # the name of ``_result_type`` in the error for a body that is not one
-    _shape_kind: str
+    _result_kind: str  # the name of ``_result_type`` in the errors: ``"chat.completion"``
 
     def __init__(self, client: Any, model_name: str | None, defaults: dict[str, Any]) -> None:
         adapter = type(self).__name__
@@ -461,12 +460,9 @@ class Adapter(ABC):
         """A ``ModelReply`` from the API call's result (pure; public for tests)."""
         if not isinstance(result, self._result_type):
             raise self._not_a_response(result)
+        kind = self._result_kind.replace(".", " ")
         shape = ResponseShape(
-            self.provider,
-            self._api,
-            self.model_name,
-            self._shape_kind,
-            self._errors.expected_server,
+            self.provider, self._api, self.model_name, kind, self._errors.expected_server
         )
         with shape.guarded():
             return self._read(result, request, shape)

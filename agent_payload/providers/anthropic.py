@@ -129,7 +129,6 @@ class AnthropicModel(Adapter):
     _example_model = "claude-sonnet-4-6"
     _result_type = AnthropicMessage
     _result_kind = "message"
-    _shape_kind = "message"
 
     def __init__(
         self,

@@ -184,7 +184,6 @@ class OpenAIChatModel(_OpenAIModel):
 
     _result_type = ChatCompletion
     _result_kind = "chat.completion"
-    _shape_kind = "chat completion"
     _usage_names = ("prompt_tokens", "completion_tokens", "prompt_tokens_details")
     _usage_types = (CompletionUsage, PromptTokensDetails)
 
@@ -284,7 +283,6 @@ class OpenAIResponsesModel(_OpenAIModel):
     _api = "OpenAI Responses"
     _result_type = Response
     _result_kind = "response"
-    _shape_kind = "response"
     _usage_names = ("input_tokens", "output_tokens", "input_tokens_details")
     _usage_types = (ResponseUsage, InputTokensDetails)
     max_tokens_param = "max_output_tokens"

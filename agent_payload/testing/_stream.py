@@ -43,18 +43,13 @@ def _chat_events(completion: dict[str, Any], request: FakeRequest) -> list[bytes
     choice = completion["choices"][0]
     message = choice["message"]
 
+    keys = ("id", "created", "model", "system_fingerprint")
+    base = {**{key: completion[key] for key in keys}, "object": "chat.completion.chunk"}
+    usage: dict[str, Any] = {"usage": None} if include_usage else {}
+
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        data = {
-            "id": completion["id"],
-            "object": "chat.completion.chunk",
-            "created": completion["created"],
-            "model": completion["model"],
-            "system_fingerprint": completion["system_fingerprint"],
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-        if include_usage:
-            data["usage"] = None
-        return _frame(data)
+        delta_choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return _frame({**base, "choices": [delta_choice], **usage})
 
     first = "" if message["content"] is not None else None  # null beside tool calls, refusals
     events = [chunk({"role": "assistant", "content": first, "refusal": None})]
@@ -75,9 +70,7 @@ def _chat_events(completion: dict[str, Any], request: FakeRequest) -> list[bytes
         ]
     events.append(chunk({}, choice["finish_reason"]))
     if include_usage:
-        last = {key: completion[key] for key in ("id", "created", "model", "system_fingerprint")}
-        last.update(object="chat.completion.chunk", choices=[], usage=completion["usage"])
-        events.append(_frame(last))
+        events.append(_frame({**base, "choices": [], "usage": completion["usage"]}))
     events.append(_frame("[DONE]"))
     return events
 

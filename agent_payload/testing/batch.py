@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_payload.testing.script import Api, Fault
-from agent_payload.testing.wire import BUILDERS, error_body, resolve_reply
+from agent_payload.testing.wire import BUILDERS, error_body, new_id, resolve_reply
 
 if TYPE_CHECKING:
     from agent_payload.testing.server import FakeProviderServer
@@ -95,7 +95,6 @@ class BatchFakes:
         self._openai: dict[str, _Batch] = {}
         self._anthropic: dict[str, _Batch] = {}
         self._numbers = itertools.count(1)
-        self._ids = itertools.count(1)
 
     # -- routing --
 
@@ -153,9 +152,6 @@ class BatchFakes:
                 return queue.pop(0)
         return None
 
-    def _new_id(self, prefix: str) -> str:
-        return f"{prefix}{next(self._ids):06d}fake"
-
     # -- OpenAI: files --
 
     def _upload(self, headers: dict[str, str], raw: bytes) -> Route:
@@ -176,7 +172,7 @@ class BatchFakes:
                 purpose = payload.decode()
         if data is None:
             return _json(400, {"error": {"message": "FakeProviderServer: no file part"}})
-        file_id = self._new_id("file-")
+        file_id = new_id("file-")
         with self._lock:
             self._files[file_id] = data
         return _json(
@@ -216,7 +212,7 @@ class BatchFakes:
         if data is None:
             return _not_found(f"file {file_id}")
         lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-        batch_id = self._new_id("batch_")
+        batch_id = new_id("batch_")
         now = int(time.time())
         batch = _Batch(
             number=next(self._numbers),
@@ -287,7 +283,7 @@ class BatchFakes:
         err: list[str] = []
         for line in batch.lines:
             record: dict[str, Any] = {
-                "id": self._new_id("batch_req_"),
+                "id": new_id("batch_req_"),
                 "custom_id": line.get("custom_id"),
                 "response": None,
                 "error": None,
@@ -298,7 +294,7 @@ class BatchFakes:
                 record["error"] = {"code": code, "message": f"This request was not run: {code}"}
             else:
                 status, body = self._answer_line(api, line.get("body"))
-                request_id = self._new_id("req_")
+                request_id = new_id("req_")
                 record["response"] = {"status_code": status, "request_id": request_id, "body": body}
             (out if status == 200 else err).append(json.dumps(record))
         ended = "cancelled" if cancelled else ("expired" if expired else "completed")
@@ -319,7 +315,7 @@ class BatchFakes:
         """A results file of these lines (None for none)."""
         if not lines:
             return None
-        file_id = self._new_id("file-")
+        file_id = new_id("file-")
         self._files[file_id] = "".join(line + "\n" for line in lines).encode()
         self._result_files.add(file_id)
         return file_id
@@ -329,7 +325,7 @@ class BatchFakes:
     def _anthropic_create(self, raw: bytes) -> Route:
         body = json.loads(raw or b"{}")
         requests = list(body.get("requests") or [])
-        batch_id = self._new_id("msgbatch_")
+        batch_id = new_id("msgbatch_")
         now = time.time()
         batch = _Batch(
             number=next(self._numbers),
