@@ -44,11 +44,8 @@ def model_requests_allowed() -> bool:
 
 @contextlib.contextmanager
 def block_model_requests(block: bool = True) -> Iterator[None]:
-    """Forbid (or, with ``block=False``, allow) real model requests inside the block.
-
-    Process-wide (it sets ``ALLOW_MODEL_REQUESTS`` and restores it on exit), so it covers
-    threads and event loops started inside. Works as a decorator too.
-    """
+    """Forbid (or, with ``block=False``, allow) real model requests inside the block, process-wide
+    (threads and event loops started inside included); works as a decorator too."""
     global ALLOW_MODEL_REQUESTS
     previous = ALLOW_MODEL_REQUESTS
     ALLOW_MODEL_REQUESTS = not block

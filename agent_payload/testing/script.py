@@ -93,17 +93,12 @@ class Reply:
                 "Reply.tool_calls: expected a non-empty list of calls (Reply.tool_call(...), "
                 f"or each call's arguments), found {calls!r}"
             )
-        items: list[Reply] = []
-        for call in calls:
-            if isinstance(call, Reply):
-                if call.kind != "tool_call" or call.calls:
-                    raise TypeError(
-                        "Reply.tool_calls: each call must be a Reply.tool_call(...), "
-                        f"found {call!r}"
-                    )
-                items.append(call)
-            else:
-                items.append(cls.tool_call(call))
+        items = [c if isinstance(c, Reply) else cls.tool_call(c) for c in calls]
+        for item in items:
+            if item.kind != "tool_call" or item.calls:
+                raise TypeError(
+                    f"Reply.tool_calls: each call must be a Reply.tool_call(...), found {item!r}"
+                )
         text = "\n".join(item.text for item in items)
         return cls(text=text, kind="tool_call", calls=tuple(items), **tokens)
 

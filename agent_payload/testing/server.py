@@ -116,12 +116,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return  # quiet: tests read server.requests instead
 
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_POST(self) -> None:
-        self._handle()
-
     def _handle(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -152,6 +146,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self._send_error(api, 500, f"FakeProviderServer script error: {exc}")
                 return
             self._answer(item, request)
+
+    do_GET = do_POST = _handle
 
     def _answer(self, item: str | Reply | Fault, request: FakeRequest) -> None:
         if isinstance(item, Fault):

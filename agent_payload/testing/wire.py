@@ -52,9 +52,7 @@ def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
             reply.cached_input_tokens + reply.cache_write_input_tokens,
         )
     output_tokens = reply.output_tokens
-    if output_tokens is None:
-        output_tokens = estimate_tokens(reply.text)
-    return input_tokens, output_tokens
+    return input_tokens, estimate_tokens(reply.text) if output_tokens is None else output_tokens
 
 
 def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
