@@ -72,9 +72,7 @@ def infer_model(
         package = "anthropic" if provider == "anthropic" else "openai"
         if provider == "openai-responses":
             api = api or "responses"
-        return _adapter(
-            package, _build_client(package, async_client, client_kwargs), model_name, api
-        )
+        return _adapter(package, None, model_name, api, async_client=async_client, **client_kwargs)
     known = as_model(model)
     if known is not None:
         if name is not None or client_kwargs:
@@ -141,23 +139,20 @@ def _split(spec: str) -> tuple[str, str]:
     return provider, model_name
 
 
-def _build_client(package: str, async_client: bool, client_kwargs: dict[str, Any]) -> Any:
+def _adapter(package: str, client: Any, model_name: str, api: str | None, **build: Any) -> Model:
+    """The adapter of ``package`` on ``client`` (None: built from the environment, ``build``
+    being ``async_client`` and the client's options)."""
     if package == "anthropic":
-        from agent_payload.providers.anthropic import build_anthropic_client
+        from agent_payload.providers.anthropic import AnthropicModel, build_anthropic_client
 
-        return build_anthropic_client(async_client=async_client, **client_kwargs)
-    from agent_payload.providers.openai import build_openai_client
-
-    return build_openai_client(async_client=async_client, **client_kwargs)
-
-
-def _adapter(package: str, client: Any, model_name: str, api: str | None) -> Model:
-    if package == "anthropic":
-        from agent_payload.providers.anthropic import AnthropicModel
-
+        client = build_anthropic_client(**build) if client is None else client
         return AnthropicModel(client, model_name)
-    from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+    from agent_payload.providers.openai import (
+        OpenAIChatModel,
+        OpenAIResponsesModel,
+        build_openai_client,
+    )
 
-    if api == "responses":
-        return OpenAIResponsesModel(client, model_name)
-    return OpenAIChatModel(client, model_name)
+    client = build_openai_client(**build) if client is None else client
+    adapter = OpenAIResponsesModel if api == "responses" else OpenAIChatModel
+    return adapter(client, model_name)
