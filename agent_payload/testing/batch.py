@@ -104,35 +104,29 @@ class BatchFakes:
         """The answer for a batch-API request, or None when the path is not a batch API."""
         parts = [p for p in path.split("/") if p]
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
-        if parts[:2] == ["v1", "files"]:
-            if method == "POST" and len(parts) == 2:
+        match (method, *parts):
+            case ("POST", "v1", "files"):
                 return self._faulted("upload", lambda: self._upload(headers, raw))
-            if method == "GET" and len(parts) == 4 and parts[3] == "content":
-                return self._faulted("results", lambda: self._file_content(parts[2]))
-            return None
-        if parts[:2] == ["v1", "batches"]:
-            if method == "POST" and len(parts) == 2:
+            case ("GET", "v1", "files", file_id, "content"):
+                return self._faulted("results", lambda: self._file_content(file_id))
+            case ("POST", "v1", "batches"):
                 return self._faulted("create", lambda: self._openai_create(raw), after=True)
-            if method == "GET" and len(parts) == 2:
+            case ("GET", "v1", "batches"):
                 page = _page(self._listed(self._openai), params.get("after"), params)
                 return _json(200, {"object": "list", **page})
-            if method == "GET" and len(parts) == 3:
-                return self._faulted("retrieve", lambda: self._retrieve(True, parts[2]))
-            if method == "POST" and len(parts) == 4 and parts[3] == "cancel":
-                return self._openai_cancel(parts[2])
-            return None
-        if parts[:3] == ["v1", "messages", "batches"]:
-            if method == "POST" and len(parts) == 3:
+            case ("GET", "v1", "batches", batch_id):
+                return self._faulted("retrieve", lambda: self._retrieve(True, batch_id))
+            case ("POST", "v1", "batches", batch_id, "cancel"):
+                return self._openai_cancel(batch_id)
+            case ("POST", "v1", "messages", "batches"):
                 return self._faulted("create", lambda: self._anthropic_create(raw), after=True)
-            if method == "GET" and len(parts) == 3:
-                return _json(
-                    200, _page(self._listed(self._anthropic), params.get("after_id"), params)
-                )
-            if method == "GET" and len(parts) == 4:
-                return self._faulted("retrieve", lambda: self._retrieve(False, parts[3]))
-            if method == "GET" and len(parts) == 5 and parts[4] == "results":
-                return self._faulted("results", lambda: self._anthropic_results(parts[3]))
-            return None
+            case ("GET", "v1", "messages", "batches"):
+                page = _page(self._listed(self._anthropic), params.get("after_id"), params)
+                return _json(200, page)
+            case ("GET", "v1", "messages", "batches", batch_id):
+                return self._faulted("retrieve", lambda: self._retrieve(False, batch_id))
+            case ("GET", "v1", "messages", "batches", batch_id, "results"):
+                return self._faulted("results", lambda: self._anthropic_results(batch_id))
         return None
 
     def _faulted(
