@@ -153,8 +153,7 @@ class ResponseShape:
     provider: str
     api: str
     model: str
-    kind: str
-    """What the body should be: ``"chat completion"``, ``"response"``, ``"message"``."""
+    kind: str  # what the body should be: "chat completion", "response", "message"
     expected_server: str
 
     def error(self, where: str, expected: str, found: object) -> ProviderError:
@@ -272,12 +271,9 @@ class SdkErrors:
     """
 
     provider: str
-    api: str
-    """Names the API in messages: ``"OpenAI"`` (``"OpenAI model 'm'"``)."""
-    client_class: str
-    """The client to configure, in the timeout hint: ``"openai.OpenAI"``."""
-    expected_server: str
-    """What ``base_url`` should point at, for a response of the wrong shape."""
+    api: str  # names the API in messages: "OpenAI" ("OpenAI model 'm'")
+    client_class: str  # the client to configure, in the timeout hint: "openai.OpenAI"
+    expected_server: str  # what base_url should point at, for a response of the wrong shape
     timeout: type[Exception]
     connection: type[Exception]
     status: type[Exception]

@@ -40,8 +40,7 @@ class Route:
     body: bytes = b""
     content_type: str = "application/json"
     fault: Fault | None = None
-    after: Route | None = None
-    """With ``fault``: the answer the fault replaces (``delay(then=...)`` sends it late)."""
+    after: Route | None = None  # with ``fault``: the answer it replaces (a delay sends it late)
 
 
 @dataclass(slots=True)

@@ -317,17 +317,11 @@ class FakeRequest:
     def messages(self) -> list[tuple[str, str]]:
         """``(role, text)`` of every message, system first, in any of the three APIs' shapes."""
         body = self._json
-        out: list[tuple[str, str]] = []
-        if self.api == "messages" and body.get("system") is not None:
-            out.append(("system", content_text(body["system"])))
-        if self.api == "responses":
-            if body.get("instructions") is not None:
-                out.append(("system", content_text(body["instructions"])))
-            items = body.get("input", [])
-            if isinstance(items, str):
-                items = [{"role": "user", "content": items}]
-        else:
-            items = body.get("messages", [])
+        system = body.get({"messages": "system", "responses": "instructions"}.get(self.api, ""))
+        out = [("system", content_text(system))] if system is not None else []
+        items = body.get("input", []) if self.api == "responses" else body.get("messages", [])
+        if isinstance(items, str) and self.api == "responses":  # an input may be one text
+            items = [{"role": "user", "content": items}]
         for item in items if isinstance(items, list) else []:
             if isinstance(item, dict):
                 role = str(item.get("role") or item.get("type") or "user")
