@@ -402,7 +402,7 @@ class Adapter(ABC):
     _result_type: type
     _result_kind: str  # the name of ``_result_type`` in the errors: ``"chat.completion"``
 
-    def __init__(self, client: Any, model_name: str | None, defaults: dict[str, Any]) -> None:
+    def __init__(self, client: Any, model_name: str | None = None, **defaults: Any) -> None:
         adapter = type(self).__name__
         if "model" in defaults:  # would be sent twice
             raise ConfigurationError(

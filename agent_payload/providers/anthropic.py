@@ -138,7 +138,7 @@ class AnthropicModel(Adapter):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         **defaults: Any,
     ) -> None:
-        super().__init__(client, model_name, defaults)
+        super().__init__(client, model_name, **defaults)
         self.max_tokens = max_tokens
 
     def _client_is_async(self, client: Any) -> bool | None:

@@ -98,9 +98,6 @@ class _OpenAIModel(Adapter):
     _example_model = "gpt-4.1-mini"
     max_tokens_param: str
 
-    def __init__(self, client: Any, model_name: str | None = None, **defaults: Any) -> None:
-        super().__init__(client, model_name, defaults)
-
     def _client_is_async(self, client: Any) -> bool | None:
         if isinstance(client, openai.AsyncOpenAI):
             return True

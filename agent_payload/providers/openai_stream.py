@@ -26,8 +26,7 @@ class ChatStreamReader:
 
     def __init__(self) -> None:
         self.head: dict[str, Any] = {}
-        self.content: list[str] = []
-        self.refusal: list[str] = []
+        self.texts: dict[str, list[str]] = {"content": [], "refusal": []}
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.usage: Any = None
@@ -54,12 +53,11 @@ class ChatStreamReader:
 
     def _delta(self, delta: Any) -> list[str]:
         added: list[str] = []
-        if delta.content:
-            self.content.append(delta.content)
-            added.append(delta.content)
-        if getattr(delta, "refusal", None):
-            self.refusal.append(delta.refusal)
-            added.append(delta.refusal)
+        for key, pieces in self.texts.items():
+            piece = getattr(delta, key, None)
+            if piece:
+                pieces.append(piece)
+                added.append(piece)
         for call in getattr(delta, "tool_calls", None) or []:
             entry = self.calls.setdefault(
                 call.index, {"id": None, "type": "function", "name": "", "arguments": ""}
@@ -76,11 +74,8 @@ class ChatStreamReader:
     def result(self) -> ChatCompletion:
         if self.finish_reason is None:
             raise StreamBroken("the stream ended before a chunk with a finish_reason")
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": "".join(self.content) if self.content else None,
-            "refusal": "".join(self.refusal) if self.refusal else None,
-        }
+        message: dict[str, Any] = {"role": "assistant"}
+        message.update((key, "".join(pieces) or None) for key, pieces in self.texts.items())
         if self.calls:
             message["tool_calls"] = [
                 {

@@ -336,8 +336,6 @@ class FakeProviderServer:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         """Set (and replaced) by ``reset()`` and ``close()``: wakes the delayed answers."""
-        self._queue: deque[ScriptItem] = deque()
-        self._handler: Handler | None = None
         self._requests: list[FakeRequest] = []
         self._batch_requests: list[FakeRequest] = []
         self._forget(replies, handler, caller="FakeProviderServer(replies)")
@@ -416,8 +414,8 @@ class FakeProviderServer:
         """Batch APIs: every line of a batch's results passes through it as it is served."""
         self._batches = BatchFakes(self)
         with self._lock:
-            self._queue = deque(replies)
-            self._handler = handler
+            self._queue: deque[ScriptItem] = deque(replies)
+            self._handler: Handler | None = handler
 
     def add(self, *items: ScriptItem) -> None:
         """Append items to the reply queue."""
