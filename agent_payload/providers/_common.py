@@ -204,8 +204,10 @@ class ResponseShape:
                 raise self.error(f"{where}[{n}]", expected, item)
         return value
 
-    def tokens(self, obj: object, name: str, where: str, *, optional: bool = True) -> int:
-        """A token count: an int >= 0 (``0`` when absent and ``optional``)."""
+    def tokens(self, obj: object, name: str, at: str = "usage", *, optional: bool = True) -> int:
+        """A token count: an int >= 0 (``0`` when absent and ``optional``); ``at``: where
+        ``obj`` stands in the body."""
+        where = f"{at}.{name}"
         value = self.field(obj, name, where, int, "a token count (an integer)", optional=optional)
         if value is None:
             return 0

@@ -229,16 +229,10 @@ class AnthropicModel(Adapter):
             explanation = details.explanation if details is not None else None
             refusal = text or explanation or "The model refused (stop_reason 'refusal')."
         usage = shape.field(message, "usage", "usage", AnthropicUsage, "a usage object")
-        cache_write = shape.tokens(
-            usage, "cache_creation_input_tokens", "usage.cache_creation_input_tokens"
-        )
-        cache_read = shape.tokens(usage, "cache_read_input_tokens", "usage.cache_read_input_tokens")
+        cache_write = shape.tokens(usage, "cache_creation_input_tokens")
+        cache_read = shape.tokens(usage, "cache_read_input_tokens")
         # Anthropic's input_tokens leaves out the cache reads and writes: Usage counts them in.
-        input_tokens = (
-            shape.tokens(usage, "input_tokens", "usage.input_tokens", optional=False)
-            + cache_write
-            + cache_read
-        )
+        inputs = shape.tokens(usage, "input_tokens", optional=False) + cache_write + cache_read
         model = shape.text(message, "model", optional=True)
         return ModelReply(
             text=tool_input if tool_input is not None else text,
@@ -247,8 +241,8 @@ class AnthropicModel(Adapter):
             truncated=is_truncation(stop),
             refusal=refusal,
             usage=Usage(
-                input_tokens,
-                shape.tokens(usage, "output_tokens", "usage.output_tokens", optional=False),
+                inputs,
+                shape.tokens(usage, "output_tokens", optional=False),
                 1,
                 cached_input_tokens=cache_read,
                 cache_write_input_tokens=cache_write,

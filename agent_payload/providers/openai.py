@@ -155,13 +155,11 @@ class _OpenAIModel(Adapter):
         where = f"usage.{details_name}"
         found = shape.field(usage, details_name, where, details_type, "an object", optional=True)
         return Usage(
-            shape.tokens(usage, inputs, f"usage.{inputs}"),
-            shape.tokens(usage, outputs, f"usage.{outputs}"),
+            shape.tokens(usage, inputs),
+            shape.tokens(usage, outputs),
             1,
-            cached_input_tokens=shape.tokens(found, "cached_tokens", f"{where}.cached_tokens"),
-            cache_write_input_tokens=shape.tokens(
-                found, "cache_write_tokens", f"{where}.cache_write_tokens"
-            ),
+            cached_input_tokens=shape.tokens(found, "cached_tokens", where),
+            cache_write_input_tokens=shape.tokens(found, "cache_write_tokens", where),
         )
 
     def _stream_params(self, request: ModelRequest) -> dict[str, Any]:
