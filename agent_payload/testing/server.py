@@ -168,6 +168,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_json(200, BUILDERS[request.api](reply, request))
 
     def _fault(self, fault: Fault, request: FakeRequest) -> None:
+        reply = resolve_reply(fault.then or "{}", request)  # what the fault spoils, if anything
         if fault.kind == "status":
             self._send_status(fault, request.api)
         elif fault.kind == "delay":
@@ -177,13 +178,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             else:
                 self.close_connection = True
         elif fault.kind == "malformed" and fault.transform is not None:
-            body = BUILDERS[request.api](resolve_reply(fault.then or "{}", request), request)
-            self._send_json(200, fault.transform(copy.deepcopy(body)))
+            body = copy.deepcopy(BUILDERS[request.api](reply, request))
+            self._send_json(200, fault.transform(body))
         elif fault.kind == "not_json":
             self._send_raw(200, (fault.body or "").encode(), fault.content_type, {})
         elif fault.kind in ("stream_cut", "stream_error") and request.stream:
-            events = stream_events(resolve_reply(fault.then or "{}", request), request)
-            sent = events[: fault.after]
+            sent = stream_events(reply, request)[: fault.after]
             if fault.kind == "stream_cut":
                 self._send_stream(sent, end=fault.clean)
                 if not fault.clean:
@@ -193,7 +193,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 error = error_event(request.api, message, sequence_number=len(sent))
                 self._send_stream([*sent, error])
         elif fault.kind == "trickle":
-            reply = resolve_reply(fault.then or "{}", request)
             events = stream_events(reply, request)
             if request.stream:
                 self._send_stream(events, pace=fault.seconds)
@@ -204,7 +203,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             message = fault.body or "FakeProviderServer injected an error mid-stream"
             self._send_error(request.api, 500, message)
         elif fault.kind in ("reset", "cut_short", "stream_cut"):
-            data = json.dumps(BUILDERS[request.api](resolve_reply("{}", request), request)).encode()
+            data = json.dumps(BUILDERS[request.api](reply, request)).encode()
             self._head(200, {"content-type": "application/json", "content-length": str(len(data))})
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
@@ -287,11 +286,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         """The status line and headers, with a fresh request id as both SDKs read it."""
         request_id = new_id("req_")
         self.send_response(status)
-        for name, value in {
-            **headers,
-            "x-request-id": request_id,
-            "request-id": request_id,
-        }.items():
+        ids = {"x-request-id": request_id, "request-id": request_id}
+        for name, value in {**headers, **ids}.items():
             self.send_header(name, value)
         self.end_headers()
 
