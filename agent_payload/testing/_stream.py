@@ -84,14 +84,8 @@ def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[by
     def emit(kind: str, **fields: Any) -> None:
         events.append(_frame({"type": kind, "sequence_number": len(events), **fields}, kind))
 
-    started = {
-        **response,
-        "status": "in_progress",
-        "output": [],
-        "usage": None,
-        "completed_at": None,
-        "incomplete_details": None,
-    }
+    unknown_yet = dict.fromkeys(("usage", "completed_at", "incomplete_details"))
+    started = {**response, **unknown_yet, "status": "in_progress", "output": []}
     emit("response.created", response=started)
     emit("response.in_progress", response=started)
     for n, item in enumerate(response["output"]):
@@ -142,17 +136,11 @@ def _anthropic_events(message: dict[str, Any], request: FakeRequest) -> list[byt
         events.append(_frame({"type": kind, **fields}, kind))
 
     usage = message["usage"]
+    stop = ("stop_reason", "stop_sequence", "stop_details")  # told in message_delta
     start_usage = {**usage, "output_tokens": min(1, usage["output_tokens"])}
     emit(
         "message_start",
-        message={
-            **message,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "stop_details": None,
-            "usage": start_usage,
-        },
+        message={**message, **dict.fromkeys(stop), "content": [], "usage": start_usage},
     )
     emit("ping")
     for index, block in enumerate(message["content"]):
@@ -169,15 +157,7 @@ def _anthropic_events(message: dict[str, Any], request: FakeRequest) -> list[byt
                     "content_block_delta", index=index, delta={"type": "text_delta", "text": piece}
                 )
         emit("content_block_stop", index=index)
-    emit(
-        "message_delta",
-        delta={
-            "stop_reason": message["stop_reason"],
-            "stop_sequence": message["stop_sequence"],
-            "stop_details": message["stop_details"],
-        },
-        usage=copy.deepcopy(usage),
-    )
+    emit("message_delta", delta={key: message[key] for key in stop}, usage=copy.deepcopy(usage))
     emit("message_stop")
     return events
 

@@ -48,19 +48,13 @@ class ScriptedModel:
         model_name: str = "scripted",
         provider: str = "test",
     ) -> None:
-        self._function: Callable[[ModelRequest], str | ModelReply] | None
-        self._script: deque[ScriptedReply]
-        if callable(replies):
-            self._function = replies
-            self._script = deque()
-        else:
-            if isinstance(replies, str):
-                raise TypeError(
-                    "ScriptedModel(replies): expected a sequence of replies, got one str; "
-                    "wrap it in a list: ScriptedModel([reply])."
-                )
-            self._function = None
-            self._script = deque(replies)
+        if isinstance(replies, str):
+            raise TypeError(
+                "ScriptedModel(replies): expected a sequence of replies, got one str; "
+                "wrap it in a list: ScriptedModel([reply])."
+            )
+        self._function = replies if callable(replies) else None
+        self._script: deque[ScriptedReply] = deque(() if callable(replies) else replies)
         self.model_name = model_name
         self.provider = provider
         self._lock = threading.Lock()
