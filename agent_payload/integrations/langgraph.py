@@ -176,36 +176,37 @@ class _Turns:
     same call in its next message)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # ``get`` makes a turn, whose handler reads _confirming
         self._turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
         self._confirming: OrderedDict[str, Any] = OrderedDict()
-        self._confirming_lock = threading.Lock()  # taken inside ``get`` (making a turn)
 
     def handler(self, settings: _Options, payload: Any, version: str) -> ChangeRequestToolHandler:
         handler = settings.handler(payload)
-        with self._confirming_lock:
+        with self._lock:
             handler._confirming = self._confirming.get(version)  # the handler's own record
         return handler
 
     def asked(self, handler: ChangeRequestToolHandler) -> None:
         """After a call: keep the confirmation it asked for, if any."""
-        if handler._confirming is None:
-            return
-        with self._confirming_lock:
-            self._confirming[payload_version(handler.payload)] = handler._confirming
-            while len(self._confirming) > _TURNS_KEPT:
-                self._confirming.popitem(last=False)
+        if handler._confirming is not None:
+            with self._lock:
+                _keep(self._confirming, payload_version(handler.payload), handler._confirming)
 
     def get(self, key: tuple[str, str], make: Callable[[], _Turn]) -> _Turn:
         with self._lock:
             turn = self._turns.get(key)
             if turn is None:
-                turn = self._turns[key] = make()
-                while len(self._turns) > _TURNS_KEPT:
-                    self._turns.popitem(last=False)
+                _keep(self._turns, key, turn := make())
             else:
                 self._turns.move_to_end(key)
             return turn
+
+
+def _keep(records: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """``records[key] = value``, the oldest records beyond ``_TURNS_KEPT`` dropped."""
+    records[key] = value
+    while len(records) > _TURNS_KEPT:
+        records.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,13 +53,11 @@ def infer_model(
     **client_kwargs: Any,
 ) -> Any:
     """A model from a ``Model`` / ``AsyncModel`` (returned as is), a ``"provider:model"``
-    string (``"openai:gpt-4.1-mini"``, ``"openai-responses:gpt-4.1"``,
-    ``"anthropic:claude-sonnet-4-6"``; a bare ``claude-...`` / ``gpt-...`` / ``o3...`` picks its
-    provider), or an SDK client + ``model_name``. A string builds the client from the
-    environment (``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``...): ``AsyncOpenAI`` /
-    ``AsyncAnthropic`` with ``async_client``, ``client_kwargs`` passed to it (``max_retries``,
-    ``timeout``...); close it with ``close_client``. ``api`` chooses the OpenAI API (default:
-    Chat Completions; the ``openai-responses:`` prefix means ``"responses"``).
+    string (``"openai:gpt-4.1-mini"``, ``"openai-responses:..."``, ``"anthropic:..."``; a bare
+    ``claude-...`` / ``gpt-...`` / ``o3...`` picks its provider), or an SDK client +
+    ``model_name``. A string builds the client from the environment (async with
+    ``async_client``, with ``client_kwargs``; close it with ``close_client``). ``api``: the
+    OpenAI API, ``"chat"`` (default) or ``"responses"``.
     """
     name = model_name
     if isinstance(model, str):

@@ -312,14 +312,12 @@ def _client(sdk: Any, name: str, base_url: str, async_client: bool, kwargs: dict
 
 
 class FakeProviderServer:
-    """A fake OpenAI + Anthropic HTTP server on 127.0.0.1 for the real SDKs (docs/testing.md).
+    """A fake OpenAI + Anthropic HTTP server on 127.0.0.1 for the real SDKs (docs/testing.md),
+    serving from construction until ``close()`` (or the ``with`` block's end); thread-safe.
 
-    ``replies``: script items consumed one per HTTP request; ``handler``: a function of the
-    ``FakeRequest`` returning an item, used when the queue is empty (or always, without a queue).
-    With neither left, the server answers HTTP 500 with ``x-should-retry: false`` and records a
-    ``ScriptExhaustedError`` in ``errors``. The server starts at construction; use it as a
-    context manager or call ``close()``; ``reset()`` gives it a fresh script between tests that
-    share it. Thread-safe: ``add()`` may be called while it serves.
+    ``replies``: script items consumed one per HTTP request; then ``handler``, a function of the
+    ``FakeRequest`` returning one. With neither, the answer is an HTTP 500 (not retried) and a
+    ``ScriptExhaustedError`` in ``errors``.
     """
 
     def __init__(
@@ -375,10 +373,8 @@ class FakeProviderServer:
     # -- scripting --
 
     def reset(self, replies: Iterable[ScriptItem] = (), *, handler: Handler | None = None) -> None:
-        """Make the server as if just started with this script, keeping its address: forget the
-        queue, the handler, the requests, the errors, the batches and the batch knobs; wake
-        the delayed answers and drop the open connections of earlier clients. For a test suite
-        that shares one server between tests (each server costs a thread and a port)."""
+        """The server as if just started with this script, on the same address (for tests that
+        share one): delayed answers woken, open connections dropped, all else forgotten."""
         self._wake.set()
         self._drop_connections()
         with self._lock:

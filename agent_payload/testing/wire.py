@@ -55,6 +55,14 @@ def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
     return input_tokens, estimate_tokens(reply.text) if output_tokens is None else output_tokens
 
 
+def _cache_details(reply: Reply) -> dict[str, int]:
+    """OpenAI's input token details: the cache reads and writes (counted in the input)."""
+    return {
+        "cached_tokens": reply.cached_input_tokens,
+        "cache_write_tokens": reply.cache_write_input_tokens,
+    }
+
+
 def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
     input_tokens, output_tokens = _usage_numbers(reply, request)
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
@@ -88,11 +96,7 @@ def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
             "prompt_tokens": input_tokens,
             "completion_tokens": output_tokens,
             "total_tokens": input_tokens + output_tokens,
-            "prompt_tokens_details": {
-                "cached_tokens": reply.cached_input_tokens,
-                "cache_write_tokens": reply.cache_write_input_tokens,
-                "audio_tokens": 0,
-            },
+            "prompt_tokens_details": {**_cache_details(reply), "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         },
     }
@@ -151,10 +155,7 @@ def _response(reply: Reply, request: FakeRequest) -> dict[str, Any]:
         "text": body.get("text") or {"format": {"type": "text"}},
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {
-                "cached_tokens": reply.cached_input_tokens,
-                "cache_write_tokens": reply.cache_write_input_tokens,
-            },
+            "input_tokens_details": _cache_details(reply),
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,
