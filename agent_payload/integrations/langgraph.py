@@ -1,12 +1,10 @@
 """The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``; guide:
 docs/frameworks.md, how the calls of one message combine: MERGE.md section 9).
 
-The payload is JSON data under a state key, checkpointed with the thread. ``ToolNode`` runs the
-calls of one ``AIMessage`` together; the tool keeps per message a turn record (a handler over
-the payload the message saw, and each call's answer) and judges the calls in the message's
-order, each rebased over those accepted before it. An accepted call returns a ``Command`` whose
-payload update is an edit (``{EDIT: {...}}``) that ``PayloadChannel`` combines per step; what
-it cannot combine raises ``InvalidUpdateError`` and changes nothing.
+The payload is JSON data under a state key, checkpointed with the thread. The tool judges the
+calls of one ``AIMessage`` in order against the payload it saw (a turn record per message); an
+accepted call's ``Command`` writes an edit (``{EDIT: {...}}``) that ``PayloadChannel`` combines
+per step, or refuses with ``InvalidUpdateError``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The change request as a pydantic-ai ``Tool`` (``pip install 'agent-payload[pydantic-ai]'``;
-docs/frameworks.md), over one handler or, for a payload per run in ``deps``, a function of the
-``RunContext`` returning the run's handler (the tool definition is then built per step by a
-``prepare`` function). A refused call raises ``ModelRetry`` with the handler's text (counted
-against ``max_retries``); the calls of one model response share its base (the turn is the
-run id and step).
+docs/frameworks.md), over one handler or a handler per run (a function of the ``RunContext``).
+A refused call raises ``ModelRetry`` with the handler's text; the calls of one model response
+share its base (the turn is the run id and step).
 """
 
 from __future__ import annotations

@@ -101,10 +101,8 @@ def infer_model(
 
 
 def close_client(model: object) -> None:
-    """Close the sync SDK client an adapter holds (``model.client``) with its open connections;
-    nothing for a model without a client or with an async one (``await model.client.close()``
-    in its own event loop). A client ``infer_model`` built from a ``"provider:model"`` string
-    is yours to close."""
+    """Close the sync SDK client an adapter holds (``model.client``), as a client
+    ``infer_model`` built needs; nothing for an async one (``await model.client.close()``)."""
     close = getattr(getattr(model, "client", None), "close", None)
     if callable(close) and not inspect.iscoroutinefunction(close):
         close()

@@ -42,10 +42,8 @@ __all__ = [
 
 def is_loopback_url(url: object) -> bool:
     """True when ``url``'s host is ``localhost`` or a loopback IP address (127.0.0.0/8, ::1)."""
-    host = urlsplit(str(url)).hostname
-    if host is None:
-        return False
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+    host = urlsplit(str(url)).hostname or ""  # lower-cased
+    if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -180,14 +178,13 @@ class ResponseShape:
         *,
         optional: bool = False,
     ) -> Any:
-        """``obj.name`` if it is of ``kinds`` (``None`` too when ``optional``; a bool is never an
-        int), else the error."""
+        """``obj.name`` if it is of ``kinds`` (``None`` too when ``optional``), else the error."""
         value = getattr(obj, name, None) if obj is not None else None
         if value is None:
             if optional:
                 return None
             raise self.error(where, expected, None)
-        if not isinstance(value, kinds) or (isinstance(value, bool) and not _allows_bool(kinds)):
+        if not isinstance(value, kinds) or isinstance(value, bool):  # no field of ours is a bool
             raise self.error(where, expected, value)
         return value
 
@@ -234,10 +231,6 @@ class ResponseShape:
             ) from exc
 
 
-def _allows_bool(kinds: type | tuple[type, ...]) -> bool:
-    return bool in (kinds if isinstance(kinds, tuple) else (kinds,))
-
-
 class StreamBroken(Exception):
     """A stream that ended without a whole reply, or said it failed (``SdkErrors.streamed``
     makes it a retryable ``ProviderError``)."""
@@ -264,13 +257,9 @@ def _status_message(exc: Any) -> str:
 
 @dataclass(frozen=True)
 class SdkErrors:
-    """How one SDK's exceptions become ours: its exception classes and the words naming it.
-
-    ``mapped`` goes around every SDK call, sync and async alike. Checked in this order:
-    ``timeout`` (a subclass of ``connection`` in both SDKs), ``connection``, ``status``,
-    ``validation``, a ``TypeError`` from an option the SDK does not accept, any other ``base``
-    error, and a body that is not JSON. Anything else passes through unchanged.
-    """
+    """How one SDK's exceptions become ours (``mapped`` goes around every SDK call): its
+    exception classes, checked in ``translate``'s order (``timeout`` is a ``connection`` error
+    in both SDKs), and the words naming it."""
 
     provider: str
     api: str  # names the API in messages: "OpenAI" ("OpenAI model 'm'")

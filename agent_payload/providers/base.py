@@ -1,10 +1,6 @@
-"""The narrow protocol between the agent and a model provider: the agent sends a
-``ModelRequest`` (provider-neutral messages plus the output mode) and gets a ``ModelReply``.
-``PayloadAgent`` calls a ``Model``'s ``request``, ``AsyncPayloadAgent`` awaits an
-``AsyncModel``'s ``arequest``; with ``stream=True`` they ask for ``StreamingModel`` /
-``AsyncStreamingModel`` (docs/agent.md, "Streaming"). The adapters and ``ScriptedModel``
-implement all four.
-"""
+"""The narrow protocol between the agent and a model provider: a ``ModelRequest``
+(provider-neutral messages, the output mode) in, a ``ModelReply`` out, through the ``Model``
+protocol the agent calls (``AsyncModel``, ``StreamingModel``...: docs/agent.md)."""
 
 from __future__ import annotations
 
