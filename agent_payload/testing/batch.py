@@ -32,6 +32,9 @@ _ENDPOINT_API: dict[str, Api] = {
 }
 
 
+_COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")  # Anthropic's
+
+
 @dataclass(slots=True)
 class Route:
     """What the HTTP side must send: a status, a body and its content type, or a fault."""
@@ -326,19 +329,10 @@ class BatchFakes:
                 "id": batch_id,
                 "type": "message_batch",
                 "processing_status": "in_progress",
-                "request_counts": {
-                    "processing": len(requests),
-                    "succeeded": 0,
-                    "errored": 0,
-                    "canceled": 0,
-                    "expired": 0,
-                },
+                "request_counts": {**dict.fromkeys(_COUNTS, 0), "processing": len(requests)},
                 "created_at": _iso(now),
                 "expires_at": _iso(now + 86400),
-                "ended_at": None,
-                "archived_at": None,
-                "cancel_initiated_at": None,
-                "results_url": None,
+                **dict.fromkeys(("ended_at", "archived_at", "cancel_initiated_at", "results_url")),
             },
             lines=requests,
         )
@@ -358,7 +352,7 @@ class BatchFakes:
         expired = bool(self._server.batch_expire(batch.number))
         failure = self._server.batch_fail(batch.number)
         results: list[dict[str, Any]] = []
-        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        counts = dict.fromkeys(_COUNTS, 0)
         for entry in batch.lines:
             result: dict[str, Any]
             if expired:
