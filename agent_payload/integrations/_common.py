@@ -71,8 +71,7 @@ def tool_spec(
 
 
 def read_specs(handler: ChangeRequestToolHandler, caller: str) -> list[ToolSpec]:
-    """The read tools of ``payload_tools``: ``read_payload`` and ``find_in_payload`` when the
-    handler is ``outlined`` (its payload is over ``max_payload_tokens``), else none."""
+    """``payload_tools``' read tools: ``read_payload`` and ``find_in_payload`` when outlined."""
     tool_spec(handler, name=None, description=None, caller=caller)  # checks the handler
     return [ToolSpec(n, d, dict(p)) for n, d, p in handler.read_tool_specs()]
 

@@ -84,7 +84,6 @@ def change_request_tool(
 
 
 def _turn(run_manager: Any) -> Any:
-    """The run the tool was invoked from (``ToolNode`` runs the calls of one ``AIMessage``
-    under one run); None when invoked on its own."""
+    """The run the tool was invoked from (one per ``AIMessage`` in a ``ToolNode``), or None."""
     parent = getattr(run_manager, "parent_run_id", None)
     return None if parent is None else ("langchain", parent)

@@ -71,6 +71,6 @@ def _turn(context: Any) -> Any:
     requests so far; None (base unknown) without a usage or a request count."""
     usage = getattr(context, "usage", None)
     requests = getattr(usage, "requests", None)
-    if usage is None or not isinstance(requests, int) or requests <= 0:
+    if not isinstance(requests, int) or requests <= 0:  # no usage, or no request yet
         return None
     return ("openai-agents", Same(usage), requests)

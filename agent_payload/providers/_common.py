@@ -63,8 +63,7 @@ _request_gate: Callable[[], bool] = _always
 
 
 def environment_allows_requests() -> bool:
-    """False when the environment says ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0`` (or ``false``,
-    ``no``, ``off``); read at each call."""
+    """False when the environment says ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0`` (or false, no)."""
     return os.environ.get(REQUESTS_ENV_SWITCH, "").strip().lower() not in _FALSE_WORDS
 
 

@@ -101,8 +101,7 @@ CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
 
 
 def _cached_blocks(message: Message) -> list[dict[str, Any]]:
-    """``message.content`` as text blocks: its stable start marked as a cache breakpoint, then
-    the rest (left out when empty: the API refuses empty text blocks)."""
+    """``message.content`` as text blocks: its stable start, marked for the cache, then the rest."""
     cut = min(message.stable_prefix, len(message.content))
     blocks: list[dict[str, Any]] = [
         {"type": "text", "text": message.content[:cut], "cache_control": dict(CACHE_CONTROL)}
@@ -262,8 +261,8 @@ class AnthropicModel(Adapter):
 
 
 class _MessageStreamReader:
-    """Counts the pieces of a ``messages.stream`` (the SDK's stream assembles the message,
-    which its ``message_stop`` event carries: without one, the stream broke off)."""
+    """Counts a ``messages.stream``'s pieces (the SDK assembles the message ``message_stop``
+    carries: without one, the stream broke off)."""
 
     def __init__(self) -> None:
         self.message: Any = None

@@ -14,8 +14,7 @@ from agent_payload.usage import Usage
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call the model made: its id (echoed in the tool result), the tool's name and the
-    arguments as JSON text."""
+    """A tool call the model made: its id (echoed in the result), the tool, its JSON arguments."""
 
     id: str
     name: str
@@ -24,8 +23,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """A tool offered to the model besides the change request (the read tools of outline
-    mode): its name, its description and the JSON Schema of its arguments."""
+    """A tool offered besides the change request (outline mode's reads), its arguments' schema."""
 
     name: str
     description: str

@@ -86,8 +86,7 @@ def build_openai_client(*, async_client: bool = False, **kwargs: Any) -> Any:
 
 
 class _OpenAIModel(Adapter):
-    """What both OpenAI adapters share: the client, the request parameters but the messages'
-    and the tools' shapes, and the usage."""
+    """What both OpenAI adapters share: the client, the request parameters, the usage."""
 
     provider = PROVIDER
     _errors = _ERRORS

@@ -153,9 +153,8 @@ def _anthropic_events(message: dict[str, Any], request: FakeRequest) -> list[byt
         else:
             emit("content_block_start", index=index, content_block={**block, "text": ""})
             for piece in _pieces(block["text"]):
-                emit(
-                    "content_block_delta", index=index, delta={"type": "text_delta", "text": piece}
-                )
+                delta = {"type": "text_delta", "text": piece}
+                emit("content_block_delta", index=index, delta=delta)
         emit("content_block_stop", index=index)
     emit("message_delta", delta={key: message[key] for key in stop}, usage=copy.deepcopy(usage))
     emit("message_stop")

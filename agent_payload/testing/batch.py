@@ -224,8 +224,7 @@ class BatchFakes:
                 "expires_at": now + 86400,
                 "metadata": body.get("metadata"),
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
-                "output_file_id": None,
-                "error_file_id": None,
+                **dict.fromkeys(("output_file_id", "error_file_id")),
             },
             lines=lines,
         )

@@ -18,16 +18,14 @@ __all__ = ["ScriptExhaustedError", "ScriptedModel", "estimate_tokens"]
 
 
 class ScriptExhaustedError(AssertionError):
-    """A test double was asked for more replies than its script holds (a test failure, not an
-    error of the library, hence an ``AssertionError``)."""
+    """A test double ran out of script: a test failure, hence an ``AssertionError``."""
 
 
 ScriptedReply: TypeAlias = "str | ModelReply | BaseException"
 
 
 def estimate_tokens(text: str) -> int:
-    """A rough token count for fake usage numbers: ``usage.length_estimate`` (4 characters a
-    token), at least 1."""
+    """Fake usage numbers: ``usage.length_estimate`` (4 characters a token), at least 1."""
     return max(1, length_estimate(text))
 
 
