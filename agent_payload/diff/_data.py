@@ -1,20 +1,18 @@
-"""The diff's JSON helpers: ``json_equal``, minified sizes, checks that the inputs are JSON data.
-
-Owns ``MAX_DIFF_DEPTH``, ``_MISSING`` (a part with nothing to write), ``_dumps`` (the minified
-JSON whose length is the cost of every choice) and the intake of payloads (``_as_data``).
-"""
+"""The diff's JSON helpers: minified sizes (``_dumps``: the cost of every choice)
+and the intake of payloads (``_as_data``)."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
-from agent_payload._jsondata import format_payload_path, json_data, locate_problem
+from agent_payload._jsondata import json_data, locate_problem
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
+from agent_payload.parse._request import _depth
 
 MAX_DIFF_DEPTH = 200
 """Deepest change request ``diff_payloads`` writes (containers nested in one bucket):
@@ -30,35 +28,6 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
-
-# --- JSON helpers ------------------------------------------------------------------------------
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: ``true`` differs from ``1``, ``1`` equals ``1.0``, key order is ignored."""
-    stack = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        if isinstance(x, bool) or isinstance(y, bool):
-            if not (isinstance(x, bool) and isinstance(y, bool) and x == y):
-                return False
-        elif isinstance(x, int | float) and isinstance(y, int | float):
-            if x != y:
-                return False
-        elif isinstance(x, str) or isinstance(y, str) or x is None or y is None:
-            if not (type(x) is type(y) and x == y):
-                return False
-        elif isinstance(x, dict) and isinstance(y, dict):
-            if x.keys() != y.keys():
-                return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif isinstance(x, list) and isinstance(y, list):
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        else:
-            return False
-    return True
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -85,10 +54,10 @@ _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
 
 
 def _plain_json(value: Any) -> int | None:
-    """The depth of ``value`` (containers nested, see ``_depth``) when it is JSON data made of
-    exactly dict, list, str, int, float, bool and None (no subclasses), with string keys and
-    finite floats; None means: look closer. Iterative, level by level, and bounded by
-    ``Limits.max_nodes`` (so a cycle ends it)."""
+    """The depth of ``value`` when it is JSON data of the exact types (string keys, finite
+    floats); None: look closer. Level by level, bounded by ``Limits.max_nodes`` (so a cycle ends
+    it).
+    """
     level = [value]
     depth = 0
     budget = DEFAULT_LIMITS.max_nodes
@@ -128,7 +97,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
     problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)
     if problem is None:
         return False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
-    where = _show(problem.path)
+    where = format_payload_path(problem.path)
     if problem.kind == "nodes":
         raise LimitExceededError(
             f"{what} holds more than max_nodes={DEFAULT_LIMITS.max_nodes} values (counted up "
@@ -138,27 +107,19 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             maximum=DEFAULT_LIMITS.max_nodes,
             path=where,
         )
-    if problem.kind == "key":
-        raise InvalidPayloadError(
-            f"{what}: expected string keys at {_show(problem.path[:-1])}, found "
-            f"{problem.detail}; convert the keys to strings.",
-            path=problem.path,
-        )
-    if problem.kind == "float":
-        raise InvalidPayloadError(
-            f"{what}: expected a finite number at {where}, found {problem.detail}; "
-            "JSON has no NaN or infinity.",
-            path=problem.path,
-        )
-    raise InvalidPayloadError(
-        f"{what}: expected JSON data at {where}, found {problem.detail}; pass dicts, lists, "
-        "strings, numbers, booleans and None (or a pydantic model).",
-        path=problem.path,
-    )
+    template = _NOT_DATA.get(problem.kind, _NOT_DATA["value"])
+    parent = format_payload_path(problem.path[:-1])
+    message = template.format(what=what, where=where, parent=parent, found=problem.detail)
+    raise InvalidPayloadError(message, path=problem.path)
 
 
-def _show(path: Sequence[str | int]) -> str:
-    return format_payload_path(path) or "the root"
+_NOT_DATA: Final = {
+    "key": "{what}: expected string keys at {parent}, found {found}; convert the keys to strings.",
+    "float": "{what}: expected a finite number at {where}, found {found}; JSON has no NaN or "
+    "infinity.",
+    "value": "{what}: expected JSON data at {where}, found {found}; pass dicts, lists, strings, "
+    "numbers, booleans and None (or a pydantic model).",
+}
 
 
 def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
@@ -174,19 +135,3 @@ def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
             path=(),
         )
     return (value, *_check_json(value, what))
-
-
-def _depth(value: Any) -> int:
-    """Containers nested in ``value`` (0 for a primitive, 1 for ``{}`` or ``[1]``); iterative."""
-    best = 0
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = v.values()
-        elif not isinstance(v, list):
-            continue
-        if d > best:
-            best = d
-        stack.extend((child, d + 1) for child in v if isinstance(child, dict | list))
-    return best

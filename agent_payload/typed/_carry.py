@@ -10,9 +10,10 @@ from typing import Any, Final
 
 from pydantic.types import _SecretBase
 
-from agent_payload._jsondata import describe, format_payload_path
+from agent_payload._jsondata import describe
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload.report import Change, PayloadPath
-from agent_payload.typed._inspect import _fields, _has, _is_model_class, _json_key
+from agent_payload.typed._inspect import _fields, _is_model_class, _json_key
 
 _MISSING: Any = object()
 
@@ -135,12 +136,8 @@ class _PathMap:
 
 
 def _lookup(data: Any, path: PayloadPath) -> tuple[bool, Any]:
-    for part in path:
-        if _has(data, part):
-            data = data[part]
-        else:
-            return False, None
-    return True, data
+    found = lookup(data, path, _MISSING)
+    return (False, None) if found is _MISSING else (True, found)
 
 
 _MOVE_FIX: Final = (

@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from agent_payload._jsondata import format_payload_path, json_data
+from agent_payload._jsondata import json_data
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import UsageError
 from agent_payload.typed._carry import _opaque_fields
 
