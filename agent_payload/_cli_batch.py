@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload import _jsontext
@@ -99,45 +100,36 @@ def add_arguments(batch: argparse.ArgumentParser) -> None:
 def _items(path: str) -> list[dict[str, Any]]:
     """The items of ``path``; every bad id is named at once."""
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     items: list[dict[str, Any]] = []
     problems: list[str] = []
     first: dict[str, int] = {}
-    with handle:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
         try:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = loads_json_file(line)  # duplicate keys refused, numbers as written
-                except json.JSONDecodeError as exc:
-                    raise UsageError(
-                        f"{path}, line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
-                    ) from exc
-                if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
-                    raise UsageError(
-                        f"{path}, line {number}: expected an object with id, payload and task"
-                    )
-                item_id = item["id"]
-                if not isinstance(item_id, str):
-                    problems.append(
-                        f"{path}, line {number}: the id must be a string, found "
-                        f"{json.dumps(item_id)}"
-                    )
-                elif not item_id:
-                    problems.append(f"{path}, line {number}: the id is empty")
-                elif item_id in first:
-                    problems.append(
-                        f"{path}, line {number}: the id {item_id!r} was given on line "
-                        f"{first[item_id]} already"
-                    )
-                else:
-                    first[item_id] = number
-                items.append(item)
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+            item = loads_json_file(line)  # duplicate keys refused, numbers as written
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}, column {exc.colno}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
+            raise UsageError(f"{where}: expected an object with id, payload and task")
+        item_id = item["id"]
+        if not isinstance(item_id, str):
+            problems.append(f"{where}: the id must be a string, found {json.dumps(item_id)}")
+        elif not item_id:
+            problems.append(f"{where}: the id is empty")
+        elif item_id in first:
+            problems.append(
+                f"{where}: the id {item_id!r} was given on line {first[item_id]} already"
+            )
+        else:
+            first[item_id] = number
+        items.append(item)
     if problems:
         more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
         raise UsageError(

@@ -186,7 +186,7 @@ class PayloadStore:
             request: Any = written
             if base_version != current:
                 base = self._payload_at(cur, key, base_version)
-                since = [Applied(r, m) for r, m in self._requests(cur, key, base_version)]
+                since = [Applied(r, m) for r, m in self._requests(cur, key, base_version, current)]
                 request = rebased(base, since, written, markers, (payload, current))
             result = apply_change_request(
                 payload, request, strict=True, markers=markers, share=True
@@ -324,16 +324,14 @@ class PayloadStore:
         return payload
 
     def _requests(
-        self, cur: Cursor, key: str, after: int, upto: int | None = None
+        self, cur: Cursor, key: str, after: int, upto: int
     ) -> list[tuple[Any, frozenset[str]]]:
-        """The requests (as applied) of the versions after ``after`` (up to ``upto``)."""
-        sql = "SELECT change_request, markers FROM agent_payload_history WHERE key = ? "
-        sql += "AND version > ?"
-        params: list[Any] = [key, after]
-        if upto is not None:
-            sql += " AND version <= ?"
-            params.append(upto)
-        rows = cur.all(sql + " ORDER BY version", params)
+        """The requests (as applied) of the versions after ``after`` up to ``upto``."""
+        rows = cur.all(
+            "SELECT change_request, markers FROM agent_payload_history WHERE key = ? "
+            "AND version > ? AND version <= ? ORDER BY version",
+            (key, after, upto),
+        )
         return [(loads(r[0]), frozenset(loads(r[1]))) for r in rows]
 
     def _commit(
