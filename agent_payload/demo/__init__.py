@@ -25,7 +25,7 @@ from agent_payload.providers.base import Model, ModelReply, ModelRequest
 from agent_payload.report import Problem
 from agent_payload.result import AgentResult
 from agent_payload.testing import ScriptedModel
-from agent_payload.usage import estimate_tokens
+from agent_payload.usage import Usage, estimate_tokens
 
 __all__ = ["DEFAULT_MODELS", "choose_provider", "load_data", "run_demo"]
 
@@ -61,6 +61,34 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
         if os.environ.get(key):
             return name
     return None
+
+
+def _replay_model(replay: dict[str, Any]) -> Model:
+    """A ``ScriptedModel`` that plays the recorded replies back, in order, with token usage
+    counted from the actual request and reply text (o200k_base when bpe-openai is installed)."""
+    replies: list[dict[str, Any]] = list(replay["replies"])
+    played = 0
+
+    def answer(request: ModelRequest) -> ModelReply:
+        nonlocal played
+        if played >= len(replies):
+            raise ConfigurationError(
+                f"the offline replay holds {len(replies)} replies and the agent asked for "
+                f"reply #{played + 1}: the shipped replay does not fit this version's agent"
+            )
+        item = replies[played]
+        played += 1
+        text: str = item["text"]
+        prompt = "\n".join(message.content for message in request.messages)
+        usage = Usage(estimate_tokens(prompt), estimate_tokens(text), 1)
+        return ModelReply(
+            text=text,
+            finish_reason=item.get("finish_reason", "stop"),
+            usage=usage,
+            model_name=str(replay.get("model", "replay")),
+        )
+
+    return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
 
 
 def _clip(lines: list[str], max_lines: int) -> list[str]:
@@ -169,9 +197,7 @@ def _introduce(
             + f" replaying {len(replay['replies'])} scripted model replies shipped with the "
             "package, through the real agent, parser, merge and correction loop."
         )
-        name = str(replay.get("model", "replay"))
-        replies = [reply["text"] for reply in replay["replies"]]  # usage counted from the text
-        model = ScriptedModel(replies, model_name=name, provider="replay")
+        model = _replay_model(replay)
     else:
         name = model_name or DEFAULT_MODELS[chosen]
         say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
@@ -200,25 +226,16 @@ def _show_attempts(
         if number > 1:
             say(style.yellow(f"  correction sent back to the model before attempt {number}:"))
             say(style.dim(textwrap.indent(_correction_excerpt(request), "    | ")))
-        tokens = f"({reply.usage.output_tokens} output tokens)"
+        said = f"{style.bold(f'Attempt {number}')}: the model replied "
+        said += f"({reply.usage.output_tokens} output tokens) -> "
         if number == len(exchanges):
-            say(
-                style.bold(f"Attempt {number}")
-                + f": the model replied {tokens} -> "
-                + style.green("applied")
-                + " (the change request below)"
-            )
+            say(said + style.green("applied") + " (the change request below)")
             continue
         why = "; ".join(
             f"{p.code or p.kind} at {p.path}" if p.path else p.code or p.kind
             for p in rejections.get(number, [])[:3]
         )
-        say(
-            style.bold(f"Attempt {number}")
-            + f": the model replied {tokens} -> "
-            + style.red("rejected")
-            + (f": {why}" if why else "")
-        )
+        say(said + style.red("rejected") + (f": {why}" if why else ""))
         say(textwrap.indent(_wrap(reply.text, 100, 12), "    "))
 
 
