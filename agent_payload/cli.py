@@ -49,17 +49,12 @@ EXIT_USAGE = 2
 PROG = "agent-payload"
 
 
-class CliError(Exception):
-    """A usage or input error, printed as ``agent-payload: error: ...`` with exit status 2 (as
-    is a ``UsageError`` from any command)."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``main`` returns a status to its caller."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        raise CliError(message)
+        raise UsageError(message)
 
 
 # --- reading inputs ------------------------------------------------------------------------
@@ -73,11 +68,11 @@ def _read_text(name: str, stdin: TextIO) -> tuple[str, str]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from exc
     try:
         return name, data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise CliError(
+        raise UsageError(
             f"{name}: not UTF-8 text (byte {exc.start}: {exc.reason}); JSON files must be UTF-8"
         ) from exc
 
@@ -89,7 +84,7 @@ def _loads(text: str, source: str, *, hint: str = "") -> Any:
         return loads_json_file(text)
     except json.JSONDecodeError as exc:
         message = f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        raise CliError(message + hint) from exc
+        raise UsageError(message + hint) from exc
 
 
 def _parse_markers(text: str | None) -> frozenset[str]:
@@ -97,7 +92,7 @@ def _parse_markers(text: str | None) -> frozenset[str]:
         return DEFAULT_MARKERS
     markers = frozenset(m.strip() for m in text.split(",") if m.strip())
     if not markers:
-        raise CliError("--markers: give at least one marker, e.g. --markers DELETE,__DELETE__")
+        raise UsageError("--markers: give at least one marker, e.g. --markers DELETE,__DELETE__")
     return markers
 
 
@@ -149,12 +144,12 @@ def _payload_and_other(args: argparse.Namespace, other: str) -> tuple[str, str]:
     given = list(args.operands)
     if args.payload_file is not None:
         if len(given) != 1:
-            raise CliError(
+            raise UsageError(
                 f"with --payload, give only {other} (found {len(given)} operands: {given})"
             )
         return args.payload_file, given[0]
     if len(given) != 2:
-        raise CliError(
+        raise UsageError(
             f"expected PAYLOAD {other} (or --payload FILE {other}); found {len(given)} "
             f"operand{'' if len(given) == 1 else 's'}"
         )
@@ -187,9 +182,9 @@ def _show(
 def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     payload_file, change_file = _payload_and_other(args, "CHANGE")
     if payload_file == "-" and change_file == "-":
-        raise CliError("PAYLOAD and CHANGE cannot both be read from stdin ('-'); name a file")
+        raise UsageError("PAYLOAD and CHANGE cannot both be read from stdin ('-'); name a file")
     if args.strict and args.lenient:
-        raise CliError(
+        raise UsageError(
             "--strict and --lenient contradict each other (all or nothing is the default)"
         )
     markers = _parse_markers(args.markers)
@@ -204,7 +199,7 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         try:
             parsed = parse_change_request_with_repairs(change_text)
         except ModelReplyError as exc:
-            raise CliError(f"{change_name}: cannot read a change request: {exc}") from exc
+            raise UsageError(f"{change_name}: cannot read a change request: {exc}") from exc
         change = parsed.change_request
         if args.report or args.dry_run:
             for repair in parsed.repairs:
@@ -228,7 +223,7 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         )
         return EXIT_FAILED
     except LimitExceededError as exc:
-        raise CliError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
 
     report = result.report
     if args.report or args.dry_run:
@@ -252,10 +247,10 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     payload = _loads(payload_text, payload_name)
     if task == "-":
         if payload_file == "-":
-            raise CliError("the payload and the task cannot both be read from stdin ('-')")
+            raise UsageError("the payload and the task cannot both be read from stdin ('-')")
         task = stdin.read()
     if not task.strip():
-        raise CliError("the task is empty: say what should change in the payload")
+        raise UsageError("the task is empty: say what should change in the payload")
 
     style = Style(use_color(stderr, no_color=args.no_color))
     model: Any = None
@@ -273,7 +268,7 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         stderr.write(f"{style.red('provider error')}: {exc}\n")
         return EXIT_FAILED
     except LimitExceededError as exc:
-        raise CliError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     finally:
         close_client(model)
 
@@ -325,7 +320,7 @@ def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         schema_name, schema_text = _read_text(args.payload_schema, stdin)
         schema = _loads(schema_text, schema_name)
         if not isinstance(schema, dict):
-            raise CliError(f"{schema_name}: expected a JSON Schema (an object)")
+            raise UsageError(f"{schema_name}: expected a JSON Schema (an object)")
     editor = PayloadFileEditor(
         args.payload,
         allow=args.allow,
@@ -605,7 +600,7 @@ def main(
             return int(exc.code) if isinstance(exc.code, int) else EXIT_OK
         status: int = args.func(args, stdin, stdout, stderr)
         return status
-    except (CliError, UsageError) as exc:
+    except UsageError as exc:  # a usage or input error
         stderr.write(f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     except AgentPayloadError as exc:
