@@ -49,14 +49,7 @@ TEXTS = dict(
 
 
 def add_arguments(batch: argparse.ArgumentParser) -> None:
-    """The options of ``batch`` (its parser made with ``TEXTS``)."""
-    batch.add_argument(
-        "--model",
-        required=True,
-        metavar="PROVIDER:MODEL",
-        help="openai:MODEL, openai-responses:MODEL or anthropic:MODEL (key and base URL from "
-        "the environment)",
-    )
+    """The options of ``batch`` but the agent's (its parser made with ``TEXTS``)."""
     batch.add_argument("--input", required=True, metavar="FILE", help="items, one JSON per line")
     batch.add_argument("--state", required=True, metavar="FILE", help="the job's SQLite file")
     batch.add_argument("-o", "--output", required=True, metavar="FILE", help="results (JSONL)")
@@ -74,19 +67,6 @@ def add_arguments(batch: argparse.ArgumentParser) -> None:
         help="seconds between polls of a running batch (default: 30)",
     )
     batch.add_argument("--max-rounds", type=int, metavar="N", help="stop after N more rounds")
-    batch.add_argument(
-        "--max-retries",
-        type=int,
-        default=2,
-        metavar="N",
-        help="corrections per item before it fails (default: 2)",
-    )
-    batch.add_argument(
-        "--output-mode",
-        choices=("text", "tool"),
-        default="text",
-        help="how the model returns the change request (default: text)",
-    )
     batch.add_argument(
         "--retry-failed",
         action="store_true",

@@ -10,7 +10,6 @@ import os
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload._render import Style, render_changes, summarize, use_color
-from agent_payload._reply import OUTPUT_MODES
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import (
     MergeConflictError,
@@ -49,8 +48,9 @@ TEXTS = dict(
 )
 
 
-def add_arguments(store: argparse.ArgumentParser) -> None:
-    """The options of ``store`` (its parser made with ``TEXTS``)."""
+def add_arguments(store: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of ``store`` (its parser made with ``TEXTS``); returns the parser of
+    ``edit``, which takes the agent's options."""
     store.add_argument(
         "--db",
         metavar="URL",
@@ -70,9 +70,6 @@ def add_arguments(store: argparse.ArgumentParser) -> None:
     edit = verbs.add_parser("edit", help="ask a model to edit a key")
     edit.add_argument("key")
     edit.add_argument("task", metavar="TASK", help="what should change")
-    edit.add_argument("--model", required=True, metavar="PROVIDER:MODEL")
-    edit.add_argument("--max-retries", type=int, default=2, metavar="N")
-    edit.add_argument("--output-mode", choices=OUTPUT_MODES, default="text")
     revert = verbs.add_parser("revert", help="restore an earlier version as a new one")
     revert.add_argument("key")
     revert.add_argument("version", type=int, metavar="VERSION")
@@ -80,6 +77,7 @@ def add_arguments(store: argparse.ArgumentParser) -> None:
     for parser in (create, show, history, edit, revert):
         parser.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     store.set_defaults(func=_cmd)
+    return edit
 
 
 def _cmd(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:

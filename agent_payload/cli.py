@@ -351,8 +351,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_demo(sub)
     _add_mcp(sub)
-    _cli_batch.add_arguments(_command(sub, "batch", **_cli_batch.TEXTS))
-    _cli_store.add_arguments(_command(sub, "store", **_cli_store.TEXTS))
+    batch = _command(sub, "batch", **_cli_batch.TEXTS)
+    _add_agent_options(
+        batch,
+        "openai:MODEL, openai-responses:MODEL or anthropic:MODEL (key and base URL from the "
+        "environment)",
+        modes=("text", "tool"),
+    )
+    _cli_batch.add_arguments(batch)
+    _add_agent_options(_cli_store.add_arguments(_command(sub, "store", **_cli_store.TEXTS)), None)
     return parser
 
 
@@ -453,28 +460,33 @@ def _add_run(sub: Any) -> None:
         "exit status: 0 done; 1 the model gave no usable change request within the retries, or "
         "the\nprovider failed; 2 usage or input error.",
     )
-    run.add_argument(
-        "--model",
-        required=True,
-        metavar="PROVIDER:MODEL",
-        help="e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL "
-        "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
-    )
     _add_payload_io(run, "TASK", "payload", "reasoning")
-    run.add_argument(
+    _add_agent_options(
+        run,
+        "e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL from the "
+        "environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
+    )
+    run.set_defaults(func=_cmd_run)
+
+
+def _add_agent_options(
+    parser: argparse.ArgumentParser, model_help: str | None, modes: Sequence[str] = OUTPUT_MODES
+) -> None:
+    """The options of the agent a command runs (``run``, ``batch``, ``store edit``)."""
+    parser.add_argument("--model", required=True, metavar="PROVIDER:MODEL", help=model_help)
+    parser.add_argument(
         "--output-mode",
-        choices=OUTPUT_MODES,
+        choices=modes,
         default="text",
         help="how the model returns the change request (default: text)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--max-retries",
         type=_non_negative_int,
         default=2,
         metavar="N",
         help="corrections asked of the model before giving up (default: 2)",
     )
-    run.set_defaults(func=_cmd_run)
 
 
 def _add_demo(sub: Any) -> None:

@@ -64,16 +64,13 @@ class Cursor:
         self._duplicate = duplicate
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        row = self._run(sql, params).fetchone()
+        row = self.run(sql, params).fetchone()
         return None if row is None else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self._run(sql, params).fetchall()]
+        return [tuple(row) for row in self.run(sql, params).fetchall()]
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._run(sql, params)
-
-    def _run(self, sql: str, params: Sequence[Any]) -> Any:
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._execute(sql.replace("?", self._placeholder), tuple(params))
 
     def insert_new(self, sql: str, params: Sequence[Any] = ()) -> bool:
