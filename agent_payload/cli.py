@@ -601,9 +601,7 @@ def main(
     stderr: TextIO | None = None,
 ) -> int:
     """Run the command line; return the exit status (the console script exits with it)."""
-    stdin = stdin if stdin is not None else sys.stdin
-    stdout = stdout if stdout is not None else sys.stdout
-    stderr = stderr if stderr is not None else sys.stderr
+    stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     parser = build_parser()
     try:
         try:

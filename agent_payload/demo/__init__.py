@@ -57,10 +57,7 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
                 "`agent-payload demo --offline` for the offline replay"
             )
         return provider
-    for name, key in _KEYS.items():
-        if os.environ.get(key):
-            return name
-    return None
+    return next((name for name, key in _KEYS.items() if os.environ.get(key)), None)
 
 
 def _replay_model(replay: dict[str, Any]) -> Model:
