@@ -2,7 +2,7 @@
 
 This package owns the public names; its modules: ``_encode`` (``diff_payloads``: the
 encoding of change requests), ``_align`` (the alignment of arrays), ``_context`` (candidate
-encodings and their costs), ``_data`` (JSON helpers, ``json_equal``), ``_patch``
+encodings and their costs), ``_data`` (JSON helpers), ``_patch``
 (``to_json_patch``, ``json_pointer``), ``_undo`` (``undo_change_request``).
 
 * ``diff_payloads(old, new)`` returns an ``AgentPayloadChangeRequest`` that turns ``old`` into
@@ -62,7 +62,8 @@ never meets Python's recursion limit.
 
 from __future__ import annotations
 
-from agent_payload.diff._data import MAX_DIFF_DEPTH, json_equal
+from agent_payload._jsondata import json_equal
+from agent_payload.diff._data import MAX_DIFF_DEPTH
 from agent_payload.diff._encode import diff_payloads
 from agent_payload.diff._patch import json_pointer, to_json_patch
 from agent_payload.diff._undo import undo_change_request

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Literal
 
+from agent_payload._jsondata import json_equal
 from agent_payload.diff._align import _C_DEPTH, _element_keys, _lcs_pairs
-from agent_payload.diff._data import _MISSING, _SAME_IF_EQUAL, MAX_DIFF_DEPTH, _dumps, json_equal
+from agent_payload.diff._data import _MISSING, _SAME_IF_EQUAL, MAX_DIFF_DEPTH, _dumps
 
 # --- the diff ----------------------------------------------------------------------------------
 

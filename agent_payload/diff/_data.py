@@ -1,4 +1,4 @@
-"""The diff's JSON helpers: ``json_equal``, minified sizes, checks that the inputs are JSON data.
+"""The diff's JSON helpers: minified sizes, checks that the inputs are JSON data.
 
 Owns ``MAX_DIFF_DEPTH``, ``_MISSING`` (a part with nothing to write), ``_dumps`` (the minified
 JSON whose length is the cost of every choice) and the intake of payloads (``_as_data``).
@@ -30,36 +30,6 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
-
-# --- JSON helpers ------------------------------------------------------------------------------
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: ``true`` differs from ``1``, ``1`` equals ``1.0``, key order is ignored."""
-    stack = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        if isinstance(x, bool) or isinstance(y, bool):
-            if not (isinstance(x, bool) and isinstance(y, bool) and x == y):
-                return False
-        elif isinstance(x, int | float) and isinstance(y, int | float):
-            if x != y:
-                return False
-        elif isinstance(x, str) or isinstance(y, str) or x is None or y is None:
-            if not (type(x) is type(y) and x == y):
-                return False
-        elif isinstance(x, dict) and isinstance(y, dict):
-            if x.keys() != y.keys():
-                return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif isinstance(x, list) and isinstance(y, list):
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        else:
-            return False
-    return True
-
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _KEY_ENCODER = json.JSONEncoder(

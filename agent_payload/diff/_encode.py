@@ -12,7 +12,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from agent_payload._jsondata import materialize
+from agent_payload._jsondata import json_equal, materialize
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.diff._context import (
     _BUCKET_COST,
@@ -25,7 +25,7 @@ from agent_payload.diff._context import (
     _set_whole,
     _Shared,
 )
-from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps, _show, json_equal
+from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps, _show
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import _is_index_map
 
