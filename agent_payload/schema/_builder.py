@@ -122,12 +122,10 @@ class Builder:
         while stack:
             node = stack.pop()
             if isinstance(node, dict):
-                ref = node.get("$ref")
-                if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                    name = ref[len("#/$defs/") :]
-                    if name in self.source_defs and name not in needed:
-                        needed.add(name)
-                        stack.append(self.source_defs[name])
+                name = self._ref_name(node)
+                if name is not None and name not in needed:
+                    needed.add(name)
+                    stack.append(self.source_defs[name])
                 stack.extend(node.values())
             elif isinstance(node, list):
                 stack.extend(node)
@@ -193,11 +191,9 @@ class Builder:
     # -- updateElements: the deep partial with markers, placeholders and index maps --
 
     def update(self, schema: Schema) -> Schema:
-        if self._ref_name(schema) is not None:
-            return self._via_def(schema, "update", self.update)
-        combined = self._combinator(schema, self.update)
-        if combined is not None:
-            return combined
+        shared = self._ref_or_branches(schema, "update", self.update)
+        if shared is not None:
+            return shared
         if _is_object(schema):
             required = set(schema.get("required", ()))
             return self._partial_object(
@@ -205,16 +201,13 @@ class Builder:
                 lambda v, key=None: (
                     self.update(v) if key in required else self._slot(self.update(v))
                 ),
-                self.update_extra,
+                lambda extra: self._slot(self.update(extra)),
             )
         if _is_array(schema):
             element = _any_of([self.update(_items(schema)), self.placeholder, self.marker_schema])
             positional = {"type": "array", "items": element}
             return {"anyOf": [positional, self._index_map(element)]}
         return _leaf(schema)
-
-    def update_extra(self, extra: Schema) -> Schema:
-        return self._slot(self.update(extra))
 
     # -- removeElements: the same shape, leaves are markers --
 
@@ -289,11 +282,9 @@ class Builder:
     # -- newElements: a deep partial without markers; appended and inserted items are whole --
 
     def new(self, schema: Schema) -> Schema:
-        if self._ref_name(schema) is not None:
-            return self._via_def(schema, "new", self.new)
-        combined = self._combinator(schema, self.new)
-        if combined is not None:
-            return combined
+        shared = self._ref_or_branches(schema, "new", self.new)
+        if shared is not None:
+            return shared
         if _is_object(schema):
             return self._partial_object(schema, self._new_property, self.new)
         if _is_array(schema):
@@ -326,7 +317,10 @@ class Builder:
 
     # -- shared shapes --
 
-    def _combinator(self, schema: Schema, transform: Any) -> Schema | None:
+    def _ref_or_branches(self, schema: Schema, mode: str, transform: Any) -> Schema | None:
+        """The partial of a ``$ref`` or of a union (None: ``schema`` is neither)."""
+        if self._ref_name(schema) is not None:
+            return self._via_def(schema, mode, transform)
         branches = _branches(schema)
         if branches is None:
             return None
@@ -335,22 +329,22 @@ class Builder:
             part = transform(branch)
             if part not in parts:
                 parts.append(part)
-        result = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}
-        result = {k: v for k, v in result.items() if k not in _DROPPED_IN_PARTIALS}
+        dropped = _DROPPED_IN_PARTIALS | {"anyOf", "oneOf", "allOf"}
+        result = {k: v for k, v in schema.items() if k not in dropped}
         if not result:
             return _any_of(parts)
         result["anyOf"] = _any_of(parts).get("anyOf", parts)
         return result
 
     def _partial_object(self, schema: Schema, value: Any, extra: Any) -> Schema:
-        """``value(sub)`` or ``value(sub, key)`` per property (None: the property is left
-        out), ``extra(sub)`` for free keys."""
+        """``value(sub, key)`` per property (None: the property is left out), ``extra(sub)``
+        for free keys."""
         result: Schema = {"type": "object"}
         if "description" in schema:
             result["description"] = schema["description"]
         properties = schema.get("properties", {})
         if properties:
-            built = {k: _call(value, v, k) for k, v in properties.items()}
+            built = {k: value(v, k) for k, v in properties.items()}
             result["properties"] = {k: v for k, v in built.items() if v is not None}
         patterns = schema.get("patternProperties")
         if isinstance(patterns, dict):
@@ -427,10 +421,3 @@ def _leaf(schema: Schema) -> Schema:
 def _strip_title(schema: Schema) -> Schema:
     schema.pop("title", None)
     return schema
-
-
-def _call(function: Any, sub: Schema, key: str) -> Any:
-    try:
-        return function(sub, key)
-    except TypeError:
-        return function(sub)
