@@ -1,50 +1,17 @@
-"""The data-loss guard: flag effective changes that look like content lost by accident.
+"""The data-loss guard: flag effective changes that look like content lost by accident (a long
+text cut to its first sentence and ``...``, forty items to three, an object to ``"see above"``).
 
-Models that edit a large payload sometimes shorten what they were not asked to touch: a long
-description comes back as its first sentence and ``...``, a list of forty items as three, an
-object as ``"see above"``. ``DataLossGuard`` looks at every effective change (at any depth,
-inside arrays too) and flags:
+Rules (defaults in brackets): ``string_cut`` (a text of >= 100 characters loses > 70%),
+``truncation_marker`` (a text replaced by a shorter one ending in ``...``, ``[truncated]``,
+``etc.``), ``placeholder`` (a value replaced by ``TODO``, ``<...>``, ``<unchanged>``, or a text
+gaining one), ``array_shrunk`` (>= 2 elements, > 50% lost), ``object_keys_lost`` (>= 2 keys,
+> 50% lost), ``container_to_primitive``, ``wiped`` (a non-trivial value becomes ``""`` or
+``null``), ``large_removal`` (>= 2000 characters of JSON deleted). Policies: ``allow``,
+``warn``, ``confirm``, ``reject`` (findings of severity ``warning``, ``confirm``, ``conflict``).
 
-========================== =================================================================
-rule                       fires when
-========================== =================================================================
-``string_cut``             a text of >= ``min_string_length`` (100) characters loses more
-                           than ``max_string_cut`` (70%) of its length
-``truncation_marker``      a text is replaced by a shorter one ending in a truncation marker
-                           (``...``, ``…``, ``[truncated]``, ``etc.``, ``and more``), or by
-                           the marker alone
-``placeholder``            a value is replaced by a placeholder (``TODO``, ``<...>``,
-                           ``[...]``, ``...rest unchanged``, ``<unchanged>``), or a text
-                           gains one it did not hold
-``array_shrunk``           an array of >= ``min_items`` (2) elements loses more than
-                           ``max_array_shrink`` (50%) of them
-``object_keys_lost``       an object of >= ``min_keys`` (2) keys loses more than
-                           ``max_key_loss`` (50%) of them
-``container_to_primitive`` a non-empty object or array is replaced by a primitive
-``wiped``                  a non-trivial value (not null, not blank, not empty) becomes
-                           ``""`` or ``null``
-``large_removal``          a deleted value is >= ``large_removal_chars`` (2000) characters
-                           of JSON
-========================== =================================================================
-
-Policies: ``allow`` (nothing is flagged), ``warn`` (findings of severity ``warning``: the
-merge applies the change and records a ``data_loss`` warning), ``confirm`` (severity
-``confirm``: applied and recorded; the agent asks the model once to confirm, showing before
-and after), ``reject`` (severity ``conflict``: the merge refuses the change).
-
-The merge reports each deleted array element and each deleted key as its own change, so a
-per-change guard cannot see that an array lost 40 of its 45 elements. ``review(before, after,
-changes)`` sees the whole merge: it returns the per-change findings and, for every container
-that lost elements or keys one by one, an ``array_shrunk`` / ``object_keys_lost`` finding. It
-**counts** the deletions in ``changes`` against the container's size before the merge, so
-deleting all ten items and appending ten others is the loss of ten items, not an array of the
-same length. ``apply_change_request(..., guards=[...])`` runs the review after every merge with a
-guard that has one (a ``review`` conflict refuses every change at or below the container), so
-the agent, the tool handler, the session and direct merges all get it.
-
-Sizes: this module is one guard whose per-change rules and whole-merge review share their
-thresholds and messages (606 lines, kept together); ``_leaf`` (89 lines) is one check per rule
-for a changed leaf, read top to bottom in the order of ``DATA_LOSS_RULES``.
+The merge reports each deleted element or key as its own change, so ``review`` looks at the
+whole merge: it counts the deletions against each container's size before the merge (deleting
+ten items and appending ten others is the loss of ten). See docs/guards.md.
 """
 
 from __future__ import annotations
@@ -115,8 +82,7 @@ _TAIL = 200
 @dataclass(frozen=True, slots=True)
 class DataLossFinding(Finding):
     """A ``data_loss`` finding: the payload ``path``, the ``rule`` that fired and the sizes
-    before and after (characters for text and removed content, elements for arrays, keys for
-    objects)."""
+    before and after (characters, elements or keys)."""
 
     path: PayloadPath = ()
     rule: str = ""
@@ -163,13 +129,10 @@ def _short(value: Any, limit: int = 40) -> str:
 
 
 class DataLossGuard:
-    """Flag changes that look like accidental loss of content (see the module docstring).
-
-    A ``Guard`` (``guard(change)``) for ``apply_change_request(guards=[...])``, plus
-    ``review(before, after, changes)`` for what only the whole merge shows. ``ignore`` takes
-    path rules (the permission grammar, no operation suffix needed) where nothing is flagged;
-    ``rules`` limits the rules that run (default: all of ``DATA_LOSS_RULES``).
-    """
+    """Flag changes that look like accidental loss of content (see the module docstring): a
+    ``Guard`` for ``apply_change_request(guards=[...])``, with ``review`` for the whole merge.
+    ``ignore``: path rules where nothing is flagged; ``rules``: the rules that run (default:
+    all of ``DATA_LOSS_RULES``)."""
 
     code = "data_loss"
 
@@ -247,20 +210,12 @@ class DataLossGuard:
         *,
         per_change: bool = True,
     ) -> list[DataLossFinding]:
-        """Findings for a whole merge: ``before`` is the payload given to the merge, ``after``
-        the merged payload, ``changes`` the report's effective changes.
-
-        With ``per_change=True`` the result holds each change's own findings and the
-        container findings; with ``per_change=False`` only the container findings (use this
-        when the guard already ran inside the merge, so nothing is reported twice). A
-        container finding is given for every object or array that lost elements or keys
-        through separate ``delete`` changes when, before against after, it shrank past the
-        thresholds.
-        """
+        """Findings for a whole merge (``changes``: the report's effective changes): each
+        change's own findings (unless ``per_change=False``, for a guard that already ran in
+        the merge) and one per container that separate deletions shrank past the thresholds."""
         if self.policy == "allow":
             return []
-        before = _dump(before)
-        after = _dump(after)
+        before, after = json_data(before), json_data(after)
         findings: list[DataLossFinding] = []
         seen: set[tuple[PayloadPath, str]] = set()
         if per_change:
@@ -268,9 +223,7 @@ class DataLossGuard:
                 for finding in self.check_change(change):
                     findings.append(finding)
                     seen.add((finding.path, finding.rule))
-        # Count, never compare lengths: every element or key deleted by its own change
-        # counts, whatever was appended after it (deleting all ten items and appending ten
-        # others is the loss of ten items, not an array of the same length).
+        # Count, never compare lengths: appended items do not make up for deleted ones.
         deleted: dict[PayloadPath, list[int]] = {}
         inserted: dict[PayloadPath, list[int]] = {}  # result parent -> added positions
         removed: dict[PayloadPath, int] = {}
@@ -306,33 +259,25 @@ class DataLossGuard:
             now = f"; it now holds {len(new)} {what}"
             if added > 0:
                 now += f", {added} of them new"
+        rule = self._shrunk(old, count)
+        if rule is None:
+            return
+        if rule == "array_shrunk":
+            lost = f"an array of {len(old)} elements lost {count} of them"
+            lost += f" ({_percent(count, len(old))}%)"
+        else:
+            lost = f"an object lost {count} of its {len(old)} keys"
+        yield _Hit(path, rule, len(old), len(old) - count, f"{lost} to separate deletions{now}")
+
+    def _shrunk(self, old: Any, lost: int) -> str | None:
+        """The rule that fires for an array or object of ``old`` losing ``lost`` of its items."""
         if isinstance(old, list):
-            if (
-                "array_shrunk" in self.rules
-                and len(old) >= self.min_items
-                and count > self.max_array_shrink * len(old)
-            ):
-                yield _Hit(
-                    path,
-                    "array_shrunk",
-                    len(old),
-                    len(old) - count,
-                    f"an array of {len(old)} elements lost {count} of them "
-                    f"({_percent(count, len(old))}%) to separate deletions{now}",
-                )
-        elif (
-            isinstance(old, dict)
-            and "object_keys_lost" in self.rules
-            and len(old) >= self.min_keys
-            and count > self.max_key_loss * len(old)
-        ):
-            yield _Hit(
-                path,
-                "object_keys_lost",
-                len(old),
-                len(old) - count,
-                f"an object lost {count} of its {len(old)} keys to separate deletions{now}",
-            )
+            rule, least, most = "array_shrunk", self.min_items, self.max_array_shrink
+        elif isinstance(old, dict):
+            rule, least, most = "object_keys_lost", self.min_keys, self.max_key_loss
+        else:
+            return None
+        return rule if rule in self.rules and len(old) >= least and lost > most * len(old) else None
 
     def describe(self) -> str:
         """A sentence for the system prompt (empty under policy ``allow``)."""
@@ -426,36 +371,17 @@ class DataLossGuard:
                     yield hit
 
     def _container_hits(self, path: PayloadPath, old: Any, new: Any) -> Iterator[_Hit]:
-        if isinstance(old, list) and isinstance(new, list):
-            if (
-                "array_shrunk" in self.rules
-                and len(old) >= self.min_items
-                and len(old) - len(new) > self.max_array_shrink * len(old)
-            ):
-                yield _Hit(
-                    path,
-                    "array_shrunk",
-                    len(old),
-                    len(new),
-                    f"an array of {len(old)} elements shrank to {len(new)} "
-                    f"({_percent(len(old) - len(new), len(old))}% fewer)",
-                )
-        elif isinstance(old, dict) and isinstance(new, dict):
+        if isinstance(old, list) and self._shrunk(old, len(old) - len(new)):
+            shrunk = _percent(len(old) - len(new), len(old))
+            detail = f"an array of {len(old)} elements shrank to {len(new)} ({shrunk}% fewer)"
+            yield _Hit(path, "array_shrunk", len(old), len(new), detail)
+        elif isinstance(old, dict):
             lost = [key for key in old if key not in new]
-            if (
-                "object_keys_lost" in self.rules
-                and len(old) >= self.min_keys
-                and len(lost) > self.max_key_loss * len(old)
-            ):
+            if self._shrunk(old, len(lost)):
                 sample = ", ".join(json.dumps(k, ensure_ascii=False) for k in lost[:5])
                 more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
-                yield _Hit(
-                    path,
-                    "object_keys_lost",
-                    len(old),
-                    len(new),
-                    f"an object lost {len(lost)} of its {len(old)} keys ({sample}{more})",
-                )
+                detail = f"an object lost {len(lost)} of its {len(old)} keys ({sample}{more})"
+                yield _Hit(path, "object_keys_lost", len(old), len(new), detail)
 
     def _removal(self, path: PayloadPath, value: Any) -> _Hit | None:
         if "large_removal" not in self.rules:
@@ -564,9 +490,6 @@ class DataLossGuard:
 
 def _percent(part: int, whole: int) -> int:
     return round(100 * part / whole) if whole else 0
-
-
-_dump = json_data
 
 
 _ABSENT = object()

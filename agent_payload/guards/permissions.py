@@ -1,59 +1,20 @@
-"""Write permissions: which payload paths a change request may touch.
+"""Write permissions: which payload paths a change request may touch (``Permissions``).
 
-Path rules
-==========
-
-A rule names a set of payload paths, optionally followed by the operations it concerns::
+Path rules (docs/guards.md; parsed in ``guards.rules``)::
 
     rule     := path [ ":" ops ]
     path     := first ( "." name | "." "*" | "." "**" | "[" index "]" | "[*]" | "[" string "]" )*
     first    := name | "*" | "**" | "[" string "]" | "[" index "]" | "[*]"
     ops      := op ( "," op )*          op := "add" | "update" | "delete"
 
-* ``a.b``: the key ``b`` inside the key ``a``. A bare ``name`` is one or more characters other
-  than ``. [ ] : * "`` and white space; it is always an object key (``stats.2024`` is the key
-  ``"2024"``, never an index).
-* ``["key.with.dots"]``: any key at all, written as a JSON string in brackets (``[""]``,
-  ``["*"]``, ``["a[0]"]``).
-* ``items[0]``: the element at index 0. ``items[*]``: any element of ``items``.
-* ``*``: exactly one segment, any key or any index. ``a.*`` is everything strictly *below*
-  ``a``: the keys (or elements) of ``a`` and what is inside them, but **not** ``a`` itself.
-* ``**``: zero or more segments, keys or indices. ``**.id`` is the key ``id`` at any depth
-  (the top level included); ``a.**`` is ``a`` itself and everything below it; ``**`` alone is
-  the whole payload.
-* ``:add,update,delete``: the kinds of change the rule concerns (default: all three).
-
-A rule that matches a path also covers everything inside it: ``deny=["customer"]`` makes the
-whole ``customer`` object read-only. A change is judged at the **original node** it touches:
-the merge hands the guard an update, a replacement or a deletion of an element (or of anything
-inside it) at the element's position in the payload as given, whatever deletions before it
-shift it to in the result; only an appended or inserted element is judged at its new position
-(in the original container). So ``deny=["items[1]"]`` protects the element the model was shown
-at index 1, even when the same request deletes ``items[0]`` (the report still names result
-positions for adds and updates, MERGE.md section 4). An item inserted into an array (MERGE.md
-section 8) is an ``add`` at its result position: ``items[*]:add`` allows it.
-
-How a change is checked
-=======================
-
-Every effective change is broken down into its effects on single payload nodes: the node it
-targets gets the change's operation; a change that deletes or replaces a container *deletes*
-every node inside the old value; a change that adds a container, or replaces a value by one,
-*adds* every node inside the new value. (A container replaced by a container of the same kind
-is compared first, and only the differences count.) So deleting ``items`` when
-``items[*].price`` is read-only is refused, and so is replacing ``a`` by a number when
-``a.b`` is read-only. An effect is *covered* by a rule when the rule matches the node or one of
-its ancestors and the effect's operation is among the rule's operations.
-
-* ``deny`` (read-only paths): a change with any effect covered by a deny rule is refused.
-* ``allow`` (the only paths that may change): a change is refused unless every one of its
-  effects is covered by an allow rule. ``allow=None`` means no allow list; ``allow=[]`` means
-  nothing may change.
-* Both: a change must be allowed and not denied.
-
-Refusals are ``Finding``\\ s with code ``permission_denied`` (severity ``conflict``) whose
-message names the concrete payload path, the operation and the rule; the merge records them as
-conflicts and does not apply the change.
+A bare ``name`` is always an object key; ``["a.b"]`` any key as a JSON string; ``*`` one
+segment; ``a.*`` everything strictly below ``a``; ``**`` zero or more segments. A rule covers
+the subtree it matches. A change is judged at the original node it touches (an element's
+position as shown, whatever earlier deletions shift it to), broken down into its effects on
+single nodes: deleting or replacing a container deletes every node inside it, adding one adds
+every node inside (a container replaced by one of the same kind counts only its differences).
+A change is refused when a ``deny`` rule covers one of its effects, or when ``allow`` is given
+and does not cover every effect (``allow=[]``: nothing may change).
 """
 
 from __future__ import annotations
@@ -85,8 +46,8 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class PermissionFinding(Finding):
-    """A ``permission_denied`` finding, with the concrete payload ``path`` it concerns, the
-    ``op`` of the effect there and the ``rule`` (its text) that decided."""
+    """A ``permission_denied`` finding: the payload ``path``, the ``op`` of the effect there
+    and the ``rule`` (its text) that decided."""
 
     path: PayloadPath = ()
     op: str = "update"
@@ -97,36 +58,8 @@ _Verdict = Callable[[RuleSet, _State, str, Any], tuple[bool, "PathRule | None"]]
 _MISSING = object()
 
 
-def effects(change: Change) -> Iterator[tuple[PayloadPath, str, int]]:
-    """The node-level effects of ``change`` (see the module docstring), as
-    ``(path, op, depth_below_change)`` triples. Provided for tests and tools; the guards walk
-    the same structure with rule states instead."""
-    for linked, op, _value in _effect_nodes(change):
-        yield path_below(change.path, linked), op, _depth(linked)
-
-
-def _depth(linked: Link) -> int:
-    n = 0
-    while linked is not None:
-        linked = linked[0]
-        n += 1
-    return n
-
-
-def _effect_nodes(change: Change) -> Iterator[tuple[Link, str, Any]]:
-    """Yield ``(linked_path_below_change, op, value)`` for every affected node, iteratively.
-    ``value`` is the node's value on the side that has it (old for deletes)."""
-    for linked, op, old, new in _fine(change):
-        yield linked, op, old if op == "delete" else new
-        if op in ("delete", "update"):
-            yield from _descendants(linked, old, "delete")
-        if op in ("add", "update"):
-            yield from _descendants(linked, new, "add")
-
-
 def _fine(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
-    """Break a change into fine changes: same-kind container replacements are compared and
-    only their differences are kept."""
+    """A change as fine changes: same-kind container replacements keep only their differences."""
     if change.op != "update":
         yield None, change.op, change.old, change.new
         return
@@ -154,32 +87,13 @@ def _fine(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
             yield linked, "update", old, new
 
 
-def _descendants(linked: Link, value: Any, op: str) -> Iterator[tuple[Link, str, Any]]:
-    stack: list[tuple[Link, Any]] = [(linked, value)]
-    while stack:
-        here, node = stack.pop()
-        if isinstance(node, dict):
-            for key, child in node.items():
-                yield (here, key), op, child
-                stack.append(((here, key), child))
-        elif isinstance(node, list):
-            for i, child in enumerate(node):
-                yield (here, i), op, child
-                stack.append(((here, i), child))
-
-
 def _walk_verdicts(
     change: Change,
     ruleset: RuleSet,
     verdict: _Verdict,
 ) -> tuple[PayloadPath, str, PathRule | None] | None:
-    """Walk the effects of ``change`` carrying rule states; return the first effect for which
-    ``verdict(ruleset, state, op, value)`` returns a refusal ``(True, rule)``, as
-    ``(path, op, rule)``.
-
-    Below a node where no rule is alive, every descendant with the same operation gets the
-    same verdict (it depends only on the rules covering the node), so the walk stops there.
-    """
+    """The first effect of ``change`` that ``verdict`` refuses, as ``(path, op, rule)``. Below
+    a node where no rule is alive every descendant gets the same verdict: the walk stops there."""
     state = ruleset.start()
     for segment in change.path:
         state = ruleset.step(state, segment)
@@ -256,8 +170,7 @@ def _walk_side(
 
 
 def _container_indices(items: list[Any]) -> Iterable[int] | None:
-    """The indices of the dicts and lists among ``items`` (found at C speed), or None when an
-    element is of another type (a subclass is judged element by element)."""
+    """The indices of the containers among ``items``, or None when one holds a subclass."""
     return container_positions(items) if set(map(type, items)) <= JSON_TYPES else None
 
 
@@ -265,15 +178,9 @@ def _container_indices(items: list[Any]) -> Iterable[int] | None:
 
 
 class Permissions:
-    """A guard that refuses changes outside ``allow`` or inside ``deny`` (see the module
-    docstring for the rule grammar and how a change is checked).
-
-    >>> perms = Permissions(deny=["id", "items[*].sku"])
-    >>> apply_change_request(payload, request, guards=[perms])   # doctest: +SKIP
-
-    ``severity`` is the severity of the findings (``"conflict"``: refused; ``"warning"``: only
-    recorded). ``describe()`` is the text the agent puts in the system prompt.
-    """
+    """A guard refusing changes outside ``allow`` or inside ``deny`` (path rules, see the
+    module docstring): ``apply_change_request(..., guards=[Permissions(deny=["id"])])``.
+    ``severity`` of the findings: ``"conflict"`` (refused), ``"warning"`` or ``"confirm"``."""
 
     code = "permission_denied"
 
@@ -303,8 +210,7 @@ class Permissions:
     # -- queries ----------------------------------------------------------------------------
 
     def allows(self, path: PayloadPath, op: str = "update") -> bool:
-        """True when a change with ``op`` at exactly ``path`` (no container contents involved)
-        is permitted."""
+        """Whether a change with ``op`` at exactly ``path`` (no contents involved) is permitted."""
         if op not in ALL_OPS:
             raise ConfigurationError(f"op must be add, update or delete, got {op!r}")
         if any(rule.covers(path, op) for rule in self.deny_rules):
@@ -315,16 +221,13 @@ class Permissions:
 
     def check(self, change: Change) -> PermissionFinding | None:
         """The first violation of ``change`` as a finding, or None."""
-        if self.deny_rules:
-            found = _walk_verdicts(change, self._deny, _deny_verdict)
-            if found is not None:
-                path, op, rule = found
-                return self._finding(change, path, op, rule, denied=True)
+        checks = [(self._deny, _deny_verdict, True)] if self.deny_rules else []
         if self.allow_rules is not None:
-            found = _walk_verdicts(change, self._allow, _allow_verdict)
+            checks.append((self._allow, _allow_verdict, False))
+        for ruleset, verdict, denied in checks:
+            found = _walk_verdicts(change, ruleset, verdict)
             if found is not None:
-                path, op, rule = found
-                return self._finding(change, path, op, rule, denied=False)
+                return self._finding(change, *found, denied=denied)
         return None
 
     def __call__(self, change: Change) -> Sequence[Finding]:
@@ -373,8 +276,7 @@ class Permissions:
     # -- prompt -----------------------------------------------------------------------------
 
     def describe(self) -> str:
-        """What the model may change and may not, for the system prompt's permissions
-        section."""
+        """What the model may and may not change, for the system prompt."""
         lines: list[str] = []
         if self.allow_rules is not None:
             if self.allow_rules:
@@ -409,8 +311,7 @@ _PAST = {"add": "added", "update": "changed", "delete": "deleted"}
 
 
 def _inside(change: Change, path: PayloadPath, op: str) -> str:
-    """`` (this change of `a` would delete `a.b` inside it)`` when the effect is not at the
-    change's own path."""
+    """`` (this change of `a` would delete `a.b` inside it)``, or ``""`` at the change's path."""
     if path == change.path:
         return ""
     target = f"`{format_path(change.path)}`" if change.path else "the whole payload"

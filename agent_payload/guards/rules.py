@@ -1,10 +1,6 @@
-"""Path rules: parsing the rule grammar and walking rules down a payload together.
-
-The grammar is described in :mod:`agent_payload.guards.permissions`. ``parse_rule`` turns a
-rule's text into a :class:`PathRule` (segment matchers and operations), with an error naming
-the position and what was expected; a :class:`RuleSet` walks several rules at once down a
-payload as a small NFA (``(states, covered)`` per node). Used by ``Permissions``,
-``ReadScope`` and ``DataLossGuard``'s rules.
+"""Path rules (grammar: :mod:`agent_payload.guards.permissions`): ``parse_rule`` turns a
+rule's text into a :class:`PathRule`; a :class:`RuleSet` walks several rules at once down a
+payload as a small NFA. Used by ``Permissions``, ``ReadScope`` and ``DataLossGuard(ignore=)``.
 """
 
 from __future__ import annotations
@@ -23,6 +19,8 @@ ALL_OPS: frozenset[str] = frozenset({"add", "update", "delete"})
 
 # Segment matchers: ("key", name), ("index", n), ("any", None), ("any_index", None), ("deep", None)
 _Matcher = tuple[str, Any]
+# A walk state: the NFA states of every rule, and the rules that matched the node or an ancestor.
+_State = tuple[tuple[frozenset[int], ...], frozenset[int]]
 _FORBIDDEN_IN_NAME = frozenset('.[]:*"')
 
 
@@ -115,8 +113,7 @@ def _error(rule: str, pos: int, expected: str) -> ConfigurationError:
 
 
 def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
-    """Parse ``[...]`` starting at ``rule[pos] == "["``; return the matcher and the position
-    after ``]``."""
+    """The matcher of ``[...]`` at ``pos`` and the position after ``]``."""
     i = pos + 1
     if rule.startswith("*]", i):
         return ("any_index", None), i + 2
@@ -145,16 +142,12 @@ def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
 
 def _parse_name(rule: str, pos: int) -> tuple[_Matcher, int]:
     """Parse a bare name, ``*`` or ``**`` at ``pos``."""
-    if rule.startswith("**", pos):
-        end = pos + 2
-        if end < len(rule) and rule[end] not in ".[:":
-            raise _error(rule, end, "'.', '[' or ':' after '**'")
-        return ("deep", None), end
-    if rule.startswith("*", pos):
-        end = pos + 1
-        if end < len(rule) and rule[end] not in ".[:":
-            raise _error(rule, end, "'.', '[' or ':' after '*'")
-        return ("any", None), end
+    for stars, kind in (("**", "deep"), ("*", "any")):
+        if rule.startswith(stars, pos):
+            end = pos + len(stars)
+            if end < len(rule) and rule[end] not in ".[:":
+                raise _error(rule, end, f"'.', '[' or ':' after '{stars}'")
+            return (kind, None), end
     j = pos
     while j < len(rule) and rule[j] not in _FORBIDDEN_IN_NAME and not rule[j].isspace():
         j += 1
@@ -164,10 +157,8 @@ def _parse_name(rule: str, pos: int) -> tuple[_Matcher, int]:
 
 
 def parse_rule(text: str) -> PathRule:
-    """Parse one rule (see the module docstring for the grammar).
-
-    Raises ``ConfigurationError`` naming the position of the first problem.
-    """
+    """Parse one rule (grammar: :mod:`agent_payload.guards.permissions`); raises
+    ``ConfigurationError`` naming the position of the first problem."""
     if not isinstance(text, str):
         raise ConfigurationError(
             f"a path rule must be a string such as 'items[*].price', got {type(text).__name__}"
@@ -177,13 +168,8 @@ def parse_rule(text: str) -> PathRule:
         raise ConfigurationError(
             "empty path rule: write a path such as 'items[*].price' (use '**' for everything)"
         )
-    matchers: list[_Matcher] = []
-    pos = 0
-    if rule[0] == "[":
-        matcher, pos = _parse_bracket(rule, 0)
-    else:
-        matcher, pos = _parse_name(rule, 0)
-    matchers.append(matcher)
+    matcher, pos = (_parse_bracket if rule[0] == "[" else _parse_name)(rule, 0)
+    matchers = [matcher]
     ops: frozenset[str] = ALL_OPS
     while pos < len(rule):
         char = rule[pos]
@@ -229,9 +215,7 @@ def _parse_rules(rules: Iterable[str] | str | None, what: str) -> tuple[PathRule
 
 
 class RuleSet:
-    """Rules walked together down a payload. A walk state is ``(states, covered)``: the NFA
-    states of every rule still alive and the indices of the rules that matched this node or
-    an ancestor."""
+    """Rules walked together down a payload, one cached ``_State`` per node."""
 
     __slots__ = ("_cache", "_indices", "_keys", "_other_key", "_start", "rules")
 
@@ -251,14 +235,14 @@ class RuleSet:
             other += "\x00"
         self._other_key = other
 
-    def start(self) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+    def start(self) -> _State:
         return self._start
 
     def step(
         self,
-        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
+        state: _State,
         segment: str | int,
-    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+    ) -> _State:
         if isinstance(segment, int):
             if segment not in self._indices:
                 segment = -1
@@ -274,9 +258,9 @@ class RuleSet:
 
     def _step(
         self,
-        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
+        state: _State,
         segment: str | int,
-    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+    ) -> _State:
         states, covered = state
         new_states: list[frozenset[int]] = []
         new_covered = set(covered)
@@ -298,18 +282,11 @@ class RuleSet:
         return any(0 <= index < length for index in self._indices)
 
     @staticmethod
-    def alive(state: tuple[tuple[frozenset[int], ...], frozenset[int]]) -> bool:
+    def alive(state: _State) -> bool:
         return any(state[0])
 
-    def covering(
-        self, state: tuple[tuple[frozenset[int], ...], frozenset[int]], op: str
-    ) -> PathRule | None:
-        if not state[1]:
-            return None
+    def covering(self, state: _State, op: str) -> PathRule | None:
         for i in sorted(state[1]):
             if op in self.rules[i].ops:
                 return self.rules[i]
         return None
-
-
-_State = tuple[tuple[frozenset[int], ...], frozenset[int]]
