@@ -1,15 +1,7 @@
-"""Optimistic concurrency: a payload's version and applying a change only to that version.
-
-``payload_version(payload)`` is the SHA-256 (hex) of the payload's canonical JSON: keys sorted,
-no white space, non-ASCII characters as they are (UTF-8), pydantic models dumped in JSON mode.
-Two payloads that serialise the same have the same version, whatever their key order;
-``1`` and ``1.0`` serialise differently and so have different versions.
-
-A run remembers the version of the payload it started from; before its change request is
-applied to the *stored* payload, ``check_version(stored, expected)`` raises
-``StalePayloadError`` if someone else changed it meanwhile, so no edit is overwritten.
-``agent_payload.store`` builds on these: ``apply_if_version`` does both in one call;
-``VersionedStore`` keeps a payload in memory and makes the check and the write one atomic step.
+"""Optimistic concurrency: a payload's version (``payload_version``: the SHA-256 of its
+canonical JSON, keys sorted, no white space, UTF-8; ``1`` and ``1.0`` differ) and
+``check_version``, which ``agent_payload.store`` builds on (``apply_if_version``,
+``VersionedStore``).
 """
 
 from __future__ import annotations
@@ -29,21 +21,16 @@ __all__ = ["check_version", "payload_version"]
 
 _CHUNK = 1 << 16
 _VALUE, _TEXT, _CLOSE = 0, 1, 2
-# The walk writes each value as ``json.dumps(value, ensure_ascii=False)`` writes it, through
-# the functions json.dumps itself ends in (a call of json.dumps builds an encoder each time,
-# the most of what a node of a deep payload cost): ``encode_basestring`` for strings,
-# ``int.__repr__`` and ``float.__repr__`` for numbers.
+# The walk writes values as ``json.dumps(value, ensure_ascii=False)`` does, through the
+# functions it ends in (``json.dumps`` builds an encoder per call: too slow per node).
 _WORDS = {None: "null", True: "true", False: "false"}
 
 
 def payload_version(payload: Any) -> str:
-    """The SHA-256 hex digest of ``payload``'s canonical JSON (see the module docstring).
-
-    Any depth works. Raises ``InvalidPayloadError`` (with the path) for data it cannot hash: not
-    JSON (a set, a datetime, NaN, a key that is not a string, number, bool or null), a cycle, an
-    integer longer than Python writes as text (``sys.get_int_max_str_digits()``, 4,300 digits by
-    default), a pydantic model that cannot be dumped. Keys that are numbers, bools or null are
-    written as ``json.dumps`` writes them."""
+    """The SHA-256 hex digest of ``payload``'s canonical JSON (any depth; keys that are
+    numbers, bools or null written as ``json.dumps`` writes them). Raises
+    ``InvalidPayloadError`` (with the path) for what it cannot hash: data that is not JSON, a
+    cycle, an integer longer than Python writes as text, a model that cannot be dumped."""
     data = _dump(payload)
     try:
         text = json.dumps(
@@ -79,9 +66,8 @@ def _iterative_version(data: Any) -> str:
     digest = hashlib.sha256()
     buffer: list[str] = []
     size = 0
-    # The stack holds a value to write (with its linked path), a text to emit, or the end of a
-    # container (its closing text; the container leaves ``open`` then: a value met again while
-    # it is open is a cycle).
+    # A value to write, a text to emit, or the end of a container (which leaves ``open_ids``:
+    # a container met again while open is a cycle).
     stack: list[tuple[int, Any, Link]] = [(_VALUE, data, None)]
     open_ids: set[int] = set()
     while stack:
@@ -172,8 +158,7 @@ def _scalar(value: Any, linked: Link) -> str:
 
 
 def _dump(payload: Any) -> Any:
-    """``json_data`` (by alias, the one dump helper), with a model that cannot be dumped
-    reported as ``InvalidPayloadError`` rather than pydantic's own error."""
+    """``json_data``, with a model that cannot be dumped as ``InvalidPayloadError``."""
     try:
         return json_data(payload)
     except Exception as exc:  # pydantic's serialisation errors, a failing serializer
@@ -184,8 +169,7 @@ def _dump(payload: Any) -> Any:
 
 
 def check_version(payload: Any, expected: str) -> str:
-    """Raise ``StalePayloadError`` unless ``payload`` is at version ``expected``; return the
-    version otherwise."""
+    """Raise ``StalePayloadError`` unless ``payload`` is at version ``expected``; return it."""
     check_expected(expected, "check_version(expected=...)")
     actual = payload_version(payload)
     if actual != expected:
