@@ -39,11 +39,9 @@ Link = tuple[Any, str | int] | None
 
 
 def json_data(value: Any) -> Any:
-    """The one way a payload becomes JSON data, in every module (prompts, tools, session,
-    diff, CLI, guards): a pydantic model (anything with ``model_dump`` that is not a dict or a
-    list) is dumped in JSON mode **by alias**, the form the merge accepts and validates back;
-    anything else is returned as given (``None`` stays ``None``; callers that treat a missing
-    payload as ``{}`` say so themselves)."""
+    """The one way a payload becomes JSON data: a pydantic model (anything with
+    ``model_dump`` that is not a dict or a list) dumped in JSON mode by alias, the form the
+    merge accepts and validates back; anything else (``None`` too) as given."""
     if isinstance(value, dict | list) or value is None:
         return value
     dump = getattr(value, "model_dump", None)
@@ -83,9 +81,8 @@ def materialize(link: Link) -> tuple[str | int, ...]:
 
 
 def _plain_scalar(v: Any) -> Any:
-    """A subclass of str/int/float (an enum member, say) as the plain value; else raise. A
-    ``JsonNumber`` (a number read from a file, with its text) is kept: it is written back as
-    it was read."""
+    """A subclass of str/int/float (an enum member) as the plain value, else ``_Bad``; a
+    ``JsonNumber`` is kept (it is written back as it was read)."""
     if type(v) is JsonNumber:
         return v
     if isinstance(v, bool):
@@ -107,14 +104,16 @@ JSON_TYPES: Final = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 def container_positions(items: Sequence[Any]) -> Iterator[int]:
-    """The positions of the dicts and lists (exactly those types) among ``items``, found at C
-    speed: a list of a million scalars and a few containers is not walked element by element
-    in Python."""
+    """The positions of the dicts and lists (exactly those types) among ``items``, at C speed."""
     return compress(range(len(items)), map(_CONTAINER_TYPES.__contains__, map(type, items)))
 
 
-_FAST_DEPTH = 100
-"""Levels the recursive fast copy goes down before it hands over to the explicit stack."""
+def _finite_floats(items: list[Any]) -> bool:
+    """Whether every element of type ``float`` is finite (at C speed)."""
+    return all(map(math.isfinite, compress(items, map(is_, map(type, items), repeat(float)))))
+
+
+_FAST_DEPTH = 100  # levels the recursive fast copy goes down before the explicit stack
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 
 
@@ -123,12 +122,9 @@ class _Slow(Exception):
 
 
 def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
-    """The fast copy: recursive functions specialised to plain dicts and lists.
-
-    C-level ``dict.copy`` and slicing copy each container; a loop then checks the types and
-    replaces nested containers by their copies (``set(map(type, ...))`` settles a list of plain
-    scalars at C speed). Anything unusual raises ``_Slow``.
-    """
+    """The fast copy: recursive, specialised to plain dicts and lists (C-level ``dict.copy``
+    and slicing, then a loop that checks types and copies nested containers); anything
+    unusual raises ``_Slow``."""
     budget = max_nodes - 1
 
     def copy_dict(src: dict[Any, Any], depth: int) -> dict[str, Any]:
@@ -169,9 +165,7 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
             return src[:]
         if not kinds <= JSON_TYPES:
             raise _Slow
-        if float in kinds and not all(
-            map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
-        ):
+        if float in kinds and not _finite_floats(src):
             raise _Slow
         dst = src[:]
         for i in container_positions(src):  # only the containers need a copy of their own
@@ -188,13 +182,10 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
 def plain_size(
     root: Any, max_list: float = math.inf, big: dict[int, int] | None = None, over: int = 0
 ) -> int | None:
-    """The number of values in ``root`` (a dict or a list, itself included) when it is JSON
-    data of the exact types only (string keys, finite floats, no subclass), nested at most
-    ``_FAST_DEPTH`` levels (so it holds no cycle), with no list longer than ``max_list``: data
-    that ``json.dumps`` writes exactly as it is, at C speed. ``None`` says only "not sure": a
-    slower walk must look (and say where, if anything is wrong). ``big``: filled with the size
-    of each container holding more than ``over`` values, by ``id``. A check without a copy, in
-    the manner of the fast copy."""
+    """The number of values in ``root`` (itself included) when it is JSON data of the exact
+    types, at most ``_FAST_DEPTH`` levels deep, with no list longer than ``max_list`` (data
+    ``json.dumps`` writes as it is); ``None``: not sure, a slower walk must look. ``big`` is
+    filled with the size of each container holding more than ``over`` values, by ``id``."""
 
     def plain_dict(src: dict[Any, Any], depth: int) -> int:
         if depth >= _FAST_DEPTH:
@@ -226,9 +217,7 @@ def plain_size(
         elif not kinds <= JSON_TYPES:
             raise _Slow
         else:
-            if float in kinds and not all(
-                map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
-            ):
+            if float in kinds and not _finite_floats(src):
                 raise _Slow
             for i in container_positions(src):
                 v = src[i]
@@ -248,18 +237,10 @@ def plain_size(
 
 
 def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
-    """An independent copy of JSON data ``root``, checked on the way.
-
-    Raises ``_Bad`` (without a path) for data that is not JSON (a tuple, a set, a non-string key,
-    NaN or an infinity), for nesting deeper than ``max_depth`` containers (a cycle ends up
-    here), or for more than ``max_nodes`` values. dict and list subclasses are copied as plain
-    dicts and lists, str/int/float subclasses (enum members) as plain values.
-
-    A recursive copy specialised to plain dicts and lists (C-level ``dict.copy`` and slicing,
-    then a loop that checks types and copies the containers) does the common case; anything
-    unusual, or nesting beyond ``_FAST_DEPTH`` levels, makes it start over with the general
-    copy below, which uses an explicit stack and handles any depth.
-    """
+    """An independent copy of JSON data ``root``, checked on the way: ``_Bad`` (no path) for
+    data that is not JSON, nesting deeper than ``max_depth`` (a cycle too) or more than
+    ``max_nodes`` values. Subclasses (a str enum) are copied as the plain types. The fast copy
+    does the common case; anything unusual starts over with the general copy (any depth)."""
     t = type(root)
     if (t is dict or t is list) and max_depth >= _FAST_DEPTH:
         try:
@@ -272,81 +253,36 @@ def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
 def _copy_general(root: Any, max_depth: int, max_nodes: int) -> Any:
     """The general copy: an explicit stack, subclasses converted, any depth."""
     t = type(root)
-    if t is dict or t is list or isinstance(root, dict | list):
-        pass
-    elif root is None or t is str or t is int or t is bool or (t is float and root - root == 0.0):
-        return root
-    else:
+    if not isinstance(root, dict | list):
+        if root is None or t is str or t is int or t is bool or (t is float and root - root == 0.0):
+            return root
         return _plain_scalar(root)
     new_root: Any = {} if isinstance(root, dict) else []
     nodes = 1
     stack: list[tuple[Any, Any, int]] = [(root, new_root, 1)]
-    pop = stack.pop
-    push = stack.append
     while stack:
-        src, dst, depth = pop()
+        src, dst, depth = stack.pop()
         if depth > max_depth:
             raise _Bad
         nodes += len(src)
         if nodes > max_nodes:
             raise _Bad
-        deeper = depth + 1
-        if type(dst) is dict:
-            for k, v in src.items():
-                if type(k) is not str:
-                    if isinstance(k, str):
-                        k = str.__str__(k)
-                    else:
-                        raise _Bad
-                t = type(v)
-                if t is str or t is int or v is None or t is bool:
-                    dst[k] = v
-                elif t is dict:
-                    d: dict[str, Any] = {}
-                    dst[k] = d
-                    push((v, d, deeper))
-                elif t is list:
-                    lst: list[Any] = []
-                    dst[k] = lst
-                    push((v, lst, deeper))
-                elif t is float and v - v == 0.0:
-                    dst[k] = v
-                elif isinstance(v, dict):
-                    d = {}
-                    dst[k] = d
-                    push((v, d, deeper))
-                elif isinstance(v, list):
-                    lst = []
-                    dst[k] = lst
-                    push((v, lst, deeper))
-                else:
-                    dst[k] = _plain_scalar(v)
-        else:
-            append = dst.append
-            for v in src:
-                t = type(v)
-                if t is str or t is int or v is None or t is bool:
-                    append(v)
-                elif t is dict:
-                    d = {}
-                    append(d)
-                    push((v, d, deeper))
-                elif t is list:
-                    lst = []
-                    append(lst)
-                    push((v, lst, deeper))
-                elif t is float and v - v == 0.0:
-                    append(v)
-                elif isinstance(v, dict):
-                    d = {}
-                    append(d)
-                    push((v, d, deeper))
-                elif isinstance(v, list):
-                    lst = []
-                    append(lst)
-                    push((v, lst, deeper))
-                else:
-                    append(_plain_scalar(v))
+        in_dict = type(dst) is dict
+        if not in_dict:
+            dst.extend(src)  # the places; each is written below
+        for k, v in src.items() if in_dict else enumerate(src):
+            if in_dict and type(k) is not str:
+                if not isinstance(k, str):
+                    raise _Bad
+                k = str.__str__(k)
+            t = type(v)
+            if t is str or t is int or v is None or t is bool or (t is float and v - v == 0.0):
+                dst[k] = v
+            elif isinstance(v, dict | list):
+                dst[k] = {} if isinstance(v, dict) else []
+                stack.append((v, dst[k], depth + 1))
+            else:
+                dst[k] = _plain_scalar(v)
     return new_root
 
 
