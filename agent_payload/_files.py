@@ -1,21 +1,11 @@
 """The one reader and the one writer of JSON files (the CLI, the MCP server, sessions).
 
-Reading (``loads_json_file``): UTF-8 text (a BOM is skipped) read by ``_jsontext.loads_file``:
-numbers exactly as written (a number a float would change is a ``JsonNumber`` that keeps its
-text), a duplicate key or ``NaN`` refused as a ``JSONDecodeError`` with its line and column.
-
-Writing (``json_file_text`` and ``atomic_write_text``): the text keeps the input's layout
-(``JsonLayout``) and writes every number read from a file as it was read. A write goes to a
-temporary file in the target's folder, is flushed and fsynced, and then replaces the target
-with ``os.replace`` (atomic on POSIX and Windows). Refused before anything is written: a
-target that is a directory or not a regular file, a read-only target or folder (no write
-permission bit, or not writable by this process: a rename would bypass the file's mode), a
-target with more than one hard link (replacing it would split the links). A symlink is
-followed: its target is replaced in its own folder and the link stays. A replaced file keeps
-its permission bits (and owner, where allowed); a new file gets the mode the umask gives. On
-any failure (disk full, ``RLIMIT_FSIZE``, permissions, an exception while encoding) the
-temporary file is removed and the target is exactly as it was; the error is a
-``FileWriteError`` naming the path, chained to the cause where there is one.
+Read exactly (``_jsontext.loads_file``: numbers as written, duplicate keys and ``NaN`` refused
+with line and column); written in the input's layout (``JsonLayout``) with numbers as read.
+A write goes to a temporary file beside the target, fsynced, then ``os.replace``: on any
+failure the target is as it was (``FileWriteError`` naming the path). Refused before writing:
+a target that is not a regular file, read-only or hard-linked, or a read-only folder. A
+symlink's target is replaced; a replaced file keeps its mode (and owner, where allowed).
 """
 
 from __future__ import annotations
@@ -47,7 +37,7 @@ __all__ = [
 
 
 def loads_json_file(text: str, *, max_depth: int | None = None) -> Any:
-    """The JSON data of a file's text, read exactly (see the module docstring). Raises
+    """The JSON data of a file's text, read exactly (a BOM skipped). Raises
     ``json.JSONDecodeError`` (line, column, what) or ``_jsontext.TooDeepError``."""
     return _jsontext.loads_file(text.removeprefix("\ufeff"), max_depth=max_depth)
 
@@ -57,17 +47,15 @@ def loads_json_file(text: str, *, max_depth: int | None = None) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class JsonLayout:
-    """How a JSON file is laid out, so that a rewrite keeps it (a file under version control
-    re-indented is a diff of every line)."""
+    """How a JSON file is laid out, so that a rewrite keeps it (no diff of every line)."""
 
     indent: int | str | None = 2
     separators: tuple[str, str] | None = None
 
 
 def json_layout(text: str) -> JsonLayout:
-    """The layout of ``text``: the leading whitespace of its first indented line (spaces or a
-    tab); one line (``{"a": 1}`` or minified) stays one line, with the same separators. Reads
-    ``text`` in place (no copy of a large file's text)."""
+    """The layout of ``text``: the indent of its first indented line (spaces or a tab); one
+    line (``{"a": 1}`` or minified) stays one line, with the same separators."""
     first = _NON_SPACE.search(text)
     start = first.start() if first is not None else len(text)
     end = len(text)
@@ -96,9 +84,8 @@ _NON_SPACE = re.compile(r"\S")
 
 
 def json_file_text(value: Any, layout: JsonLayout | None = None) -> str:
-    """``value`` as a file's text (any depth, a final newline): non-ASCII characters as they
-    are unless the data holds a lone surrogate (only a JSON escape can carry it); numbers read
-    from a file written as they were read."""
+    """``value`` as a file's text (any depth, a final newline, numbers as read): non-ASCII
+    characters as they are, unless a lone surrogate needs JSON escapes."""
     layout = layout or JsonLayout()
     options: dict[str, Any] = {"indent": layout.indent, "literals": True}
     if layout.separators is not None:
@@ -169,7 +156,7 @@ def _refuse(given: Path, why: str, code: int) -> FileWriteError:
 
 def _check_target(given: Path, target: Path) -> os.stat_result | None:
     """The target's status (None: a new file), or ``FileWriteError`` for a target the
-    rename must not replace (see the module docstring)."""
+    rename must not replace."""
     linked = given.is_symlink()
     shown = f"{target} (the symlink {given} points there)" if linked else ""
     try:
@@ -210,8 +197,8 @@ def _check_target(given: Path, target: Path) -> os.stat_result | None:
 
 
 def _create_temporary(target: Path, existing: os.stat_result | None) -> tuple[int, str]:
-    """A new temporary file beside ``target``: the existing file's mode and owner, or (for a
-    new file) the mode the umask gives."""
+    """A new temporary file beside ``target`` with the existing file's mode and owner (a new
+    file: the umask's mode)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(100):
         name = str(target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp")

@@ -1,17 +1,10 @@
-"""JSON text for data of any depth: ``dumps`` and ``loads`` as the ``json`` module writes and
-reads it, without its recursion limit.
+"""JSON text of any depth: ``dumps`` as ``json.dumps`` writes it and ``loads_file`` as a file
+holds it, without ``json``'s recursion limit (about 1,000 levels; the merge accepts 20,000).
 
-The standard ``json`` module recurses once per level and stops with ``RecursionError`` near
-1,000 levels, while the merge accepts payloads 20,000 levels deep (``merge.Limits``). Both
-functions here use ``json`` (fast, in C) and fall back to an explicit-stack writer or reader
-only when it runs out of recursion, so ordinary data costs nothing extra and deep data gives
-the same text (``dumps``) or the same value (``loads``).
-
-Files are read with ``loads_file`` and written with ``dumps(..., literals=True)`` (through
-``agent_payload._files``, the one reader and writer of JSON files): a number whose shortest
-float form is not the text it was read from (``12345678901234567890123.45``, ``1E-400``,
-``12.50``) is read as a ``JsonNumber`` (a float that keeps its text) and written back as that
-text; a duplicate key, or a number beyond any float, is a ``JSONDecodeError`` at its position.
+Both use ``json`` (in C) and fall back to an explicit-stack writer or reader only when it runs
+out of recursion (or, reading, meets something to refuse). Files (through ``_files``) keep
+their numbers: a number whose shortest float form is not its text (``1E-400``, ``12.50``) is
+read as a ``JsonNumber`` and written back as that text (``dumps(..., literals=True)``).
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ from typing import Any
 
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
-__all__ = ["JsonNumber", "TooDeepError", "dumps", "loads", "loads_file"]
+__all__ = ["JsonNumber", "TooDeepError", "dumps", "loads_file"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
@@ -242,26 +235,11 @@ def _key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
-def loads(
-    text: str,
-    *,
-    parse_constant: Callable[[str], Any] | None = None,
-    max_depth: int | None = None,
-) -> Any:
-    """``json.loads(text, parse_constant=...)`` at any depth (``JSONDecodeError`` for text
-    that is not JSON, with the same line and column). With ``max_depth``, text nested deeper
-    than that raises ``TooDeepError`` as soon as the reader gets there."""
-    try:
-        return json.loads(text, parse_constant=parse_constant)
-    except RecursionError:
-        return _loads_iterative(text, parse_constant, max_depth)
-
-
 def loads_file(text: str, *, max_depth: int | None = None) -> Any:
-    """JSON text as a file holds it, read exactly (see the module docstring): numbers that a
-    float would change are ``JsonNumber``; ``NaN``/``Infinity``, a duplicate key and a number
-    beyond any float (or an integer longer than Python reads) are ``JSONDecodeError`` at their
-    line and column. Any depth; ``max_depth`` as for ``loads``."""
+    """JSON text as a file holds it, read exactly at any depth: numbers a float would change
+    are ``JsonNumber``; ``NaN``, a duplicate key and a number beyond any float (or an integer
+    longer than Python reads) are ``JSONDecodeError`` at their line and column; text nested
+    deeper than ``max_depth`` raises ``TooDeepError`` as soon as the reader gets there."""
     try:
         return json.loads(
             text,
@@ -273,7 +251,7 @@ def loads_file(text: str, *, max_depth: int | None = None) -> Any:
     except (_Retry, RecursionError):
         # The fast reader met something to refuse (it has no position to give) or great
         # depth: the explicit-stack reader reads again and says where.
-        return _loads_iterative(text, None, max_depth, exact=True)
+        return _loads_iterative(text, max_depth)
 
 
 class _Retry(Exception):
@@ -314,16 +292,9 @@ class TooDeepError(ValueError):
         self.pos = pos
 
 
-def _loads_iterative(
-    text: str,
-    parse_constant: Callable[[str], Any] | None,
-    max_depth: int | None = None,
-    *,
-    exact: bool = False,
-) -> Any:
-    """The explicit-stack reader (only reached for text ``json`` already read up to its
-    recursion limit, so syntax errors are reported as ``json`` would report them; with
-    ``exact``, what ``loads_file`` refuses is a ``JSONDecodeError`` at its position)."""
+def _loads_iterative(text: str, max_depth: int | None = None) -> Any:
+    """The explicit-stack reader: syntax errors as ``json`` reports them, and what
+    ``loads_file`` refuses as a ``JSONDecodeError`` at its position."""
     end = len(text)
     # Each frame is [container, key, where the key starts] (key: the member being read).
     stack: list[list[Any]] = []
@@ -371,7 +342,7 @@ def _loads_iterative(
         elif char == '"':
             value, pos = scanstring(text, pos + 1)
         else:
-            value, pos = _scalar_at(text, pos, parse_constant, exact)
+            value, pos = _scalar_at(text, pos)
         # A value is complete: put it in its container, then close containers that end here.
         while True:
             if not stack:
@@ -382,7 +353,7 @@ def _loads_iterative(
             frame = stack[-1]
             container = frame[0]
             if isinstance(container, dict):
-                if exact and frame[1] in container:
+                if frame[1] in container:
                     name = json.dumps(frame[1], ensure_ascii=False)
                     raise JSONDecodeError(
                         f"the key {name} given twice in one object", text, frame[2]
@@ -405,19 +376,13 @@ def _loads_iterative(
             raise JSONDecodeError("Expecting ',' delimiter", text, pos)
 
 
-def _scalar_at(
-    text: str, pos: int, parse_constant: Callable[[str], Any] | None, exact: bool = False
-) -> tuple[Any, int]:
+def _scalar_at(text: str, pos: int) -> tuple[Any, int]:
     for word, value in _CONSTANTS.items():
         if text.startswith(word, pos):
             return value, pos + len(word)
     for word in _NON_FINITE:
         if text.startswith(word, pos):
-            if exact:
-                raise JSONDecodeError(f"{word} is not valid JSON (use null or a string)", text, pos)
-            if parse_constant is not None:
-                return parse_constant(word), pos + len(word)
-            return float(word.replace("Infinity", "inf")), pos + len(word)
+            raise JSONDecodeError(f"{word} is not valid JSON (use null or a string)", text, pos)
     match = _NUMBER.match(text, pos)
     if match is None:
         raise JSONDecodeError("Expecting value", text, pos)
@@ -427,8 +392,6 @@ def _scalar_at(
         try:
             return int(integer), match.end()
         except ValueError:  # longer than sys.get_int_max_str_digits()
-            if not exact:
-                raise
             raise JSONDecodeError(
                 f"an integer of {len(integer):,} digits, longer than can be read "
                 f"({sys.get_int_max_str_digits():,} digits at most)",
@@ -436,8 +399,6 @@ def _scalar_at(
                 pos,
             ) from None
     number = float(literal)
-    if not exact:
-        return number, match.end()
     if number - number != 0.0:
         raise JSONDecodeError(
             f"the number {literal} is beyond the range of a 64-bit float (about 1.8e308), so it "
