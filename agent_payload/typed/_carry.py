@@ -75,11 +75,26 @@ def _child(node: Any, part: str | int) -> Any:
     return _MISSING
 
 
-def _set_field(node: Any, name: str, value: Any) -> None:
-    object.__setattr__(node, name, value)
-    fields_set = getattr(node, "__pydantic_fields_set__", None)
-    if isinstance(fields_set, set):
-        fields_set.add(name)
+def _put_back(root: Any, opaque: _Opaque, owner: PayloadPath) -> None:
+    """Set ``opaque``'s value on the object at ``owner`` in the typed value ``root`` (nothing
+    when the object is gone or became another type)."""
+    for part in owner:
+        root = _child(root, part)
+        if root is _MISSING:
+            return
+    if isinstance(root, opaque.owner_class):
+        object.__setattr__(root, opaque.name, opaque.value)
+        fields_set = getattr(root, "__pydantic_fields_set__", None)
+        if isinstance(fields_set, set):
+            fields_set.add(opaque.name)
+
+
+_KINDS: Final = {"secret": "a secret", "excluded": "exclude=True"}
+
+
+def _listed(fields: Sequence[_Opaque]) -> str:
+    """The first five of ``fields`` named for a message: ``a.b (a secret), c (exclude=True)``."""
+    return ", ".join(f"{format_payload_path(o.path)} ({_KINDS[o.kind]})" for o in fields[:5])
 
 
 # --- index maps: original paths -> result paths --------------------------------------------
@@ -328,14 +343,7 @@ def _restore_opaque(validated: Any, carry: _Carry, type_name: str) -> list[tuple
     the refusals of secrets the validated result holds that no original brought: the model
     wrote them (the mask included), which is never stored."""
     for opaque, target in carry.moves:
-        parent = validated
-        for part in target:
-            parent = _child(parent, part)
-            if parent is _MISSING:
-                break
-        if parent is _MISSING or not isinstance(parent, opaque.owner_class):
-            continue  # the object became another type: nothing to carry
-        _set_field(parent, opaque.name, opaque.value)
+        _put_back(validated, opaque, target)
     owners = carry.owners()
     refusals = []
     for opaque in _opaque_fields(validated):

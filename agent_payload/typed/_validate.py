@@ -12,13 +12,13 @@ from agent_payload._jsondata import describe, format_payload_path, json_data, js
 from agent_payload.errors import ConfigurationError, PayloadValidationError
 from agent_payload.report import Change, Guard, Issue, MergeReport, PayloadPath
 from agent_payload.typed._carry import (
-    _child,
+    _listed,
     _lookup,
     _opaque_fields,
     _PathMap,
     _plan_carry,
+    _put_back,
     _restore_opaque,
-    _set_field,
 )
 from agent_payload.typed._inspect import (
     _computed_at,
@@ -31,9 +31,6 @@ from agent_payload.typed._inspect import (
     adapter,
     validation_errors,
 )
-
-_MISSING: Any = object()
-
 
 # --- the round trip, checked up front ------------------------------------------------------
 
@@ -109,14 +106,10 @@ def check_round_trip(payload: Any, payload_type: Any = None) -> None:
             return  # reported by the caller's own type check, with the payload's paths
         carried = _opaque_fields(original)
         if carried:
-            kinds = {"secret": "a secret", "excluded": "exclude=True"}
-            where = ", ".join(
-                f"{format_payload_path(o.path)} ({kinds[o.kind]})" for o in carried[:5]
-            )
             raise ConfigurationError(
-                f"payload type {name}: a dict payload cannot carry {where} through its JSON "
-                "form (a secret is written as '**********', an excluded field not at all), so "
-                "the result would lose it. Pass the model instance instead of a dict."
+                f"payload type {name}: a dict payload cannot carry {_listed(carried)} through "
+                "its JSON form (a secret is written as '**********', an excluded field not at "
+                "all), so the result would lose it. Pass the model instance instead of a dict."
             )
         dumped = ta.dump_python(original, mode="json", by_alias=True)
     try:
@@ -132,13 +125,7 @@ def check_round_trip(payload: Any, payload_type: Any = None) -> None:
         ) from exc
     if isinstance(payload, BaseModel):
         for opaque in _opaque_fields(original):
-            parent = again
-            for part in opaque.path[:-1]:
-                parent = _child(parent, part)
-                if parent is _MISSING:
-                    break
-            if parent is not _MISSING and isinstance(parent, opaque.owner_class):
-                _set_field(parent, opaque.name, opaque.value)
+            _put_back(again, opaque, opaque.path[:-1])
     redumped = ta.dump_python(again, mode="json", by_alias=True)
     differs = _first_difference(original, again)
     if differs is None and json_equal(redumped, dumped):
