@@ -31,6 +31,7 @@ __all__ = [
     "json_equal",
     "locate_problem",
     "materialize",
+    "not_json_message",
     "plain_size",
 ]
 
@@ -304,6 +305,21 @@ def _scalar_problem(v: Any) -> str | None:
     if isinstance(v, set | frozenset):
         return f"a {type(v).__name__} (use a list)"
     return f"a value of type {_type_name(v)}"
+
+
+def not_json_message(problem: Problem, subject: str, where: str) -> str:
+    """The one message for data that is not JSON (``problem``: from :func:`locate_problem`,
+    not a limit); ``subject`` names the input (``The payload``), ``where`` the path."""
+    if problem.kind == "cycle":
+        return (
+            f"{subject} holds a cycle at {where}: a container that contains itself. JSON data "
+            "is a tree; break the cycle first."
+        )
+    return (
+        f"{subject} holds {problem.detail} at {where}; expected JSON data (dict with string "
+        "keys, list, str, int, finite float, bool, None). Convert it first, or pass a pydantic "
+        "model to have it dumped in JSON mode."
+    )
 
 
 def _items(v: Any) -> Any:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from agent_payload._jsondata import format_payload_path, json_data, locate_problem
+from agent_payload._jsondata import format_payload_path, json_data, locate_problem, not_json_message
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
 
@@ -108,23 +108,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             maximum=DEFAULT_LIMITS.max_nodes,
             path=where,
         )
-    if problem.kind == "key":
-        raise InvalidPayloadError(
-            f"{what}: expected string keys at {_show(problem.path[:-1])}, found "
-            f"{problem.detail}; convert the keys to strings.",
-            path=problem.path,
-        )
-    if problem.kind == "float":
-        raise InvalidPayloadError(
-            f"{what}: expected a finite number at {where}, found {problem.detail}; "
-            "JSON has no NaN or infinity.",
-            path=problem.path,
-        )
-    raise InvalidPayloadError(
-        f"{what}: expected JSON data at {where}, found {problem.detail}; pass dicts, lists, "
-        "strings, numbers, booleans and None (or a pydantic model).",
-        path=problem.path,
-    )
+    raise InvalidPayloadError(not_json_message(problem, f"The {what}", where), path=problem.path)
 
 
 def _show(path: Sequence[str | int]) -> str:

@@ -16,6 +16,7 @@ from agent_payload._jsondata import (
     describe,
     locate_problem,
     materialize,
+    not_json_message,
     where_in_payload,
 )
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
@@ -114,18 +115,7 @@ def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
     exceeded = _limit_error("payload", problem, where, limits)
     if exceeded is not None:
         return exceeded
-    if problem.kind == "cycle":
-        return InvalidPayloadError(
-            f"The payload holds a cycle at {where}: a container that contains itself. JSON data "
-            "is a tree; break the cycle before merging.",
-            path=problem.path,
-        )
-    return InvalidPayloadError(
-        f"The payload holds {problem.detail} at {where}; expected JSON data (dict with string "
-        "keys, list, str, int, finite float, bool, None). Convert it first, or pass a pydantic "
-        "model to have it dumped in JSON mode.",
-        path=problem.path,
-    )
+    return InvalidPayloadError(not_json_message(problem, "The payload", where), path=problem.path)
 
 
 def _copy_payload(data: Any, limits: Limits, at: Link = None) -> Any:

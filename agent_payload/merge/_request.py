@@ -18,6 +18,7 @@ from agent_payload._jsondata import (
     format_request_path,
     kind_word,
     locate_problem,
+    not_json_message,
 )
 from agent_payload._normalise import (
     Reactions,
@@ -58,10 +59,7 @@ def _request_problem(problem: Problem | None, limits: Limits) -> Exception:
     if exceeded is not None:
         return exceeded
     return InvalidChangeRequestError(
-        f"The change request holds {problem.detail} at {where}; expected JSON data "
-        "(dict with string keys, list, str, int, float, bool, None). Convert it to JSON data "
-        "first.",
-        path=where,
+        not_json_message(problem, "The change request", where), path=where
     )
 
 
