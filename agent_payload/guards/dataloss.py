@@ -33,10 +33,20 @@ from agent_payload.report import Change, Finding, PayloadPath
 __all__ = ["DATA_LOSS_RULES", "DataLossFinding", "DataLossGuard", "Policy"]
 
 Policy = Literal["allow", "warn", "confirm", "reject"]
-_SEVERITY: dict[str, Literal["warning", "confirm", "conflict"]] = {
-    "warn": "warning",
-    "confirm": "confirm",
-    "reject": "conflict",
+# policy -> (the findings' severity, the prompt's word for it, the advice in a finding)
+_POLICIES: dict[str, tuple[Literal["warning", "confirm", "conflict"], str, str]] = {
+    "warn": ("warning", "reported", "It was applied; make sure the task asked for it."),
+    "confirm": (
+        "confirm",
+        "sent back to you to confirm",
+        "If this is what the task asks for, confirm it; otherwise restore the content.",
+    ),
+    "reject": (
+        "conflict",
+        "refused",
+        "This change was refused: write the complete value, and delete only what the task asks "
+        "to delete.",
+    ),
 }
 
 DATA_LOSS_RULES: tuple[str, ...] = (
@@ -88,6 +98,9 @@ class DataLossFinding(Finding):
     rule: str = ""
     before_size: int = 0
     after_size: int = 0
+
+
+_Found = tuple[str, int, int, str]  # rule, size before, size after, detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,41 +299,17 @@ class DataLossGuard:
         return (
             "Keep existing content complete: never shorten a text or replace it with '...', "
             "'etc.' or a placeholder, and do not drop elements or keys unless the task asks "
-            "for it. Suspected data loss is "
-            + {"warn": "reported", "confirm": "sent back to you to confirm", "reject": "refused"}[
-                self.policy
-            ]
-            + "."
+            f"for it. Suspected data loss is {_POLICIES[self.policy][1]}."
         )
 
     # -- internals --------------------------------------------------------------------------
 
     def _ignored(self, path: PayloadPath) -> bool:
-        if not self.ignore_rules:
-            return False
-        state = self._ignore.start()
-        if state[1]:
-            return True
-        for segment in path:
-            state = self._ignore.step(state, segment)
-            if state[1]:
-                return True
-            if not RuleSet.alive(state):
-                return False
-        return bool(state[1])
+        return bool(self.ignore_rules) and bool(self._ignore.state_at(path)[1])
 
     def _finding(self, hit: _Hit) -> DataLossFinding:
-        severity = _SEVERITY[self.policy]
+        severity, _, advice = _POLICIES[self.policy]
         where = format_path(hit.path)
-        if severity == "conflict":
-            advice = (
-                "This change was refused: write the complete value, and delete only what the "
-                "task asks to delete."
-            )
-        elif severity == "confirm":
-            advice = "If this is what the task asks for, confirm it; otherwise restore the content."
-        else:
-            advice = "It was applied; make sure the task asked for it."
         message = f"Possible data loss at `{where}` (rule {hit.rule}): {hit.detail}. {advice}"
         return DataLossFinding(
             code=self.code,
@@ -336,9 +325,9 @@ class DataLossGuard:
         if change.op == "add":
             return
         if change.op == "delete":
-            hit = self._removal(change.path, change.old)
-            if hit is not None:
-                yield hit
+            found = self._removal(change.old)
+            if found is not None:
+                yield _Hit(change.path, *found)
             return
         stack: list[tuple[Link, Any, Any]] = [(None, change.old, change.new)]
         while stack:
@@ -348,10 +337,9 @@ class DataLossGuard:
                     path = path_below(change.path, linked)
                     yield from self._container_hits(path, old, new)
                     for key, value in old.items():
-                        if key not in new:
-                            hit = self._removal((*path, key), value)
-                            if hit is not None:
-                                yield hit
+                        found = None if key in new else self._removal(value)
+                        if found is not None:
+                            yield _Hit((*path, key), *found)
                 for key, value in old.items():
                     if key in new:
                         stack.append(((linked, key), value, new[key]))
@@ -360,15 +348,15 @@ class DataLossGuard:
                     path = path_below(change.path, linked)
                     yield from self._container_hits(path, old, new)
                     for i in range(len(new), len(old)):
-                        hit = self._removal((*path, i), old[i])
-                        if hit is not None:
-                            yield hit
+                        found = self._removal(old[i])
+                        if found is not None:
+                            yield _Hit((*path, i), *found)
                 for i in range(min(len(old), len(new))):
                     stack.append(((linked, i), old[i], new[i]))
             else:
-                hit = self._leaf(change.path, linked, old, new)
-                if hit is not None:
-                    yield hit
+                found = self._leaf(old, new)
+                if found is not None:
+                    yield _Hit(path_below(change.path, linked), *found)
 
     def _container_hits(self, path: PayloadPath, old: Any, new: Any) -> Iterator[_Hit]:
         if isinstance(old, list) and self._shrunk(old, len(old) - len(new)):
@@ -383,46 +371,26 @@ class DataLossGuard:
                 detail = f"an object lost {len(lost)} of its {len(old)} keys ({sample}{more})"
                 yield _Hit(path, "object_keys_lost", len(old), len(new), detail)
 
-    def _removal(self, path: PayloadPath, value: Any) -> _Hit | None:
+    def _removal(self, value: Any) -> _Found | None:
         if "large_removal" not in self.rules:
             return None
         full = json_size(value)
         if full < self.large_removal_chars:
             return None
-        return _Hit(
-            path,
-            "large_removal",
-            full,
-            0,
-            f"{_kind(value)} ({full:,} characters of JSON) was deleted",
-        )
+        return "large_removal", full, 0, f"{_kind(value)} ({full:,} characters of JSON) was deleted"
 
-    def _leaf(self, base: PayloadPath, linked: Link, old: Any, new: Any) -> _Hit | None:
+    def _leaf(self, old: Any, new: Any) -> _Found | None:
         rules = self.rules
-        if isinstance(old, dict | list) and old and not isinstance(new, dict | list):
-            if "container_to_primitive" not in rules:
-                return self._removal(path_below(base, linked), old)
-            return _Hit(
-                path_below(base, linked),
-                "container_to_primitive",
-                len(old),
-                0,
-                f"{_kind(old)} ({json_size(old):,} characters of JSON) was replaced by "
-                f"{_short(new)}",
-            )
         if isinstance(old, dict | list) and isinstance(new, dict | list):
-            # a container replaced by one of the other kind: judged as a removal
-            return self._removal(path_below(base, linked), old)
+            return self._removal(old)  # replaced by a container of the other kind
+        if isinstance(old, dict | list) and old:  # replaced by a primitive
+            if "container_to_primitive" not in rules:
+                return self._removal(old)
+            detail = f"{_kind(old)} ({json_size(old):,} characters of JSON) was replaced by"
+            return "container_to_primitive", len(old), 0, f"{detail} {_short(new)}"
         if _nontrivial(old) and (new is None or (isinstance(new, str) and not new.strip())):
-            if "wiped" in rules:
-                return _Hit(
-                    path_below(base, linked),
-                    "wiped",
-                    json_size(old),
-                    json_size(new),
-                    f"{_kind(old)} was wiped to {_short(new)}",
-                )
-            return None
+            detail = f"{_kind(old)} was wiped to {_short(new)}"
+            return ("wiped", json_size(old), json_size(new), detail) if "wiped" in rules else None
         if not isinstance(new, str) or not _nontrivial(old):
             return None
         old_text = old if isinstance(old, str) else None
@@ -432,59 +400,41 @@ class DataLossGuard:
             is_marker = bool(_TRUNCATION_SUFFIX.fullmatch(new.strip()))
             rule = "truncation_marker" if is_marker else "placeholder"
             if rule in rules:
-                return _Hit(
-                    path_below(base, linked),
-                    rule,
-                    json_size(old),
-                    len(new),
-                    f"{_kind(old)} was replaced by the "
-                    f"{'truncation marker' if is_marker else 'placeholder'} {_short(new)}",
-                )
+                detail = f"{_kind(old)} was replaced by the {rule.replace('_', ' ')} {_short(new)}"
+                return rule, json_size(old), len(new), detail
         if old_text is None:
             return None
-        tail = new[-_TAIL:]
-        match = _TRUNCATION_SUFFIX.search(tail)
+        before, after = len(old_text), len(new)
+        text = f"a {before:,}-character text"
+        match = _TRUNCATION_SUFFIX.search(new[-_TAIL:])
         if (
             "truncation_marker" in rules
             and match is not None
             and not _TRUNCATION_SUFFIX.search(old_text[-_TAIL:])
-            and len(new) - len(match.group(0)) < len(old_text)
+            and after - len(match.group(0)) < before
         ):
-            return _Hit(
-                path_below(base, linked),
-                "truncation_marker",
-                len(old_text),
-                len(new),
-                f"a {len(old_text):,}-character text was replaced by {len(new):,} characters "
-                f"ending in the truncation marker {match.group(0).strip()!r}",
-            )
-        contained = _CONTAINED_PLACEHOLDER.search(new) if len(new) <= len(old_text) * 4 else None
+            detail = f"{text} was replaced by {after:,} characters ending in the truncation marker"
+            return "truncation_marker", before, after, f"{detail} {match.group(0).strip()!r}"
+        contained = _CONTAINED_PLACEHOLDER.search(new) if after <= before * 4 else None
         if (
             "placeholder" in rules
             and contained is not None
             and contained.group(0).lower() not in old_text.lower()
         ):
-            return _Hit(
-                path_below(base, linked),
+            return (
                 "placeholder",
-                len(old_text),
-                len(new),
-                f"a {len(old_text):,}-character text now holds the placeholder "
-                f"{contained.group(0)!r}",
+                before,
+                after,
+                f"{text} now holds the placeholder {contained[0]!r}",
             )
         if (
             "string_cut" in rules
-            and len(old_text) >= self.min_string_length
-            and len(old_text) - len(new) > self.max_string_cut * len(old_text)
+            and before >= self.min_string_length
+            and before - after > self.max_string_cut * before
         ):
-            return _Hit(
-                path_below(base, linked),
-                "string_cut",
-                len(old_text),
-                len(new),
-                f"a {len(old_text):,}-character text was cut to {len(new):,} characters "
-                f"({_percent(len(old_text) - len(new), len(old_text))}% shorter)",
-            )
+            shorter = _percent(before - after, before)
+            detail = f"{text} was cut to {after:,} characters ({shorter}% shorter)"
+            return "string_cut", before, after, detail
         return None
 
 

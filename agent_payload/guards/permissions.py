@@ -94,9 +94,7 @@ def _walk_verdicts(
 ) -> tuple[PayloadPath, str, PathRule | None] | None:
     """The first effect of ``change`` that ``verdict`` refuses, as ``(path, op, rule)``. Below
     a node where no rule is alive every descendant gets the same verdict: the walk stops there."""
-    state = ruleset.start()
-    for segment in change.path:
-        state = ruleset.step(state, segment)
+    state = ruleset.state_at(change.path)
     for linked, op, old, new in _fine(change):
         here = state
         for segment in materialize(linked):

@@ -80,12 +80,7 @@ class ReadScope:
 
     def visible(self, path: PayloadPath, value: Any = None) -> bool:
         """Whether the node at ``path`` (holding ``value``) is in scope (array elements too)."""
-        state = self._rules.start()
-        for segment in path:
-            state = self._rules.step(state, segment)
-            if not RuleSet.alive(state):
-                break
-        return not self._hidden(state, value)[0]
+        return not self._hidden(self._rules.state_at(path), value)[0]
 
     # -- the view ---------------------------------------------------------------------------
 

@@ -276,6 +276,15 @@ class RuleSet:
             new_states.append(nxt)
         return tuple(new_states), frozenset(new_covered)
 
+    def state_at(self, path: PayloadPath) -> _State:
+        """The walk state at ``path`` (no further than where every rule is dead)."""
+        state = self._start
+        for segment in path:
+            if not RuleSet.alive(state):
+                break
+            state = self.step(state, segment)
+        return state
+
     def names_an_index_below(self, length: int) -> bool:
         """True when a rule names a literal index of an array of ``length`` elements: else
         every element steps alike (one state for all of them, see ``step``)."""
