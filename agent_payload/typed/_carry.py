@@ -167,18 +167,6 @@ _MOVE_FIX: Final = (
 )
 
 
-@dataclasses.dataclass(slots=True)
-class _Carry:
-    """Where each hidden value of the input goes in the result (``moves``: the field and its
-    owner's result path), the owners' result paths, and the refusals found on the way."""
-
-    moves: list[tuple[_Opaque, PayloadPath]] = dataclasses.field(default_factory=list)
-    refusals: list[tuple[PayloadPath, str]] = dataclasses.field(default_factory=list)
-
-    def owners(self) -> set[PayloadPath]:
-        return {target for _, target in self.moves}
-
-
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -194,126 +182,104 @@ def _positional(paths: _PathMap, target: PayloadPath) -> bool:
     return False
 
 
-def _plan_carry(
-    original: Any,
-    before_json: Any,
-    merged_json: Any,
-    changes: Sequence[Change],
-    type_name: str,
-) -> _Carry:
-    """Where the input's secret and excluded values go (issue 30: each with its element).
+class _Carry:
+    """Where each hidden value of the input goes in the result (``moves``: the field and its
+    owner's result path), and the refusals found on the way.
 
-    An owner object that stays where it was (array shifts followed), or whose content is
-    rewritten at the same keys, keeps its values there; a request that writes or deletes a
-    secret or excluded field itself is refused. An owner deleted, or rewritten through an
-    array position (a reorder by replaceElements, an element replaced whole), goes to the one
-    new node of the result that equals its JSON form exactly (the mask included); a rewrite, a
-    copy, or identical originals that cannot be told apart are refused, as is a new node that
-    holds a secret the model wrote (the mask included: it is never stored as a value)."""
-    carry = _Carry()
-    paths = _PathMap(changes)
-    owners: dict[PayloadPath, list[_Opaque]] = {}
-    for opaque in _opaque_fields(original):
-        owners.setdefault(opaque.path[:-1], []).append(opaque)
-    displaced: list[tuple[PayloadPath, list[_Opaque], bool]] = []  # (path, fields, deleted)
-    for owner, fields in owners.items():
-        target = paths.result_path(owner)
-        if target is None or _positional(paths, target):
-            displaced.append((owner, fields, target is None))
-            continue
-        for opaque in fields:
-            _check_in_place(
-                carry,
-                paths,
-                opaque,
-                (*target, opaque.path[-1]),
-                before_json,
-                merged_json,
-                type_name,
+    An owner that stays where it was (array shifts followed), or whose content is rewritten at
+    the same keys, keeps its values there; a request writing a hidden field itself is refused.
+    An owner deleted, or rewritten through an array position (a reorder, an element replaced
+    whole), goes to the one new node that equals its JSON form exactly (the mask included); a
+    rewrite, a copy, or identical originals that cannot be told apart are refused."""
+
+    def __init__(
+        self,
+        original: Any,
+        before_json: Any,
+        merged_json: Any,
+        changes: Sequence[Change],
+        name: str,
+    ) -> None:
+        self.moves: list[tuple[_Opaque, PayloadPath]] = []
+        self.refusals: list[tuple[PayloadPath, str]] = []
+        self.paths = _PathMap(changes)
+        self.before_json, self.merged_json, self.name = before_json, merged_json, name
+        owners: dict[PayloadPath, list[_Opaque]] = {}
+        for opaque in _opaque_fields(original):
+            owners.setdefault(opaque.path[:-1], []).append(opaque)
+        displaced: list[tuple[PayloadPath, list[_Opaque], bool]] = []  # (path, fields, deleted)
+        for owner, fields in owners.items():
+            target = self.paths.result_path(owner)
+            if target is None or _positional(self.paths, target):
+                displaced.append((owner, fields, target is None))
+                continue
+            for opaque in fields:
+                self._check_in_place(opaque, (*target, opaque.path[-1]))
+                self.moves.append((opaque, target))
+        if displaced:
+            self._match_displaced(displaced)
+
+    def owners(self) -> set[PayloadPath]:
+        return {target for _, target in self.moves}
+
+    def _check_in_place(self, opaque: _Opaque, target: PayloadPath) -> None:
+        """An owner kept in place: writing or deleting its hidden field is refused."""
+        where = format_payload_path(target)
+        paths = self.paths
+        touch = "below" if paths.result_path(opaque.path) is None else paths.touches(target)
+        if opaque.kind == "secret":
+            had, old_shown = _lookup(self.before_json, opaque.path)
+            has, new_shown = _lookup(self.merged_json, target)
+            if touch is None or (had and has and new_shown == old_shown):
+                return
+            why = (
+                f"{where} is a secret field of {self.name}: its value is hidden from you (shown "
+                f"as {describe(old_shown)}) and cannot be written or deleted here. Leave it out "
+                "of the change (the application sets secrets in code)."
             )
-            carry.moves.append((opaque, target))
-    if displaced:
-        _match_displaced(carry, paths, displaced, before_json, merged_json, type_name)
-    return carry
+        elif touch == "below":
+            why = (
+                f"{where} is excluded from {self.name}'s JSON form (exclude=True): it is not "
+                "shown and cannot be changed by a change request. Leave it out of the change."
+            )
+        else:
+            return
+        self.refusals.append((target, why))
 
-
-def _check_in_place(
-    carry: _Carry,
-    paths: _PathMap,
-    opaque: _Opaque,
-    target: PayloadPath,
-    before_json: Any,
-    merged_json: Any,
-    type_name: str,
-) -> None:
-    """An owner kept in place: writing or deleting its hidden field is refused."""
-    where = format_payload_path(target)
-    touch = "below" if paths.result_path(opaque.path) is None else paths.touches(target)
-    if opaque.kind == "secret":
-        had, old_shown = _lookup(before_json, opaque.path)
-        has, new_shown = _lookup(merged_json, target)
-        if touch is not None and not (had and has and new_shown == old_shown):
-            carry.refusals.append(
+    def _match_displaced(self, displaced: list[tuple[PayloadPath, list[_Opaque], bool]]) -> None:
+        """Each displaced owner to the one new node equal to its JSON form, or a refusal."""
+        new_nodes: dict[str, list[PayloadPath]] = {}
+        for path in _new_objects(self.paths, self.merged_json):
+            new_nodes.setdefault(_canonical(_lookup(self.merged_json, path)[1]), []).append(path)
+        claims: dict[PayloadPath, int] = {}
+        wanted: list[tuple[PayloadPath, list[_Opaque], bool, list[PayloadPath]]] = []
+        for owner, fields, deleted in displaced:
+            found, shown = _lookup(self.before_json, owner)
+            matches = new_nodes.get(_canonical(shown), []) if found else []
+            for match in matches:
+                claims[match] = claims.get(match, 0) + 1
+            wanted.append((owner, fields, deleted, matches))
+        for owner, fields, deleted, matches in wanted:
+            if len(matches) == 1 and claims[matches[0]] == 1:
+                self.moves.extend((opaque, matches[0]) for opaque in fields)
+                continue
+            if (not matches and deleted) or all(o.value is None for o in fields):
+                continue  # deleted with its element and not re-inserted, or nothing to carry
+            if not matches:
+                why = "comes back changed or not at all (a rewrite)"
+            elif len(matches) > 1:
+                why = "is inserted more than once (a copy)"
+            else:
+                why = "cannot be told apart from another element with the same fields"
+            names = ", ".join(sorted({str(o.path[-1]) for o in fields}))
+            self.refusals.append(
                 (
-                    target,
-                    f"{where} is a secret field of {type_name}: its value is hidden from you "
-                    f"(shown as {describe(old_shown)}) and cannot be written or deleted here. "
-                    "Leave it out of the change (the application sets secrets in code).",
+                    owner,
+                    f"{format_payload_path(owner)} holds fields of {self.name} you were not shown "
+                    f"({names}); this request moves it, but it {why}, so they cannot follow it. "
+                    f"{_MOVE_FIX}",
                 )
             )
-    elif touch == "below":
-        carry.refusals.append(
-            (
-                target,
-                f"{where} is excluded from {type_name}'s JSON form (exclude=True): it is not "
-                "shown and cannot be changed by a change request. Leave it out of the change.",
-            )
-        )
-
-
-def _match_displaced(
-    carry: _Carry,
-    paths: _PathMap,
-    displaced: list[tuple[PayloadPath, list[_Opaque], bool]],
-    before_json: Any,
-    merged_json: Any,
-    type_name: str,
-) -> None:
-    """Each displaced owner to the one new node equal to its JSON form, or a refusal."""
-    new_nodes: dict[str, list[PayloadPath]] = {}
-    for path in _new_objects(paths, merged_json):
-        new_nodes.setdefault(_canonical(_lookup(merged_json, path)[1]), []).append(path)
-    claims: dict[PayloadPath, int] = {}
-    wanted: list[tuple[PayloadPath, list[_Opaque], bool, list[PayloadPath]]] = []
-    for owner, fields, deleted in displaced:
-        found, shown = _lookup(before_json, owner)
-        matches = new_nodes.get(_canonical(shown), []) if found else []
-        for match in matches:
-            claims[match] = claims.get(match, 0) + 1
-        wanted.append((owner, fields, deleted, matches))
-    for owner, fields, deleted, matches in wanted:
-        where = format_payload_path(owner)
-        names = ", ".join(sorted({str(o.path[-1]) for o in fields}))
-        if len(matches) == 1 and claims[matches[0]] == 1:
-            carry.moves.extend((opaque, matches[0]) for opaque in fields)
-            continue
-        if not matches and deleted:
-            continue  # deleted with its element, not re-inserted: nothing to carry
-        if not any(o.value is not None for o in fields):
-            continue
-        if not matches:
-            why = "comes back changed or not at all (a rewrite)"
-        elif len(matches) > 1:
-            why = "is inserted more than once (a copy)"
-        else:
-            why = "cannot be told apart from another element with the same fields"
-        carry.refusals.append(
-            (
-                owner,
-                f"{where} holds fields of {type_name} you were not shown ({names}); this "
-                f"request moves it, but it {why}, so they cannot follow it. {_MOVE_FIX}",
-            )
-        )
 
 
 def _new_objects(paths: _PathMap, merged_json: Any) -> list[PayloadPath]:

@@ -12,11 +12,11 @@ from agent_payload._jsondata import describe, format_payload_path, json_data, js
 from agent_payload.errors import ConfigurationError, PayloadValidationError
 from agent_payload.report import Change, Guard, Issue, MergeReport, PayloadPath
 from agent_payload.typed._carry import (
+    _Carry,
     _listed,
     _lookup,
     _opaque_fields,
     _PathMap,
-    _plan_carry,
     _put_back,
     _restore_opaque,
 )
@@ -81,11 +81,10 @@ def _why(payload_type: Any, path: PayloadPath) -> str:
 
 def check_round_trip(payload: Any, payload_type: Any = None) -> None:
     """Refuse, before any request, a typed payload whose JSON form does not validate back to
-    an equal value (:class:`~agent_payload.errors.ConfigurationError` naming the field and
-    why). ``payload``: a pydantic model instance (its class is the type when ``payload_type``
-    is None) or JSON data with ``payload_type``. Untyped payloads pass. Secret and excluded
-    fields of a model instance are carried through (see the module docstring); a dict
-    payload whose type holds any is refused (its JSON form cannot hold them)."""
+    an equal value (``ConfigurationError`` naming the field and why). ``payload``: a model
+    instance (its class is the type when ``payload_type`` is None) or JSON data with
+    ``payload_type``; untyped payloads pass. A dict payload whose type holds secret or
+    excluded fields is refused (its JSON form cannot hold them)."""
     if payload_type is None:
         if not isinstance(payload, BaseModel):
             return
@@ -164,14 +163,10 @@ def _loosely_equal(a: Any, b: Any) -> bool:
 
 
 def diff_changes(before: Any, after: Any, aligned_by: Sequence[Change] = ()) -> list[Change]:
-    """The effective changes that turn ``before`` into ``after`` (JSON data), as the merge
-    reports them: a ``delete`` at its path in ``before``, an ``add`` or ``update`` at its path in
-    ``after``, finest first (object keys and array elements one by one), so every guard sees
-    each value that changes. ``to_json_patch`` of the result rebuilds ``after`` exactly.
-
-    Arrays are aligned as the merge changed them (``aligned_by``: the merge's own changes, whose
-    element deletions and additions say which original element each result element is), or by
-    position when validation changed an array's length on its own. Iterative: any depth."""
+    """The effective changes that turn ``before`` into ``after`` as the merge reports them
+    (deletes at ``before``'s paths, adds and updates at ``after``'s, finest first), so every
+    guard sees each value that changes. Arrays are aligned as ``aligned_by`` (the merge's
+    changes) changed them, or by position when validation changed a length on its own."""
     paths = _PathMap(aligned_by)
     out: list[Change] = []
     stack: list[tuple[Any, Any, PayloadPath, PayloadPath]] = [(before, after, (), ())]
@@ -222,19 +217,12 @@ def validate_merged(
     report: MergeReport,
     guard: Guard | None = None,
 ) -> tuple[Any, Any]:
-    """Validate the merged JSON as ``payload_type`` and make the report describe the result.
-
-    Returns ``(value, validated_json)``: the validated value (a model instance for a model
-    type) and its JSON form by alias. Raises
-    :class:`~agent_payload.errors.PayloadValidationError` (payload paths, union tags removed)
-    when the merged data does not validate, when a change would be lost (a key the type
-    ignores), turned back into the old value (a computed field, a default), or writes a secret
-    or excluded field. When validation changed anything, ``report.changes`` becomes the diff of
-    the input and the validated result; changes not already judged by the merge are judged by
-    ``guard`` (``conflict`` findings are added to ``report.conflicts``, the others to
-    ``report.warnings``). ``original``: the input value (a model instance carries its secret and
-    excluded fields through).
-    """
+    """Validate the merged JSON as ``payload_type``; return ``(value, validated_json)`` (the
+    value and its JSON form by alias). Raises ``PayloadValidationError`` (payload paths) when
+    it does not validate, or when a change would be lost, turned back (a computed field, a
+    default) or writes a secret or excluded field. When validation changed anything,
+    ``report.changes`` becomes the diff of input and result, and ``guard`` judges the changes
+    the merge did not. ``original``: the input (a model carries its hidden fields through)."""
     name = _type_name(payload_type)
     value = _validate(payload_type, name, original, before_json, merged_json, report)
     validated_json = adapter(payload_type).dump_python(value, mode="json", by_alias=True)
@@ -266,7 +254,7 @@ def _validate(
     """The merged JSON validated as the type, secret and excluded fields carried through from
     ``original`` (a request writing them is refused first)."""
     carry = (
-        _plan_carry(original, before_json, merged_json, report.changes, name)
+        _Carry(original, before_json, merged_json, report.changes, name)
         if original is not None and _is_model_class(type(original))
         else None
     )
@@ -318,14 +306,13 @@ def _lost_changes(
         present, now = (False, None) if at is None else _lookup(validated_json, at)
         where = format_payload_path(change.path) or "the root"
         if change.op != "delete" and not present:
-            refusals.append(
-                (
-                    change.path,
-                    f"{where} is not a field of {name}: the type drops it, so this change "
-                    "would be lost. Use the field names of the schema.",
-                )
+            why = (
+                f"{where} is not a field of {name}: the type drops it, so this change would be "
+                "lost. Use the field names of the schema."
             )
-        elif change.op == "update" and present and json_equal(now, change.old):
+        elif not present or not json_equal(now, change.old):
+            continue
+        elif change.op == "update":
             if json_equal(now, change.new) or _loosely_equal(change.new, change.old):
                 continue
             if _computed_at(payload_type, change.path):
@@ -338,22 +325,16 @@ def _lost_changes(
                     f"validation turns it back into {describe(now)} (a validator or the "
                     "field's type). Write a value the type keeps, or leave the field out"
                 )
-            refusals.append((change.path, f"changing {where} does nothing: {why}."))
-        elif (
-            change.op == "delete"
-            and change.path
-            and isinstance(change.path[-1], str)
-            and present
-            and json_equal(now, change.old)
-        ):
-            refusals.append(
-                (
-                    change.path,
-                    f"deleting {where} does nothing: {name} gives it the default "
-                    f"{describe(now)}, which is its current value. Set the value you want "
-                    "instead, or leave the field out.",
-                )
+            why = f"changing {where} does nothing: {why}."
+        elif change.op == "delete" and change.path and isinstance(change.path[-1], str):
+            why = (
+                f"deleting {where} does nothing: {name} gives it the default {describe(now)}, "
+                "which is its current value. Set the value you want instead, or leave the field "
+                "out."
             )
+        else:
+            continue
+        refusals.append((change.path, why))
     return refusals
 
 
