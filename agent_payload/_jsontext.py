@@ -86,12 +86,9 @@ def dumps(
     literals: bool = False,
     allow_nan: bool = True,
 ) -> str:
-    """``json.dumps(value, indent=..., ensure_ascii=..., separators=...)`` at any depth.
-
-    Data too deep for ``json`` is written without ``indent`` and with compact separators (the
-    indentation of data nested N levels deep alone takes about N squared characters). With
-    ``literals``, a ``JsonNumber`` is written as the text it was read from; ``allow_nan`` as
-    for ``json.dumps``."""
+    """``json.dumps`` at any depth: data too deep for ``json`` is written without ``indent``
+    (N levels of indentation cost about N squared characters). With ``literals``, a
+    ``JsonNumber`` is written as the text it was read from."""
     if literals:
         depth = _literal_depth(value)
         if depth is not None:
@@ -100,18 +97,12 @@ def dumps(
             default = (",", ": ") if indent is not None else (", ", ": ")
             item_sep, key_sep = separators or default
             return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
+    encoder = json.JSONEncoder(
+        indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
+    )
     try:
         if indent is None or isinstance(value, str):
-            return json.dumps(
-                value,
-                indent=indent,
-                ensure_ascii=ensure_ascii,
-                separators=separators,
-                allow_nan=allow_nan,
-            )
-        encoder = json.JSONEncoder(
-            indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
-        )
+            return encoder.encode(value)
         return _joined(encoder.iterencode(value))
     except RecursionError:
         pass
@@ -123,7 +114,7 @@ def dumps(
 
 def _joined(chunks: Iterable[str], batch: int = 8192) -> str:
     """``"".join(chunks)`` holding at most ``batch`` small chunks at a time (``json.dumps``
-    with ``indent`` lists every chunk first: several times the text's size for a large file)."""
+    with ``indent`` lists every chunk first)."""
     parts: list[str] = []
     pending: list[str] = []
     for chunk in chunks:
@@ -135,16 +126,12 @@ def _joined(chunks: Iterable[str], batch: int = 8192) -> str:
     return "".join(parts)
 
 
-_INDENT_DEPTH = 900
-"""Data with numbers to write as read is indented only up to this depth (as ``json`` would)."""
+_INDENT_DEPTH = 900  # data with literals is indented up to this depth (as ``json`` would)
 
 
 def _literal_depth(value: Any) -> int | None:
-    """The nesting depth of ``value`` if it holds a ``JsonNumber`` (None if it holds none).
-
-    ``marshal`` answers at C speed for most data: it writes exact JSON types only (a float
-    subclass such as ``JsonNumber`` is "unmarshallable") and a few hundred levels deep; the
-    walk below answers for the rest."""
+    """The nesting depth of ``value`` if it holds a ``JsonNumber`` (None if it holds none);
+    ``marshal`` (exact types only, a few hundred levels) answers most data at C speed."""
     try:
         marshal.dumps(value, 2)
         return None

@@ -217,16 +217,7 @@ class Builder:
         if name is not None:
             if not self._can_hold(name):
                 return None
-            return self._via_def(schema, "remove", self._remove_body)
-        return self._remove_inner(schema)
-
-    def _remove_body(self, schema: Schema) -> Schema:
-        result = self._remove_inner(schema)
-        return result if result is not None else {"type": "object"}
-
-    def _remove_inner(self, schema: Schema) -> Schema | None:
-        if self._ref_name(schema) is not None:
-            return self.remove(schema)
+            return self._via_def(schema, "remove", lambda s: self.remove(s) or {"type": "object"})
         branches = _branches(schema)
         if branches is not None:
             parts = [p for p in (self.remove(b) for b in branches) if p is not None]
