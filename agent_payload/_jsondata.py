@@ -26,10 +26,12 @@ __all__ = [
     "describe",
     "format_payload_path",
     "format_request_path",
+    "has_part",
     "is_identifier",
     "json_data",
     "json_equal",
     "locate_problem",
+    "lookup",
     "materialize",
     "not_json_message",
     "plain_size",
@@ -66,6 +68,22 @@ class Problem:
         self.path = path
         self.detail = detail
         self.value = value
+
+
+def has_part(node: Any, part: Any) -> bool:
+    """Whether ``part`` names a key of the dict or an index of the list ``node``."""
+    if isinstance(node, dict):
+        return isinstance(part, str) and part in node
+    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+
+
+def lookup(data: Any, path: Sequence[str | int]) -> tuple[bool, Any]:
+    """``(True, the value at path)`` in JSON data, or ``(False, None)`` where nothing is."""
+    for part in path:
+        if not has_part(data, part):
+            return False, None
+        data = data[part]
+    return True, data
 
 
 def materialize(link: Link) -> tuple[str | int, ...]:

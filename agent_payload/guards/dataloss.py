@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_payload._config import check_number
-from agent_payload._jsondata import Link, json_data
+from agent_payload._jsondata import Link, json_data, lookup
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
 from agent_payload.guards.rules import PathRule, RuleSet, parse_rule
@@ -253,8 +253,8 @@ class DataLossGuard:
         for indices in (*deleted.values(), *inserted.values()):
             indices.sort()
         for parent, count in removed.items():
-            old = _get(before, parent)
-            new = _get(after, _map_path(parent, deleted, inserted))
+            old = lookup(before, parent)[1]
+            new = lookup(after, _map_path(parent, deleted, inserted))[1]
             for hit in self._counted_hits(parent, old, new, count):
                 if (hit.path, hit.rule) in seen or self._ignored(hit.path):
                     continue
@@ -440,22 +440,6 @@ class DataLossGuard:
 
 def _percent(part: int, whole: int) -> int:
     return round(100 * part / whole) if whole else 0
-
-
-_ABSENT = object()
-
-
-def _get(data: Any, path: PayloadPath) -> Any:
-    node = data
-    for segment in path:
-        if isinstance(node, list) and isinstance(segment, int) and 0 <= segment < len(node):
-            node = node[segment]
-            continue
-        if isinstance(node, dict) and isinstance(segment, str) and segment in node:
-            node = node[segment]
-            continue
-        return _ABSENT
-    return node
 
 
 def _map_path(

@@ -55,7 +55,6 @@ class PermissionFinding(Finding):
 
 
 _Verdict = Callable[[RuleSet, _State, str, Any], tuple[bool, "PathRule | None"]]
-_MISSING = object()
 
 
 def _fine(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
@@ -103,12 +102,9 @@ def _walk_verdicts(
         refused, rule = verdict(ruleset, here, op, value)
         if refused:
             return path_below(change.path, linked), op, rule
-        sides: list[tuple[Any, str]] = []
-        if op in ("delete", "update"):
-            sides.append((old, "delete"))
-        if op in ("add", "update"):
-            sides.append((new, "add"))
-        for side_value, side_op in sides:
+        for side_value, side_op in ((old, "delete"), (new, "add")):
+            if op not in (side_op, "update"):
+                continue
             found = _walk_side(linked, here, side_value, side_op, ruleset, verdict)
             if found is not None:
                 path_linked, rule = found

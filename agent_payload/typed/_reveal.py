@@ -10,9 +10,9 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from agent_payload._jsondata import format_payload_path, json_data
+from agent_payload._jsondata import format_payload_path, json_data, lookup
 from agent_payload.errors import UsageError
-from agent_payload.typed._carry import _listed, _lookup, _opaque_fields
+from agent_payload.typed._carry import _listed, _opaque_fields
 
 __all__ = ["file_json"]
 
@@ -37,7 +37,7 @@ def file_json(payload: Any, *, include_secrets: bool, what: str, option: str) ->
             "(and protect the file), or keep them out of the payload."
         )
     for opaque in hidden:
-        parent = _lookup(data, opaque.path[:-1])[1]
+        parent = lookup(data, opaque.path[:-1])[1]
         if not isinstance(parent, dict):
             raise _unwritable(what, opaque.path)
         value = opaque.value.get_secret_value() if opaque.kind == "secret" else opaque.value

@@ -8,13 +8,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_payload._jsondata import describe, format_payload_path, json_data, json_equal
+from agent_payload._jsondata import describe, format_payload_path, json_data, json_equal, lookup
 from agent_payload.errors import ConfigurationError, PayloadValidationError
 from agent_payload.report import Change, Guard, Issue, MergeReport, PayloadPath
 from agent_payload.typed._carry import (
     _Carry,
     _listed,
-    _lookup,
     _opaque_fields,
     _PathMap,
     _put_back,
@@ -303,7 +302,7 @@ def _lost_changes(
         if change.op == "delete" and change.path:  # an original path: where is it now?
             parent = paths.result_path(change.path[:-1])
             at = None if parent is None else (*parent, change.path[-1])
-        present, now = (False, None) if at is None else _lookup(validated_json, at)
+        present, now = (False, None) if at is None else lookup(validated_json, at)
         where = format_payload_path(change.path) or "the root"
         if change.op != "delete" and not present:
             why = (
