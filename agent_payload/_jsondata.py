@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_
 from typing import Any, Final
@@ -57,17 +58,15 @@ class _Bad(Exception):
     """Raised by the fast copy when the data is not JSON or exceeds a limit (no path known)."""
 
 
+@dataclass(slots=True)
 class Problem:
     """What :func:`locate_problem` found: ``kind`` is ``type``, ``key``, ``float``, ``cycle``,
     ``depth`` or ``nodes``; ``path`` the parts leading to it; ``detail`` a short description."""
 
-    __slots__ = ("detail", "kind", "path", "value")
-
-    def __init__(self, kind: str, path: tuple[str | int, ...], detail: str, value: int = 0):
-        self.kind = kind
-        self.path = path
-        self.detail = detail
-        self.value = value
+    kind: str
+    path: tuple[str | int, ...]
+    detail: str
+    value: int = 0
 
 
 def has_part(node: Any, part: Any) -> bool:

@@ -112,7 +112,7 @@ class Builder:
                 result["additionalProperties"] = copy.deepcopy(extra)
             return result
         if _is_array(root):
-            return _strip_title(copy.deepcopy(root))
+            return copy.deepcopy(root)
         return copy.deepcopy(ANY_CONTAINER)
 
     def _full_refs_needed(self) -> set[str]:
@@ -286,7 +286,7 @@ class Builder:
         """An array in newElements: items to append (``{}`` skipped), or an index map whose
         values insert whole items or descend into the element (section 8)."""
         items = _items(schema)
-        whole = _strip_title(copy.deepcopy(items))
+        whole = copy.deepcopy(items)
         values: list[Schema] = [{"type": "array", "items": copy.deepcopy(whole)}]
         if self._ref_name(items) is None and _is_array(items):
             values.append(self._new_array(items, append=False))  # into an array: a map only
@@ -407,8 +407,3 @@ def _items(schema: Schema) -> Schema:
 
 def _leaf(schema: Schema) -> Schema:
     return {k: copy.deepcopy(v) for k, v in schema.items() if k not in _DROPPED_IN_PARTIALS}
-
-
-def _strip_title(schema: Schema) -> Schema:
-    schema.pop("title", None)
-    return schema
