@@ -87,17 +87,17 @@ def json_file_text(value: Any, layout: JsonLayout | None = None) -> str:
     """``value`` as a file's text (any depth, a final newline, numbers as read): non-ASCII
     characters as they are, unless a lone surrogate needs JSON escapes."""
     layout = layout or JsonLayout()
-    options: dict[str, Any] = {"indent": layout.indent, "literals": True}
-    if layout.separators is not None:
-        options["separators"] = layout.separators
-    text = _jsontext.dumps(value, ensure_ascii=False, **options) + "\n"
+    indent, separators = layout.indent, layout.separators
+    text = _jsontext.dumps(value, indent=indent, separators=separators, literals=True)
     if text.isascii():
-        return text
+        return text + "\n"
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _jsontext.dumps(value, ensure_ascii=True, **options) + "\n"
-    return text
+    except UnicodeEncodeError:  # a lone surrogate: only a JSON escape can carry it
+        text = _jsontext.dumps(
+            value, indent=indent, separators=separators, literals=True, ensure_ascii=True
+        )
+    return text + "\n"
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -224,12 +224,9 @@ def _create_temporary(target: Path, existing: os.stat_result | None) -> tuple[in
 
 def _fsync_directory(directory: Path) -> None:
     """Make the rename durable where the platform allows it (best effort: not on Windows)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
+        try:
             os.fsync(fd)
-    finally:
-        os.close(fd)
+        finally:
+            os.close(fd)
