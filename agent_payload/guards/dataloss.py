@@ -1,17 +1,7 @@
 """The data-loss guard: flag effective changes that look like content lost by accident (a long
-text cut to its first sentence and ``...``, forty items to three, an object to ``"see above"``).
-
-Rules (defaults in brackets): ``string_cut`` (a text of >= 100 characters loses > 70%),
-``truncation_marker`` (a text replaced by a shorter one ending in ``...``, ``[truncated]``,
-``etc.``), ``placeholder`` (a value replaced by ``TODO``, ``<...>``, ``<unchanged>``, or a text
-gaining one), ``array_shrunk`` (>= 2 elements, > 50% lost), ``object_keys_lost`` (>= 2 keys,
-> 50% lost), ``container_to_primitive``, ``wiped`` (a non-trivial value becomes ``""`` or
-``null``), ``large_removal`` (>= 2000 characters of JSON deleted). Policies: ``allow``,
-``warn``, ``confirm``, ``reject`` (findings of severity ``warning``, ``confirm``, ``conflict``).
-
-The merge reports each deleted element or key as its own change, so ``review`` looks at the
-whole merge: it counts the deletions against each container's size before the merge (deleting
-ten items and appending ten others is the loss of ten). See docs/guards.md.
+text cut to ``...``, forty items to three, an object to ``"see above"``); the rules and
+policies are in docs/guards.md. ``review`` sees the whole merge, where each deleted element is
+its own change: it counts deletions against each container's size before the merge.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Write permissions: which payload paths a change request may touch (``Permissions``).
 
-Path rules (docs/guards.md; parsed in ``guards.rules``)::
+Path rules (parsed in ``guards.rules``; explained in docs/guards.md)::
 
     rule     := path [ ":" ops ]
     path     := first ( "." name | "." "*" | "." "**" | "[" index "]" | "[*]" | "[" string "]" )*
     first    := name | "*" | "**" | "[" string "]" | "[" index "]" | "[*]"
     ops      := op ( "," op )*          op := "add" | "update" | "delete"
 
-A bare ``name`` is always an object key; ``["a.b"]`` any key as a JSON string; ``*`` one
-segment; ``a.*`` everything strictly below ``a``; ``**`` zero or more segments. A rule covers
-the subtree it matches. A change is judged at the original node it touches (an element's
-position as shown, whatever earlier deletions shift it to), broken down into its effects on
-single nodes: deleting or replacing a container deletes every node inside it, adding one adds
-every node inside (a container replaced by one of the same kind counts only its differences).
-A change is refused when a ``deny`` rule covers one of its effects, or when ``allow`` is given
-and does not cover every effect (``allow=[]``: nothing may change).
+A change is judged at the original node it touches, broken down into its effects on single
+nodes (deleting or replacing a container deletes everything inside it; a same-kind replacement
+counts only its differences): refused when a ``deny`` rule covers an effect, or when ``allow``
+is given and does not cover them all.
 """
 
 from __future__ import annotations

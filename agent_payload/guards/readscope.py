@@ -1,11 +1,6 @@
-"""Read scope: which object keys the model sees, and the write protection that follows
-(docs/guards.md). Path rules as in :mod:`agent_payload.guards.permissions`, without operations.
-
-A key is shown when no ``exclude`` rule covers it and (given ``include``) an ``include`` rule
-covers it or it is a container on the way to one. Arrays are shown whole (positions keep their
-meaning); an element out of scope is shown as ``{}``, ``[]`` or ``null``. What is not shown is
-read-only. ``named_outside`` judges a request on the request and the projection alone, never
-on the hidden data, so a refusal tells nothing about what is hidden (no oracle).
+"""Read scope: which object keys the model sees (arrays whole, an element out of scope as
+``{}``, ``[]`` or ``null``), and the write protection that follows (docs/guards.md). Requests
+are judged on the request and the projection alone, never on hidden data (no oracle).
 """
 
 from __future__ import annotations

@@ -1,19 +1,5 @@
-"""The JSON Schema of a change request, derived from the payload type (for tool definitions
-and structured outputs). Each bucket is derived from the payload's own JSON Schema:
-
-* ``updateElements``: a deep partial (no property required); the marker may stand where a
-  property or element may be deleted; where an array stands, a positional array (elements'
-  partials, ``{}`` placeholders, the marker) or an index map (keys ``^(0|[1-9][0-9]*)$``).
-* ``removeElements``: the same shape, with only the marker (or ``{}`` in arrays) as leaves.
-* ``newElements``: a deep partial without markers; appended items are whole elements; an index
-  map inserts whole elements or adds inside one (MERGE.md section 8).
-* ``replaceElements``: the top-level keys with their full types; ``reasoning``: a string.
-
-Objects without ``additionalProperties`` get ``false`` in the partials (the model does not
-invent keys). The schema stays compact (docs/typed.md): annotations stripped, the marker, the
-placeholder and every repeated sub-schema defined once in ``$defs``. It is never strict
-(OpenAI's ``strict: true`` cannot express optional properties or index maps): the adapters
-send ``strict: false`` and the parser with the correction loop catch what slips through.
+"""The JSON Schema of a change request, derived from the payload type, for tool definitions and
+structured outputs: what each bucket admits and how it stays compact is in docs/typed.md.
 """
 
 from __future__ import annotations
