@@ -52,18 +52,7 @@ class PathRule:
 
     def covers(self, path: PayloadPath, op: str = "update") -> bool:
         """True when the rule matches ``path`` or one of its ancestors and concerns ``op``."""
-        if op not in self.ops:
-            return False
-        states = self.start()
-        if self.accepts(states):
-            return True
-        for segment in path:
-            states = self.step(states, segment)
-            if not states:
-                return False
-            if self.accepts(states):
-                return True
-        return False
+        return op in self.ops and bool(RuleSet((self,)).state_at(path)[1])
 
 
 def _closure(matchers: Sequence[_Matcher], states: Iterable[int]) -> frozenset[int]:
