@@ -1,8 +1,5 @@
-"""``agent-payload batch``: a resumable batch job from a JSONL file (see ``agent_payload.batch``).
-
-Kept apart from ``cli.py`` (which only registers it): reading the items, choosing the agent
-and drawing progress are this command's alone.
-"""
+"""``agent-payload batch``: a resumable batch job (``agent_payload.batch``) from a JSONL file:
+reading the items, choosing the agent, drawing progress, writing the results."""
 
 from __future__ import annotations
 
@@ -22,40 +19,37 @@ from agent_payload.providers import close_client, infer_model
 if TYPE_CHECKING:  # imported when the command runs: `agent-payload --help` needs no SQLite
     from agent_payload.batch import BatchJob, BatchProgress
 
-__all__ = ["add_parser"]
+__all__ = ["TEXTS", "add_arguments"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class _InputError(Exception):
-    pass
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
-def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
-    """Register ``batch`` on the ``sub`` parsers; ``error`` builds the CLI's usage error."""
-    batch = sub.add_parser(
-        "batch",
-        help="edit many payloads through the provider's batch API (resumable)",
-        description="Carry out each item's task on its payload through the provider's batch "
-        "API (half price, results within a day), with the correction loop carried across "
-        'rounds. Each line of --input is {"id": ..., "payload": ..., "task": ...}. The '
-        "job's state lives in --state: run the same command again to resume after an "
-        "interruption; nothing is submitted or applied twice.",
-        epilog="examples:\n"
-        "  agent-payload batch --model openai:gpt-5.4-mini --input items.jsonl \\\n"
-        "      --state job.sqlite -o results.jsonl\n"
-        "  agent-payload batch --model openai:local --concurrent 32 --input items.jsonl \\\n"
-        "      --state job.sqlite -o results.jsonl   # vLLM, Ollama, LiteLLM: no batch API\n\n"
-        'each line of the output: {"id", "status" (done | failed | pending), "payload", '
-        '"change_request",\n"attempts", "usage", "error"}.\n\n'
-        "an interrupted run (Ctrl-C, a provider error) keeps its state: run the same command "
-        "again to resume.\nitems that failed for want of a reply (an outage) are sent again by "
-        "the next run;\n--retry-failed sends the items the model failed again too.\n\n"
-        "exit status: 0 every item done; 1 some item failed or is still pending, or a provider "
-        "error; 2 usage or input error (bad --input, a changed item, a --state file that is "
-        "not this job's or is in use, a missing SDK); 130 interrupted.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+TEXTS = dict(
+    help="edit many payloads through the provider's batch API (resumable)",
+    description="Carry out each item's task on its payload through the provider's batch "
+    "API (half price, results within a day), with the correction loop carried across "
+    'rounds. Each line of --input is {"id": ..., "payload": ..., "task": ...}. The '
+    "job's state lives in --state: run the same command again to resume after an "
+    "interruption; nothing is submitted or applied twice.",
+    epilog="examples:\n"
+    "  agent-payload batch --model openai:gpt-5.4-mini --input items.jsonl \\\n"
+    "      --state job.sqlite -o results.jsonl\n"
+    "  agent-payload batch --model openai:local --concurrent 32 --input items.jsonl \\\n"
+    "      --state job.sqlite -o results.jsonl   # vLLM, Ollama, LiteLLM: no batch API\n\n"
+    'each line of the output: {"id", "status" (done | failed | pending), "payload", '
+    '"change_request",\n"attempts", "usage", "error"}.\n\n'
+    "an interrupted run (Ctrl-C, a provider error) keeps its state: run the same command "
+    "again to resume.\nitems that failed for want of a reply (an outage) are sent again by "
+    "the next run;\n--retry-failed sends the items the model failed again too.\n\n"
+    "exit status: 0 every item done; 1 some item failed or is still pending, or a provider "
+    "error; 2 usage or input error (bad --input, a changed item, a --state file that is "
+    "not this job's or is in use, a missing SDK); 130 interrupted.",
+)
+
+
+def add_arguments(batch: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
+    """The options of ``batch`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
+    usage error."""
     batch.add_argument(
         "--model",
         required=True,
@@ -103,12 +97,12 @@ def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
     batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr, error))
 
 
-def _items(path: str) -> list[dict[str, Any]]:
-    """The items of ``path``; every bad line is named at once (``_InputError``)."""
+def _items(path: str, error: Callable[[str], Exception]) -> list[dict[str, Any]]:
+    """The items of ``path``; every bad id is named at once."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from exc
     items: list[dict[str, Any]] = []
     problems: list[str] = []
     first: dict[str, int] = {}
@@ -120,11 +114,11 @@ def _items(path: str) -> list[dict[str, Any]]:
                 try:
                     item = loads_json_file(line)  # duplicate keys refused, numbers as written
                 except json.JSONDecodeError as exc:
-                    raise _InputError(
+                    raise error(
                         f"{path}, line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
                     ) from exc
                 if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
-                    raise _InputError(
+                    raise error(
                         f"{path}, line {number}: expected an object with id, payload and task"
                     )
                 item_id = item["id"]
@@ -144,10 +138,10 @@ def _items(path: str) -> list[dict[str, Any]]:
                     first[item_id] = number
                 items.append(item)
         except UnicodeDecodeError as exc:
-            raise _InputError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+            raise error(f"{path}: not UTF-8 text ({exc.reason})") from exc
     if problems:
         more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
-        raise _InputError(
+        raise error(
             "every item needs an id of its own, a non-empty string:\n  "
             + "\n  ".join(problems[:20] + more)
         )
@@ -160,27 +154,19 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
     if args.concurrent is not None and args.concurrent < 1:
         raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None
-    try:
-        items = _items(args.input)
-    except _InputError as exc:
-        raise error(str(exc)) from exc
+    items = _items(args.input, error)
     show = _Progress(stderr, len(items), enabled=not args.no_progress)
     model: Any = None
     try:
         model = infer_model(args.model, async_client=concurrent)
-        options = {"max_retries": args.max_retries, "output_mode": args.output_mode}
         kind = AsyncPayloadAgent if concurrent else PayloadAgent
-        agent = kind(model, **options)
-        job = BatchJob(
+        agent = kind(model, max_retries=args.max_retries, output_mode=args.output_mode)
+        with BatchJob(
             agent,
             args.state,
             mode="concurrent" if concurrent else "batch",
             concurrency=args.concurrent or 32,
-        )
-    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
-        raise error(str(exc)) from exc
-    with job:
-        try:
+        ) as job:
             added = job.add_many(items)
             if added < len(items):
                 stderr.write(
@@ -194,28 +180,24 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
                 final = job.run(
                     poll_interval=args.poll_interval, max_rounds=args.max_rounds, progress=show
                 )
-        except (UsageError, BatchStateError) as exc:
-            raise error(str(exc)) from exc
-        except KeyboardInterrupt:
-            stderr.write(
-                f"\ninterrupted; the job's state is saved in {args.state}: run the same command "
-                "again to resume (nothing is submitted or applied twice)\n"
-            )
-            return EXIT_INTERRUPTED
-        except ProviderError as exc:
-            stderr.write(
-                f"provider error: {exc}\nthe job's state is saved in {args.state}: run the "
-                "same command again to resume\n"
-            )
-            return EXIT_FAILED
-        finally:
-            show.close()
-            if not concurrent:
-                close_client(model)
-        try:
             lines = _result_lines(job)
-        except (UsageError, BatchStateError) as exc:
-            raise error(str(exc)) from exc
+    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
+        raise error(str(exc)) from exc
+    except KeyboardInterrupt:
+        stderr.write(
+            f"\ninterrupted; the job's state is saved in {args.state}: run the same command "
+            "again to resume (nothing is submitted or applied twice)\n"
+        )
+        return EXIT_INTERRUPTED
+    except ProviderError as exc:
+        stderr.write(
+            f"provider error: {exc}\nthe job's state is saved in {args.state}: run the "
+            "same command again to resume\n"
+        )
+        return EXIT_FAILED
+    finally:
+        show.close()
+        close_client(model)  # an async client is closed by _arun, in its loop
     atomic_write_text(args.output, "".join(line + "\n" for line in lines))
     cached_tokens = final.usage.cached_input_tokens
     cached = f" ({cached_tokens} cached)" if cached_tokens else ""

@@ -1,10 +1,5 @@
-"""``agent-payload store``: a shared payload store from the command line (see
-``agent_payload.store.PayloadStore``): create a key, show it, print its history (the diffs and
-the reasoning), edit it with a model, revert it.
-
-Kept apart from ``cli.py`` (which only registers it). The store's URL is ``--db`` or the
-``AGENT_PAYLOAD_STORE`` environment variable.
-"""
+"""``agent-payload store``: a shared ``PayloadStore`` from the command line (create, show,
+history, edit with a model, revert); its URL is ``--db`` or ``$AGENT_PAYLOAD_STORE``."""
 
 from __future__ import annotations
 
@@ -33,31 +28,32 @@ from agent_payload.providers import close_client, infer_model
 if TYPE_CHECKING:
     from agent_payload.store import HistoryEntry, PayloadStore
 
-__all__ = ["ENV", "add_parser"]
+__all__ = ["ENV", "TEXTS", "add_arguments"]
 
 ENV = "AGENT_PAYLOAD_STORE"
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
-def add_parser(sub: Any, error: Callable[[str], Exception]) -> None:
-    """Register ``store`` on the ``sub`` parsers; ``error`` builds the CLI's usage error."""
-    store = sub.add_parser(
-        "store",
-        help="a payload store shared by many writers (SQLite or PostgreSQL)",
-        description="Create, show, edit with a model, revert and read the history of payloads "
-        "kept by key in a database shared by many agents and processes. Every edit is "
-        "applied at the version it was written against (rebased over what was applied since, "
-        "or sent back to the model when it collides) and recorded with its reasoning.",
-        epilog="examples:\n"
-        "  export AGENT_PAYLOAD_STORE=sqlite:///plans.db\n"
-        "  agent-payload store create plan plan.json\n"
-        "  agent-payload store edit plan 'mark step 2 done' --model openai:gpt-5.4-mini\n"
-        "  agent-payload store history plan\n"
-        "  agent-payload store revert plan 3\n\n"
-        "exit status: 0 done; 1 refused or failed (a collision, a conflict, retries "
-        "exhausted, provider error); 2 usage or input error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+TEXTS = dict(
+    help="a payload store shared by many writers (SQLite or PostgreSQL)",
+    description="Create, show, edit with a model, revert and read the history of payloads "
+    "kept by key in a database shared by many agents and processes. Every edit is "
+    "applied at the version it was written against (rebased over what was applied since, "
+    "or sent back to the model when it collides) and recorded with its reasoning.",
+    epilog="examples:\n"
+    "  export AGENT_PAYLOAD_STORE=sqlite:///plans.db\n"
+    "  agent-payload store create plan plan.json\n"
+    "  agent-payload store edit plan 'mark step 2 done' --model openai:gpt-5.4-mini\n"
+    "  agent-payload store history plan\n"
+    "  agent-payload store revert plan 3\n\n"
+    "exit status: 0 done; 1 refused or failed (a collision, a conflict, retries "
+    "exhausted, provider error); 2 usage or input error.",
+)
+
+
+def add_arguments(store: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
+    """The options of ``store`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
+    usage error."""
     store.add_argument(
         "--db",
         metavar="URL",
@@ -197,21 +193,8 @@ def _headline(entry: HistoryEntry) -> str:
 
 
 def _entry_json(entry: HistoryEntry) -> dict[str, Any]:
-    return {
-        "version": entry.version,
-        "parent": entry.parent,
-        "kind": entry.kind,
-        "base_version": entry.base_version,
-        "change_request": entry.change_request,
-        "written": entry.written,
-        "markers": list(entry.markers),
-        "reasoning": entry.reasoning,
-        "run_id": entry.run_id,
-        "model_name": entry.model_name,
-        "usage": None if entry.usage is None else dataclasses.asdict(entry.usage),
-        "reverted_to": entry.reverted_to,
-        "created_at": entry.created_at.isoformat(),
-    }
+    data = {k: v for k, v in dataclasses.asdict(entry).items() if k != "key"}
+    return {**data, "created_at": entry.created_at.isoformat()}
 
 
 def _edit(

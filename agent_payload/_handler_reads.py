@@ -10,11 +10,11 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from agent_payload import outline as _outline
-from agent_payload._jsondata import json_data
 from agent_payload.errors import UsageError
 from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
+    from agent_payload._intake import Prepared
     from agent_payload.changes import AgentPayloadChangeRequest
     from agent_payload.providers.anthropic import AnthropicToolParam
     from agent_payload.providers.openai import OpenAIToolParam, ResponsesToolParam
@@ -34,7 +34,6 @@ class OutlineReads:
     reads: int
     _lock: threading.Lock
     _outlined: tuple[Any, bool] | None
-    _shown_at: tuple[int, Any, Any] | None
 
     @property
     def version(self) -> int:
@@ -62,16 +61,12 @@ class OutlineReads:
     ) -> ToolResult:
         raise NotImplementedError
 
+    def _current(self) -> Prepared:
+        raise NotImplementedError
+
     def shown(self) -> Any:
-        """The payload as the model may see it (JSON data, read scope applied), kept per
-        version."""
-        cached = self._shown_at
-        if cached is None or cached[0] != self.version or cached[1] is not self.payload:
-            shown = _as_json(self.payload)
-            if self.read_scope is not None:
-                shown = self.read_scope.project(shown)
-            cached = self._shown_at = (self.version, self.payload, shown)
-        return cached[2]
+        """The payload as the model may see it (JSON data, read scope applied)."""
+        return self._current().shown_json
 
     @property
     def outlined(self) -> bool:
@@ -200,8 +195,3 @@ class OutlineReads:
 
 def _outline_echo(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
-
-
-def _as_json(payload: Any) -> Any:
-    """The handler's payload as JSON data (``None`` as ``{}``)."""
-    return {} if payload is None else json_data(payload)

@@ -17,6 +17,7 @@ from operator import is_
 from typing import Any, Final
 
 from agent_payload._jsontext import JsonNumber
+from agent_payload._paths import format_payload_path
 
 __all__ = [
     "JSON_TYPES",
@@ -25,14 +26,10 @@ __all__ = [
     "container_positions",
     "copy_tree",
     "describe",
-    "format_payload_path",
     "format_request_path",
-    "has_part",
-    "is_identifier",
     "json_data",
     "json_equal",
     "locate_problem",
-    "lookup",
     "materialize",
     "not_json_message",
     "plain_size",
@@ -67,22 +64,6 @@ class Problem:
     path: tuple[str | int, ...]
     detail: str
     value: int = 0
-
-
-def has_part(node: Any, part: Any) -> bool:
-    """Whether ``part`` names a key of the dict or an index of the list ``node``."""
-    if isinstance(node, dict):
-        return isinstance(part, str) and part in node
-    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-
-
-def lookup(data: Any, path: Sequence[str | int]) -> tuple[bool, Any]:
-    """``(True, the value at path)`` in JSON data, or ``(False, None)`` where nothing is."""
-    for part in path:
-        if not has_part(data, part):
-            return False, None
-        data = data[part]
-    return True, data
 
 
 def materialize(link: Link) -> tuple[str | int, ...]:
@@ -423,11 +404,6 @@ def json_equal(a: Any, b: Any) -> bool:
 # --- paths ----------------------------------------------------------------------------------
 
 
-def is_identifier(key: str) -> bool:
-    """ASCII ``[A-Za-z_][A-Za-z0-9_]*`` (MERGE.md section 6, "Paths")."""
-    return key.isascii() and key.isidentifier()
-
-
 def _key_text(key: str) -> str:
     return json.dumps(key, ensure_ascii=False)
 
@@ -438,40 +414,17 @@ def format_request_path(parts: Sequence[str | int]) -> str:
     The first part is a bucket name or a top-level field and stands bare when it is an
     identifier; identifiers follow a dot, any other key is a JSON string in brackets, indices
     are ``[3]``: ``format_request_path(["updateElements", "items", 3, "a.b"])`` is
-    ``'updateElements.items[3]["a.b"]'``.
+    ``'updateElements.items[3]["a.b"]'`` (``""`` for no part).
     """
-    out: list[str] = []
-    for i, part in enumerate(parts):
-        if not isinstance(part, str):
-            out.append(f"[{int(part)}]")
-        elif is_identifier(part):
-            out.append(part if i == 0 else "." + part)
-        else:
-            out.append(f"[{_key_text(part)}]")
-    return "".join(out)
-
-
-def format_payload_path(path: Sequence[str | int]) -> str:
-    """A payload path written ``items[3].price`` (``""`` for the root); keys that are not
-    identifiers are written as JSON strings in brackets: ``["a.b"].c``."""
-    return format_request_path(path)
-
-
-ROOT_WORDS: Final = "the payload root"
-"""How a sentence names the root of the payload (its path is empty)."""
-
-
-def where_in_payload(path: Sequence[str | int]) -> str:
-    """A payload path for a sentence: ``items[3].price``, or ``the payload root``."""
-    return format_payload_path(path) or ROOT_WORDS
+    return format_payload_path(parts, root="")
 
 
 def display_path(link: Link, head: int = 8, tail: int = 16) -> str:
     """A payload path for a message, given as a link: whole when short, else its first and
-    last parts around "…" (the payload root as :data:`ROOT_WORDS`)."""
+    last parts around "…"."""
     parts = materialize(link)
     if len(parts) <= head + tail + 1:
-        return where_in_payload(parts)
+        return format_payload_path(parts)
     return (
         format_payload_path(parts[:head])
         + f"…({len(parts) - head - tail} more levels)…"

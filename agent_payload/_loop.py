@@ -32,15 +32,12 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from pydantic import BaseModel
-
-from agent_payload import _callables
+from agent_payload import _callables, _intake
 from agent_payload import judge as _judge
 from agent_payload import merge as _merge
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema
-from agent_payload import typed as _typed
 from agent_payload._reply import OutputMode
 from agent_payload.errors import (
     ConcurrentChangeError,
@@ -177,25 +174,20 @@ class RunState:
     def __init__(
         self,
         *,
-        payload: Any,
-        payload_json: Any,
-        shown_json: Any,
+        prepared: _intake.Prepared,
         task: str,
-        marker: str,
         system: str,
         user: str,
         schema: Mapping[str, Any] | None,
-        payload_type: Any,
         settings: RunSettings,
         payload_end: int = 0,
         outlined: bool = False,
     ) -> None:
-        self.payload = payload
-        self.payload_json = payload_json
+        self.prepared = prepared
+        """The payload as ``_intake.prepare`` made it (a collision moves it: ``collided``)."""
         self.run_id = ""
-        self.shown_json = shown_json
         self.task = task
-        self.marker = marker
+        self.marker = prepared.marker
         self.messages: tuple[Message, ...] = (
             Message("system", system),
             Message("user", user, stable_prefix=payload_end),
@@ -204,7 +196,7 @@ class RunState:
         characters, the same for every attempt and every task on this payload) before the
         task, so the provider's prompt cache serves the longest prefix."""
         self.schema = schema
-        self.payload_type = payload_type
+        self.payload_type = prepared.payload_type
         self.settings = settings
         self.attempt = 0
         self.usage = Usage()
@@ -227,22 +219,18 @@ class RunState:
         self.reads_used = 0
         self.retargeted = False
         """True once a collision moved the run to a newer payload (``collided``)."""
-        self.judge_reply = self._judge_for(payload, payload_json, shown_json)
+        self.judge_reply = self._judge_for(prepared)
         """The one judge of every reply of this run (``agent_payload.judge``); a commit that
         collides (``collided``) gives it the then-current payload."""
 
-    def _judge_for(self, payload: Any, payload_json: Any, shown_json: Any) -> _judge.Judge:
+    def _judge_for(self, prepared: _intake.Prepared) -> _judge.Judge:
         s = self.settings
         return _judge.Judge(
-            payload,
-            marker=self.marker,
-            payload_type=self.payload_type,
+            prepared.payload,
             validators=s.validators,
             guards=s.guards,
             read_scope=s.read_scope,
-            payload_json=payload_json,
-            shown_json=shown_json,
-            round_trip_checked=True,  # by ``start``, before any request
+            prepared=prepared,
         )
 
     # -- construction --------------------------------------------------------------------
@@ -256,24 +244,12 @@ class RunState:
                 f"task: expected a non-empty string saying what to change, found {task!r}; "
                 "pass the instruction for the model as the second argument of run()"
             )
-        # The payload as the merge sees it; refuses what is not JSON data before any request.
-        # Not copied when it is plain JSON data already: every attempt merges (and copies)
-        # the caller's payload, and the run only reads this.
-        payload_json = _merge.dump_payload(payload, copy=False)
-        payload_type = settings.payload_type
-        if payload_type is None and isinstance(payload, BaseModel):
-            payload_type = type(payload)
-        elif payload_type is not None and not isinstance(payload, BaseModel):
-            _judge.check_payload_fits(payload_json, payload_type)
-        # issue 17: exact round trip up front; the marker is never a value the type admits.
-        _typed.check_round_trip(payload, payload_type)
-        if payload_type is not None and not isinstance(payload, BaseModel):
-            payload = payload_json = _typed.normalize(payload_json, payload_type)
-        marker = _merge.choose_marker(
-            payload_json, avoid=(task, *_typed.type_strings(payload_type))
+        # Refuses what is not JSON data, or does not fit its type, before any request. Not
+        # copied: every attempt merges (and copies) the caller's payload; the run only reads it.
+        prepared = _intake.prepare(
+            payload, settings.payload_type, task=task, read_scope=settings.read_scope
         )
-        scope = settings.read_scope
-        shown_json = payload_json if scope is None else scope.project(payload_json)
+        shown_json = prepared.shown_json
         budget = settings.max_payload_tokens
         outline: str | None = None
         if budget is not None and _outline.exceeds(shown_json, budget, count=estimate_tokens):
@@ -281,8 +257,8 @@ class RunState:
         parts = _prompts.render_prompt(
             shown_json,
             task,
-            marker=marker,
-            payload_type=payload_type,
+            marker=prepared.marker,
+            payload_type=prepared.payload_type,
             permissions=settings.rules_text,
             extra_instructions=settings.extra_instructions,
             output_mode=settings.output_mode,
@@ -300,17 +276,13 @@ class RunState:
             ) from exc
         schema: Mapping[str, Any] | None = None
         if settings.output_mode != "text":
-            schema = _schema.change_request_schema(payload_type, marker=marker)
+            schema = _schema.change_request_schema(prepared.payload_type, marker=prepared.marker)
         return cls(
-            payload=payload,
-            payload_json=payload_json,
-            shown_json=shown_json,
+            prepared=prepared,
             task=task,
-            marker=marker,
             system=parts.system,
             user=parts.user,
             schema=schema,
-            payload_type=payload_type,
             settings=settings,
             payload_end=parts.payload_end,
             outlined=outline is not None,
@@ -374,7 +346,11 @@ class RunState:
                     raise self._reads_exhausted(call)
                 self.reads_used += 1
                 text = _outline.answer(
-                    call.name, call.arguments, self.shown_json, budget, count=estimate_tokens
+                    call.name,
+                    call.arguments,
+                    self.prepared.shown_json,
+                    budget,
+                    count=estimate_tokens,
                 )
                 if self.reads_used == s.max_reads:
                     text += "\n\n" + _outline.last_read_note(s.max_reads)
@@ -542,18 +518,11 @@ class RunState:
         self._fail(reply, self.judge_reply.concurrent(error), ModelReplyError)
 
     def _retarget(self, current: Any) -> None:
-        """Judge the next replies against ``current`` (as ``start`` prepares a payload)."""
-        payload_json = _merge.dump_payload(current)
-        payload_type = self.payload_type
-        if isinstance(self.payload, BaseModel) and not isinstance(current, BaseModel):
-            current = type(self.payload).model_validate(payload_json)
-        elif payload_type is not None and not isinstance(current, BaseModel):
-            current = payload_json = _typed.normalize(payload_json, payload_type)
-        scope = self.settings.read_scope
-        shown_json = payload_json if scope is None else scope.project(payload_json)
-        self.payload, self.payload_json, self.shown_json = current, payload_json, shown_json
+        """Judge the next replies against ``current`` (prepared as ``start`` prepared the
+        payload, its checks not repeated)."""
+        self.prepared = self.prepared.moved_to(current)
         self.retargeted = True
-        self.judge_reply = self._judge_for(current, payload_json, shown_json)
+        self.judge_reply = self._judge_for(self.prepared)
 
     # -- failures ------------------------------------------------------------------------
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, TextIO
 
-from agent_payload import _jsondata, _jsontext
+from agent_payload import _jsontext
+from agent_payload._paths import format_payload_path
 from agent_payload.report import Change, Issue, MergeReport
 
 __all__ = [
@@ -70,14 +71,6 @@ class Style:
 
     def dim(self, text: str) -> str:
         return self._wrap("2", text)
-
-
-def format_payload_path(path: Sequence[str | int]) -> str:
-    """``("items", 3, "price")`` -> ``items[3].price``; odd keys are quoted: ``["a.b"]``.
-
-    The root (empty path) is written ``$``.
-    """
-    return _jsondata.format_payload_path(path) or "$"
 
 
 def format_value(value: Any, *, width: int = 80) -> str:

@@ -17,9 +17,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agent_payload import _sessionfile
+from agent_payload import _intake, _sessionfile
 from agent_payload import merge as _merge
-from agent_payload import typed as _typed
 from agent_payload._config import check_payload_type
 from agent_payload._jsondata import json_data, locate_problem
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
@@ -219,13 +218,10 @@ class SessionState:
         turns: Sequence[TurnRecord] = (),
         redo: Sequence[_Undone] = (),
     ) -> None:
-        _merge.apply_change_request(payload, None)  # a payload the merge accepts, or raise now
         check_payload_type(payload_type, "payload_type")
-        if payload_type is None and isinstance(payload, BaseModel):
-            payload_type = type(payload)
-        _typed.check_round_trip(payload, payload_type)  # issue 17: exact round trip up front
-        self.payload: Any = payload
-        self.payload_type = payload_type
+        prepared = _intake.prepare(payload, payload_type)  # checked as a run checks it, now
+        self.payload: Any = prepared.payload
+        self.payload_type = prepared.payload_type
         self.summary_turns = summary_turns
         self.turns: list[TurnRecord] = list(turns)
         self.redo_stack: list[_Undone] = list(redo)

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_payload import _jsontext
 from agent_payload._files import JsonLayout, json_file_text, loads_json_file
-from agent_payload._jsondata import format_payload_path, kind_word
+from agent_payload._jsondata import kind_word
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import SessionFileError
 from agent_payload.merge import DEFAULT_LIMITS
 from agent_payload.usage import Usage

@@ -1,48 +1,9 @@
-"""The command line: ``agent-payload apply | run | demo | mcp | batch``.
+"""The command line, ``agent-payload apply | run | demo | mcp | batch | store`` (docs/cli.md).
 
-``apply [PAYLOAD] CHANGE`` (or ``apply --payload FILE CHANGE``)
-    Merge a change request into a payload and print the merged JSON on stdout, or write it to
-    ``-o FILE`` (atomically). The output keeps the input's indentation (two spaces, four, a tab,
-    or one line). Either file may be ``-`` for stdin (not both). **All or nothing** by default:
-    when anything conflicts, the conflicts go to stderr, nothing is printed or written and the
-    exit status is 1; ``--lenient`` applies what can be applied and reports the rest (the 0.1
-    default). ``--report`` prints the warnings and conflicts, the diff, the reasoning and a
-    summary on stderr; ``--dry-run`` prints them and the diff without printing or writing the
-    result. ``--reply`` reads CHANGE as a raw model reply (code fences, prose, comments,
-    trailing commas) with the tolerant parser. ``--markers`` sets the DELETE markers.
-
-``run [PAYLOAD] TASK`` (or ``run --payload FILE TASK``) ``--model PROVIDER:MODEL``
-    Ask a model (``openai:gpt-5.4-mini``, ``anthropic:claude-haiku-5-5``; the SDK reads its API
-    key and base URL from the environment) to carry out TASK on the payload. The updated payload
-    goes to stdout (or ``-o FILE``, same indentation as the input); the model's reasoning, the
-    diff, the attempts and the token usage go to stderr. ``--dry-run`` shows them without
-    printing or writing the payload.
-
-``batch --model PROVIDER:MODEL --input ITEMS.jsonl --state JOB.sqlite -o RESULTS.jsonl``
-    Many payloads through the provider's batch API (``--concurrent N`` for servers without
-    one), resumable: run the same command again after an interruption
-    (``agent_payload._cli_batch``, ``agent_payload.batch``).
-
-``demo``
-    The main job end to end on a realistic invoice: against the real provider when
-    ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` is set, else an offline replay of scripted
-    replies shipped with the package (it says which). ``--offline`` forces the replay.
-
-``mcp PAYLOAD_FILE [--allow RULE]... [--deny RULE]... [--hide RULE]... [--payload-schema S]
-[--max-read-tokens N]``
-    Serve the file to MCP hosts over stdio (``agent_payload.mcp``).
-
-Exit status: 0 success; 1 the job was refused or failed (conflicts, unless ``--lenient``; the
-correction loop gave up; the provider failed; the ``-o`` file could not be written, or is
-read-only or hard-linked: writes are atomic, so it is then exactly as it was); 2 usage or input
-errors (bad arguments, unreadable files, invalid JSON or a duplicate key, a payload or change
-request the merge cannot take).
-
-JSON files are read and written by ``agent_payload._files``: numbers the merge leaves alone are
-written back exactly as they were read.
-
-This module is over 600 lines because each subcommand's option table (``_add_apply``, ...) is a
-flat argparse list kept beside its handler; ``batch`` lives in ``agent_payload._cli_batch``.
+Exit status: 0 success; 1 the job was refused or failed (conflicts unless ``--lenient``, the
+correction loop gave up, a provider error, an ``-o`` file that could not be written: it is then
+exactly as it was); 2 usage or input errors. ``batch`` and ``store`` live in ``_cli_batch`` and
+``_cli_store``.
 """
 
 from __future__ import annotations
@@ -78,7 +39,7 @@ from agent_payload.errors import (
 from agent_payload.merge import apply_change_request
 from agent_payload.parse import parse_change_request_with_repairs
 from agent_payload.providers import close_client, infer_model
-from agent_payload.usage import Usage
+from agent_payload.report import MergeReport
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -91,10 +52,6 @@ PROG = "agent-payload"
 
 class CliError(Exception):
     """A usage or input error, printed as ``agent-payload: error: ...`` with exit status 2."""
-
-    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class _Parser(argparse.ArgumentParser):
@@ -144,24 +101,27 @@ def _parse_markers(text: str | None) -> frozenset[str]:
     return markers
 
 
-def _write_result(
-    text: str, output: str | None, stdout: TextIO, source: tuple[str, str] | None = None
+def _write_payload(
+    payload: Any, args: argparse.Namespace, stdout: TextIO, source: tuple[str, str]
 ) -> None:
+    """Print ``payload`` in the layout of the input (``source``: its name and text), or write
+    it to ``-o`` atomically; nothing with ``--dry-run``."""
+    if args.dry_run:
+        return
+    text = json_file_text(json_data(payload), json_layout(source[1]))
+    output = args.output
     if output is None or output == "-":
         stdout.write(text)
         stdout.flush()
         return
-    # Atomic: on any failure (disk full, a file-size limit) the file at ``output``, which may
-    # be the input itself, is exactly as it was; FileWriteError names it (exit status 1).
-    # Writing over the input (``source``: its name and the text read), or over a file whose
-    # writers lock it (MCP servers), holds its lock; over the input it is refused when the
-    # input changed since it was read.
-    in_place = source is not None and source[0] != "-" and _same_file(source[0], output)
+    # Over the input, or over a file whose writers lock it (MCP servers), the write holds the
+    # file's lock; over the input it is refused when the input changed since it was read.
+    in_place = source[0] != "-" and _same_file(source[0], output)
     if not in_place and not lock_path(output).exists():
         atomic_write_text(output, text)
         return
     with locked(output):
-        if in_place and source is not None and _text_now(source[0]) != source[1]:
+        if in_place and _text_now(source[0]) != source[1]:
             raise FileWriteError(
                 f"could not write {output}: it was changed by someone else since it was "
                 "read; the file was not changed (run the command again)",
@@ -185,8 +145,7 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _payload_and_other(args: argparse.Namespace, other: str) -> tuple[str, str]:
-    """``(payload file, CHANGE or TASK)`` from ``CMD PAYLOAD X`` or ``CMD --payload FILE X``:
-    both commands take the payload the same way."""
+    """``(payload file, CHANGE or TASK)`` from ``CMD PAYLOAD X`` or ``CMD --payload FILE X``."""
     given = list(args.operands)
     if args.payload_file is not None:
         if len(given) != 1:
@@ -202,13 +161,24 @@ def _payload_and_other(args: argparse.Namespace, other: str) -> tuple[str, str]:
     return given[0], given[1]
 
 
-def _print_reasoning(reasoning: str | None, style: Style, stderr: TextIO) -> None:
+def _show(
+    report: MergeReport,
+    reasoning: str | None,
+    summary: str,
+    args: argparse.Namespace,
+    style: Style,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> None:
+    """The issues, the reasoning, the diff (on stdout with ``--dry-run``) and ``summary``."""
+    for line in render_issues(report, style=style):
+        stderr.write(line + "\n")
     if reasoning:
         stderr.write(f"{style.bold('reasoning')}: {reasoning}\n")
-
-
-def _to_jsonable(payload: Any) -> Any:
-    return json_data(payload)
+    diff_out, diff_style = (stdout, Style(False)) if args.dry_run else (stderr, style)
+    for line in render_changes(report.changes, style=diff_style):
+        diff_out.write(line + "\n")
+    stderr.write(summary + ("; dry run: nothing written" if args.dry_run else "") + "\n")
 
 
 # --- apply ---------------------------------------------------------------------------------
@@ -240,19 +210,13 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
             for repair in parsed.repairs:
                 stderr.write(f"{style.dim('repaired')} {change_name}: {repair}\n")
     else:
-        change = _loads(
-            change_text,
-            change_name,
-            hint=" (a raw model reply with fences or prose? pass --reply)",
-        )
+        hint = " (a raw model reply with fences or prose? pass --reply)"
+        change = _loads(change_text, change_name, hint=hint)
 
     try:
+        # A marker written out of habit is a conflict, not a deletion.
         result = apply_change_request(
-            payload,
-            change,
-            strict=not args.lenient,
-            markers=markers,
-            refuse_stale_markers=True,  # a marker out of habit is a conflict (issue 18)
+            payload, change, strict=not args.lenient, markers=markers, refuse_stale_markers=True
         )
     except MergeConflictError as exc:
         for line in render_issues(exc.report, style=style):
@@ -268,28 +232,14 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
 
     report = result.report
     if args.report or args.dry_run:
-        for line in render_issues(report, style=style):
-            stderr.write(line + "\n")
-        _print_reasoning(report.reasoning, style, stderr)
-        diff_out = stdout if args.dry_run else stderr
-        for line in render_changes(report.changes, style=Style(False) if args.dry_run else style):
-            diff_out.write(line + "\n")
-        stderr.write(
-            summarize(report) + ("; dry run: nothing written" if args.dry_run else "") + "\n"
-        )
+        _show(report, report.reasoning, summarize(report), args, style, stdout, stderr)
     elif report.conflicts:
         n = len(report.conflicts)
         stderr.write(
             f"{n} conflicting part{'' if n == 1 else 's'} of the change request not applied "
             "(--lenient; see --report)\n"
         )
-    if not args.dry_run:
-        _write_result(
-            json_file_text(_to_jsonable(result.payload), json_layout(payload_text)),
-            args.output,
-            stdout,
-            (payload_file, payload_text),
-        )
+    _write_payload(result.payload, args, stdout, (payload_file, payload_text))
     return EXIT_OK
 
 
@@ -327,34 +277,15 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     finally:
         close_client(model)
 
-    if not args.dry_run:
-        _write_result(
-            json_file_text(_to_jsonable(result.payload), json_layout(payload_text)),
-            args.output,
-            stdout,
-            (payload_file, payload_text),
-        )
-    for line in render_issues(result.report, style=style):
-        stderr.write(line + "\n")
-    _print_reasoning(result.reasoning, style, stderr)
-    diff_out = stdout if args.dry_run else stderr
-    for line in render_changes(
-        result.report.changes, style=Style(False) if args.dry_run else style
-    ):
-        diff_out.write(line + "\n")
-    usage = result.usage
-    stderr.write(
-        f"{summarize(result.report)}; {result.attempts} attempt"
-        f"{'' if result.attempts == 1 else 's'}; "
-        f"{usage.input_tokens} input{_cached_note(usage)} + {usage.output_tokens} output tokens"
-        f"{'; dry run: nothing written' if args.dry_run else ''}\n"
+    _write_payload(result.payload, args, stdout, (payload_file, payload_text))
+    usage, attempts = result.usage, result.attempts
+    cached = f" ({usage.cached_input_tokens} cached)" if usage.cached_input_tokens else ""
+    summary = (
+        f"{summarize(result.report)}; {attempts} attempt{'' if attempts == 1 else 's'}; "
+        f"{usage.input_tokens} input{cached} + {usage.output_tokens} output tokens"
     )
+    _show(result.report, result.reasoning, summary, args, style, stdout, stderr)
     return EXIT_OK
-
-
-def _cached_note(usage: Usage) -> str:
-    """`` (N cached)`` when part of the input came from the provider's prompt cache."""
-    return f" ({usage.cached_input_tokens} cached)" if usage.cached_input_tokens else ""
 
 
 # --- demo ----------------------------------------------------------------------------------
@@ -430,14 +361,49 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_demo(sub)
     _add_mcp(sub)
-    _cli_batch.add_parser(sub, CliError)
-    _cli_store.add_parser(sub, CliError)
+    _cli_batch.add_arguments(_command(sub, "batch", **_cli_batch.TEXTS), CliError)
+    _cli_store.add_arguments(_command(sub, "store", **_cli_store.TEXTS), CliError)
     return parser
 
 
+def _command(sub: Any, name: str, **texts: str) -> argparse.ArgumentParser:
+    """A subcommand's parser; its description and epilog are printed as written."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, formatter_class=argparse.RawDescriptionHelpFormatter, **texts
+    )
+    return parser
+
+
+def _add_payload_io(parser: argparse.ArgumentParser, other: str, what: str, shown: str) -> None:
+    """What ``apply`` and ``run`` share: PAYLOAD and ``other`` (or ``--payload``), ``-o`` and
+    ``--dry-run`` (``what`` they write, the ``shown`` on stderr)."""
+    parser.add_argument(
+        "operands",
+        nargs="+",
+        metavar=f"PAYLOAD {other}",
+        help=f"payload JSON file and {other} (- for stdin, not both); with --payload, only {other}",
+    )
+    parser.add_argument(
+        "--payload", "-p", dest="payload_file", metavar="FILE", help="payload JSON (- for stdin)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help=f"write the {what} to FILE (atomically, with the input's indentation and numbers; "
+        "a read-only or hard-linked FILE is refused, a symlink followed)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"print the diff (stdout) and the {shown} (stderr); do not print or write the {what}",
+    )
+    parser.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
+
+
 def _add_apply(sub: Any) -> None:
-    """``apply``: merge a change request file into a payload file."""
-    apply = sub.add_parser(
+    apply = _command(
+        sub,
         "apply",
         help="merge a change request into a payload and print the result",
         usage="%(prog)s [options] PAYLOAD CHANGE\n       %(prog)s [options] --payload FILE CHANGE",
@@ -450,18 +416,8 @@ def _add_apply(sub: Any) -> None:
         "  pbpaste | agent-payload apply invoice.json - --reply -o invoice.json\n\n"
         "exit status: 0 merged; 1 conflicts (nothing applied; with --lenient, 0 and the rest "
         "applied);\n2 usage or input error (unreadable file, invalid JSON with line and column).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    apply.add_argument(
-        "operands",
-        nargs="+",
-        metavar="PAYLOAD CHANGE",
-        help="payload JSON file and change request file (- for stdin, not both); with "
-        "--payload, only CHANGE",
-    )
-    apply.add_argument(
-        "--payload", "-p", dest="payload_file", metavar="FILE", help="the payload JSON file"
-    )
+    _add_payload_io(apply, "CHANGE", "result", "report")
     apply.add_argument(
         "--report",
         action="store_true",
@@ -479,11 +435,6 @@ def _add_apply(sub: Any) -> None:
         help="all or nothing (the default since 0.2; kept for scripts)",
     )
     apply.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the diff (stdout) and the report (stderr); do not print or write the result",
-    )
-    apply.add_argument(
         "--reply",
         action="store_true",
         help="CHANGE is a raw model reply: read it with the tolerant parser "
@@ -494,20 +445,12 @@ def _add_apply(sub: Any) -> None:
         metavar="M[,M...]",
         help="comma-separated DELETE markers (default: DELETE,__DELETE__)",
     )
-    apply.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="write the result to FILE (atomically, with the input's indentation and numbers; "
-        "a read-only or hard-linked FILE is refused, a symlink followed)",
-    )
-    apply.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     apply.set_defaults(func=_cmd_apply)
 
 
 def _add_run(sub: Any) -> None:
-    """``run``: ask a model to edit a payload."""
-    run = sub.add_parser(
+    run = _command(
+        sub,
         "run",
         help="ask a model to edit a payload",
         usage="%(prog)s --model PROVIDER:MODEL [options] PAYLOAD TASK\n"
@@ -519,14 +462,6 @@ def _add_run(sub: Any) -> None:
         "      invoice.json 'remove the duplicated freight line' -o invoice.json\n\n"
         "exit status: 0 done; 1 the model gave no usable change request within the retries, or "
         "the\nprovider failed; 2 usage or input error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    run.add_argument(
-        "operands",
-        nargs="+",
-        metavar="PAYLOAD TASK",
-        help="payload JSON file (- for stdin) and what should change (- for stdin); with "
-        "--payload, only TASK",
     )
     run.add_argument(
         "--model",
@@ -535,15 +470,7 @@ def _add_run(sub: Any) -> None:
         help="e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL "
         "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
     )
-    run.add_argument(
-        "--payload", "-p", dest="payload_file", metavar="FILE", help="payload JSON, - for stdin"
-    )
-    run.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the diff (stdout) and the reasoning (stderr); do not print or write "
-        "the payload",
-    )
+    _add_payload_io(run, "TASK", "payload", "reasoning")
     run.add_argument(
         "--output-mode",
         choices=OUTPUT_MODES,
@@ -557,23 +484,15 @@ def _add_run(sub: Any) -> None:
         metavar="N",
         help="corrections asked of the model before giving up (default: 2)",
     )
-    run.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="write the payload to FILE (atomically, with the input's indentation and numbers; "
-        "a read-only or hard-linked FILE is refused, a symlink followed)",
-    )
-    run.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
     run.set_defaults(func=_cmd_run)
 
 
 def _add_demo(sub: Any) -> None:
-    """``demo``: the main job end to end."""
-    demo = sub.add_parser(
+    demo = _command(
+        sub,
         "demo",
         help="run the main job end to end (offline replay when no API key is set)",
-        description="Edit a realistic invoice with a model: the real provider when "
+        description="Edit a realistic invoice with a model: the real provider when\n"
         "OPENAI_API_KEY or ANTHROPIC_API_KEY is set, else an offline replay.",
     )
     demo.add_argument(
@@ -587,8 +506,8 @@ def _add_demo(sub: Any) -> None:
 
 
 def _add_mcp(sub: Any) -> None:
-    """``mcp``: serve a JSON file to MCP hosts."""
-    mcp = sub.add_parser(
+    mcp = _command(
+        sub,
         "mcp",
         help="serve a JSON file to MCP hosts (stdio): read it, edit it with change requests",
         description="Serve PAYLOAD_FILE over stdio with the Model Context Protocol\n"
@@ -616,7 +535,6 @@ def _add_mcp(sub: Any) -> None:
         "--payload-schema config.schema.json\n\n"
         "exit status: 0 the client closed the connection; 2 usage or input error (unreadable "
         "file,\ninvalid JSON, a payload not matching its schema, a malformed rule).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     mcp.add_argument("payload", metavar="PAYLOAD_FILE", help="the JSON file to serve and edit")
     mcp.add_argument(
@@ -694,7 +612,7 @@ def main(
         return status
     except CliError as exc:
         stderr.write(f"{PROG}: error: {exc}\n")
-        return exc.status
+        return EXIT_USAGE
     except AgentPayloadError as exc:
         stderr.write(f"{PROG}: error: {exc}\n")
         return EXIT_FAILED

@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent_payload._jsondata import format_payload_path
+from agent_payload._paths import format_payload_path
 
 if TYPE_CHECKING:
     from agent_payload.report import MergeReport, Problem
@@ -123,7 +123,7 @@ class InvalidPayloadError(UsageError, ValueError):
     def __init__(self, message: str, *, path: Sequence[str | int] = ()) -> None:
         super().__init__(message)
         self.payload_path: tuple[str | int, ...] = tuple(path)
-        self.path: str = format_payload_path(self.payload_path)
+        self.path: str = format_payload_path(self.payload_path, root="")
 
 
 class SessionFileError(InvalidPayloadError):
@@ -237,7 +237,7 @@ class PayloadValidationError(AgentPayloadError, ValueError):
         from agent_payload.report import Problem  # report imports this module
 
         self.problems = [
-            Problem(kind="validation", message=text, path=format_payload_path(where))
+            Problem(kind="validation", message=text, path=format_payload_path(where, root=""))
             for where, text in self.errors
         ]
 

@@ -39,12 +39,13 @@ from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
 from agent_payload import errors as _errors
+from agent_payload._intake import marker_for
 from agent_payload._jsondata import json_data
 from agent_payload._jsontext import JsonNumber
+from agent_payload._paths import format_payload_path
 from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
-from agent_payload.merge import choose_marker
 from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
 from agent_payload.schema._compact import map_subschemas
 
@@ -153,12 +154,6 @@ def _render_split(name: str, end_line: str, **values: str) -> tuple[str, str]:
 
 _to_data = json_data
 """JSON data of ``payload`` (``_jsondata.json_data``: a pydantic model by alias)."""
-
-
-def format_payload_path(path: Sequence[str | int]) -> str:
-    """A payload path written like ``items[3].price`` (``["a.b"]`` for keys that are not
-    identifiers); the root is written ``(root)``."""
-    return _jsondata.format_payload_path(path) or "(root)"
 
 
 class _Frame:
@@ -537,9 +532,9 @@ def render_prompt(
 
     ``payload``: dict, list or pydantic model instance (dumped in JSON mode). ``marker``: the one
     DELETE marker active for the call; by default the one the agent and
-    ``ChangeRequestToolHandler`` pick (``merge.choose_marker(payload, avoid=(task,))``:
-    ``"DELETE"`` unless the data or the task holds it), so a prompt rendered without ``marker``
-    agrees with the tool and the merge. In a tool loop use ``handler.prompt(task)``.
+    ``ChangeRequestToolHandler`` pick (``"DELETE"`` unless the data, the task or a string the
+    type admits holds it), so a prompt rendered without ``marker`` agrees with the tool and the
+    merge. In a tool loop use ``handler.prompt(task)``.
     ``payload_type``: a pydantic model class (or a type pydantic can describe) whose JSON Schema
     is shown; when omitted and ``payload`` is a model instance, its class is used.
     ``permissions``/``read_only``: what may be changed and which paths may not (a text, or a
@@ -553,16 +548,16 @@ def render_prompt(
     """
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
+    if payload_type is None and isinstance(payload, BaseModel):
+        payload_type = type(payload)
     if marker is None:
-        marker = choose_marker(payload, avoid=(task,))
+        marker = marker_for(payload, payload_type, task)
     system = render_system(
         marker=marker,
         permissions=permissions,
         read_only=read_only,
         extra_instructions=extra_instructions,
     )
-    if payload_type is None and isinstance(payload, BaseModel):
-        payload_type = type(payload)
     schema = ""
     # The schema goes out once: in tool and json_schema modes the change-request schema (sent
     # as the tool's parameters or the response format) already carries the payload's types.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from agent_payload._config import check_guard
-from agent_payload._jsondata import where_in_payload
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import ConfigurationError
 
 __all__ = [
@@ -132,7 +132,7 @@ def ask_guard(guard: Guard, change: Change) -> list[Finding]:
                 return items
             bad = wrong[0]
     name = getattr(guard, "__qualname__", None) or type(guard).__name__
-    where = where_in_payload(change.path)
+    where = format_payload_path(change.path)
     raise ConfigurationError(
         f"guard {name} returned {bad!r} for the {change.op} at {where}; a guard must return a "
         "list of agent_payload.Finding, [] when it has nothing to say"

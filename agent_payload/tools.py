@@ -40,14 +40,10 @@ from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from pydantic import BaseModel
-
-from agent_payload import _callables
-from agent_payload import merge as _merge
+from agent_payload import _callables, _intake
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
-from agent_payload import typed as _typed
 from agent_payload._bases import BASE_VERSION, Bases, split_base_version
 from agent_payload._config import (
     check_guard,
@@ -56,12 +52,11 @@ from agent_payload._config import (
     check_validators,
     read_scope_of,
 )
-from agent_payload._handler_reads import OutlineReads, _as_json
-from agent_payload._jsondata import json_data
+from agent_payload._handler_reads import OutlineReads
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
-from agent_payload.judge import Judge, Verdict, check_payload_fits
+from agent_payload.judge import Judge, Verdict
 from agent_payload.report import Change, Guard, MergeReport, Problem
 from agent_payload.usage import estimate_tokens
 
@@ -247,7 +242,7 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
     """One line per effective change (``update items[2].qty: 3 -> 5``), at most ``limit``."""
     lines = []
     for change in changes[:limit]:
-        where = _prompts.format_payload_path(change.path) or "(root)"
+        where = _prompts.format_payload_path(change.path)
         if change.op == "update":
             lines.append(f"- update {where}: {_short(change.old)} -> {_short(change.new)}")
         elif change.op == "add":
@@ -265,10 +260,11 @@ class ChangeRequestToolHandler(OutlineReads):
     ``payload``: a dict, a list, ``None`` or a pydantic model (kept as that class).
     ``payload_type``: the pydantic type (or any type ``TypeAdapter`` accepts) the payload must
     validate against; defaults to the model's class. ``marker``: the DELETE marker the model is
-    told about (default: ``merge.choose_marker(payload)``: ``"DELETE"`` unless the data holds
-    it); the merge runs with that marker alone. ``guards``: checked for every effective change
-    (a ``conflict`` finding refuses the call; a ``confirm`` one returns the before/after as an
-    error result, and the same call again confirms it). ``permissions``: one more guard.
+    told about (default: ``"DELETE"`` unless the data or a string the type admits holds it;
+    ``prompt(task)`` also avoids the task); the merge runs with that marker alone. ``guards``:
+    checked for every effective change (a ``conflict`` finding refuses the call; a ``confirm``
+    one returns the before/after as an error result, and the same call again confirms it).
+    ``permissions``: one more guard.
     ``read_scope``: a ``ReadScope``; a guard too, and no text returned to the model shows what
     it hides. ``validators``: called with each merged payload (a dict or list, or the pydantic
     model instance); raising ``RetryWithFeedback``, ``ValueError`` or ``AssertionError``
@@ -320,7 +316,6 @@ class ChangeRequestToolHandler(OutlineReads):
         max_payload_tokens: int | Literal["auto"] | None = "auto",
         max_reads: int = _outline.DEFAULT_MAX_READS,
     ) -> None:
-        _merge.apply_change_request(payload, None)  # checks the payload (errors before a call)
         if not isinstance(history, int) or isinstance(history, bool) or history < 0:
             raise ConfigurationError(
                 "ChangeRequestToolHandler(history=...): expected how many earlier payload "
@@ -334,25 +329,16 @@ class ChangeRequestToolHandler(OutlineReads):
         if read_scope is not None:
             check_guard(read_scope, "ChangeRequestToolHandler(read_scope=...)")
         read_scope = read_scope_of(guards, read_scope, "ChangeRequestToolHandler(read_scope=...)")
-        self.payload: Any = payload
-        if payload_type is None and isinstance(payload, BaseModel):
-            payload_type = type(payload)
-        self.payload_type = payload_type
-        # issue 17: exact round trip up front; the marker is never a value the type admits.
-        if payload_type is not None and not isinstance(payload, BaseModel):
-            check_payload_fits(json_data(payload) or {}, payload_type)  # PayloadValidationError now
-        _typed.check_round_trip(payload, payload_type)
-        self.payload = _typed.normalize(payload, payload_type)
+        self._prepared = _intake.prepare(
+            payload, payload_type, marker=marker, read_scope=read_scope
+        )
+        """The current payload prepared (checked once, then moved along by each applied call)."""
+        self.payload: Any = self._prepared.payload
+        self.payload_type = self._prepared.payload_type
         # True only for a host that owns the payload and never mutates it (the MCP server):
         # a merge then shares what it does not touch instead of copying the whole payload.
         self._share_merge = False
-        self._checked: Any = self.payload if isinstance(self.payload, dict | list) else None
-        """The dict or list payload checked as JSON data (the given one, then each merged)."""
-        self.marker = (
-            marker
-            if marker is not None
-            else _merge.choose_marker(json_data(payload), avoid=_typed.type_strings(payload_type))
-        )
+        self.marker = self._prepared.marker
         self._marker_given = marker is not None
         self._marker_fixed = marker is not None
         """True once the marker may no longer change: given by the caller, or handed out in a
@@ -384,7 +370,6 @@ class ChangeRequestToolHandler(OutlineReads):
         """Read calls answered since the last ``prompt()`` or applied call."""
         self._outlined: tuple[Any, bool] | None = None
         """The payload shown when ``outlined`` was last decided, and the decision."""
-        self._shown_at: tuple[int, Any, Any] | None = None
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -450,9 +435,7 @@ class ChangeRequestToolHandler(OutlineReads):
                 "refuses those changes and the prompt states them"
             )
         if self.marker in task:
-            better = _merge.choose_marker(
-                _as_json(self.payload), avoid=(task, *_typed.type_strings(self.payload_type))
-            )
+            better = _intake.marker_for(self._current().payload_json, self.payload_type, task)
             if self._marker_fixed:
                 how = (
                     "it was given to the handler"
@@ -515,21 +498,24 @@ class ChangeRequestToolHandler(OutlineReads):
                     f"{self.version - len(self._bases.past)} to {self.version})"
                 )
             late = {"base": kept[0], "applied": kept[1]}
-        # The payload is JSON data the handler checked (given, or made by the merge): the judge
-        # reads it as it is, without a copy of its own (a large payload's peak memory).
-        owned = {"payload_json": self.payload} if self._checked is self.payload else {}
+        # The judge reads the payload as prepared, without a copy of its own (peak memory).
         return Judge(
             self.payload,
             marker=self.marker,
-            payload_type=self.payload_type,
             validators=self.validators,
             guards=self.guards,
             permissions=self.permissions,
             read_scope=self.read_scope,
+            prepared=self._current(),
             share=self._share_merge,
-            **owned,
             **late,
         )
+
+    def _current(self) -> _intake.Prepared:
+        """The current payload as prepared (prepared again if ``payload`` was replaced)."""
+        if self._prepared.payload is not self.payload:
+            self._prepared = self._prepared.moved_to(self.payload)
+        return self._prepared
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[int]:
@@ -603,9 +589,8 @@ class ChangeRequestToolHandler(OutlineReads):
             self.reads = 0
             assert result.change_request is not None
             self._bases.advance(self.payload, result.change_request, self.marker)
-            self.payload = result.payload
-            if isinstance(self.payload, dict | list):
-                self._checked = self.payload
+            self._prepared = self._prepared.moved_to(result.payload, merged=True)
+            self.payload = self._prepared.payload
         return result
 
     def _handle(

@@ -87,7 +87,7 @@ def measure(name: str, model: type[BaseModel], instance: BaseModel) -> dict[str,
     tool = estimate_tokens(json.dumps(state.schema, separators=(",", ":")))
     # The user message as 0.1 wrote it in tool mode (with the payload schema inside).
     old_user = render_prompt(
-        state.payload_json, "Mark it issued", marker=state.marker, payload_type=model
+        state.prepared.payload_json, "Mark it issued", marker=state.marker, payload_type=model
     ).user
     twice = estimate_tokens(old_user) - estimate_tokens(state.messages[1].content)
     state.next_request()

@@ -18,7 +18,7 @@ import json
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,19 @@ from pydantic import BaseModel
 from agent_payload import AsyncPayloadAgent, PayloadAgent
 from agent_payload.batch import BatchJob, BatchProgress, BatchStateError
 from agent_payload.errors import ConfigurationError
-from agent_payload.providers.anthropic import AnthropicModel
-from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+from agent_payload.providers.openai import OpenAIChatModel
 from agent_payload.testing import FakeProviderServer, FakeRequest, Fault, ScriptedModel
+from tests._batch_helpers import (
+    BROKEN,
+    GOOD,
+    batch_argv,
+    close_clients,
+    make_model,
+    use_server,
+    write_items,
+)
 
 KINDS = ("good", "fix", "never", "flaky", "down")
-GOOD = '{"updateElements":{"price":20}}'
-BROKEN = '{"updateElementz":{"price":20}}'  # a misspelt bucket: sent back, never applied
 
 
 class Price(BaseModel):
@@ -91,25 +97,7 @@ def expected(kind: str) -> tuple[str, int, int]:
     }[kind]
 
 
-_clients: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
-def make_model(server: FakeProviderServer, api: str) -> Any:
-    """A sync adapter on a fresh SDK client (closed after the test)."""
-    if api == "anthropic":
-        client = server.anthropic_client(max_retries=0)
-        _clients.append(client)
-        return AnthropicModel(client, "claude-fake")
-    client = server.openai_client(max_retries=0)
-    _clients.append(client)
-    return (OpenAIResponsesModel if api == "responses" else OpenAIChatModel)(client, "gpt-fake")
+_close_clients = pytest.fixture(autouse=True)(close_clients)
 
 
 async def arun_concurrent(
@@ -452,17 +440,11 @@ def test_cli_batch_runs_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     reply (down-*) again, never the ones the model failed or finished."""
     from agent_payload.cli import main
 
-    items_file = tmp_path / "items.jsonl"
-    items_file.write_text("".join(json.dumps(i) + "\n" for i in items(10)), encoding="utf-8")
-    out = tmp_path / "results.jsonl"
+    items_file = write_items(tmp_path / "items.jsonl", items(10))
+    out = tmp_path / "o.jsonl"
     with FakeProviderServer(handler=Script()) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test")
-        argv = [
-            "batch", "--model", "openai:gpt-fake", "--input", str(items_file),
-            "--state", str(tmp_path / "job.sqlite"), "-o", str(out), "--poll-interval", "0",
-            "--max-retries", "1",
-        ]  # fmt: skip
+        use_server(monkeypatch, server)
+        argv = batch_argv(tmp_path, items_file, "--poll-interval", "0", "--max-retries", "1")
         err = io.StringIO()
         assert main(argv, stderr=err) == 1  # never-* and down-* items fail
         assert "6 done, 4 failed, 0 pending" in err.getvalue()
@@ -490,9 +472,7 @@ def test_cli_batch_bad_input(tmp_path: Path) -> None:
         '{"id": "a", "payload": {}, "task": "x"}\n{"id": "b"}\n', encoding="utf-8"
     )
     err = io.StringIO()
-    argv = ["batch", "--model", "openai:m", "--input", str(items_file), "--state",
-            str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "o.jsonl")]  # fmt: skip
-    assert main(argv, stderr=err) == 2
+    assert main(batch_argv(tmp_path, items_file, model="openai:m"), stderr=err) == 2
     assert "items.jsonl, line 2: expected an object with id, payload and task" in err.getvalue()
     assert not (tmp_path / "s.sqlite").exists()
 

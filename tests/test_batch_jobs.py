@@ -14,7 +14,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,35 +25,23 @@ import agent_payload
 from agent_payload import AsyncPayloadAgent, PayloadAgent
 from agent_payload.batch import BatchJob, BatchProgress, BatchStateError
 from agent_payload.errors import ConfigurationError, UsageError
-from agent_payload.providers.anthropic import AnthropicModel
 from agent_payload.providers.openai import OpenAIChatModel
 from agent_payload.testing import FakeProviderServer, FakeRequest
+from tests._batch_helpers import (
+    BROKEN,
+    GOOD,
+    batch_argv,
+    close_clients,
+    make_model,
+    use_server,
+    write_items,
+)
 from tests._batch_worker import DIED_AT_CREATE, job_items
 from tests._batch_worker import run as run_job
 
 ROOT = Path(agent_payload.__file__).resolve().parent.parent  # children import the same code
 WORKER = Path(__file__).with_name("_batch_worker.py")
-GOOD = '{"updateElements":{"price":20}}'
-BROKEN = '{"updateElementz":{"price":20}}'
-
-_clients: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
-def make_model(server: FakeProviderServer, api: str) -> Any:
-    if api == "anthropic":
-        client = server.anthropic_client(max_retries=0)
-        _clients.append(client)
-        return AnthropicModel(client, "claude-fake")
-    client = server.openai_client(max_retries=0)
-    _clients.append(client)
-    return OpenAIChatModel(client, "gpt-fake")
+_close_clients = pytest.fixture(autouse=True)(close_clients)
 
 
 def items(n: int, task: str = "set the price to 20") -> list[dict[str, Any]]:
@@ -141,9 +128,8 @@ def test_a_second_runner_on_the_same_state_file_is_refused(
     naming the file and the holder; no raw IntegrityError, and the batch is submitted once."""
     from agent_payload.cli import main
 
-    state = tmp_path / "job.sqlite"
-    inputs = tmp_path / "items.jsonl"
-    inputs.write_text("".join(json.dumps(i) + "\n" for i in job_items("A", 5)))
+    state = tmp_path / "s.sqlite"
+    inputs = write_items(tmp_path / "items.jsonl", job_items("A", 5))
     with FakeProviderServer(handler=sign) as server:
         server.batch_polls = 1
         spec = {"api": "chat", "url": server.url, "state": str(state), "job": "A", "n": 5}
@@ -157,20 +143,15 @@ def test_a_second_runner_on_the_same_state_file_is_refused(
         ) as first:
             try:
                 assert first.stdout is not None and first.stdout.readline() == "holding\n"
-                monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
-                monkeypatch.setenv("OPENAI_API_KEY", "test")
+                use_server(monkeypatch, server)
                 err = io.StringIO()
-                second = main(
-                    ["batch", "--model", "openai:gpt-fake", "--input", str(inputs), "--state",
-                     str(state), "-o", str(tmp_path / "o.jsonl"), "--poll-interval", "0"],
-                    stderr=err,
-                )  # fmt: skip
+                second = main(batch_argv(tmp_path, inputs, "--poll-interval", "0"), stderr=err)
                 out, errors = first.communicate("\n")
             finally:
                 if first.poll() is None:
                     first.kill()
         assert second == 2, err.getvalue()
-        assert "job.sqlite: another run() of this job holds it" in err.getvalue()
+        assert "s.sqlite: another run() of this job holds it" in err.getvalue()
         assert f"process {first.pid}" in err.getvalue()
         assert "IntegrityError" not in err.getvalue()
         assert first.returncode == 0, errors
@@ -324,15 +305,11 @@ def test_cli_retry_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     """`agent-payload batch --retry-failed` is retry_failed() before the run."""
     from agent_payload.cli import main
 
-    inputs = tmp_path / "items.jsonl"
-    inputs.write_text("".join(json.dumps(i) + "\n" for i in items(2)), encoding="utf-8")
+    inputs = write_items(tmp_path / "items.jsonl", items(2))
     fixed = [False]
     with FakeProviderServer(handler=lambda r: GOOD if fixed[0] else BROKEN) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test")
-        argv = ["batch", "--model", "openai:gpt-fake", "--input", str(inputs), "--state",
-                str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "o.jsonl"),
-                "--poll-interval", "0", "--no-progress"]  # fmt: skip
+        use_server(monkeypatch, server)
+        argv = batch_argv(tmp_path, inputs, "--poll-interval", "0", "--no-progress")
         assert main(argv, stderr=io.StringIO()) == 1
         fixed[0] = True
         assert main(argv, stderr=io.StringIO()) == 1  # failed by the model: not retried
@@ -358,12 +335,9 @@ def test_cli_duplicate_and_invalid_ids_are_a_usage_error(tmp_path: Path) -> None
         {"id": None, "payload": {}, "task": "x"},
         {"id": "", "payload": {}, "task": "x"},
     ]
-    inputs = tmp_path / "items.jsonl"
-    inputs.write_text("".join(json.dumps(i) + "\n" for i in lines), encoding="utf-8")
+    inputs = write_items(tmp_path / "items.jsonl", lines)
     err = io.StringIO()
-    argv = ["batch", "--model", "openai:m", "--input", str(inputs), "--state",
-            str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "o.jsonl")]  # fmt: skip
-    assert main(argv, stderr=err) == 2
+    assert main(batch_argv(tmp_path, inputs, model="openai:m"), stderr=err) == 2
     text = err.getvalue()
     assert "items.jsonl, line 2: the id must be a string, found 1" in text
     assert "items.jsonl, line 3: the id 'a' was given on line 1 already" in text
@@ -397,19 +371,12 @@ def test_cli_changed_item_on_resume_is_exit_2(
 ) -> None:
     from agent_payload.cli import main
 
-    inputs = tmp_path / "items.jsonl"
-    inputs.write_text("".join(json.dumps(i) + "\n" for i in items(2)), encoding="utf-8")
+    inputs = write_items(tmp_path / "items.jsonl", items(2))
     with FakeProviderServer(handler=lambda r: GOOD) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test")
-        argv = ["batch", "--model", "openai:gpt-fake", "--input", str(inputs), "--state",
-                str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "o.jsonl"),
-                "--poll-interval", "0", "--no-progress"]  # fmt: skip
+        use_server(monkeypatch, server)
+        argv = batch_argv(tmp_path, inputs, "--poll-interval", "0", "--no-progress")
         assert main(argv, stderr=io.StringIO()) == 0
-        inputs.write_text(
-            "".join(json.dumps(i) + "\n" for i in items(2, task="set the price to 9")),
-            encoding="utf-8",
-        )
+        write_items(inputs, items(2, task="set the price to 9"))
         err = io.StringIO()
         assert main(argv, stderr=err) == 2
         assert "'sku-0' (task), 'sku-1' (task)" in err.getvalue()
@@ -530,8 +497,7 @@ def test_cli_ctrl_c_says_the_state_is_saved_and_progress_names_the_batches(
     """SIGINT while the job waits on its batch: exit 130 and a message that the state is saved
     and how to resume; the progress lines name the provider's batch id; the same command then
     finishes the job without submitting again."""
-    inputs = tmp_path / "items.jsonl"
-    inputs.write_text("".join(json.dumps(i) + "\n" for i in items(3)), encoding="utf-8")
+    inputs = write_items(tmp_path / "items.jsonl", items(3))
     state = tmp_path / "job.sqlite"
     with FakeProviderServer(handler=lambda r: GOOD) as server:
         server.batch_polls = 10**9
@@ -571,8 +537,7 @@ def test_cli_ctrl_c_says_the_state_is_saved_and_progress_names_the_batches(
 
 def test_cli_missing_sdk_is_exit_2_as_in_run(tmp_path: Path) -> None:
     """Without the openai SDK, `batch` exits 2 like `run` (both a usage error naming the extra)."""
-    inputs = tmp_path / "items.jsonl"
-    inputs.write_text(json.dumps(items(1)[0]) + "\n", encoding="utf-8")
+    inputs = write_items(tmp_path / "items.jsonl", items(1))
     payload = tmp_path / "p.json"
     payload.write_text("{}")
     code = f"""

@@ -473,11 +473,11 @@ def test_demo_live_against_fake_openai_server(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_format_payload_path() -> None:
-    """Payload paths are written like items[3].price, odd keys quoted, the root as $."""
+    """Payload paths are written like items[3].price, odd keys quoted, the root as (root)."""
     assert format_payload_path(("items", 3, "price")) == "items[3].price"
     assert format_payload_path(("a.b", "c d", 0)) == '["a.b"]["c d"][0]'
     assert format_payload_path((0, "x")) == "[0].x"
-    assert format_payload_path(()) == "$"
+    assert format_payload_path(()) == "(root)"
 
 
 def test_render_changes_and_summary() -> None:

@@ -373,8 +373,8 @@ def test_parse_path_reads_the_library_s_own_path_form() -> None:
 def test_read_paths_explain_what_is_there(invoice_file: Path) -> None:
     editor = PayloadFileEditor(invoice_file)
     assert "array of 10 elements" in editor.read("lines[10]").text
-    assert "address its elements by index, as in lines[0]" in editor.read("lines.x").text
-    assert "no key 'nope'" in editor.read("nope").text
+    assert "write lines[0] for the element at position 0" in editor.read("lines.x").text
+    assert 'no key "nope"' in editor.read("nope").text
     assert editor.read("id").text.startswith('"INV-7"\n\n(version ')
 
 

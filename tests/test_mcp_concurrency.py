@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-import agent_payload.mcp._editor as editor_module
+import agent_payload.mcp._file as file_module
 import agent_payload.mcp._journal as journal_module
 from agent_payload import _filelock, cli
 from agent_payload._filelock import lock_path, locked
@@ -276,29 +276,29 @@ def test_every_read_that_decides_and_every_write_hold_the_lock(
 ) -> None:
     editor = PayloadFileEditor(invoice_file)
     seen: list[tuple[str, bool]] = []
-    real_write, real_append = editor_module.atomic_write_bytes, Journal.append
-    real_read, real_digest = PayloadFileEditor._read_bytes, PayloadFileEditor._file_digest
+    real_write, real_append = file_module.atomic_write_bytes, Journal.append
+    real_read, real_version = file_module.read_bytes, file_module.version
 
     def write(path: Any, data: bytes) -> None:
         seen.append(("write", held_by_someone(invoice_file)))
         real_write(path, data)
 
-    def file_digest(self: PayloadFileEditor) -> str:
+    def version(path: Path) -> str:
         seen.append(("read", held_by_someone(invoice_file)))
-        return real_digest(self)
+        return real_version(path)
 
     def append(self: Journal, entry: Any) -> None:
         seen.append(("journal", held_by_someone(invoice_file)))
         real_append(self, entry)
 
-    def read(self: PayloadFileEditor) -> bytes:
+    def read(path: Path) -> bytes:
         seen.append(("read", held_by_someone(invoice_file)))
-        return real_read(self)
+        return real_read(path)
 
-    monkeypatch.setattr(editor_module, "atomic_write_bytes", write)
-    monkeypatch.setattr(PayloadFileEditor, "_file_digest", file_digest)
+    monkeypatch.setattr(file_module, "atomic_write_bytes", write)
+    monkeypatch.setattr(file_module, "version", version)
     monkeypatch.setattr(Journal, "append", append)
-    monkeypatch.setattr(PayloadFileEditor, "_read_bytes", read)
+    monkeypatch.setattr(file_module, "read_bytes", read)
     assert not editor.apply({"updateElements": {"lines": {"0": {"qty": 5}}}}).is_error
     assert not editor.undo().is_error
     assert {kind for kind, _ in seen} == {"read", "write", "journal"}

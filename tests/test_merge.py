@@ -492,9 +492,9 @@ def test_format_request_path() -> None:
 
 
 def test_format_payload_path() -> None:
-    """Payload paths read items[3].price; the root is the empty string."""
+    """Payload paths read items[3].price; the root is (root)."""
     assert format_payload_path(("items", 3, "price")) == "items[3].price"
-    assert format_payload_path(()) == ""
+    assert format_payload_path(()) == "(root)"
     assert format_payload_path(("a b", 0)) == '["a b"][0]'
 
 

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload import _jsontext, outline
-from agent_payload._jsondata import format_payload_path
 from agent_payload._loop import estimate_tokens
+from agent_payload._paths import format_payload_path
 from agent_payload.guards import ReadScope
 from agent_payload.prompts import strip_index_comments
 

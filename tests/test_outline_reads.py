@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_payload import outline
-from agent_payload.outline._reads import ECHO_LIMIT
+from agent_payload._paths import ECHO_LIMIT
 from agent_payload.usage import estimate_tokens
 
 CATALOGUE = {

@@ -585,14 +585,9 @@ def test_a_delete_the_default_restores_inside_a_shifted_element_is_a_correction(
 # --- issue 33: the round trip of a typed payload is checked once per run ----------------------
 
 
-@pytest.mark.parametrize("as_model", [True, False], ids=["model", "dict with payload_type"])
-def test_a_two_attempt_typed_run_checks_the_round_trip_once(
-    as_model: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The round trip (a whole dump and validation of the payload: seconds for a model of
-    20,000 lines) is checked before the first request and never again: the attempts merge
-    into the checked payload. Two attempts, each reaching the merge (the first refused by the
-    type), call ``typed.check_round_trip`` once in all."""
+def _count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Calls of the real ``typed.check_round_trip``, counted by a wrapper installed where the
+    intake (and the merge, for callers that did not prepare) looks it up."""
     import agent_payload.typed as typed
 
     calls: list[Any] = []
@@ -603,6 +598,18 @@ def test_a_two_attempt_typed_run_checks_the_round_trip_once(
         real(payload, payload_type)
 
     monkeypatch.setattr(typed, "check_round_trip", counting)
+    return calls
+
+
+@pytest.mark.parametrize("as_model", [True, False], ids=["model", "dict with payload_type"])
+def test_a_two_attempt_typed_run_checks_the_round_trip_once(
+    as_model: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round trip (a whole dump and validation of the payload: seconds for a model of
+    20,000 lines) is checked before the first request and never again: the attempts merge
+    into the checked payload. Two attempts, each reaching the merge (the first refused by the
+    type), call ``typed.check_round_trip`` once in all."""
+    calls = _count_round_trips(monkeypatch)
     invoice = Invoice(lines=[Line(qty=1, price=2.0), Line(qty=2, price=5.0)])
     model = ScriptedModel(
         [
@@ -620,3 +627,98 @@ def test_a_two_attempt_typed_run_checks_the_round_trip_once(
         assert result.payload["lines"][1]["qty"] == 3
     assert result.attempts == 2
     assert len(calls) == 1
+
+
+# --- one payload intake (issue 32): every surface prepares a payload the same way --------------
+
+
+def test_a_two_attempt_run_on_a_model_checks_the_round_trip_once_in_the_intake(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A two-attempt ``PayloadAgent`` run on a pydantic payload, both replies reaching the merge
+    (the first refused by the type), checks the round trip once: in ``_intake.prepare``, before
+    the first request (the judge merges the prepared JSON)."""
+    from agent_payload import _intake
+
+    calls = _count_round_trips(monkeypatch)
+    prepared: list[Any] = []
+    real_prepare = _intake.prepare
+
+    def tracing(*args: Any, **kwargs: Any) -> Any:
+        before = len(calls)
+        result = real_prepare(*args, **kwargs)
+        prepared.append(len(calls) - before)
+        return result
+
+    monkeypatch.setattr(_intake, "prepare", tracing)
+    invoice = Invoice(lines=[Line(qty=1, price=2.0), Line(qty=2, price=5.0)])
+    model = ScriptedModel(
+        [
+            wire({"updateElements": {"lines": [{}, {"qty": "many"}]}}),
+            wire({"updateElements": {"lines": [{}, {"qty": 3}]}}),
+        ]
+    )
+    result = PayloadAgent(model).run(invoice, "three of the second line")
+    assert result.attempts == 2 and result.payload.lines[1].qty == 3
+    assert calls == [invoice]
+    assert prepared == [1]  # one preparation, which made the one check
+
+
+def test_the_tool_handler_checks_the_round_trip_once_per_handler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The handler prepares its payload once; its calls (refused or applied) merge the prepared
+    JSON, and an applied call's result is the merge's validated form, not checked again."""
+    calls = _count_round_trips(monkeypatch)
+    handler = ChangeRequestToolHandler(Invoice(lines=[Line(qty=1, price=2.0)]))
+    assert handler.handle(wire({"updateElements": {"lines": [{"qty": "many"}]}})).is_error
+    assert not handler.handle(wire({"updateElements": {"lines": [{"qty": 2}]}})).is_error
+    assert not handler.handle(wire({"updateElements": {"lines": [{"qty": 3}]}})).is_error
+    assert handler.payload.subtotal == 6.0
+    assert len(calls) == 1
+
+
+class Verb(BaseModel):
+    """A type that admits "DELETE" and "__DELETE__" as values."""
+
+    method: Literal["GET", "DELETE", "__DELETE__"] = "GET"
+    note: str = ""
+
+
+@pytest.mark.parametrize(
+    ("payload", "task", "expected"),
+    [
+        ({"method": "GET", "note": ""}, "set the note", "__DELETE_"),  # the type's strings
+        ({"method": "GET", "note": "DELETE"}, "set the note", "__DELETE_"),  # and the data's
+    ],
+    ids=["type", "type and data"],
+)
+def test_the_agent_the_handler_and_the_mcp_server_pick_the_same_marker(
+    payload: dict[str, Any], task: str, expected: str, tmp_path: Any
+) -> None:
+    """One marker rule (``_intake.marker_for``): avoid the payload's strings, every string the
+    type admits (a model, or the MCP server's JSON Schema of it) and the task when it is known."""
+    from agent_payload.mcp import PayloadFileEditor
+
+    agent = PayloadAgent(ScriptedModel([wire({"reasoning": "nothing to change"})]))
+    by_agent = agent.run(payload, task, payload_type=Verb).marker
+    handler = ChangeRequestToolHandler(payload, payload_type=Verb)
+    handler.prompt(task)
+    path = tmp_path / "verb.json"
+    path.write_text(json.dumps(payload))
+    by_mcp = PayloadFileEditor(path, payload_schema=Verb.model_json_schema()).marker
+    assert by_agent == handler.marker == by_mcp
+    assert by_agent.startswith(expected)
+
+
+def test_the_agent_and_the_handler_avoid_the_task_the_same_way() -> None:
+    """A task that holds ``"DELETE"`` (as a value to write) moves both to the next marker; the
+    MCP server never sees the task (its client holds it), so only the type and data count there."""
+    payload = {"method": "GET", "note": ""}
+    task = "write DELETE into the note"
+    agent = PayloadAgent(ScriptedModel([wire({"reasoning": "nothing to change"})]))
+    by_agent = agent.run(payload, task).marker
+    handler = ChangeRequestToolHandler(payload)
+    handler.prompt(task)
+    assert by_agent == handler.marker == "__DELETE__"
+    assert ChangeRequestToolHandler(payload).marker == "DELETE"  # no task known yet

@@ -44,19 +44,15 @@ __all__ = ["BatchJob"]
 
 
 class BatchJob:
-    """A resumable job of many (payload, task) items; see the module docstring.
+    """A resumable job of many (payload, task) items in one SQLite file (docs/batch.md).
 
-    ``agent``: a ``PayloadAgent`` whose model is an OpenAI or Anthropic adapter on a sync client
-    (``mode="batch"``), or an ``AsyncPayloadAgent`` (``mode="concurrent"``). Its ``max_retries``
-    (an int) is each item's correction budget, its guards, validators, read scope and output mode
-    apply to every item. ``state_path``: the SQLite file (created if missing; reopened to
-    resume). ``types``: the pydantic payload types of items added by an earlier process (a
-    type named in the state file is never imported; the types of this process's ``add``
-    calls are known already). ``prices``: ``{"input": ..., "output": ...}`` per million
-    tokens, for the progress's cost estimate (batch prices, which the providers halve);
-    ``"cached_input"`` and ``"cache_write_input"`` price the input read from and written to the
-    prompt cache (the ``"input"`` price when not given).
-    ``max_batch_requests`` / ``max_batch_bytes`` lower the provider's limits per batch.
+    ``agent``: a ``PayloadAgent`` on a sync OpenAI or Anthropic adapter (``mode="batch"``) or an
+    ``AsyncPayloadAgent`` (``mode="concurrent"``); its ``max_retries`` is each item's correction
+    budget, its guards and options apply to every item. ``types``: the pydantic payload types
+    of items an earlier process added (never imported by name). ``prices``: per million tokens
+    (``input``, ``output``; ``cached_input`` and ``cache_write_input`` default to ``input``),
+    for the progress's cost estimate. ``max_batch_requests`` / ``max_batch_bytes`` lower the
+    provider's limits per batch.
     """
 
     def __init__(
@@ -201,7 +197,7 @@ class BatchJob:
         with the full correction budget (its earlier attempts stay counted in its usage).
         Returns how many. Items that failed for want of a reply are retried by ``run()``
         without this."""
-        with self._file.guard("the items"), self._leased():
+        with self._file.guard("the items"), self._file.leased():
             return self._file.retry_failed()
 
     def progress(self, phase: Phase = "finished") -> BatchProgress:
@@ -373,31 +369,19 @@ class BatchJob:
         max_rounds: int | None = None,
         progress: Callable[[BatchProgress], Any] | None = None,
     ) -> BatchProgress:
-        """Run rounds until no item is pending (or ``max_rounds`` more rounds were run);
-        resumes whatever a previous ``run()`` left, and retries the items that failed for want
-        of a reply. Returns the final counts. One ``run()`` at a time: another one on the same
-        state file (another process) is refused with ``BatchStateError``.
-
-        In ``mode="concurrent"`` this runs an event loop of its own (``asyncio.run``) for
-        synchronous scripts; the async client's connections belong to that loop, so give the
-        job a client of its own. From async code, ``await job.arun()`` instead."""
+        """Run rounds until no item is pending (or ``max_rounds`` more were run), resuming what
+        an earlier ``run()`` left and sending again the items that failed for want of a reply;
+        returns the final counts. Another ``run()`` on the same file is refused with
+        ``BatchStateError``. In ``mode="concurrent"`` it runs an event loop of its own (give the
+        job an async client of its own); from async code ``await arun()``."""
         if self.mode == "concurrent":
             return asyncio.run(self.arun(max_rounds=max_rounds, progress=progress))
         with self._running(poll_interval, progress):
-            for rnd in self._rounds(max_rounds, progress):
-                self._submit_round(rnd, progress)
-                self._wait_round(rnd, poll_interval, progress)
-                self._collect_round(rnd, progress)
-            return self._finish(progress)
-
-    @contextlib.contextmanager
-    def _leased(self) -> Iterator[None]:
-        taken = self._file.lease()
-        try:
-            yield
-        finally:
-            if taken:
-                self._file.release()
+            for rnd in self._rounds(max_rounds):
+                self._submit_round(rnd)
+                self._wait_round(rnd)
+                self._collect_round(rnd)
+            return self._finish()
 
     @contextlib.contextmanager
     def _running(
@@ -407,16 +391,14 @@ class BatchJob:
         items that failed for want of a reply a new chance; a run that a crash or an error
         stopped is continued as it was (so a resumed job ends as an uninterrupted one)."""
         self._poll_interval, self._progress = poll_interval, progress
-        with self._file.guard("the job", decoding=False), self._leased():
+        with self._file.guard("the job", decoding=False), self._file.leased():
             for name in self._file.type_names():
                 resolve_type(name, self._types)  # before anything is sent
             self._file.begin_run()
             yield
             self._file.end_run()
 
-    def _rounds(
-        self, max_rounds: int | None, progress: Callable[[BatchProgress], Any] | None
-    ) -> Iterator[int]:
+    def _rounds(self, max_rounds: int | None) -> Iterator[int]:
         """The rounds to run: first one a previous run left open, then new ones while items
         are pending (at most ``max_rounds`` new ones)."""
         started = 0
@@ -429,20 +411,20 @@ class BatchJob:
                 if rnd is None:
                     return
                 started += 1
-                self._report(progress, "prepared")
+                self._report("prepared")
             yield rnd
 
-    def _finish(self, progress: Callable[[BatchProgress], Any] | None) -> BatchProgress:
+    def _finish(self) -> BatchProgress:
         final = self.progress("finished")
-        if progress is not None:
-            progress(final)
+        if self._progress is not None:
+            self._progress(final)
         return final
 
-    def _report(self, progress: Callable[[BatchProgress], Any] | None, phase: Phase) -> None:
-        if progress is not None:
-            progress(self.progress(phase))
+    def _report(self, phase: Phase) -> None:
+        if self._progress is not None:
+            self._progress(self.progress(phase))
 
-    def _submit_round(self, rnd: int, progress: Callable[[BatchProgress], Any] | None) -> None:
+    def _submit_round(self, rnd: int) -> None:
         backend = self._backend
         assert backend is not None
         for chunk, state, _, since in self._file.chunks(rnd, "prepared", "submitting"):
@@ -476,7 +458,7 @@ class BatchJob:
                     raise  # not created: the next run() submits it (state 'submitting')
                 batch_id = found
             self._file.record_batch(rnd, chunk, batch_id)
-            self._report(progress, "submitted")
+            self._report("submitted")
 
     def _find(
         self,
@@ -521,21 +503,19 @@ class BatchJob:
             if not unknown:
                 return None
             # Candidates that may be this chunk's batch cannot tell yet: wait for them to end.
-            self._report(self._progress, "polling")
+            self._report("polling")
             self._sleep(self._poll_interval)
 
     def adopt_batch(self, round: int, chunk: int, batch_id: str | None) -> None:
         """Record by hand which provider batch a chunk left ``submitting`` is (see run()), or
         with ``None`` that none is: the next ``run()`` submits the chunk anew."""
-        with self._file.guard("the job", decoding=False), self._leased():
+        with self._file.guard("the job", decoding=False), self._file.leased():
             if batch_id is None:
                 self._file.forget_submission(round, chunk)
             else:
                 self._file.record_batch(round, chunk, batch_id)
 
-    def _wait_round(
-        self, rnd: int, poll_interval: float, progress: Callable[[BatchProgress], Any] | None
-    ) -> None:
+    def _wait_round(self, rnd: int) -> None:
         backend = self._backend
         assert backend is not None
         while True:
@@ -553,10 +533,10 @@ class BatchJob:
                             (status.status, status.message, rnd, chunk),
                         )
             if self._file.chunks(rnd, "submitted"):
-                self._report(progress, "polling")
-                self._sleep(poll_interval)
+                self._report("polling")
+                self._sleep(self._poll_interval)
 
-    def _collect_round(self, rnd: int, progress: Callable[[BatchProgress], Any] | None) -> None:
+    def _collect_round(self, rnd: int) -> None:
         backend = self._backend
         assert backend is not None
         request = ModelRequest(messages=(), output_mode=self.agent.output_mode)
@@ -584,7 +564,7 @@ class BatchJob:
                     "UPDATE chunks SET state = 'collected' WHERE round = ? AND chunk = ?",
                     (rnd, chunk),
                 )
-            self._report(progress, "collected")
+            self._report("collected")
 
     def _collect_line(self, custom_id: str, outcome: ModelReply | LineError, rnd: int) -> None:
         with self._tx() as db:
@@ -617,11 +597,11 @@ class BatchJob:
         if self.mode != "concurrent":
             raise ConfigurationError("arun() drives mode='concurrent'; use run() for batch mode")
         with self._running(0.0, progress):
-            for rnd in self._rounds(max_rounds, progress):
-                await self._send_round(rnd, progress)
-            return self._finish(progress)
+            for rnd in self._rounds(max_rounds):
+                await self._send_round(rnd)
+            return self._finish()
 
-    async def _send_round(self, rnd: int, progress: Callable[[BatchProgress], Any] | None) -> None:
+    async def _send_round(self, rnd: int) -> None:
         with self._tx() as db:
             db.execute(
                 "UPDATE chunks SET state = 'submitted' WHERE round = ? AND state = 'prepared'",
@@ -653,7 +633,7 @@ class BatchJob:
                     nonlocal answered
                     answered += 1
                     if answered % every == 0 or answered == len(open_lines):
-                        self._report(progress, "collected")
+                        self._report("collected")
                 except BaseException:
                     stopping = True
                     raise

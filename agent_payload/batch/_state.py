@@ -8,12 +8,12 @@ import contextlib
 import json
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent_payload import _filelock
 from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
@@ -113,7 +113,7 @@ class StateFile:
     def __init__(self, path: Path, model: str, mode: str) -> None:
         self.path = path
         self.mode = mode
-        self._lease: Any = None
+        self._lease: int | None = None
         created = self._check_header()
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None)
@@ -247,47 +247,37 @@ class StateFile:
 
     # -- the lease: one run() at a time --
 
-    def lease(self) -> bool:
-        """Take the job's exclusive lease (an OS lock on ``<state>.lock``, released when the
+    @contextlib.contextmanager
+    def leased(self) -> Iterator[None]:
+        """Hold the job's exclusive lease (an OS lock on ``<state>.lock``, released when the
         process ends, however it ends): ``BatchStateError`` when another ``run()`` holds it.
-        False when this object holds it already (a call from inside a run)."""
+        Held already by this object (a call from inside a run): nothing more to take."""
         if self._lease is not None:
-            return False
-        lock_path = self.path.with_name(self.path.name + ".lock")
+            yield
+            return
+        where = self.path.with_name(self.path.name + ".lock")
+        note = f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}"
         try:
-            handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held until release)
+            self._lease = _filelock.acquire(where, wait=False, note=note)
+        except _filelock.LockHeld as exc:
+            raise BatchStateError(
+                f"{self.path}: another run() of this job holds it ({exc.holder}); two runners "
+                "would submit every request twice. Wait for that one to finish (or stop it: its "
+                "work is saved) and run again"
+            ) from exc
         except OSError as exc:
             raise BatchStateError(
-                f"{self.path}: cannot open its lock file {lock_path} ({exc.strerror or exc})"
+                f"{self.path}: cannot open its lock file {where} ({exc.strerror or exc})"
             ) from exc
         try:
-            handle.seek(0)  # Windows locks a byte range: the same one in every process
-            _lock(handle)
-        except OSError as exc:
-            try:
-                holder = handle.read().strip() or "another process"
-            except OSError:  # Windows: the holder's locked byte cannot be read
-                holder = "another process"
-            handle.close()
-            raise BatchStateError(
-                f"{self.path}: another run() of this job holds it ({holder}); two runners would "
-                "submit every request twice. Wait for that one to finish (or stop it: its work "
-                "is saved) and run again"
-            ) from exc
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S %z')}")
-        handle.flush()
-        self._lease = handle
-        return True
+            yield
+        finally:
+            self.release()
 
     def release(self) -> None:
         if self._lease is not None:
-            handle, self._lease = self._lease, None
-            with contextlib.suppress(OSError):
-                handle.seek(0)
-                handle.truncate()  # no stale note for the next reader
-            handle.close()  # closing the file releases the lock
+            fd, self._lease = self._lease, None
+            _filelock.release(fd)
 
     # -- items --
 
@@ -430,53 +420,42 @@ class StateFile:
         last = 0
         while True:
             with self.guard("the items"):
-                rows = self.db.execute(
-                    "SELECT seq, id, status, payload, model_type, result, change_request, "
-                    "report, attempts, input_tokens, output_tokens, error, problems, "
-                    "cached_input_tokens, cache_write_input_tokens FROM items WHERE seq > ? "
-                    "ORDER BY seq LIMIT 500",
-                    (last,),
+                cursor = self.db.cursor()
+                cursor.row_factory = sqlite3.Row
+                rows = cursor.execute(
+                    "SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT 500", (last,)
                 ).fetchall()
             if not rows:
                 return
             for row in rows:
-                last = row[0]
-                with self.guard(f"item {row[1]!r}"):
-                    item = self._result(row[1:], types)
+                last = row["seq"]
+                with self.guard(f"item {row['id']!r}"):
+                    item = self._result(row, types)
                 yield item
 
     @staticmethod
-    def _result(row: tuple[Any, ...], types: Mapping[str, type]) -> BatchItemResult:
-        (
-            item_id,
-            status,
-            payload,
-            model_type,
-            result,
-            request,
-            report,
-            attempts,
-            tokens_in,
-            tokens_out,
-            error,
-            problems,
-            cached,
-            written,
-        ) = row
-        data = loads_payload(result if result is not None else payload)
-        if model_type is not None:
-            data = resolve_type(model_type, types).model_validate(data)  # type: ignore[attr-defined]
-        if status not in ("pending", "done", "failed"):
-            raise ValueError(f"status {status!r}")
+    def _result(row: sqlite3.Row, types: Mapping[str, type]) -> BatchItemResult:
+        data = loads_payload(row["payload"] if row["result"] is None else row["result"])
+        if row["model_type"] is not None:
+            data = resolve_type(row["model_type"], types).model_validate(data)  # type: ignore[attr-defined]
+        if row["status"] not in ("pending", "done", "failed"):
+            raise ValueError(f"status {row['status']!r}")
+        request, report, problems = row["change_request"], row["report"], row["problems"]
         return BatchItemResult(
-            id=item_id,
-            status=status,
+            id=row["id"],
+            status=row["status"],
             payload=data,
             change_request=json.loads(request) if request else None,
             report=json.loads(report) if report else None,
-            attempts=attempts,
-            usage=Usage(tokens_in, tokens_out, attempts, cached, written),
-            error=error,
+            attempts=row["attempts"],
+            usage=Usage(
+                row["input_tokens"],
+                row["output_tokens"],
+                row["attempts"],
+                row["cached_input_tokens"],
+                row["cache_write_input_tokens"],
+            ),
+            error=row["error"],
             problems=tuple(json.loads(problems)) if problems else (),
         )
 
@@ -524,15 +503,3 @@ class StateFile:
             cost=cost,
             batches=batches,
         )
-
-
-def _lock(handle: Any) -> None:
-    """Lock an open file exclusively without waiting (``OSError`` when it is held)."""
-    if sys.platform == "win32":
-        import msvcrt
-
-        msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-    else:
-        import fcntl
-
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,21 +1,9 @@
-"""``agent-payload demo``: the main job end to end on a realistic invoice.
+"""``agent-payload demo``: the main job end to end on a realistic invoice (28 line items).
 
-A draft invoice (28 line items, about 7 KB of JSON) and a task a customer might phone in:
-change the billing contact, raise one quantity, remove a duplicated freight line, add an
-express-handling line, update the totals. With an API key in the environment
-(``OPENAI_API_KEY``, else ``ANTHROPIC_API_KEY``) the task goes to the real provider; otherwise
-the demo replays scripted model replies shipped in this package (``replay.json``), through the
-same ``PayloadAgent`` and correction loop, and says so.
-
-The replay's first reply deletes "line 28" by its line number, index 28, one past the end of
-the 28-element array: the merge refuses it (``index_out_of_range``, naming the real length), the
-correction loop sends that back, and the second reply fixes it. The demo prints the task, each
-attempt (with the correction the model was sent), the applied change request (compact JSON), a
-diff of the payload, and the tokens a full rewrite would have cost against what the change cost.
-Offline, the result is checked against ``expected.json``.
-
-Package data (``invoice.json``, ``replay.json``, ``expected.json``) is read with
-``importlib.resources``, so the demo works from an installed wheel with no network.
+With ``OPENAI_API_KEY`` (else ``ANTHROPIC_API_KEY``) the task goes to the real provider;
+otherwise the scripted replies shipped here (``replay.json``) are replayed through the same
+agent and correction loop: the first deletes index 28, one past the end, the merge refuses it
+and the second reply fixes it. Offline, the result is checked against ``expected.json``.
 """
 
 from __future__ import annotations
@@ -33,7 +21,7 @@ from agent_payload._render import Style, render_changes, render_issues
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers import close_client, infer_model
-from agent_payload.providers.base import AsyncModel, Model, ModelReply, ModelRequest
+from agent_payload.providers.base import Model, ModelReply, ModelRequest
 from agent_payload.report import Problem
 from agent_payload.result import AgentResult
 from agent_payload.testing import ScriptedModel
@@ -54,11 +42,8 @@ def load_data(name: str) -> Any:
 
 
 def choose_provider(provider: str | None, offline: bool) -> str | None:
-    """The provider to use, or None for the offline replay.
-
-    ``offline`` wins; an explicit ``provider`` needs its key; otherwise ``OPENAI_API_KEY``, then
-    ``ANTHROPIC_API_KEY``, decides.
-    """
+    """The provider to use, or None for the offline replay: ``offline`` wins, an explicit
+    ``provider`` needs its key, else the first of ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``."""
     if offline:
         return None
     if provider is not None:
@@ -76,37 +61,6 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
         if os.environ.get(key):
             return name
     return None
-
-
-class _Recorder:
-    """Wraps a model (an adapter or the replay's ``ScriptedModel``: both protocols) and keeps
-    every request and reply (to show the corrections)."""
-
-    def __init__(self, model: Model) -> None:
-        self.model = model
-        self.requests: list[ModelRequest] = []
-        self.replies: list[ModelReply] = []
-
-    @property
-    def model_name(self) -> str:
-        return self.model.model_name
-
-    @property
-    def provider(self) -> str:
-        return self.model.provider
-
-    def request(self, request: ModelRequest) -> ModelReply:
-        self.requests.append(request)
-        reply = self.model.request(request)
-        self.replies.append(reply)
-        return reply
-
-    async def arequest(self, request: ModelRequest) -> ModelReply:
-        self.requests.append(request)
-        assert isinstance(self.model, AsyncModel)  # the adapters and ScriptedModel are both
-        reply = await self.model.arequest(request)
-        self.replies.append(reply)
-        return reply
 
 
 def _replay_model(replay: dict[str, Any]) -> Model:
@@ -137,23 +91,9 @@ def _replay_model(replay: dict[str, Any]) -> Model:
     return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
 
 
-def _real_model(provider: str, model_name: str | None) -> Model:
-    name = model_name or DEFAULT_MODELS[provider]
-    model: Model = infer_model(f"{provider}:{name}")
-    return model
-
-
 def _tokenizer_name() -> str:
     """How tokens are counted: o200k_base with bpe-openai installed, else len/4."""
     return "o200k_base" if importlib.util.find_spec("bpe_openai") is not None else "len/4"
-
-
-def _indent(text: str, prefix: str = "    ") -> str:
-    return textwrap.indent(text, prefix)
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _wrap(text: str, width: int, max_lines: int) -> str:
@@ -197,12 +137,9 @@ def run_demo(
     color: bool = False,
     max_retries: int = 3,
 ) -> int:
-    """Run the demo, writing to ``out`` (stdout by default); return the exit status.
-
-    Offline (no key, or ``offline=True``) the result must equal ``expected.json``: exit 1 if
-    not. Errors of a real provider (``ProviderError``) and of the loop
-    (``RetriesExhaustedError``) propagate to the caller.
-    """
+    """Run the demo, writing to ``out`` (stdout by default); return the exit status (1 when
+    the offline result differs from ``expected.json``). ``ProviderError`` and
+    ``RetriesExhaustedError`` propagate."""
     out = out if out is not None else sys.stdout
     style = Style(color)
     invoice = load_data("invoice")
@@ -213,18 +150,26 @@ def run_demo(
     def say(text: str = "") -> None:
         out.write(text + "\n")
 
-    recorder = _introduce(say, style, chosen, offline, model_name, replay, invoice, task)
+    model = _introduce(say, style, chosen, offline, model_name, replay, invoice, task)
+    requests: list[ModelRequest] = []
+    replies: list[ModelReply] = []
     rejections: dict[int, list[Problem]] = {}
 
     def on_retry(attempt: int, problems: Sequence[Problem], last: bool) -> None:
         rejections[attempt] = list(problems)
 
-    agent = PayloadAgent(recorder, max_retries=max_retries, on_retry=on_retry)
+    agent = PayloadAgent(
+        model,
+        max_retries=max_retries,
+        on_request=lambda attempt, request, last: requests.append(request),
+        on_response=lambda attempt, reply, last: replies.append(reply),
+        on_retry=on_retry,
+    )
     try:
         result = agent.run(invoice, task)
     finally:
-        close_client(recorder.model)
-    _show_attempts(say, style, recorder, rejections)
+        close_client(model)
+    _show_attempts(say, style, list(zip(requests, replies, strict=False)), rejections)
     if result.attempts == 1:
         say(style.dim("  (no correction was needed this time)"))
     say()
@@ -247,9 +192,8 @@ def _introduce(
     replay: dict[str, Any],
     invoice: dict[str, Any],
     task: str,
-) -> _Recorder:
-    """Say which model answers (live or the replay), the payload and the task; return the
-    recording model."""
+) -> Model:
+    """Say which model answers (live or the replay), the payload and the task; return it."""
     say(style.bold("agent-payload demo"))
     if chosen is None:
         reason = (
@@ -262,11 +206,11 @@ def _introduce(
             + f" replaying {len(replay['replies'])} scripted model replies shipped with the "
             "package, through the real agent, parser, merge and correction loop."
         )
-        recorder = _Recorder(_replay_model(replay))
+        model = _replay_model(replay)
     else:
         name = model_name or DEFAULT_MODELS[chosen]
         say(style.green(f"live: {chosen}:{name}") + f" (key from {_KEYS[chosen]})")
-        recorder = _Recorder(_real_model(chosen, model_name))
+        model = infer_model(f"{chosen}:{name}")
     say()
     items = invoice["lineItems"]
     payload_text = json.dumps(invoice, ensure_ascii=False)
@@ -275,26 +219,24 @@ def _introduce(
         f"{len(payload_text.encode()):,} bytes of JSON"
     )
     say(style.bold("Task:"))
-    say(_indent(textwrap.fill(task, width=92)))
+    say(textwrap.indent(textwrap.fill(task, width=92), "    "))
     say()
-    return recorder
+    return model
 
 
 def _show_attempts(
     say: Callable[..., None],
     style: Style,
-    recorder: _Recorder,
+    exchanges: list[tuple[ModelRequest, ModelReply]],
     rejections: dict[int, list[Problem]],
 ) -> None:
     """Each attempt: the correction sent before it, what the model replied, the verdict."""
-    for number, (request, reply) in enumerate(
-        zip(recorder.requests, recorder.replies, strict=False), start=1
-    ):
+    for number, (request, reply) in enumerate(exchanges, start=1):
         if number > 1:
             say(style.yellow(f"  correction sent back to the model before attempt {number}:"))
-            say(style.dim(_indent(_correction_excerpt(request), "    | ")))
+            say(style.dim(textwrap.indent(_correction_excerpt(request), "    | ")))
         tokens = f"({reply.usage.output_tokens} output tokens)"
-        if number == len(recorder.replies):
+        if number == len(exchanges):
             say(
                 style.bold(f"Attempt {number}")
                 + f": the model replied {tokens} -> "
@@ -309,26 +251,26 @@ def _show_attempts(
             + style.red("rejected")
             + (f": {why}" if why else "")
         )
-        say(_indent(_wrap(reply.text, 100, 12)))
+        say(textwrap.indent(_wrap(reply.text, 100, 12), "    "))
 
 
 def _show_result(
     say: Callable[..., None], style: Style, result: AgentResult[Any], *, replayed: bool
 ) -> None:
     """The change request applied, the diff of the payload, the tokens and the usage."""
-    compact = _compact(result.change_request.to_wire())
+    compact = json.dumps(result.change_request.to_wire(), separators=(",", ":"), ensure_ascii=False)
     say(
         style.bold("Change request applied")
         + f" (compact JSON, {estimate_tokens(compact)} tokens):"
     )
-    say(_indent(_wrap(compact, 100, 30)))
+    say(textwrap.indent(_wrap(compact, 100, 30), "    "))
     say()
     report = result.report
     say(style.bold(f"Diff of the payload ({len(report.changes)} changes):"))
     for line in render_changes(report.changes, style=style, width=96):
-        say(_indent(line, "  "))
+        say(textwrap.indent(line, "  "))
     for line in render_issues(report, style=style):
-        say(_indent(line, "  "))
+        say(textwrap.indent(line, "  "))
     say()
     rewrite = result.rewrite_tokens
     change = result.change_tokens

@@ -1,9 +1,5 @@
-"""Alignment of long arrays: element keys and their longest common subsequence.
-
-Owns the element keys (``marshal`` bytes, or canonical JSON for subclasses of the JSON types)
-and ``_lcs_pairs``: common prefix and suffix, patience anchors, small regions solved exactly,
-all within a work budget proportional to the input.
-"""
+"""Alignment of long arrays: element keys and their longest common subsequence (common prefix and
+suffix, patience anchors, small regions solved exactly, within a work budget)."""
 
 from __future__ import annotations
 
@@ -15,8 +11,6 @@ from itertools import pairwise, repeat
 from typing import Any
 
 from agent_payload.diff._data import _KEY_ENCODER
-
-# --- element keys and the alignment of long arrays -------------------------------------------
 
 
 def _json_key(value: Any) -> str:
@@ -58,11 +52,10 @@ class _Token:
 
 
 def _element_keys(values: list[Any], plain: bool) -> list[Any]:
-    """One key per element; equal keys mean JSON-equal elements (different keys may still be
-    JSON-equal: ``1`` and ``1.0``, keys in another order; the diff compares those with
-    ``json_equal`` and finds nothing to change). For plain data (exact JSON types) the
-    ``marshal`` bytes, version 2 (fast, exact about types, independent of object sharing);
-    otherwise canonical JSON, where a subclass could hide behind equal bytes."""
+    """One key per element, equal for JSON-equal elements (``1`` and ``1.0`` may differ: the diff
+    then finds nothing to change): ``marshal`` bytes for plain data (fast, exact about types),
+    else canonical JSON, where a subclass could hide behind equal bytes.
+    """
     if plain:
         try:
             return list(map(marshal.dumps, values, repeat(2, len(values))))
@@ -95,12 +88,10 @@ programming; larger ones patience anchors (elements unique on both sides)."""
 
 
 def _lcs_pairs(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
-    """Pairs ``(i, j)`` with ``a[i] == b[j]``, increasing in both: a longest common subsequence
-    for small inputs, patience diff for large ones. Runs in O((n + m) log(n + m)) on large
-    inputs: common prefixes and suffixes are matched directly, every region is split at the
-    longest increasing run of elements unique on both sides, and the recursion has a work
-    budget proportional to the input (past it, the rest stays unmatched: correct, just less
-    minimal)."""
+    """Pairs ``(i, j)`` with ``a[i] == b[j]``, increasing in both: an exact LCS for small
+    regions, patience anchors for large ones, in O((n + m) log(n + m)) within a work budget
+    (past it, the rest stays unmatched: correct, just less minimal).
+    """
     out: list[tuple[int, int]] = []
     budget = 32 * (len(a) + len(b)) + _SMALL_LCS
     stack = [(0, len(a), 0, len(b))]

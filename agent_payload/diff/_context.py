@@ -1,9 +1,5 @@
-"""The state of one diff: the parts of an encoding and their costs, and what they share.
-
-Owns ``_Enc`` (one candidate encoding: a value and a cost per bucket), ``_Shared`` (caches
-for equality, depth, element keys and alignments), ``_Ctx`` (the marker, the merge's markers,
-literal costs) and the two simplest encodings, ``_only`` and ``_set_whole``.
-"""
+"""The state of one diff: candidate encodings (``_Enc``) and their costs, the caches both passes
+share (``_Shared``), and the marker and literal costs (``_Ctx``)."""
 
 from __future__ import annotations
 
@@ -16,10 +12,10 @@ from agent_payload._jsondata import json_equal
 from agent_payload.diff._align import _C_DEPTH, _element_keys, _lcs_pairs
 from agent_payload.diff._data import _MISSING, _SAME_IF_EQUAL, MAX_DIFF_DEPTH, _dumps
 
-# --- the diff ----------------------------------------------------------------------------------
-
 _Part = Literal["u", "x", "n", "r"]
 _PARTS: tuple[_Part, ...] = ("u", "x", "n", "r")
+
+_COST: dict[_Part, str] = {"u": "cu", "x": "cx", "n": "cn", "r": "cr"}
 
 _INF = 10**15
 """The cost of a value that cannot be written: it would sit deeper than ``MAX_DIFF_DEPTH``."""
@@ -43,23 +39,11 @@ class _Enc:
     cr: int = 0
 
     def get(self, part: _Part) -> tuple[Any, int]:
-        if part == "u":
-            return self.u, self.cu
-        if part == "x":
-            return self.x, self.cx
-        if part == "n":
-            return self.n, self.cn
-        return self.r, self.cr
+        return getattr(self, part), getattr(self, _COST[part])
 
     def set(self, part: _Part, value: Any, cost: int) -> None:
-        if part == "u":
-            self.u, self.cu = value, cost
-        elif part == "x":
-            self.x, self.cx = value, cost
-        elif part == "n":
-            self.n, self.cn = value, cost
-        else:
-            self.r, self.cr = value, cost
+        setattr(self, part, value)
+        setattr(self, _COST[part], cost)
 
     def entry_cost(self, key_cost: int) -> int:
         """Characters to write this node under one key in every bucket it touches."""
@@ -154,8 +138,8 @@ class _Shared:
         return memo[(id(a), id(b))]
 
     def depth_of(self, value: Any) -> int:
-        """``_depth(value)``, remembering the depth of every container below it (the diff
-        asks again one level down at each level of a deep change)."""
+        """How deeply ``value`` nests containers, remembering it for every container below (the
+        diff asks again one level down at each level of a deep change)."""
         depths = self.depths
         found = depths.get(id(value))
         if found is not None:
@@ -209,11 +193,10 @@ class _Shared:
     def events(
         self, c: list[Any], t: list[Any], kind: str, pairs: list[tuple[int, int]]
     ) -> list[tuple[int, int, int, int]]:
-        """``(i, j, pi, pj)`` for each pair where something may happen (the elements differ,
-        the pair before them differs, or a gap lies before it), with the pair before it
-        ``(pi, pj)``; ``(len(c), len(t), ...)`` ends the list. The other pairs are equal
-        and follow each other: the encoder skips them (a long array with few edits costs a
-        pass over its pairs, once per alignment)."""
+        """``(i, j, pi, pj)`` for each pair where something may happen (it or the pair before it
+        differs, or a gap lies before it), with the pair before it; ``(len(c), len(t), ...)`` ends
+        the list. The encoder skips the other pairs: few edits in a long array cost one pass.
+        """
         found = self.event_lists.get((id(c), id(t), kind))
         if found is not None:
             return found

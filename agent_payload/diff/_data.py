@@ -1,20 +1,18 @@
-"""The diff's JSON helpers: minified sizes, checks that the inputs are JSON data.
-
-Owns ``MAX_DIFF_DEPTH``, ``_MISSING`` (a part with nothing to write), ``_dumps`` (the minified
-JSON whose length is the cost of every choice) and the intake of payloads (``_as_data``).
-"""
+"""The diff's JSON helpers: minified sizes (``_dumps``: the cost of every choice)
+and the intake of payloads (``_as_data``)."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
-from collections.abc import Sequence
 from typing import Any
 
-from agent_payload._jsondata import format_payload_path, json_data, locate_problem, not_json_message
+from agent_payload._jsondata import json_data, locate_problem, not_json_message
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
+from agent_payload.parse._request import _depth
 
 MAX_DIFF_DEPTH = 200
 """Deepest change request ``diff_payloads`` writes (containers nested in one bucket):
@@ -30,6 +28,7 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _KEY_ENCODER = json.JSONEncoder(
@@ -55,10 +54,10 @@ _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
 
 
 def _plain_json(value: Any) -> int | None:
-    """The depth of ``value`` (containers nested, see ``_depth``) when it is JSON data made of
-    exactly dict, list, str, int, float, bool and None (no subclasses), with string keys and
-    finite floats; None means: look closer. Iterative, level by level, and bounded by
-    ``Limits.max_nodes`` (so a cycle ends it)."""
+    """The depth of ``value`` when it is JSON data of the exact types (string keys, finite
+    floats); None: look closer. Level by level, bounded by ``Limits.max_nodes`` (so a cycle ends
+    it).
+    """
     level = [value]
     depth = 0
     budget = DEFAULT_LIMITS.max_nodes
@@ -98,7 +97,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
     problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)
     if problem is None:
         return False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
-    where = _show(problem.path)
+    where = format_payload_path(problem.path)
     if problem.kind == "nodes":
         raise LimitExceededError(
             f"{what} holds more than max_nodes={DEFAULT_LIMITS.max_nodes} values (counted up "
@@ -109,10 +108,6 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             path=where,
         )
     raise InvalidPayloadError(not_json_message(problem, f"The {what}", where), path=problem.path)
-
-
-def _show(path: Sequence[str | int]) -> str:
-    return format_payload_path(path) or "the root"
 
 
 def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
@@ -128,19 +123,3 @@ def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
             path=(),
         )
     return (value, *_check_json(value, what))
-
-
-def _depth(value: Any) -> int:
-    """Containers nested in ``value`` (0 for a primitive, 1 for ``{}`` or ``[1]``); iterative."""
-    best = 0
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = v.values()
-        elif not isinstance(v, list):
-            continue
-        if d > best:
-            best = d
-        stack.extend((child, d + 1) for child in v if isinstance(child, dict | list))
-    return best

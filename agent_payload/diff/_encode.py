@@ -1,10 +1,5 @@
-"""Encoding of change requests: ``diff_payloads`` and the choice of the cheapest encoding.
-
-Owns the walk over objects (descend, set whole, new or replace per key) and arrays (the
-alignment's events turned into deletions, in-place changes, insertion runs and appends, the
-cheaper of the LCS and the positional alignment), and the assembly of the buckets into an
-``AgentPayloadChangeRequest``.
-"""
+"""``diff_payloads``: the walk over objects and arrays choosing the cheapest encoding, and the
+assembly of the buckets into an ``AgentPayloadChangeRequest``."""
 
 from __future__ import annotations
 
@@ -13,6 +8,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from agent_payload._jsondata import json_equal, materialize
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.diff._context import (
     _BUCKET_COST,
@@ -25,7 +21,7 @@ from agent_payload.diff._context import (
     _set_whole,
     _Shared,
 )
-from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps, _show
+from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import _is_index_map
 
@@ -113,25 +109,12 @@ def _key_candidates(
             cands.append(_only(ctx, "r", tv, depth))
         return cands
     if not isinstance(tv, dict | list):
-        cands.append(_only(ctx, "u", tv, depth))  # a primitive or null update sets any value
-        return cands
-    if isinstance(tv, dict):
-        if isinstance(cv, dict):
-            desc = _diff_object(cv, tv, reach_n=reach_n, top=False, depth=depth, ctx=ctx)
-            if desc is not None:
-                cands.append(desc)
-        elif not isinstance(cv, list):
-            if tv:
-                cands.append(_only(ctx, "u", tv, depth))  # a primitive replaced by a container
-            elif reach_n:
-                cands.append(_only(ctx, "n", tv, depth))  # {} over a primitive: new_exists
-    else:
-        if isinstance(cv, list):
-            desc = _diff_array(cv, tv, reach_n=reach_n, list_n=True, depth=depth, ctx=ctx)
-            if desc is not None:
-                cands.append(desc)
-        elif not isinstance(cv, dict):
-            cands.append(_only(ctx, "u", tv, depth))
+        return [_only(ctx, "u", tv, depth)]  # a primitive or null update sets any value
+    desc = _change(cv, tv, reach_n=reach_n, list_n=True, depth=depth, ctx=ctx)
+    if desc is not None:
+        cands.append(desc)
+    elif reach_n and not tv and not isinstance(cv, dict | list):
+        cands.append(_only(ctx, "n", tv, depth))  # {} over a primitive: new_exists
     # Setting the value whole: measured only as far as it could still be the cheapest.
     limit = min((e.entry_cost(0) + 64 for e in cands), default=_INF)
     cands.append(_set_whole(ctx, tv, depth, limit))
@@ -142,25 +125,21 @@ def _key_candidates(
     return cands
 
 
-def _elem_change(a: Any, b: Any, *, reach_n: bool, depth: int, ctx: _Ctx) -> _Enc | None:
-    """Change array element ``a`` into ``b`` in place (not JSON-equal); None if impossible
-    (the element is then deleted and ``b`` inserted in its place)."""
-    if ctx.is_sensitive(b):
-        return None  # a marker at a position deletes the element
+def _change(a: Any, b: Any, *, reach_n: bool, list_n: bool, depth: int, ctx: _Ctx) -> _Enc | None:
+    """Change ``a`` into ``b`` (not JSON-equal, not a marker) where it stands, descending into
+    containers of the same kind; None if impossible (an array element is then deleted and ``b``
+    inserted in its place)."""
     if not isinstance(b, dict | list):
         return _only(ctx, "u", b, depth)
     if isinstance(b, dict):
         if isinstance(a, dict):
             return _diff_object(a, b, reach_n=reach_n, top=False, depth=depth, ctx=ctx)
         if isinstance(a, list) or not b:
-            return None  # shape_mismatch, or {} which keeps the element
-        return _only(ctx, "u", b, depth)
+            return None  # shape_mismatch, or {} which keeps the value
+        return _only(ctx, "u", b, depth)  # a primitive replaced by a container
     if isinstance(a, list):
-        # newElements reaches a nested array only through an index map (MERGE.md section 8).
-        return _diff_array(a, b, reach_n=reach_n, list_n=False, depth=depth, ctx=ctx)
-    if isinstance(a, dict):
-        return None
-    return _only(ctx, "u", b, depth)
+        return _diff_array(a, b, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx)
+    return None if isinstance(a, dict) else _only(ctx, "u", b, depth)
 
 
 def _diff_array(
@@ -191,41 +170,15 @@ def _diff_array(
     best: _Enc | None = None
     best_cost = 0
     for events in candidates:
-        cand = _encode_array(
-            c, t, events, memo, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx
-        )
-        if cand is None:
+        # Originals not paired are deleted, pairs that differ changed in place (or deleted and
+        # inserted again), targets not paired inserted before the next kept original or appended.
+        walked = _walk_events(c, t, events, memo, reach_n=reach_n, depth=depth, ctx=ctx)
+        if walked is None:
             continue
-        cost = cand.total()
-        if best is None or cost < best_cost:
-            best, best_cost = cand, cost
+        cand = _array_buckets(t, n, *walked, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx)
+        if cand is not None and (best is None or cand.total() < best_cost):
+            best, best_cost = cand, cand.total()
     return best
-
-
-def _encode_array(
-    c: list[Any],
-    t: list[Any],
-    events: list[tuple[int, int, int, int]],
-    memo: dict[tuple[int, int, bool], _Enc | None],
-    *,
-    reach_n: bool,
-    list_n: bool,
-    depth: int,
-    ctx: _Ctx,
-) -> _Enc | None:
-    """The buckets of one alignment: originals not paired are deleted (a marker at their
-    original position), pairs that differ are changed in place (or deleted and inserted again
-    when that is cheaper or the only way), and targets not paired are inserted before the
-    next kept original (a newElements index map, MERGE.md section 8) or appended. ``events``
-    are the pairs where something may happen (``_Shared.events``): the pairs skipped between
-    them are equal, follow each other, and are kept as they are."""
-    walked = _walk_events(c, t, events, memo, reach_n=reach_n, depth=depth, ctx=ctx)
-    if walked is None:
-        return None
-    u, x, n_entries, runs = walked
-    return _array_buckets(
-        t, len(c), u, x, n_entries, runs, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx
-    )
 
 
 _Entries = dict[int, tuple[Any, int]]
@@ -340,8 +293,7 @@ def _array_buckets(
             and not any(isinstance(t[j], dict) and not t[j] for j in tail)
         ):
             # Appended only: a positional newElements list (its {} items would be skipped).
-            items = [t[j] for j in tail]
-            n_cost = 1 + sum(ctx.lit(v, item_depth) + 1 for v in items)
+            items, n_cost = _run_value(t, tail, item_depth, ctx)
             options.append((_total(u_val, u_cost, items, n_cost), u_val, u_cost, items, n_cost))
     if tail is not None and not any(
         ctx.is_sensitive(t[j]) or (isinstance(t[j], dict) and not t[j]) for j in tail
@@ -381,7 +333,13 @@ def _memo_change(
 ) -> _Enc | None:
     key = (i, j, reach_n)
     if key not in memo:
-        memo[key] = _elem_change(c[i], t[j], reach_n=reach_n, depth=depth, ctx=ctx)
+        # A marker at a position deletes the element; newElements reaches a nested array only
+        # through an index map (MERGE.md section 8), never a list.
+        memo[key] = (
+            None
+            if ctx.is_sensitive(t[j])
+            else _change(c[i], t[j], reach_n=reach_n, list_n=False, depth=depth, ctx=ctx)
+        )
     return memo[key]
 
 
@@ -411,25 +369,21 @@ def _cheaper_form(entries: Mapping[int, tuple[Any, int]], length: int) -> tuple[
     """A positional array (``{}`` for untouched positions) or an index map, whichever is
     shorter (ties go to the positional form the seed teaches)."""
     last = max(entries)
-    pos_cost = 1
-    map_cost = 1
-    for i, (_, cost) in entries.items():
-        pos_cost += cost + 1
-        map_cost += cost + len(str(i)) + 4
-    pos_cost += 3 * (last + 1 - len(entries))
-    if pos_cost <= map_cost:
-        positional: list[Any] = [{}] * (last + 1)
-        for i, (value, _) in entries.items():
-            positional[i] = value
-        return positional, pos_cost
-    return {str(i): entries[i][0] for i in sorted(entries)}, map_cost
+    pos_cost = 1 + sum(cost + 1 for _, cost in entries.values()) + 3 * (last + 1 - len(entries))
+    index_map = _index_map(entries)
+    if pos_cost > index_map[1]:
+        return index_map
+    positional: list[Any] = [{}] * (last + 1)
+    for i, (value, _) in entries.items():
+        positional[i] = value
+    return positional, pos_cost
 
 
 def _too_deep(before: Any, after: Any) -> LimitExceededError:
     """The refusal of a change that no change request can hold, naming where it is: the
     deepest first difference (depth first, one pass: any depth, linear time)."""
     path = _first_difference(before, after)
-    where = _show(path)
+    where = format_payload_path(path)
     shown = where if len(where) <= 120 else f"{where[:50]}...{where[-50:]}"
     return LimitExceededError(
         f"diff_payloads: the change at {shown} (path depth {len(path)}) needs a change request "
@@ -462,17 +416,14 @@ def _first_difference(a: Any, b: Any) -> list[str | int]:
 
 
 def _assemble(enc: _Enc, reasoning: str | None) -> AgentPayloadChangeRequest:
-    wire: dict[str, Any] = {}
-    if enc.n is not _MISSING:
-        wire["newElements"] = enc.n
-    if enc.u is not _MISSING:
-        wire["updateElements"] = enc.u
-    if enc.x is not _MISSING:
-        wire["removeElements"] = enc.x
-    if enc.r is not _MISSING:
-        wire["replaceElements"] = enc.r
+    buckets = {
+        "newElements": enc.n,
+        "updateElements": enc.u,
+        "removeElements": enc.x,
+        "replaceElements": enc.r,
+    }
     # A fresh copy: the request shares nothing with the payloads.
-    wire = json.loads(_dumps(wire))
+    wire = json.loads(_dumps({k: v for k, v in buckets.items() if v is not _MISSING}))
     if reasoning is not None:
         wire["reasoning"] = reasoning
     return AgentPayloadChangeRequest.model_validate(wire)
@@ -486,22 +437,15 @@ def diff_payloads(
     markers: Collection[str] | None = None,
     reasoning: str | None = None,
 ) -> AgentPayloadChangeRequest:
-    """A change request that turns ``old`` into ``new`` under MERGE.md.
+    """A change request that turns ``old`` into ``new`` under MERGE.md, the cheapest this module
+    knows in minified characters (``reasoning`` copied into it).
 
-    Merge it with markers that include ``marker`` (the default markers do): ``apply_change_
-    request(old, diff_payloads(old, new)).payload == new`` with no conflict, for any JSON
-    data of the same root kind. ``markers`` names every marker the merge will run with
-    (default: ``DEFAULT_MARKERS`` plus ``marker``); data equal to one of them is written where
-    the merge takes it literally. Payloads may be dicts, lists, ``None`` (``{}``) or pydantic
-    models (dumped in JSON mode). The request is the cheapest this module knows in minified
-    characters; ``reasoning`` is copied into it. Long arrays are aligned in
-    O(n log n) (module docstring).
-
-    Raises ``InvalidPayloadError`` for non-JSON data or roots of different kinds (a change
-    request cannot turn an object payload into an array), ``ConfigurationError`` for a bad
-    marker and ``LimitExceededError`` when a change needs a request nested deeper than
-    ``MAX_DIFF_DEPTH`` levels (payloads may be as deep as the merge accepts) or a payload
-    holds more values than the merge accepts.
+    Merged with markers that include ``marker`` (the defaults do), it gives ``new`` with no
+    conflict, for any JSON data of the same root kind; ``markers`` names every marker the merge
+    will run with (default: ``DEFAULT_MARKERS`` plus ``marker``). Payloads: dicts, lists, ``None``
+    (``{}``) or pydantic models. Raises ``InvalidPayloadError`` for non-JSON data or roots of
+    different kinds, ``ConfigurationError`` for a bad marker, ``LimitExceededError`` for a change
+    nested deeper than ``MAX_DIFF_DEPTH`` or a payload larger than the merge accepts.
     """
     if not isinstance(marker, str) or not marker:
         raise ConfigurationError(

@@ -11,8 +11,6 @@ from agent_payload.diff._data import _dumps
 from agent_payload.errors import ConfigurationError
 from agent_payload.report import Change, MergeReport, MergeResult
 
-# --- RFC 6902 export ---------------------------------------------------------------------------
-
 
 def json_pointer(path: Sequence[str | int]) -> str:
     """The RFC 6901 JSON Pointer of a payload path (``~`` and ``/`` escaped)."""
@@ -44,21 +42,13 @@ def to_json_patch(
     *,
     test: bool = False,
 ) -> list[dict[str, Any]]:
-    """An RFC 6902 JSON Patch doing exactly what a merge did.
+    """An RFC 6902 JSON Patch doing exactly what a merge did: ``jsonpatch.apply_patch(before,
+    patch)`` equals the merged payload.
 
-    ``changes`` is the merge's result, its report, or the report's ``changes``. Deletes refer
-    to the original payload and adds/updates to the result (MERGE.md section 6), so the patch
-    removes first, deepest and highest index first (later indices are gone before earlier ones
-    move), then replaces and adds in ascending path order: appended and inserted items (each
-    an ``add`` at its result position, MERGE.md section 8) arrive in order, each after every
-    result position before it is in place.
-    ``jsonpatch.apply_patch(before, patch)`` equals the merged payload. With ``test=True``
-    each remove and replace is preceded by a ``test`` of the old value, so the patch refuses
-    to apply to a payload that is not ``before``.
-
-    ``before`` (the payload the merge started from) is not read: the report's paths and
-    values are all the patch needs. It is part of the signature so that a call names both
-    ends of the patch.
+    ``changes``: the merge's result, its report, or the report's ``changes`` (their paths and
+    values are all the patch needs: ``before`` is not read, it names the patch's other end). The
+    patch removes first, deepest and highest index first, then replaces and adds in ascending path
+    order. ``test=True`` puts a ``test`` of the old value before each remove and replace.
     """
     del before  # the report's paths and values are all that is needed
     changes = _changes_of(changes)

@@ -9,8 +9,6 @@ from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.diff._encode import diff_payloads
 from agent_payload.report import MergeResult
 
-# --- undo --------------------------------------------------------------------------------------
-
 
 def undo_change_request(
     before: Any,

@@ -6,20 +6,11 @@ from itertools import compress, repeat
 from operator import is_
 from typing import Any
 
-from agent_payload._jsondata import Link, format_payload_path, materialize
+from agent_payload._jsondata import Link, materialize
+from agent_payload._paths import format_payload_path as format_path
 from agent_payload.report import PayloadPath
 
 __all__ = ["format_path", "json_size", "path_below", "verb"]
-
-
-def format_path(path: PayloadPath) -> str:
-    """A payload path written as text: ``items[3].price``, ``["a.b"].c``, ``$`` for the root.
-
-    Keys that are ASCII identifiers follow a dot; any other key is a JSON string in brackets;
-    indices are ``[3]``. The text (for any path but the root) is itself a valid permission
-    rule matching exactly this path.
-    """
-    return format_payload_path(path) or "$"
 
 
 def path_below(base: PayloadPath, linked: Link) -> PayloadPath:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_payload._config import check_number
-from agent_payload._jsondata import Link, json_data, lookup
+from agent_payload._jsondata import Link, json_data
+from agent_payload._paths import lookup
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
 from agent_payload.guards.rules import PathRule, RuleSet, parse_rule
@@ -243,8 +244,8 @@ class DataLossGuard:
         for indices in (*deleted.values(), *inserted.values()):
             indices.sort()
         for parent, count in removed.items():
-            old = lookup(before, parent)[1]
-            new = lookup(after, _map_path(parent, deleted, inserted))[1]
+            old = lookup(before, parent, None)
+            new = lookup(after, _map_path(parent, deleted, inserted), None)
             for hit in self._counted_hits(parent, old, new, count):
                 if (hit.path, hit.rule) in seen or self._ignored(hit.path):
                     continue

@@ -1,6 +1,5 @@
 """``Judge``: the one pipeline from a reply to a verdict (the steps are listed in
-``agent_payload.judge``), and ``check_payload_fits``, the same validation for the caller's
-payload before any request."""
+``agent_payload.judge``)."""
 
 from __future__ import annotations
 
@@ -8,16 +7,17 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
-from agent_payload import _callables
+from agent_payload import _callables, _intake
 from agent_payload import merge as _merge
 from agent_payload import parse as _parse
 from agent_payload import typed as _typed
 from agent_payload._config import read_scope_of
-from agent_payload._jsondata import format_payload_path, json_data, json_equal
+from agent_payload._jsondata import json_data, json_equal
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import (
@@ -31,12 +31,12 @@ from agent_payload.errors import (
     TruncatedReplyError,
     UnknownFieldError,
 )
-from agent_payload.judge._problems import MISSING, conflict_problems, lookup, summary, value_at
+from agent_payload.judge._problems import MISSING, conflict_problems, summary, value_at
 from agent_payload.judge._recorder import Recorder
 from agent_payload.judge._verdict import Reply, Stage, Verdict
-from agent_payload.report import Change, Finding, Guard, Issue, MergeReport, PayloadPath, Problem
+from agent_payload.report import Guard, Issue, MergeReport, PayloadPath, Problem
 
-__all__ = ["Judge", "check_payload_fits", "judge"]
+__all__ = ["Judge", "judge"]
 
 _REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
     {ModelReplyError, ReplySyntaxError, NoChangeRequestError, UnknownFieldError}
@@ -47,23 +47,19 @@ _NOTHING: Any = object()
 
 
 class Judge:
-    """Judges replies against one payload and one configuration (pure: no I/O, no state
-    between calls but that one check; build one per payload, call it once per reply).
+    """Judges replies against one payload and one configuration (pure; build one per payload,
+    call it once per reply).
 
-    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the one DELETE marker
-    active (default ``merge.choose_marker``). ``payload_type``: validates the result (default:
-    the class of a pydantic payload). ``validators``: ``(payload) -> None`` callables, raise
-    ``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``); an ``async def`` one is
-    awaited when an async driver runs ``steps`` (calling the judge is sync and refuses it with
-    ``ConfigurationError``). ``guards``: ``Guard`` callables (their ``review`` too);
-    ``permissions`` and ``read_scope`` are added to them; ``read_scope`` also decides what
-    every text may show. ``base``: the payload the replies were written against when it is not
-    ``payload`` (a late reply, MERGE.md section 9), with ``applied``, the change requests
-    applied to ``base`` since (in order, giving ``payload``; ``merge.Applied`` records for their
-    own markers): a reply is then rebased over them before it is judged on ``payload``, or sent
-    back with ``concurrent_change`` conflicts. A model payload's round trip is checked by the
-    first reply that reaches the merge, once (``round_trip_checked=True``: the caller has
-    checked it).
+    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: the DELETE marker
+    (default: ``"DELETE"`` unless the data or a string the type admits holds it, as on every
+    surface). ``payload_type``: validates the result (default: a pydantic payload's class).
+    ``validators``: ``(payload) -> None``, raising ``RetryWithFeedback``, ``ValueError`` or
+    ``AssertionError`` (an ``async def`` one needs an async driver of ``steps``). ``guards``,
+    with ``permissions`` and ``read_scope`` added; ``read_scope`` also decides what every text
+    may show. ``base`` and ``applied``: for a reply written against ``base``, the requests
+    applied since (giving ``payload``), over which it is rebased (MERGE.md section 9). The
+    payload is prepared as every surface prepares it (``InvalidPayloadError``,
+    ``PayloadValidationError``, ``ConfigurationError`` now) unless ``prepared`` is given.
     """
 
     def __init__(
@@ -76,37 +72,16 @@ class Judge:
         guards: Sequence[Guard] = (),
         permissions: Guard | None = None,
         read_scope: Any = None,
-        payload_json: Any = _NOTHING,
-        shown_json: Any = _NOTHING,
         base: Any = _NOTHING,
         applied: Sequence[Any] = (),
-        round_trip_checked: bool = False,
+        prepared: _intake.Prepared | None = None,
         share: bool = False,
     ) -> None:
-        self.payload = payload
         # The merge shares the untouched subtrees of ``payload`` (``apply_change_request(...,
         # share=True)``) when the caller owns it and never mutates it (the MCP server's file).
         self.share = share
         self.base = base
         self.applied = tuple(applied)
-        # A model payload's round trip (``typed.check_round_trip``: a dump and a validation of
-        # the whole payload) is checked once, by the caller (the agent, before any request:
-        # ``round_trip_checked``) or by the first merge, never once per reply.
-        self._round_trip_checked = round_trip_checked
-        self.payload_json = (
-            _merge.dump_payload(payload) if payload_json is _NOTHING else payload_json
-        )
-        if payload_type is None and isinstance(payload, BaseModel):
-            payload_type = type(payload)
-        self.payload_type = payload_type
-        self.marker = (
-            marker
-            if marker is not None
-            else _merge.choose_marker(
-                self.payload_json,
-                avoid=_typed.type_strings(payload_type),  # issue 17
-            )
-        )
         self.validators = tuple(validators)
         given = read_scope
         read_scope = read_scope_of(guards, read_scope, "Judge(read_scope=...)")
@@ -116,10 +91,14 @@ class Judge:
                 all_guards.append(extra)
         self.guards: tuple[Guard, ...] = tuple(all_guards)
         self.read_scope = read_scope
-        if shown_json is _NOTHING:
-            shown_json = self.shown(self.payload_json)
-        self.shown_json = shown_json
-        self._adapter: TypeAdapter[Any] | None = None
+        if prepared is None:
+            prepared = _intake.prepare(payload, payload_type, marker=marker, read_scope=read_scope)
+        # The merge takes the prepared JSON (a model's round trip was checked by ``prepare``).
+        self.payload = prepared.payload
+        self.payload_json = prepared.payload_json
+        self.payload_type = prepared.payload_type
+        self.marker = prepared.marker if marker is None else marker
+        self.shown_json = prepared.shown_json
 
     # -- what the model may see ------------------------------------------------------------
 
@@ -133,8 +112,9 @@ class Judge:
         scope = self.read_scope
         if scope is None or path is None:
             return False
-        for n in range(1, len(path) + 1):
-            node = lookup(self.payload_json, path[:n])
+        node = self.payload_json
+        for n, part in enumerate(path, 1):  # one walk down, not one lookup per prefix
+            node = lookup(node, (part,), MISSING)
             if not scope.visible(path[:n], None if node is MISSING else node):
                 return True
         return False
@@ -145,7 +125,7 @@ class Judge:
         out = []
         for issue in issues:
             if self.hidden(issue.payload_path):
-                where = format_payload_path(issue.payload_path or ()) or "the payload root"
+                where = format_payload_path(issue.payload_path or ())
                 message = (
                     f"`{where}` is outside the part of the payload you were shown; this entry "
                     "was not applied there. Change only what you were shown."
@@ -252,24 +232,41 @@ class Judge:
         refused = yield from self._run_validators(request, result, report)
         if refused is not None:
             return refused
-        # Step 7: confirmation.
+        # Step 7: confirmation (guard findings of severity confirm, unless confirmed).
         flagged = recorder.confirmations(self, result_json, report) if recorder else []
-        if flagged and (confirming is _NOTHING or not json_equal(confirming, result_json)):
-            return self._ask_confirmation(request, repairs, report, result_json, flagged)
+        asked = bool(flagged) and (
+            confirming is _NOTHING or not json_equal(confirming, result_json)
+        )
+        problems = tuple(
+            Problem(
+                kind="guard",
+                message=finding.message,
+                path=format_payload_path(change.path, root=""),
+                code=finding.code,
+                current=change.old,
+                has_current=change.op != "add",
+            )
+            for change, finding in (flagged if asked else ())
+        )
+        status: Literal["confirm", "accepted"] = "confirm" if asked else "accepted"
         return Verdict(
-            status="accepted",
-            stage="accepted",
+            status=status,
+            stage=status,
             marker=self.marker,
-            payload=result,
+            problems=problems,
+            payload=None if asked else result,
             payload_json=result_json,
             change_request=request,
             report=report,
             repairs=repairs,
             confirmations=tuple(flagged),
+            message=f"the change needs the model's confirmation: {summary(problems)}"
+            if asked
+            else "",
         )
 
     def _named_outside(self, request: AgentPayloadChangeRequest) -> Verdict | None:
-        """Step 4, first (issue 30: no oracle): every entry naming a path outside the read
+        """Step 4, first (no oracle): every entry naming a path outside the read
         scope goes back with the same words, whatever its value and whether the key exists;
         nothing is merged, so no answer depends on hidden data."""
         named = getattr(self.read_scope, "named_outside", None)
@@ -281,7 +278,7 @@ class Judge:
         issues = [
             Issue(
                 "permission_denied",
-                format_payload_path(rparts),
+                format_payload_path(rparts, root=""),
                 f"`{format_payload_path(ppath)}` is outside the part of the payload you were "
                 "shown: you may not add, change, delete or test anything there, whatever the "
                 "value. Nothing of this change request was applied; name only what you were "
@@ -338,12 +335,9 @@ class Judge:
         self, request: AgentPayloadChangeRequest, recorder: Recorder | None
     ) -> Verdict | tuple[Any, MergeReport]:
         """Step 4: the merge (guards at the original node, whole-merge review included); a
-        conflict, or a part meant to act that did nothing (issue 9), goes back."""
+        conflict, or a part meant to act that did nothing, goes back."""
         model_json = None
         if isinstance(self.payload, BaseModel):
-            if not self._round_trip_checked:
-                _typed.check_round_trip(self.payload)
-                self._round_trip_checked = True
             model_json = self.payload_json  # the model's JSON form, as the merge would dump it
         try:
             merged = _merge.merge_checked(
@@ -351,7 +345,7 @@ class Judge:
                 request,
                 markers=frozenset({self.marker}),
                 guards=None if recorder is None else [recorder],
-                refuse_stale_markers=True,  # issue 18: a marker out of habit goes back
+                refuse_stale_markers=True,  # a marker written out of habit goes back
                 model_json=model_json,
                 share=self.share,
             )
@@ -430,38 +424,6 @@ class Judge:
                     report=report,
                 )
         return None
-
-    def _ask_confirmation(
-        self,
-        request: AgentPayloadChangeRequest,
-        repairs: tuple[str, ...],
-        report: MergeReport,
-        result_json: Any,
-        flagged: Sequence[tuple[Change, Finding]],
-    ) -> Verdict:
-        problems = tuple(
-            Problem(
-                kind="guard",
-                message=finding.message,
-                path=format_payload_path(change.path),
-                code=finding.code,
-                current=change.old,
-                has_current=change.op != "add",
-            )
-            for change, finding in flagged
-        )
-        return Verdict(
-            status="confirm",
-            stage="confirm",
-            marker=self.marker,
-            problems=problems,
-            payload_json=result_json,
-            change_request=request,
-            report=report,
-            repairs=repairs,
-            confirmations=tuple(flagged),
-            message=f"the change needs the model's confirmation: {summary(problems)}",
-        )
 
     # -- failures --------------------------------------------------------------------------
 
@@ -562,7 +524,7 @@ class Judge:
                 Problem(
                     kind="validation",
                     message=msg,
-                    path=format_payload_path(path),
+                    path=format_payload_path(path, root=""),
                     current=current,
                     has_current=has_current,
                 )
@@ -575,11 +537,6 @@ class Judge:
             cause,
             request=request,
         )
-
-    def _type_adapter(self) -> TypeAdapter[Any]:
-        if self._adapter is None:
-            self._adapter = TypeAdapter(self.payload_type)
-        return self._adapter
 
 
 def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
@@ -596,7 +553,7 @@ def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
 
 def _without_values(issue: Issue) -> Issue:
     """A ``concurrent_change`` conflict saying where the other edit collided, not what it did."""
-    where = format_payload_path(issue.payload_path or ()) or "the payload root"
+    where = format_payload_path(issue.payload_path or ())
     message = (
         "Since the payload you were shown, another edit changed what this entry touches (now "
         f"at {where}, or no longer there). Nothing of your request was applied. Read the "
@@ -613,20 +570,3 @@ def _text(reply: Reply) -> str:
     if isinstance(reply, AgentPayloadChangeRequest):
         return json.dumps(reply.to_wire(), ensure_ascii=False)
     return json.dumps(dict(reply), ensure_ascii=False)
-
-
-def check_payload_fits(payload_json: Any, payload_type: Any) -> None:
-    """The caller's payload must already fit ``payload_type``: otherwise every attempt would be
-    blamed on the model. ``PayloadValidationError`` before any request."""
-    try:
-        TypeAdapter(payload_type).validate_python(payload_json)
-    except ValidationError as exc:
-        errors = _merge.validation_errors(exc, payload_json)
-        name = getattr(payload_type, "__name__", str(payload_type))
-        raise PayloadValidationError(
-            f"The payload given to run() does not validate as {name} before any change: "
-            f"{_merge.list_validation_errors(errors)}. Fix the payload (or the payload_type) "
-            "first; no model request was made.",
-            errors=errors,
-            payload=payload_json,
-        ) from exc

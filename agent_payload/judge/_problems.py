@@ -7,26 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent_payload._jsondata import format_payload_path
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload.report import Issue, PayloadPath, Problem
 
-__all__ = ["MISSING", "conflict_problems", "lookup", "shifted", "summary", "value_at"]
+__all__ = ["MISSING", "conflict_problems", "shifted", "summary", "value_at"]
 
 MISSING = object()
-
-
-def lookup(data: Any, path: Sequence[str | int]) -> Any:
-    node = data
-    for part in path:
-        if isinstance(node, dict) and isinstance(part, str) and part in node:
-            node = node[part]
-            continue
-        is_index = isinstance(part, int) and not isinstance(part, bool)
-        if isinstance(node, list) and is_index and 0 <= int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return MISSING
-    return node
 
 
 def value_at(data: Any, path: PayloadPath | None) -> tuple[Any, bool]:
@@ -35,11 +21,11 @@ def value_at(data: Any, path: PayloadPath | None) -> tuple[Any, bool]:
     whole root (a problem about the root itself carries no current value)."""
     if not path:
         return None, False
-    value = lookup(data, path)
+    value = lookup(data, path, MISSING)
     if value is not MISSING:
         return value, True
     if len(path) > 1:
-        value = lookup(data, path[:-1])
+        value = lookup(data, path[:-1], MISSING)
         if value is not MISSING:
             return value, True
     return None, False
@@ -62,7 +48,7 @@ def conflict_problems(
             Problem(
                 kind="conflict",
                 message=issue.message,
-                path=issue.path or format_payload_path(issue.payload_path or ()),
+                path=issue.path or format_payload_path(issue.payload_path or (), root=""),
                 code=issue.code,
                 current=current,
                 has_current=has_current,

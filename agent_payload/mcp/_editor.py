@@ -1,18 +1,13 @@
-"""The JSON file the MCP server edits: reading it as the model may see it, applying a change
-request with the handler's verdict (rebased over the writes made since the version it was
-written against, MERGE.md section 9), and undo. Every check-and-write holds the file's lock
-(``agent_payload._filelock``) and is recorded in the journal the servers of one file share
-(``agent_payload.mcp._journal``). No MCP here: the server (``agent_payload.mcp._server``) only
-turns these results into tool results."""
+"""The JSON file the MCP server edits: reads as the model may see it, change requests judged
+by the handler (rebased over the writes since their version, MERGE.md section 9), and undo.
+No MCP here: ``_server`` turns these outcomes into tool results."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 import json
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -22,14 +17,14 @@ from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._filelock import locked
 from agent_payload._files import (
-    atomic_write_bytes,
     json_file_text,
     json_layout,
     loads_json_file,
 )
+from agent_payload._intake import prepare
 from agent_payload._jsondata import json_equal
+from agent_payload._paths import PathNotFound, echo, lookup, parse_path
 from agent_payload._reply import DEFAULT_TOOL_NAME
-from agent_payload.diff import undo_change_request
 from agent_payload.errors import (
     AgentPayloadError,
     ConcurrentChangeError,
@@ -39,16 +34,16 @@ from agent_payload.errors import (
 )
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
+from agent_payload.mcp._file import FileProblem, decode, load, write_unchanged
 from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
-from agent_payload.mcp._paths import has_long_array, parse_path, subtree
-from agent_payload.mcp._undo import UNDO_CHARS, UNDO_KEPT, Undo, put, replaced_values
-from agent_payload.merge import apply_change_request, choose_marker
+from agent_payload.mcp._schema import PayloadSchema
+from agent_payload.mcp._undo import UNDO_KEPT, Undo, inverse, keep, revert, undo_of
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
 from agent_payload.usage import estimate_tokens
 
-__all__ = ["Outcome", "PayloadFileEditor", "parse_path"]
+__all__ = ["Outcome", "PayloadFileEditor"]
 
 READ_TOOL = _outline.READ_PAYLOAD
 FIND_TOOL = _outline.FIND_IN_PAYLOAD
@@ -70,32 +65,6 @@ class Outcome:
     version: str | None = None
 
 
-def _cut(value: Any, limit: int = 120) -> str:
-    """``value`` as an error message repeats it: its repr, cut beyond ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 20]}… ({len(text)} characters)"
-
-
-class _FileProblem(Exception):
-    """The file cannot be read as a JSON payload right now (the message says why)."""
-
-
-def _decode(path: Path, data: bytes) -> Any:
-    """The file's JSON, read exactly by the library's one reader (``_files``)."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _FileProblem(
-            f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); JSON files must be UTF-8"
-        ) from exc
-    try:
-        return loads_json_file(text)
-    except json.JSONDecodeError as exc:
-        raise _FileProblem(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from exc
-
-
 # --- versions -----------------------------------------------------------------------------
 
 
@@ -105,7 +74,8 @@ def _version_line(version: str, note: str = "") -> str:
     return f"\n\n(version {version}: {note})"
 
 
-_NOW = "the file as it is now; the current values above are from it"
+_AS_IS = "the file as it is now"
+_NOW = f"{_AS_IS}; the current values above are from it"
 _CONCURRENT_IN_SCOPE = (
     "Since the version you wrote against, another change request changed what this entry "
     "touches. Nothing of your request was applied. Read the current value with "
@@ -130,21 +100,14 @@ def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | Non
 
 
 class PayloadFileEditor:
-    """Edits one JSON file with change requests, one call at a time.
+    """Edits one JSON file with change requests, one call at a time (docs/mcp.md).
 
-    ``allow``/``deny``: write-permission rules (``agent_payload.guards.Permissions``);
-    ``hide``: read-scope exclusions (``ReadScope(exclude=...)``: hidden keys are neither shown
-    nor writable); ``payload_schema``: a JSON Schema the payload must keep matching (the
-    change request's tool schema is derived from it). Raises ``ConfigurationError`` when the
-    file cannot be read, is not JSON, or does not match ``payload_schema``, or a rule is
-    malformed.
-
-    Concurrency: every result that shows the payload names its version (a digest of the file's
-    bytes). A change request is read against its ``base_version`` (default: the version this
-    editor last showed) and rebased over the writes recorded in the journal since then, by this
-    editor or another on the same file; one that collides with them, or that is older than an
-    outside edit (a change no journal line explains), is sent back with what changed. Each
-    check-and-write holds the file's lock.
+    ``allow``/``deny``: write-permission rules; ``hide``: read-scope exclusions (neither shown
+    nor writable); ``payload_schema``: a JSON Schema the payload must keep matching. Raises
+    ``ConfigurationError`` when the file cannot be read, is not JSON or does not match the
+    schema, or a rule is malformed. Every result that shows the payload names its version; a
+    change request is rebased from its ``base_version`` (default: the last one shown) over the
+    journal's writes since, or sent back with what changed.
     """
 
     def __init__(
@@ -169,14 +132,14 @@ class PayloadFileEditor:
                 f"{_outline.MIN_PAYLOAD_TOKENS}, found {max_read_tokens!r}"
             )
         self.max_read_tokens = budget
-        data = self._read_bytes_or_fail()
         try:
-            payload = _decode(self.path, data)
-        except _FileProblem as exc:
+            data, payload = load(self.path)
+        except FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
-        self.marker = choose_marker(payload)
-        try:  # the handler's own check of the payload (kind, depth, values), before serving
-            ChangeRequestToolHandler(payload, marker=self.marker, versions=False)
+        self.payload_schema = dict(payload_schema) if payload_schema is not None else None
+        try:  # checked as every surface checks a payload (kind, depth, values), before serving;
+            # the marker avoids the strings the schema admits (the task is the client's)
+            self.marker = prepare(payload, self.payload_schema).marker
         except AgentPayloadError as exc:
             raise ConfigurationError(f"{self.path}: {exc}") from exc
         try:
@@ -189,10 +152,9 @@ class PayloadFileEditor:
             self.read_scope = ReadScope(exclude=hide) if hide else None
         except ConfigurationError as exc:
             raise ConfigurationError(f"hide rules: {exc}") from exc
-        self.payload_schema = dict(payload_schema) if payload_schema is not None else None
-        self._schema_validator = self._make_validator(self.payload_schema)
-        if self._schema_validator is not None:
-            errors = self._schema_errors(payload, for_model=False)
+        self._schema = PayloadSchema(payload_schema) if payload_schema is not None else None
+        if self._schema is not None:
+            errors = self._schema.errors(payload)
             if errors:
                 raise ConfigurationError(
                     f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
@@ -200,8 +162,7 @@ class PayloadFileEditor:
                 )
         self._versions = Versions(self.path, self.marker)
         self._last = self._versions.remember(data)
-        self._history: list[Undo] = []
-        """The changes this server can undo, newest last (``UNDO_KEPT``, ``UNDO_CHARS``)."""
+        self._history: list[Undo] = []  # newest last
 
     # -- what the model is told -------------------------------------------------------------
 
@@ -315,24 +276,27 @@ class PayloadFileEditor:
         only those keys of each element) as the model may see it, and its version: as JSON when
         it fits ``max_read_tokens``, else outlined (``outline.answer``, the agent's reads)."""
         if path is not None and not isinstance(path, str):
-            return Outcome(f"path: expected a string such as items[3], found {_cut(path)}", True)
+            return Outcome(
+                f"path: expected a string such as items[3], found {echo(repr(path))}", True
+            )
         loaded = self._load()
         if isinstance(loaded, Outcome):
             return loaded
         version, view = loaded
         budget = self.max_read_tokens
         if start is None and end is None and keys is None:
-            node = view
-            if path:
-                try:
-                    node = subtree(view, parse_path(path), path)
-                except ValueError as exc:
-                    return Outcome(f"{exc}. Nothing else was done.", True, version)
+            try:
+                node = lookup(view, parse_path(path or ""))
+            except (ValueError, PathNotFound) as exc:
+                return Outcome(f"{exc} Nothing else was done.", True, version)
             if not _outline.exceeds(node, budget, count=estimate_tokens):
                 self._last = version
-                threshold = _prompts.DEFAULT_INDEX_THRESHOLD
-                text = _prompts.render_payload(node, index_threshold=threshold)
-                if has_long_array(node, threshold):
+                text, annotated = _prompts._render_json(
+                    node,
+                    indent=_prompts.DEFAULT_INDENT,
+                    index_threshold=_prompts.DEFAULT_INDEX_THRESHOLD,
+                )
+                if annotated:
                     text += "\n\n" + _prompts.load_template("index_note").strip()
                 return Outcome(text + _version_line(version), version=version)
         arguments: dict[str, Any] = {"path": path or ""}
@@ -352,9 +316,8 @@ class PayloadFileEditor:
     def _load(self) -> tuple[str, Any] | Outcome:
         """The file's version (remembered as shown) and the payload as the model may see it."""
         try:
-            data = self._read_bytes()
-            payload = _decode(self.path, data)
-        except _FileProblem as exc:
+            data, payload = load(self.path)
+        except FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
         return self._versions.remember(data), self._view(payload)
 
@@ -371,47 +334,28 @@ class PayloadFileEditor:
         request, base = _split(arguments)
         if isinstance(base, Outcome):
             return base
-        try:
-            with locked(self.path):
-                return self._apply(request, base if base is not None else self._last)
-        except FileWriteError as exc:  # the lock file cannot be opened
-            return Outcome(f"Nothing was applied: {exc}.", True)
-
-    def _undo_of(self, before: str, old: Any, new: Any, exact: bytes) -> Undo:
-        """What undoing a change from ``old`` to ``new`` needs: the values it replaced (the
-        smallest subtrees that differ; not copies of the file), and the bytes of before
-        compressed (``exact``), to put them back exactly while it is the newest."""
-        replaced = [[list(path), value] for path, value in replaced_values(old, new)]
-        return Undo(before, "", json_file_text(replaced), exact)
-
-    def _keep_undo(self, undo: Undo) -> None:
-        """Keep ``undo`` as the newest (only it keeps its exact bytes), within ``UNDO_KEPT``
-        changes and ``UNDO_CHARS`` characters."""
-        if self._history:
-            self._history[-1] = dataclasses.replace(self._history[-1], exact=None)
-        self._history.append(undo)
-        size = sum(len(u.old) for u in self._history)
-        while len(self._history) > UNDO_KEPT or (size > UNDO_CHARS and len(self._history) > 1):
-            size -= len(self._history.pop(0).old)
+        return self._locked("Nothing was applied", self._apply, request, base or self._last)
 
     def undo(self) -> Outcome:
         """Revert the last change written here: the exact bytes of before when the file is as
         it left it, else its inverse rebased over the change requests applied since."""
         if not self._history:
             return Outcome(f"There is no change of yours to undo in {self.path.name}.", True)
+        return self._locked("Nothing was undone", self._undo)
+
+    def _locked(self, what: str, step: Callable[..., Outcome], *args: Any) -> Outcome:
         try:
             with locked(self.path):
-                return self._undo()
+                return step(*args)
         except FileWriteError as exc:  # the lock file cannot be opened
-            return Outcome(f"Nothing was undone: {exc}.", True)
+            return Outcome(f"{what}: {exc}.", True)
 
     # -- under the lock ---------------------------------------------------------------------
 
     def _apply(self, request: Any, base: str) -> Outcome:
         try:
-            data = self._read_bytes()
-            payload = _decode(self.path, data)
-        except _FileProblem as exc:
+            data, payload = load(self.path)
+        except FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
         current = digest(data)
         # What is needed of the file's bytes is taken now, and they are let go (a large file's
@@ -443,12 +387,12 @@ class PayloadFileEditor:
             return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
             return Outcome(
-                moved + result.content + _version_line(current, "the file as it is now"),
+                moved + result.content + _version_line(current, _AS_IS),
                 version=current,
             )
         # What the journal and undo need is taken now; then the old payload is let go before
         # the new text is built.
-        undo = self._undo_of(current, payload, result.payload, exact)
+        undo = undo_of(current, payload, result.payload, exact)
         replayed = self._versions.replayed(payload, result.payload, result.change_request)
         merged, content = result.payload, result.content
         del payload, handler, result
@@ -460,7 +404,7 @@ class PayloadFileEditor:
         after = self._versions.remember(new)
         self._last = after
         self._versions.append(current, after, replayed)
-        self._keep_undo(dataclasses.replace(undo, after=after))
+        keep(self._history, dataclasses.replace(undo, after=after))
         note = (
             f"it also holds the {since} applied since version {base}: call {READ_TOOL} "
             "before writing positions against it"
@@ -481,14 +425,14 @@ class PayloadFileEditor:
         base_data = self._versions.shown(base)
         if base_data is None:
             return Outcome(
-                f"Nothing was applied: {BASE_VERSION} {_cut(base)} is not a version this server "
-                f"showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large file). "
-                f"Call {READ_TOOL} to see the current payload (version {current}), then send "
-                "your change again against it.",
+                f"Nothing was applied: {BASE_VERSION} {echo(repr(base))} is not a version this "
+                f"server showed you (it remembers the last {VERSIONS_KEPT}, fewer of a large "
+                f"file). Call {READ_TOOL} to see the current payload (version {current}), then "
+                "send your change again against it.",
                 True,
                 current,
             )
-        base_payload = _decode(self.path, base_data)
+        base_payload = decode(self.path, base_data)
         if json_equal(base_payload, payload):  # the same JSON (reformatted, or changed back)
             return dict(request), 0
         entries = self._versions.journal.since(base, current)
@@ -534,7 +478,7 @@ class PayloadFileEditor:
             return Outcome(
                 f"(Judged against version {base}, which your request was written against.)\n"
                 + text
-                + _version_line(current, "the file as it is now"),
+                + _version_line(current, _AS_IS),
                 True,
                 current,
             )
@@ -543,44 +487,21 @@ class PayloadFileEditor:
     def _undo(self) -> Outcome:
         last = self._history[-1]
         try:
-            data = self._read_bytes()
-            payload = _decode(self.path, data)
+            data, payload = load(self.path)
             replaced = [(tuple(p), v) for p, v in loads_json_file(last.old)]
-        except _FileProblem as exc:
+        except FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
         current = digest(data)
         layout = json_layout(data.decode("utf-8-sig"))
-        inverse: Any = None
         if current == last.after:  # nobody wrote since
-            target = put(payload, replaced)
-            with contextlib.suppress(AgentPayloadError):
-                inverse = undo_change_request(
-                    target, payload, marker=self.marker, markers={self.marker}
-                )
-            request = inverse
+            target, request = inverse(payload, replaced, self.marker)
             exact = last.exact
             new = zlib.decompress(exact) if exact else json_file_text(target, layout).encode()
         else:
-            mine_data = self._versions.shown(last.after)
-            if mine_data is None:
-                self._history.clear()
-                return Outcome(
-                    f"Nothing was undone: {self.path.name} was changed since your last change, "
-                    "and the version your change left is no longer kept in memory to move the "
-                    f"undo over those changes. Call {READ_TOOL} and send a change request that "
-                    "puts the old values back.",
-                    True,
-                    current,
-                )
-            mine = _decode(self.path, mine_data)
-            with contextlib.suppress(AgentPayloadError):
-                inverse = undo_change_request(
-                    put(mine, replaced), mine, marker=self.marker, markers={self.marker}
-                )
-            reverted = self._revert(inverse, mine, last.after, current, payload)
-            if isinstance(reverted, Outcome):
+            reverted = revert(self._versions, last, replaced, current, payload, self.path)
+            if isinstance(reverted, str):
                 self._history.clear()  # what made it impossible stays: never promise it again
-                return reverted
+                return Outcome(reverted, True, current)
             target, request = reverted
             new = json_file_text(target, layout).encode()
         written = self._write(current, new, "Nothing was undone")
@@ -604,59 +525,9 @@ class PayloadFileEditor:
             "since are kept)"
         )
         return Outcome(
-            f"Undone: {self.path.name} {how} ({more})."
-            + _version_line(restored, "the file as it is now"),
+            f"Undone: {self.path.name} {how} ({more})." + _version_line(restored, _AS_IS),
             version=restored,
         )
-
-    def _revert(
-        self, inverse: Any, mine: Any, left: str, current: str, payload: Any
-    ) -> tuple[Any, Any] | Outcome:
-        """The undo of a change (``inverse``, written against ``mine``, the payload it left as
-        version ``left``) rebased over the change requests applied since: (the payload it
-        gives, the request as applied), or why it cannot be done."""
-        refused = (
-            f"Nothing was undone: {self.path.name} was changed by someone else since your last "
-            f"change (your change left version {left}; the file is now version {current})"
-        )
-        advice = (
-            f" None of your earlier changes can be undone any more. To revert yours, call "
-            f"{READ_TOOL} and send a change request that puts the old values back."
-        )
-        entries = self._versions.journal.since(left, current)
-        if entries == "older":
-            return Outcome(
-                f"{refused}, by more change requests than this server keeps track of.{advice}",
-                True,
-                current,
-            )
-        if isinstance(entries, str) or inverse is None:
-            return Outcome(
-                f"{refused}, by means other than a change request (an editor, a script): "
-                f"undoing would throw their edit away.{advice}",
-                True,
-                current,
-            )
-        entries = self._versions.without_cancelled(entries, mine, payload)
-        try:
-            rebased = self._versions.rebase(mine, entries, inverse)
-            merged = apply_change_request(payload, rebased, markers={self.marker}, strict=True)
-        except ConcurrentChangeError as exc:
-            where = sorted(
-                {_prompts.format_payload_path(c.payload_path or ()) for c in exc.report.conflicts}
-            )
-            return Outcome(
-                f"{refused}, and what your change changed was changed again since "
-                f"({', '.join(w or 'the payload root' for w in where)}): undoing would "
-                f"overwrite that.{advice}",
-                True,
-                current,
-            )
-        except AgentPayloadError as exc:
-            return Outcome(
-                f"{refused}; your change cannot be reverted over it ({exc}).{advice}", True, current
-            )
-        return merged.payload, rebased
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -683,7 +554,7 @@ class PayloadFileEditor:
             payload,
             marker=self.marker,
             guards=self.guards(),
-            validators=[self._validate] if self._schema_validator is not None else [],
+            validators=[self._validate] if self._schema is not None else [],
             name=APPLY_TOOL,
             versions=False,  # the server numbers the file's versions itself
             max_payload_tokens=self.max_read_tokens,  # corrections within half of it
@@ -727,124 +598,21 @@ class PayloadFileEditor:
         """Write ``new`` if the file is still version ``expected`` (a writer that does not take
         the lock may have replaced it); an ``Outcome`` when it could not."""
         try:
-            if self._file_digest() != expected:
-                return Outcome(
-                    f"{what}: {self.path.name} was changed by someone else just now (by a "
-                    f"program that does not take its lock). Call {READ_TOOL} to see the "
-                    "current payload, then try again.",
-                    True,
-                )
-            atomic_write_bytes(self.path, new)
-        except (_FileProblem, FileWriteError) as exc:
+            if write_unchanged(self.path, expected, new):
+                return None
+        except (FileProblem, FileWriteError) as exc:
             return Outcome(f"{what}: {exc}.", True)
-        return None
-
-    def _file_digest(self) -> str:
-        """The file's version, read in blocks (no second copy of a large file in memory)."""
-        hasher = hashlib.sha256()
-        try:
-            with open(self.path, "rb") as handle:
-                while block := handle.read(1 << 20):
-                    hasher.update(block)
-        except OSError as exc:
-            raise _FileProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-        return hasher.hexdigest()[: len(digest(b""))]
-
-    def _read_bytes(self) -> bytes:
-        try:
-            return self.path.read_bytes()
-        except OSError as exc:
-            raise _FileProblem(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-
-    def _read_bytes_or_fail(self) -> bytes:
-        try:
-            return self._read_bytes()
-        except _FileProblem as exc:
-            raise ConfigurationError(str(exc)) from exc
-
-    @staticmethod
-    def _make_validator(schema: Mapping[str, Any] | None) -> Any:
-        if schema is None:
-            return None
-        try:
-            import jsonschema
-        except ImportError as exc:
-            raise ConfigurationError(
-                "--payload-schema needs the jsonschema package; install it with "
-                "pip install 'agent-payload[mcp]'"
-            ) from exc
-        cls = jsonschema.validators.validator_for(schema)
-        try:
-            cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ConfigurationError(
-                f"the payload schema is not a valid JSON Schema: {exc.message}"
-            ) from exc
-        validator = cls(schema)
-        _check_refs(validator, schema)
-        return validator
-
-    def _schema_errors(self, payload: Any, *, for_model: bool = True) -> list[str]:
-        from referencing.exceptions import Unresolvable
-
-        try:
-            errors = sorted(
-                self._schema_validator.iter_errors(payload), key=lambda e: list(e.absolute_path)
-            )
-        except Unresolvable as exc:  # a $ref the startup check could not see (under a $id)
-            raise ConfigurationError(
-                f"the payload schema's reference cannot be resolved ({exc}); fix the schema"
-            ) from exc
-        out = []
-        for error in errors[:5]:
-            path = list(error.absolute_path)
-            where = _prompts.format_payload_path(path) or "(root)"
-            if self.read_scope is None or not for_model:
-                out.append(f"at {where}: {error.message}")
-            elif not self.read_scope.visible(tuple(path)):
-                out.append("in a part of the payload you cannot see")
-            else:  # the schema's rule, never the data (it may hold keys the model cannot see)
-                rule = json.dumps(error.validator_value, ensure_ascii=False)
-                rule = rule if len(rule) <= 200 else rule[:197] + "..."
-                out.append(f"at {where}: the schema's {error.validator!r} rule ({rule}) fails")
-        return out
+        return Outcome(
+            f"{what}: {self.path.name} was changed by someone else just now (by a program that "
+            f"does not take its lock). Call {READ_TOOL} to see the current payload, then try "
+            "again.",
+            True,
+        )
 
     def _validate(self, payload: Any) -> None:
-        errors = self._schema_errors(payload)
+        assert self._schema is not None
+        errors = self._schema.errors(payload, self.read_scope)
         if errors:
             raise RetryWithFeedback(
                 "The result would not match the payload's JSON Schema: " + "; ".join(errors)
             )
-
-
-_NOT_SCHEMAS: Final = frozenset({"enum", "const", "default", "examples"})
-
-
-def _check_refs(validator: Any, schema: Any) -> None:
-    """Every ``$ref`` of the payload schema resolves (remote ones are never fetched), or a
-    ``ConfigurationError`` naming it and where it stands: found at startup, not as a
-    traceback or as a raw error in a tool result. A subschema with its own ``$id`` is left to
-    validation (its references resolve against it)."""
-    from referencing.exceptions import Unresolvable
-
-    resolver = validator._resolver  # jsonschema's resolver for this schema (4.18+)
-    stack: list[tuple[Any, list[str | int]]] = [(schema, [])]
-    while stack:
-        node, at = stack.pop()
-        if isinstance(node, dict):
-            if at and "$id" in node:
-                continue
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                try:
-                    resolver.lookup(ref)
-                except Unresolvable as exc:
-                    where = "/".join(str(p) for p in at) or "(root)"
-                    raise ConfigurationError(
-                        f"the payload schema's $ref {ref!r} at {where} cannot be resolved "
-                        f"({type(exc).__name__}: {exc}); point it at a definition inside the "
-                        "schema (remote references are not fetched)"
-                    ) from exc
-            stack.extend((v, [*at, k]) for k, v in node.items() if k not in _NOT_SCHEMAS)
-        elif isinstance(node, list):
-            stack.extend((v, [*at, i]) for i, v in enumerate(node))

@@ -1,18 +1,10 @@
-"""Versions of the served file, and the journal every MCP server of one file shares.
+"""Versions of the served file (the first 12 hex digits of its bytes' SHA-256), and the
+journal every MCP server of one file shares (docs/mcp.md, "Journal").
 
-A version is the first 12 hex digits of the SHA-256 of the file's bytes. ``Versions`` keeps the
-versions one server showed its model (a request's base must be one) and rebases a request over
-the journal's writes since its base (MERGE.md section 9).
-
-The journal is a JSONL sidecar ``.<name>.journal`` next to the file. Each line is one write:
-``{"before": V, "after": W, "request": {...}, "markers": [...]}``, where ``V`` and ``W`` are the
-file's versions before and after, and ``request`` is the change request exactly as applied
-(rebased, so positions are those of ``V``) or ``null`` when no request replays the write. Lines
-are appended under the file's lock (``agent_payload._filelock``), after the file itself was
-written: a write whose line is missing (a crash in between) reads as an outside edit, which is
-safe. The journal is compacted (oldest lines dropped) past ``MAX_BYTES``; a request older than
-what is left is sent back like one older than an outside edit.
-"""
+The journal ``.<name>.journal`` has one JSON line per write, ``{"before": V, "after": W,
+"request": {...} | null, "markers": [...]}`` (the request as applied, positions of ``V``),
+appended under the file's lock after the file was written: a missing line (a crash between)
+reads as an outside edit, which is safe."""
 
 from __future__ import annotations
 
@@ -27,10 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_payload import prompts as _prompts
 from agent_payload._filelock import sidecar
 from agent_payload._files import atomic_write_text
 from agent_payload._jsondata import json_equal
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import AgentPayloadError
 from agent_payload.merge import Applied, apply_change_request, rebase_change_request
@@ -134,10 +126,8 @@ class Journal:
         atomic_write_text(self.path, _COMPACTED + "".join(reversed(kept)))
 
     def since(self, base: str, current: str) -> list[Entry] | str:
-        """The writes that turned version ``base`` into ``current``, in order (the latest run
-        of entries linking them); else why not: ``"outside"`` (something no change request
-        explains changed the file in between) or ``"older"`` (``base`` is older than what the
-        compacted journal keeps)."""
+        """The writes that turned version ``base`` into ``current``, in order; else why not:
+        ``"outside"`` (an edit no request explains) or ``"older"`` (older than the journal)."""
         entries, compacted = self.entries()
         return chain(entries, base, current, compacted=compacted)
 
@@ -199,7 +189,7 @@ def differences(old: Any, new: Any, limit: int = 5) -> tuple[list[str], int]:
         path, a, b = stack.pop()
         if a is not _ABSENT and b is not _ABSENT and json_equal(a, b):
             continue
-        where = _prompts.format_payload_path(path) or "the whole payload"
+        where = format_payload_path(path)
         if type(a) is dict and type(b) is dict:
             keys = list(dict.fromkeys([*a, *b]))
             stack.extend(((*path, k), a.get(k, _ABSENT), b.get(k, _ABSENT)) for k in keys[::-1])
@@ -233,32 +223,26 @@ class Versions:
 
     def remember(self, data: bytes) -> str:
         """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``, within
-        ``SHOWN_BYTES`` compressed)."""
-        version = digest(data)
-        if version in self._shown:
-            self._shown.move_to_end(version)
-            return version
-        self._keep(version, zlib.compress(data, 1))
-        return version
+        ``SHOWN_BYTES`` compressed); its version."""
+        return self._keep(data)[0]
 
     def packed(self, data: bytes) -> bytes:
         """``data`` compressed, remembered as a version shown (as ``remember``)."""
+        return self._keep(data)[1]
+
+    def _keep(self, data: bytes) -> tuple[str, bytes]:
         version = digest(data)
         packed = self._shown.get(version)
-        if packed is None:
-            packed = zlib.compress(data, 1)
-            self._keep(version, packed)
-        else:
+        if packed is not None:
             self._shown.move_to_end(version)
-        return packed
-
-    def _keep(self, version: str, packed: bytes) -> None:
-        self._shown[version] = packed
+            return version, packed
+        packed = self._shown[version] = zlib.compress(data, 1)
         self._shown_size += len(packed)
         while len(self._shown) > VERSIONS_KEPT or (
             self._shown_size > SHOWN_BYTES and len(self._shown) > 1
         ):
             self._shown_size -= len(self._shown.popitem(last=False)[1])
+        return version, packed
 
     def shown(self, version: str) -> bytes | None:
         """The bytes of a version this server showed (None: never, or too long ago)."""
@@ -274,8 +258,7 @@ class Versions:
         return rebase_change_request(base_payload, applied, request, markers={self.marker})
 
     def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
-        """Journal one write: the request as applied when it replays it exactly (``old`` to
-        ``new``), else none (others then treat the write as an outside edit)."""
+        """Journal one write, with ``request`` if it replays it exactly (see ``replayed``)."""
         self.append(before, after, self.replayed(old, new, request))
 
     def replayed(self, old: Any, new: Any, request: Any) -> dict[str, Any] | None:
@@ -298,8 +281,7 @@ class Versions:
             logger.warning("cannot write the journal %s: %s", self.journal.path, exc)
 
     def cancel(self, change: tuple[str, str], undo: tuple[str, str]) -> None:
-        """Note a change this server wrote and the undo that reverted it (their journal entries
-        as (before, after)): together they change nothing."""
+        """Note a change of this server and the undo that reverted it: together, nothing."""
         self._cancelled |= {change, undo}
 
     def without_cancelled(self, entries: list[Entry], old: Any, new: Any) -> list[Entry]:

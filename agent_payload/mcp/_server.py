@@ -114,38 +114,18 @@ def _tools(editor: PayloadFileEditor) -> list[Any]:
     from mcp_types import Tool as MCPTool
     from mcp_types import ToolAnnotations
 
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    undoes = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+    applies = undoes.model_copy(update={"idempotent_hint": False})
+    no_arguments = {"type": "object", "properties": {}, "additionalProperties": False}
     return [
-        MCPTool(
-            name=READ_TOOL,
-            description=editor.read_description(),
-            input_schema=editor.read_schema(),
-            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-        ),
-        MCPTool(
-            name=FIND_TOOL,
-            description=editor.find_description(),
-            input_schema=editor.find_schema(),
-            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-        ),
-        MCPTool(
-            name=APPLY_TOOL,
-            description=editor.apply_description(),
-            input_schema=editor.apply_schema(),
-            annotations=ToolAnnotations(
-                read_only_hint=False,
-                destructive_hint=True,
-                idempotent_hint=False,
-                open_world_hint=False,
-            ),
-        ),
-        MCPTool(
-            name=UNDO_TOOL,
-            description=editor.undo_description(),
-            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-            annotations=ToolAnnotations(
-                read_only_hint=False, destructive_hint=True, open_world_hint=False
-            ),
-        ),
+        MCPTool(name=name, description=description, input_schema=schema, annotations=hints)
+        for name, description, schema, hints in (
+            (READ_TOOL, editor.read_description(), editor.read_schema(), reads),
+            (FIND_TOOL, editor.find_description(), editor.find_schema(), reads),
+            (APPLY_TOOL, editor.apply_description(), editor.apply_schema(), applies),
+            (UNDO_TOOL, editor.undo_description(), no_arguments, undoes),
+        )
     ]
 
 

@@ -1,9 +1,7 @@
-# The array walk (MERGE.md sections 3.2 and 8): positional arrays and index maps of each bucket
-# sorted by original index, deletions, replacements, descents, insertions before original
-# positions, appends; then the array rebuilt in the result's order. ``walk_array`` is one loop
-# over the indices the buckets name (about 200 lines), kept whole for the same reason as the
-# object walk: the steps share their locals, and a call per step per element would cost.
-"""Merging into an array node: positions, index maps, insertion."""
+"""Merging into an array node (MERGE.md sections 3.2 and 8): positions, index maps, insertion.
+
+``walk_array`` is one loop over the indices the buckets name: the steps share their locals, and a
+call per step per element would cost on the hot path."""
 
 from __future__ import annotations
 
@@ -17,9 +15,9 @@ from agent_payload.merge._nodes import (
     _OBJ,
     _PRIM,
     _elements,
+    _fits,
     _index_below,
     _is_index,
-    _is_index_map,
     _kind,
     _plural,
 )
@@ -97,13 +95,7 @@ class _ArrayWalker(_Walker):
             ni, nl = n_at.get(i, (None, None))
             x_del = self.is_marker(xi)
             u_del = self.is_marker(ui)
-            x_nested: Any = None
-            if xi is not _MISSING and not x_del:
-                if type(xi) is dict or type(xi) is list:
-                    if xi:
-                        x_nested = xi
-                else:
-                    self.invalid_remove(xi, xl, io)
+            x_nested = None if xi is _MISSING or x_del else self.nested_removal(xi, xl, io)
             if x_del or u_del:
                 if x_del and not u_del and ui is not _MISSING and not (type(ui) is dict and not ui):
                     self.warn(
@@ -114,14 +106,8 @@ class _ArrayWalker(_Walker):
                         io,
                     )
                 if u_del and x_nested is not None:
-                    self.moot_removal(
-                        x_nested,
-                        ai,
-                        True,
-                        xl,
-                        io,
-                        f"updateElements deletes the element {self.pp(io)}",
-                    )
+                    why = f"updateElements deletes the element {self.pp(io)}"
+                    self.moot_removal(x_nested, ai, True, xl, io, why)
                 if ni is not None:
                     self.descent_into_deleted(
                         nl, io, i, "removeElements" if x_del else "updateElements"
@@ -131,61 +117,35 @@ class _ArrayWalker(_Walker):
                 continue
             if ni is not None:
                 ni = self.new_descent(ni, ai, nl, io, i)
-            if ui is _MISSING or (type(ui) is dict and not ui):
-                x_desc: Any = None
-                if x_nested is not None and self.judge_removal(
-                    x_nested, ai, True, xl, io, element=True
-                ):
-                    x_desc = x_nested
-                if x_desc is not None or ni is not None:
-                    yield self.descend_element(
-                        a, i, _Site(ai, None, ni, x_desc, io, ir, ul, nl, xl)
-                    )
-                continue
-            ka = self.check_payload_value(ai, io)
-            kui = _kind(ui)
-            if ka == _PRIM or kui == _PRIM:
-                if x_nested is not None:
-                    if ka == _PRIM:
+            u_acts = ui is not _MISSING and not (type(ui) is dict and not ui)
+            fits_u = False
+            if u_acts:
+                ka = self.check_payload_value(ai, io)
+                kui = _kind(ui)
+                if ka == _PRIM or kui == _PRIM:
+                    replaces = f"updateElements replaces the element {self.pp(io)} with a primitive"
+                    if x_nested is not None and ka == _PRIM:
                         self.warn_remove_missing_nested(x_nested, ai, True, xl, io)
-                    else:
-                        self.moot_removal(
-                            x_nested,
-                            ai,
-                            True,
-                            xl,
+                    elif x_nested is not None:
+                        self.moot_removal(x_nested, ai, True, xl, io, f"{replaces} value")
+                    if ni is not None:
+                        self.warn(
+                            "shadowed",
+                            nl,
+                            f"{replaces} value, so what newElements adds inside it was not "
+                            "applied. Send only one of the two.",
                             io,
-                            f"updateElements replaces the element {self.pp(io)} with a primitive "
-                            "value",
                         )
-                if ni is not None:
-                    self.warn(
-                        "shadowed",
-                        nl,
-                        f"updateElements replaces the element {self.pp(io)} with a primitive "
-                        "value, so what newElements adds inside it was not applied. Send only "
-                        "one of the two.",
-                        io,
-                    )
-                if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul, io):
-                    a[i] = ui
-                continue
-            fits_u = (ka == _OBJ and kui == _OBJ) or (
-                ka == _ARR and (kui == _ARR or _is_index_map(ui))
-            )
-            x_desc = None
-            if x_nested is not None and self.judge_removal(
-                x_nested, ai, True, xl, io, element=True
-            ):
-                x_desc = x_nested
-            if not fits_u:
+                    if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul, io):
+                        a[i] = ui
+                    continue
+                fits_u = _fits(ka, ui)
+            x_desc = self.removal_below(x_nested, ai, xl, io, element=True)
+            if u_acts and not fits_u:
                 self.mismatch("updateElements", ui, ai, ul, io, element=True)
-                if x_desc is not None or ni is not None:
-                    yield self.descend_element(
-                        a, i, _Site(ai, None, ni, x_desc, io, ir, ul, nl, xl)
-                    )
-                continue
-            yield self.descend_element(a, i, _Site(ai, ui or None, ni, x_desc, io, ir, ul, nl, xl))
+            if fits_u or x_desc is not None or ni is not None:
+                u_desc = (ui or None) if fits_u else None
+                yield self.descend_element(a, i, _Site(ai, u_desc, ni, x_desc, io, ir, ul, nl, xl))
 
         if placed:
             self.rebuild(a, length, deleted, placed)
@@ -325,7 +285,7 @@ class _ArrayWalker(_Walker):
     def new_descent(self, ni: dict[str, Any], ai: Any, nl: Link, io: Link, i: int) -> Any:
         """``ni`` when it can descend into element ``ai``; else report why and None."""
         ka = self.check_payload_value(ai, io)
-        if ka == _OBJ or (ka == _ARR and _is_index_map(ni)):
+        if ka != _PRIM and _fits(ka, ni):
             return ni
         if ka == _ARR:
             bad = next(k for k in ni if not _is_index(k))

@@ -1,7 +1,4 @@
-# What the merge accepts: the size limits (``Limits``, ``DEFAULT_LIMITS``) and the errors for
-# inputs beyond them or not JSON data at all: the limit messages (request and payload), the
-# checked copy of payload data and the error for a root of the wrong kind.
-"""Limits and the checks on the payload's data."""
+"""Limits, and the errors for payload data beyond them or not JSON data at all."""
 
 from __future__ import annotations
 
@@ -14,32 +11,31 @@ from agent_payload._jsondata import (
     _Bad,
     copy_tree,
     describe,
+    format_request_path,
     locate_problem,
     materialize,
     not_json_message,
-    where_in_payload,
 )
-from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
+from agent_payload._paths import format_payload_path
+from agent_payload.errors import (
+    ConfigurationError,
+    InvalidChangeRequestError,
+    InvalidPayloadError,
+    LimitExceededError,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Size limits that protect the merge from hostile or runaway input.
+    """Size limits that protect the merge from hostile or runaway input; exceeding one raises
+    ``LimitExceededError`` naming the limit, the value found, the maximum and where.
 
-    Exceeding one raises :class:`~agent_payload.errors.LimitExceededError` naming the limit,
-    the value found, the maximum and where.
-
-    * ``max_depth`` (default 20,000): nesting of containers in the payload and in the change
-      request. Payloads 10,000 levels deep merge fine; a cycle in the payload is reported as
-      such before this limit matters.
-    * ``max_nodes`` (default 10,000,000): values in the payload (every member and element
-      counts, the root too). Checked while the default mode copies the payload; ``share=True``
-      never walks the whole payload and checks it only where the walk copies.
-    * ``max_request_nodes`` (default 1,000,000): values in the change request.
-    * ``max_report_path_parts`` (default 1,000,000): the lengths of the paths of all warnings
-      and conflicts, added up. It bounds the report of a hostile request that is wrong at every
-      level of a very deep path (each issue names a path as long as its depth); ordinary
-      requests, even with thousands of warnings, stay far below it.
+    * ``max_depth``: nesting of containers in the payload and in the change request.
+    * ``max_nodes``: values in the payload, the root included (checked while the default mode
+      copies it; ``share=True`` checks only where the walk copies).
+    * ``max_request_nodes``: values in the change request.
+    * ``max_report_path_parts``: the lengths of the paths of all warnings and conflicts, added up
+      (it bounds the report of a hostile request wrong at every level of a very deep path).
     """
 
     max_depth: int = 20_000
@@ -58,6 +54,14 @@ class Limits:
 
 
 DEFAULT_LIMITS: Final = Limits()
+
+
+def _check_limits(limits: Limits | None) -> Limits:
+    if limits is None:
+        return DEFAULT_LIMITS
+    if not isinstance(limits, Limits):
+        raise ConfigurationError(f"limits must be a Limits instance or None; found {limits!r}.")
+    return limits
 
 
 _LIMIT_MESSAGES: Final[dict[tuple[str, str], tuple[str, str]]] = {
@@ -86,47 +90,46 @@ _LIMIT_MESSAGES: Final[dict[tuple[str, str], tuple[str, str]]] = {
 """(input, problem kind) -> (the limit it exceeds, the message template)."""
 
 
-def _limit_error(
-    subject: str, problem: Problem, where: str, limits: Limits
-) -> LimitExceededError | None:
-    """The LimitExceededError for a depth or size problem of the request or the payload."""
-    entry = _LIMIT_MESSAGES.get((subject, problem.kind))
-    if entry is None:
-        return None
-    limit, template = entry
-    maximum = getattr(limits, limit)
-    shown = (
-        where
-        if len(where) <= 200
-        else f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
-    )
-    return LimitExceededError(
-        template.format(value=problem.value, where=shown, maximum=maximum),
-        limit=limit,
-        value=problem.value,
-        maximum=maximum,
-        path=where,
-    )
-
-
-def _payload_problem(problem: Problem | None, limits: Limits) -> Exception:
-    assert problem is not None, "the locator finds what the copy refused"
-    where = where_in_payload(problem.path)
-    exceeded = _limit_error("payload", problem, where, limits)
-    if exceeded is not None:
-        return exceeded
-    return InvalidPayloadError(not_json_message(problem, "The payload", where), path=problem.path)
-
-
-def _copy_payload(data: Any, limits: Limits, at: Link = None) -> Any:
-    """A checked deep copy of payload data; ``at`` is where ``data`` stands in the payload."""
+def _checked_copy(data: Any, limits: Limits, subject: str = "payload", at: Link = None) -> Any:
+    """A checked deep copy of payload data (or, ``subject="request"``, change-request data);
+    ``at`` is where ``data`` stands in the payload."""
+    nodes = limits.max_nodes if subject == "payload" else limits.max_request_nodes
     try:
-        return copy_tree(data, limits.max_depth, limits.max_nodes)
+        return copy_tree(data, limits.max_depth, nodes)
     except _Bad:
-        problem = locate_problem(data, limits.max_depth, limits.max_nodes)
-        if problem is not None and at is not None:
-            problem.path = materialize(at) + problem.path
-        raise _payload_problem(problem, limits) from None
+        problem = locate_problem(data, limits.max_depth, nodes)
+    assert problem is not None, "the locator finds what the copy refused"
+    if at is not None:
+        problem.path = materialize(at) + problem.path
+    raise _not_data(subject, problem, limits)
+
+
+def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
+    """The error for data beyond a limit (``LimitExceededError``) or not JSON data."""
+    if subject == "payload":
+        where = format_payload_path(problem.path)
+    else:
+        where = format_request_path(problem.path) or "the top level"
+    entry = _LIMIT_MESSAGES.get((subject, problem.kind))
+    if entry is not None:
+        limit, template = entry
+        maximum = getattr(limits, limit)
+        shown = (
+            where
+            if len(where) <= 200
+            else f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
+        )
+        return LimitExceededError(
+            template.format(value=problem.value, where=shown, maximum=maximum),
+            limit=limit,
+            value=problem.value,
+            maximum=maximum,
+            path=where,
+        )
+    if subject == "request":
+        message = not_json_message(problem, "The change request", where)
+        return InvalidChangeRequestError(message, path=where)
+    return InvalidPayloadError(not_json_message(problem, "The payload", where), path=problem.path)
 
 
 def _root_error(payload: Any) -> InvalidPayloadError:

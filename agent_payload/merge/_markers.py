@@ -1,8 +1,5 @@
-# The DELETE markers: checking the markers a caller passes, recognising the library's own
-# (``"DELETE"``, ``"__DELETE__"``, ``"__DELETE_<8 hex>__"``), choosing the one to activate for a
-# payload (MERGE.md section 1), and the payload as JSON data as the merge (and the model) sees
-# it: ``dump_payload`` and ``payload_holds_string``.
-"""DELETE markers and the payload as the merge sees it."""
+"""DELETE markers (checked, recognised, chosen: MERGE.md section 1) and the payload as the merge
+sees it."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from pydantic import BaseModel
 from agent_payload._jsondata import _FAST_DEPTH, json_data, plain_size
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, REFERENCE_MARKER
 from agent_payload.errors import ConfigurationError
-from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _copy_payload, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
 from agent_payload.merge._nodes import _ARR, _OBJ, _kind
 
 
@@ -65,18 +62,12 @@ def _marker_inside(value: Any, markers: frozenset[str]) -> tuple[tuple[str | int
 
 
 def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = True) -> Any:
-    """The payload as JSON data, as the merge sees it (a fresh, independent copy unless
-    ``copy=False``).
-
-    ``None`` becomes ``{}``; a pydantic model is dumped in JSON mode by alias (the same form
-    :func:`apply_change_request` merges into and validates back); dicts and lists are checked
-    and copied. Prompts should show the model exactly this.
-
-    ``copy=False``: a dict or list that already is plain JSON data within ``limits`` is
-    checked and returned itself (not copied: the caller must not mutate it); anything else is
-    converted or refused as with a copy.
+    """The payload as JSON data, as the merge sees it (and prompts should show it): ``None``
+    becomes ``{}``, a pydantic model is dumped in JSON mode by alias, dicts and lists are checked
+    and copied. ``copy=False`` returns a dict or list that already is plain JSON data within
+    ``limits`` itself (the caller must not mutate it).
     """
-    limits = limits or DEFAULT_LIMITS
+    limits = _check_limits(limits)
     if payload is None:
         return {}
     if isinstance(payload, BaseModel):
@@ -87,10 +78,7 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
         size = plain_size(payload)
         if size is not None and size <= limits.max_nodes:
             return payload
-    return _copy_payload(payload, limits)
-
-
-# --- markers -----------------------------------------------------------------------------------
+    return _checked_copy(payload, limits)
 
 
 def _strings_holding(payload: Any, part: str) -> set[str]:
@@ -119,25 +107,18 @@ def _strings_holding(payload: Any, part: str) -> set[str]:
 
 
 def payload_holds_string(payload: Any, value: str) -> bool:
-    """True when ``value`` occurs as a string value anywhere in the payload's data.
-
-    Keys do not count (a marker is only ever read as a value). Pydantic models are dumped in JSON
-    mode first. Iterative: any depth is fine; a cycle does not hang it.
-    """
+    """True when ``value`` occurs as a string value (keys do not count) anywhere in the
+    payload's data (a pydantic model dumped first); any depth, and a cycle does not hang it."""
     return value in _strings_holding(payload, value)
 
 
 def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
-    """The one DELETE marker to activate for this payload (MERGE.md section 1).
+    """The one DELETE marker to activate for this payload (MERGE.md section 1):
+    ``"DELETE"``, else ``"__DELETE__"``, else a fresh, deterministic ``"__DELETE_<hex>__"``, the
+    first that the payload's data does not hold as a string.
 
-    ``"DELETE"`` unless the payload's data holds that string, else ``"__DELETE__"`` unless the
-    data holds that too, else ``"__DELETE_<hex>__"``, a fresh marker that the data does not hold
-    (deterministic: the same payload always gets the same marker).
-
-    ``avoid``: texts the marker must not occur in, typically the task. A task that asks for the
-    value ``"DELETE"`` (an HTTP method on an existing element) must not have that very string
-    active as the marker, or the model could only write it by rewriting the element whole; so
-    a marker found inside any of these texts is passed over like one the data holds.
+    ``avoid``: texts the marker must not occur in, typically the task (one that asks for the
+    value ``"DELETE"`` must not have that string active as the marker).
     """
     held = _strings_holding(payload, "DELETE")
     texts = [text for text in avoid if "DELETE" in text]

@@ -1,9 +1,4 @@
-# The model-facing side of one merge: the report it fills (warnings and conflicts, counted
-# against Limits.max_report_path_parts) and every message the model reads about a part of its
-# change request (shape mismatches, shadowed entries, stale markers, missing keys, out-of-range
-# indices, the root's expected shape, strict mode's summary). The walk (_walk.py) decides; this
-# class says why. No function here is over 80 lines.
-"""Messages: what the model is told about each part of its change request."""
+"""The report of one merge and every message the model reads about its change request."""
 
 from __future__ import annotations
 
@@ -17,8 +12,8 @@ from agent_payload._jsondata import (
     format_request_path,
     kind_word,
     materialize,
-    where_in_payload,
 )
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import MARKER
 from agent_payload.errors import LimitExceededError
 from agent_payload.merge._limits import Limits
@@ -27,13 +22,13 @@ from agent_payload.merge._nodes import (
     _ARR,
     _MISSING,
     _OBJ,
+    _fits,
     _in_update,
     _is_empty_container,
     _is_index,
     _is_index_map,
     _kind,
     _plural,
-    _pp,
 )
 from agent_payload.report import ChangeOp, Issue, MergeReport
 
@@ -72,7 +67,7 @@ class _Reporter:
     ) -> Issue:
         """An Issue, counted against ``Limits.max_report_path_parts``."""
         rparts = materialize(rlink)
-        pparts = _pp(plink)
+        pparts = materialize(plink) if plink is not None else None
         self.path_parts += len(rparts) + (len(pparts) if pparts else 0)
         if self.path_parts > self.limits.max_report_path_parts:
             maximum = self.limits.max_report_path_parts
@@ -104,12 +99,10 @@ class _Reporter:
         return f'the marker "{self.marker_name}"'
 
     def stale_marker(self, op: ChangeOp, old: Any, new: Any, plink: Link, rlink: Link) -> bool:
-        """A marker out of habit (conflict ``stale_marker``; the entry is not applied), both in
-        updateElements only: a string equal to one of the library's markers that would replace
-        an object or an array, or that sits inside content added at a key or an index that does
-        not exist. Both are almost surely a deletion the model meant; the message names the
-        marker active in this call. newElements and replaceElements stay literal (the way to
-        store the text ``"DELETE"``, MERGE.md section 5)."""
+        """A marker out of habit in updateElements (conflict ``stale_marker``, not applied): a
+        library marker replacing an object or an array, or inside content added where nothing
+        exists. newElements and replaceElements stay literal (MERGE.md section 5).
+        """
         if op == "update":
             if type(new) is not str or not _in_update(rlink):
                 return False
@@ -142,7 +135,7 @@ class _Reporter:
             return False
         inner, text = found
         full = (*materialize(plink), *inner)
-        where = where_in_payload(full)
+        where = format_payload_path(full)
         self.conflict(
             "stale_marker",
             rlink,
@@ -241,14 +234,26 @@ class _Reporter:
             self.mismatch("removeElements", x, cur, xlink, plink, element=element)
         return fit == "fits"
 
+    def removal_below(self, x: Any, cur: Any, xlink: Link, plink: Link, *, element: bool) -> Any:
+        """``x`` when these nested removals (None: none) fit ``cur``, else None."""
+        if x is not None and self.judge_removal(x, cur, True, xlink, plink, element=element):
+            return x
+        return None
+
+    def nested_removal(self, x: Any, xlink: Link, plink: Link) -> Any:
+        """Removals below a value: a non-empty object or array (None for an empty one); anything
+        else is a conflict ``invalid_remove_value``."""
+        if type(x) is dict or type(x) is list:
+            return x or None
+        self.invalid_remove(x, xlink, plink)
+        return None
+
     def removal_fit(self, x: Any, cur: Any, present: bool) -> str:
         if not present:
             return "missing"
         kc = _kind(cur)
-        if kc == _OBJ:
-            return "fits" if type(x) is dict else "mismatch"
-        if kc == _ARR:
-            return "fits" if type(x) is list or _is_index_map(x) else "mismatch"
+        if kc in (_OBJ, _ARR):
+            return "fits" if _fits(kc, x) else "mismatch"
         return "missing"
 
     def warn_remove_missing_nested(
@@ -268,11 +273,6 @@ class _Reporter:
         )
 
     # --- object node (section 3.1) ----------------------------------------------------------
-
-    def no_effect(self, rlink: Link, plink: Link, message: str) -> None:
-        """Warning ``no_effect``: a part of the request that was clearly meant to act changes
-        nothing (the agent sends it back as a correction; see ``correction_for_no_effect``)."""
-        self.warn("no_effect", rlink, message, plink)
 
     def pp(self, plink: Link) -> str:
         """A payload path for a message; a very deep one is shortened in the middle (the

@@ -1,7 +1,4 @@
-# The vocabulary of the walk: what kind a value is (object, array, primitive, not JSON), what
-# a decimal index key and an index map are (MERGE.md section 7), the sentinels, small counting
-# words for messages, and the shortened path a message shows for a very deep place.
-"""Value kinds, index keys and small words shared by the walk and its messages."""
+"""Value kinds, index keys (MERGE.md section 7) and small words shared by the walk and messages."""
 
 from __future__ import annotations
 
@@ -44,6 +41,12 @@ def _is_index_map(v: Any) -> bool:
     return type(v) is dict and bool(v) and all(_is_index(k) for k in v)
 
 
+def _fits(kind: int, v: Any) -> bool:
+    """``v`` may descend into a container of ``kind``: an object into an object, an array or an
+    index map into an array."""
+    return type(v) is dict if kind == _OBJ else (type(v) is list or _is_index_map(v))
+
+
 def _index_below(key: str, length: int) -> int | None:
     """The index a decimal key names if it is below ``length`` (no huge int parsing)."""
     if len(key) > len(str(length)):
@@ -69,7 +72,3 @@ def _plural(n: int, word: str) -> str:
 def _elements(length: int) -> str:
     """``"3 elements (indices 0 to 2)"``: the size of an array, for messages."""
     return f"{_plural(length, 'element')}{f' (indices 0 to {length - 1})' if length else ''}"
-
-
-def _pp(plink: Link | None) -> tuple[str | int, ...] | None:
-    return materialize(plink) if plink is not None else None

@@ -1,16 +1,14 @@
-# The object walk (MERGE.md section 3.1): at each key, what removeElements, updateElements and
-# newElements say of it, in that order: delete, set, add, or descend into a container with
-# what is left of each bucket. ``walk_object`` is one loop over the keys of a node (about 200
-# lines): the steps share a dozen locals per key, and a call per step per key would cost the
-# hot path; the steps are numbered in the code.
-"""Merging into an object node."""
+"""Merging into an object node (MERGE.md section 3.1).
+
+``walk_object`` is one loop over the keys of a node: the steps share a dozen locals per key, and a
+call per step per key would cost on the hot path; the steps are numbered."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agent_payload._jsondata import Link, describe
-from agent_payload.merge._nodes import _ARR, _MISSING, _OBJ, _PRIM, _is_index_map, _kind
+from agent_payload.merge._nodes import _ARR, _MISSING, _OBJ, _PRIM, _fits, _kind
 from agent_payload.merge._walk import _Site, _Walk, _Walker
 
 
@@ -41,29 +39,19 @@ class _ObjectWalker(_Walker):
             # 1. remove
             x_del = False
             x_nested: Any = None
-            if xv is not _MISSING:
-                if self.is_marker(xv):
-                    if present:
-                        x_del = True
-                    else:
-                        self.warn_missing_key("removeElements", k, kx, olink, ko)
-                elif type(xv) is dict or type(xv) is list:
-                    if xv:
-                        x_nested = xv
+            if self.is_marker(xv):
+                if present:
+                    x_del = True
                 else:
-                    self.invalid_remove(xv, kx, ko)
+                    self.warn_missing_key("removeElements", k, kx, olink, ko)
+            elif xv is not _MISSING:
+                x_nested = self.nested_removal(xv, kx, ko)
 
             # 2. delete by update
             if self.is_marker(uv):
                 if x_nested is not None:
-                    self.moot_removal(
-                        x_nested,
-                        cur,
-                        present,
-                        kx,
-                        ko,
-                        f"updateElements deletes {self.pp(ko)} with {self.marker_text()}",
-                    )
+                    why = f"updateElements deletes {self.pp(ko)} with {self.marker_text()}"
+                    self.moot_removal(x_nested, cur, present, kx, ko, why)
                 if nv is not _MISSING:
                     self.warn(
                         "shadowed",
@@ -107,13 +95,10 @@ class _ObjectWalker(_Walker):
                             "new keys.",
                             ko,
                         )
-                if x_del:
-                    if value is _MISSING:
-                        self.delete_key(c, k, ko, kx)
-                    else:
-                        self.set_key(c, k, value, kr, vlink, ko)
-                elif value is not _MISSING:
+                if value is not _MISSING:
                     self.set_key(c, k, value, kr, vlink, ko)
+                elif x_del:
+                    self.delete_key(c, k, ko, kx)
                 continue
 
             # 4. k exists
@@ -127,14 +112,15 @@ class _ObjectWalker(_Walker):
                     if not (type(uv) is dict and not uv):
                         self.set_key(c, k, uv, kr, ku, ko)
                     else:
-                        self.no_effect(
+                        self.warn(
+                            "no_effect",
                             ku,
-                            ko,
                             f"{{}} in updateElements over {self.pp(ko)} (which holds "
                             f"{describe(cur)}) changes nothing: {{}} means keep as it is. To "
                             "set a new value, give the value itself; to make it an empty object, "
                             "use replaceElements (top-level key) or delete it in removeElements "
                             "and add {} with newElements.",
+                            ko,
                         )
                 elif nv is not _MISSING:
                     self.new_exists(nv, cur, kn, ko)
@@ -142,82 +128,49 @@ class _ObjectWalker(_Walker):
                 continue
 
             # c[k] is a container: each bucket judged on its own
-            u_acts = False
-            u_set = False
-            u_desc: Any = None
+            u_set = u_fits = u_acts = False
             if uv is not _MISSING:
-                kuv = _kind(uv)
-                if kuv == _PRIM:
-                    u_acts = u_set = True
-                elif kc == _OBJ:
-                    if kuv == _OBJ:
-                        u_acts = True
-                        u_desc = uv or None
-                    else:
-                        self.mismatch("updateElements", uv, cur, ku, ko, element=False)
-                elif kuv == _ARR:
-                    u_acts = True
-                    u_desc = uv or None
-                    if not uv and cur and xv is _MISSING and nv is _MISSING:
-                        # (beside a removal or an append for the same list, [] is a filler)
-                        self.no_effect(
-                            ku,
-                            ko,
-                            f"[] in updateElements over {self.pp(ko)} (which holds "
-                            f"{describe(cur)}) changes nothing: an array in updateElements is "
-                            "positional, and an empty one names no element. To empty the list, "
-                            "use replaceElements with [] (top-level key) or delete its elements "
-                            f"with {self.marker_text()} in removeElements.",
-                        )
-                elif not uv:
-                    u_acts = True
-                elif _is_index_map(uv):
-                    u_acts = True
-                    u_desc = uv
-                else:
+                u_set = _kind(uv) == _PRIM
+                u_fits = _fits(kc, uv)
+                u_acts = u_set or u_fits or (kc == _ARR and uv == {})  # {}: keep it
+                if not u_acts:
                     self.mismatch("updateElements", uv, cur, ku, ko, element=False)
+                elif type(uv) is list and not uv and cur and xv is _MISSING and nv is _MISSING:
+                    # (beside a removal or an append for the same list, [] is a filler)
+                    self.warn(
+                        "no_effect",
+                        ku,
+                        f"[] in updateElements over {self.pp(ko)} (which holds "
+                        f"{describe(cur)}) changes nothing: an array in updateElements is "
+                        "positional, and an empty one names no element. To empty the list, "
+                        "use replaceElements with [] (top-level key) or delete its elements "
+                        f"with {self.marker_text()} in removeElements.",
+                        ko,
+                    )
+            u_desc = (uv or None) if u_fits else None
             n_set = False
             n_desc: Any = None
             if nv is not _MISSING:
-                knv = _kind(nv)
-                if knv == _PRIM:
+                if _kind(nv) == _PRIM:
                     if u_acts:
                         self.shadow_new(kn, ko)
                     else:
                         n_set = True
-                elif kc == _OBJ:
-                    if knv == _OBJ:
-                        n_desc = nv or None
-                    else:
-                        self.mismatch("newElements", nv, cur, kn, ko, element=False)
-                elif knv == _ARR:
-                    n_desc = nv or None
-                elif _is_index_map(nv):
-                    n_desc = nv  # insert / descend (section 8)
-                elif nv:
+                elif _fits(kc, nv):
+                    n_desc = nv or None  # an index map inserts / descends (section 8)
+                elif kc == _OBJ or nv:
                     self.mismatch("newElements", nv, cur, kn, ko, element=False)
             if u_set or n_set:
                 if x_nested is not None:
-                    self.moot_removal(
-                        x_nested,
-                        cur,
-                        True,
-                        kx,
-                        ko,
-                        f"{'updateElements' if u_set else 'newElements'} replaces "
-                        f"{self.pp(ko)} with a primitive value",
-                    )
+                    why = f"{'updateElements' if u_set else 'newElements'} replaces {self.pp(ko)}"
+                    self.moot_removal(x_nested, cur, True, kx, ko, f"{why} with a primitive value")
                 if u_set and n_desc is not None:
                     self.shadow_new(kn, ko)
                 if n_set:
                     self.new_exists(nv, cur, kn, ko)
                 self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn, ko)
                 continue
-            x_desc: Any = None
-            if x_nested is not None and self.judge_removal(
-                x_nested, cur, True, kx, ko, element=False
-            ):
-                x_desc = x_nested
+            x_desc = self.removal_below(x_nested, cur, kx, ko, element=False)
             if u_desc is None and n_desc is None and x_desc is None:
                 continue
             child = self.owned_child(cur, kc)

@@ -1,10 +1,8 @@
 """Rebasing a late change request over the requests applied since its base (MERGE.md section 9).
 
-Every request is merged by the walk itself (no second reading of the format): the walk records
-each effective change with its original path and request path, and each array's layout. A
-*shadow* tree follows every array element of the base by identity through the applied requests,
-so each effect is anchored in the base's coordinates and every base position can be mapped to
-the current payload.
+A *shadow* tree follows every array element of the base through the applied requests (each merged
+by the walk, which records its changes and array layouts), so each effect is anchored in the base's
+coordinates and every base position can be mapped to the current payload.
 """
 
 from __future__ import annotations
@@ -15,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agent_payload._jsondata import Link, describe, format_request_path, json_equal, materialize
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConcurrentChangeError, MergeConflictError
-from agent_payload.merge._limits import DEFAULT_LIMITS, Limits, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _root_error
 from agent_payload.merge._markers import _validate_markers
 from agent_payload.merge._messages import _strict_message
 from agent_payload.merge._nodes import _ARR, _OBJ, _SAME, _is_index_map, _kind
@@ -267,17 +266,13 @@ def _collide(a: _Effect, b: _Effect) -> bool:
     return _prefix(a.path, b.path) or _prefix(b.path, a.path)
 
 
-def _where(path: Path) -> str:
-    return format_request_path(path) or "the payload root"
-
-
 def _show(v: Any) -> str:
     text = json.dumps(v, ensure_ascii=False)
     return text if len(text) <= 80 else describe(v)
 
 
 def _what(e: _Effect) -> str:
-    where = _where(e.path) + " (as you saw it)"
+    where = format_payload_path(e.path) + " (as you saw it)"
     if e.kind == "insert":
         at = "at its end" if e.anchor == END else f"before its element {e.anchor}"
         return f"inserted items into the array at {where}, {at}"
@@ -308,19 +303,7 @@ def rebase_change_request(
     :class:`~agent_payload.errors.MergeConflictError` when it conflicts with its own base.
     Pure: no I/O, no input is mutated.
     """
-    return _rebase(base, applied, change_request, markers=markers, limits=limits)[0]
-
-
-def _rebase(
-    base: Any,
-    applied: Sequence[Any],
-    change_request: Any,
-    *,
-    markers: Iterable[str] = DEFAULT_MARKERS,
-    limits: Limits | None = None,
-) -> tuple[AgentPayloadChangeRequest, Any]:
-    """The rebased request and the current payload (the base with ``applied`` merged)."""
-    limits = DEFAULT_LIMITS if limits is None else limits
+    limits = _check_limits(limits)
     active = _validate_markers(markers)
     if base is None:
         base = {}
@@ -361,7 +344,7 @@ def _rebase(
     wire: dict[str, Any] = {k: v for k, v in buckets.items() if v is not None}
     if normal.reasoning is not None:
         wire["reasoning"] = normal.reasoning
-    return AgentPayloadChangeRequest.model_validate(wire), state
+    return AgentPayloadChangeRequest.model_validate(wire)
 
 
 def _concurrent_error(
@@ -376,9 +359,9 @@ def _concurrent_error(
         )
         current, exists = rebase.current_path(path)
         if exists:
-            now = f"it is now at {_where(current)}"
+            now = f"it is now at {format_payload_path(current)}"
         else:
-            now = f"{_where(path)} (as you saw it) no longer exists"
+            now = f"{format_payload_path(path)} (as you saw it) no longer exists"
         message = (
             f"Since the payload you were shown, another edit {_what(other)}; this entry "
             f"touches the same place ({now}). Nothing of your request was applied. Read the "
@@ -407,24 +390,15 @@ class _Rewrite:
     def request(self, buckets: Mapping[str, Any], s0: Any, sn: Any) -> dict[str, Any]:
         root = self.rebase.root
         out: dict[str, Any] = {}
-        u, x, n = (buckets.get(k) for k in ("updateElements", "removeElements", "newElements"))
-        if u is not None:
-            out["updateElements"] = self.update(u, s0, sn, root) if type(u) in (dict, list) else u
-        if x is not None:
-            out["removeElements"] = self.remove(x, s0, sn, root) if type(x) in (dict, list) else x
-        if n is not None:
-            out["newElements"] = self.new(n, s0, sn, root) if type(n) in (dict, list) else n
-        if "replaceElements" in buckets:
-            out["replaceElements"] = buckets["replaceElements"]
+        for name in ("updateElements", "removeElements", "newElements", "replaceElements"):
+            v = buckets.get(name)
+            if name == "newElements" and type(v) in (dict, list):
+                v = self.new(v, s0, sn, root)
+            elif name != "replaceElements" and type(v) in (dict, list):
+                v = self.walk(v, s0, sn, root, remove=name == "removeElements")
+            if name in buckets:
+                out[name] = v
         return out
-
-    # updateElements and removeElements share the walk: only what a leaf means differs.
-
-    def update(self, u: Any, s0: Any, sn: Any, node: _Shadow) -> Any:
-        return self.walk(u, s0, sn, node, remove=False)
-
-    def remove(self, x: Any, s0: Any, sn: Any, node: _Shadow) -> Any:
-        return self.walk(x, s0, sn, node, remove=True)
 
     def descends(self, v: Any, c: Any) -> bool:
         return (type(c) is dict and type(v) is dict and bool(v)) or (
@@ -432,6 +406,7 @@ class _Rewrite:
         )
 
     def walk(self, v: Any, s0: Any, sn: Any, node: _Shadow, *, remove: bool) -> Any:
+        """updateElements (or, ``remove``, removeElements) below ``node``, mapped."""
         if type(s0) is dict and type(v) is dict:
             obj: dict[str, Any] = {}
             for k, item in v.items():

@@ -1,5 +1,3 @@
-# Validation reconciliation: a pydantic ValidationError of the merged payload as
-# ``(payload path, message)`` pairs, and those pairs as one line for an error message.
 """Validation errors of a merged typed payload, for messages."""
 
 from __future__ import annotations
@@ -10,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_payload import typed as _typed
-from agent_payload._jsondata import where_in_payload
+from agent_payload._paths import format_payload_path
 
 
 def validation_errors(
@@ -26,4 +24,4 @@ def validation_errors(
 
 def list_validation_errors(errors: Sequence[tuple[Sequence[str | int], str]]) -> str:
     """The first ten ``(payload path, message)`` pairs as one line for an error message."""
-    return "; ".join(f"{where_in_payload(p)}: {m}" for p, m in errors[:10])
+    return "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])

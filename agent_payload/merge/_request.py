@@ -1,6 +1,3 @@
-# The change request as the merge takes it: checked to be JSON data and copied, its top level
-# read by the one normaliser the parser shares (agent_payload._normalise: wrappers, snake_case
-# bucket names, unknown fields), and the merge's reactions to what it finds (conflicts).
 """The change request as the walk reads it: buckets, reasoning, top-level issues."""
 
 from __future__ import annotations
@@ -11,14 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_payload._jsondata import (
-    Problem,
-    _Bad,
-    copy_tree,
     describe,
     format_request_path,
     kind_word,
-    locate_problem,
-    not_json_message,
 )
 from agent_payload._normalise import (
     Reactions,
@@ -28,7 +20,7 @@ from agent_payload._normalise import (
 )
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import InvalidChangeRequestError
-from agent_payload.merge._limits import Limits, _limit_error
+from agent_payload.merge._limits import Limits, _checked_copy
 from agent_payload.merge._nodes import _is_empty_container
 from agent_payload.report import Issue
 
@@ -42,25 +34,6 @@ class _Request:
 
 def _empty_bucket(v: Any) -> bool:
     return v is None or _is_empty_container(v)
-
-
-def _copy_request(data: Any, limits: Limits) -> Any:
-    try:
-        return copy_tree(data, limits.max_depth, limits.max_request_nodes)
-    except _Bad:
-        problem = locate_problem(data, limits.max_depth, limits.max_request_nodes)
-        raise _request_problem(problem, limits) from None
-
-
-def _request_problem(problem: Problem | None, limits: Limits) -> Exception:
-    assert problem is not None, "the locator finds what the copy refused"
-    where = format_request_path(problem.path) or "the top level"
-    exceeded = _limit_error("request", problem, where, limits)
-    if exceeded is not None:
-        return exceeded
-    return InvalidChangeRequestError(
-        not_json_message(problem, "The change request", where), path=where
-    )
 
 
 def _normalise_request(change_request: Any, limits: Limits) -> _Request:
@@ -90,7 +63,7 @@ def _normalise_request(change_request: Any, limits: Limits) -> _Request:
                 path="",
             )
     reactions = _RequestReactions()
-    read = normalise_request(_copy_request(raw, limits), reactions)
+    read = normalise_request(_checked_copy(raw, limits, "request"), reactions)
     buckets = {k: v for k, v in read.buckets.items() if not _empty_bucket(v)}
     return _Request(buckets, reasoning_text(read.reasoning), reactions.issues)
 
@@ -150,6 +123,3 @@ def _unknown_field(field: UnknownField) -> Issue:
             f"inside one of the buckets, e.g. updateElements.{hint}"
         )
     return Issue("unknown_field", format_request_path([key]), what)
-
-
-# --- payload intake ----------------------------------------------------------------------------

@@ -1,8 +1,4 @@
-# The root (MERGE.md sections 3.3 and 3.4): each bucket checked against the root's kind,
-# replaceElements applied key by key (an object root) or as a whole (an array root), then the
-# walk started at the root with what is left. ``_Merger`` is the whole merge: the object walk
-# and the array walk, over the base of _walk.py and the messages of _messages.py.
-"""Merging at the root of the payload; the complete merger."""
+"""Merging at the root of the payload (MERGE.md sections 3.3 and 3.4); the complete merger."""
 
 from __future__ import annotations
 
@@ -15,101 +11,73 @@ from agent_payload.merge._nodes import _is_index_map
 from agent_payload.merge._objects import _ObjectWalker
 from agent_payload.merge._walk import _run, _Site
 
+_U, _N, _X, _R = "updateElements", "newElements", "removeElements", "replaceElements"
+
 
 class _Merger(_ObjectWalker, _ArrayWalker):
     """One merge: the walk of objects and arrays, started at the root."""
 
     def merge_root(self, root: Any, buckets: dict[str, Any]) -> Any:
-        u = buckets.get("updateElements")
-        n = buckets.get("newElements")
-        x = buckets.get("removeElements")
-        r = buckets.get("replaceElements")
+        """Each bucket checked against the root's kind, replaceElements applied, then the walk."""
+        r = buckets.get(_R)
         if type(root) is dict:
-            return self.merge_object_root(root, u, n, x, r)
-        return self.merge_array_root(root, u, n, x, r)
-
-    def merge_object_root(self, root: dict[str, Any], u: Any, n: Any, x: Any, r: Any) -> Any:
-        buckets = {"updateElements": u, "newElements": n, "removeElements": x}
-        for name, value in (("removeElements", x), ("updateElements", u), ("newElements", n)):
-            if value is not None and type(value) is not dict:
-                self.root_mismatch(name, value, root)
-                buckets[name] = None
-        if r is not None:
-            if type(r) is not dict:
-                self.root_mismatch("replaceElements", r, root)
-            else:
-                for k, value in r.items():
-                    for name in ("updateElements", "removeElements", "newElements"):
-                        b = buckets[name]
-                        if b is not None and k in b:
-                            self.warn(
-                                "shadowed",
-                                ((None, name), k),
-                                f"replaceElements replaces the top-level key "
-                                f"{json.dumps(k, ensure_ascii=False)} as a whole, so what "
-                                f"{name} says of it was not applied. Name a key in one bucket "
-                                "only.",
-                                (None, k),
-                            )
-                    if self.replace_index_map(root, k, value):
-                        continue
-                    self.set_key(
-                        root, k, value, (None, k), ((None, "replaceElements"), k), (None, k)
-                    )
-                for name in ("updateElements", "removeElements", "newElements"):
-                    b = buckets[name]
-                    if b is not None and any(k in r for k in b):
-                        buckets[name] = {k: v for k, v in b.items() if k not in r}
-        return self.walk_root(
-            root, buckets["updateElements"], buckets["newElements"], buckets["removeElements"]
-        )
-
-    def merge_array_root(self, root: list[Any], u: Any, n: Any, x: Any, r: Any) -> Any:
-        if u is not None and not (type(u) is list or _is_index_map(u)):
-            self.root_mismatch("updateElements", u, root)
-            u = None
-        if x is not None and not (type(x) is list or _is_index_map(x)):
-            self.root_mismatch("removeElements", x, root)
-            x = None
-        if n is not None and not (type(n) is list or _is_index_map(n)):
-            self.root_mismatch("newElements", n, root)
-            n = None
-        if r is not None:
-            if type(r) is not list:
-                self.root_mismatch("replaceElements", r, root)
-            else:
-                for name, value in (
-                    ("updateElements", u),
-                    ("removeElements", x),
-                    ("newElements", n),
-                ):
-                    if value is not None:
-                        self.warn(
-                            "shadowed",
-                            (None, name),
-                            f"replaceElements replaces the whole payload, so {name} was not "
-                            "applied. Send either replaceElements or the other buckets.",
-                            None,
-                        )
-                if json_equal(root, r):
-                    return root
-                if self.commit("update", None, root, r, (None, "replaceElements")):
-                    return r
-                return root
-        return self.walk_root(root, u, n, x)
-
-    def walk_root(self, root: Any, u: Any, n: Any, x: Any) -> Any:
-        """Walk the root beside what is left of the buckets, editing it in place."""
+            parts = {name: buckets.get(name) for name in (_X, _U, _N)}
+            for name, value in parts.items():
+                if value is not None and type(value) is not dict:
+                    self.root_mismatch(name, value, root)
+                    parts[name] = None
+            if r is not None and type(r) is not dict:
+                self.root_mismatch(_R, r, root)
+            elif r is not None:
+                self.replace_keys(root, r, parts)
+        else:
+            parts = {name: buckets.get(name) for name in (_U, _X, _N)}
+            for name, value in parts.items():
+                if value is not None and not (type(value) is list or _is_index_map(value)):
+                    self.root_mismatch(name, value, root)
+                    parts[name] = None
+            if r is not None and type(r) is not list:
+                self.root_mismatch(_R, r, root)
+            elif r is not None:
+                return self.replace_root(root, r, parts)
         site = _Site(
-            root,
-            u,
-            n,
-            x,
-            at=None,
-            result_at=None,
-            update_at=(None, "updateElements"),
-            new_at=(None, "newElements"),
-            remove_at=(None, "removeElements"),
+            root, parts[_U], parts[_N], parts[_X], None, None, (None, _U), (None, _N), (None, _X)
         )
         _run(self.walk_object(site) if type(root) is dict else self.walk_array(site))
+        return root
+
+    def replace_keys(self, root: dict[str, Any], r: dict[str, Any], parts: dict[str, Any]) -> None:
+        """replaceElements at an object root: key by key; the other buckets lose those keys."""
+        for k, value in r.items():
+            for name in (_U, _X, _N):
+                b = parts[name]
+                if b is not None and k in b:
+                    self.warn(
+                        "shadowed",
+                        ((None, name), k),
+                        f"replaceElements replaces the top-level key "
+                        f"{json.dumps(k, ensure_ascii=False)} as a whole, so what "
+                        f"{name} says of it was not applied. Name a key in one bucket "
+                        "only.",
+                        (None, k),
+                    )
+            if not self.replace_index_map(root, k, value):
+                self.set_key(root, k, value, (None, k), ((None, _R), k), (None, k))
+        for name, b in parts.items():
+            if b is not None and any(k in r for k in b):
+                parts[name] = {k: v for k, v in b.items() if k not in r}
+
+    def replace_root(self, root: list[Any], r: list[Any], parts: dict[str, Any]) -> Any:
+        """replaceElements at an array root: the whole payload; the other buckets shadowed."""
+        for name, value in parts.items():
+            if value is not None:
+                self.warn(
+                    "shadowed",
+                    (None, name),
+                    f"replaceElements replaces the whole payload, so {name} was not "
+                    "applied. Send either replaceElements or the other buckets.",
+                    None,
+                )
+        if not json_equal(root, r) and self.commit("update", None, root, r, (None, _R)):
+            return r
         return root

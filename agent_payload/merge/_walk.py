@@ -1,8 +1,4 @@
-# The walk's base: the site being merged (``_Site``), the driver that runs nested walks without
-# recursion (``_run``), and what every node does with a change: copy or share the values it
-# touches, ask the guard (``commit``), set or delete a key. The object walk (_objects.py), the
-# array walk (_arrays.py) and the root (_root.py) build on it.
-"""The walk's base: the site dataclass, the driver, and committing one change."""
+"""The walk's base: the site being merged, the driver, and committing one change."""
 
 from __future__ import annotations
 
@@ -10,9 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent_payload._jsondata import Link, copy_tree, json_equal, materialize, where_in_payload
+from agent_payload._jsondata import Link, copy_tree, json_equal, materialize
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import ConfigurationError
-from agent_payload.merge._limits import Limits, _copy_payload
+from agent_payload.merge._limits import Limits, _checked_copy
 from agent_payload.merge._messages import _Reporter
 from agent_payload.merge._nodes import _BAD, _OBJ, _PRIM, _SAME, _SCALAR_TYPES, _kind
 from agent_payload.report import Change, ChangeOp, Finding, Guard, MergeReport, ask_guard
@@ -36,12 +33,10 @@ def _run(walk: _Walk) -> None:
 
 @dataclass(slots=True)
 class _Site:
-    """A container being merged and what each bucket says of it, with their paths.
-
-    ``update``, ``new`` and ``remove`` are the buckets' parts at this place (``None``: the
-    bucket says nothing here); ``at`` is the place in the original payload, ``result_at`` in
-    the result (array indices shift after deletions and insertions), and ``update_at``,
-    ``new_at``, ``remove_at`` are the three parts' places in the change request."""
+    """A container being merged, what each bucket says of it (``None``: nothing), and their
+    places: ``at`` in the original payload, ``result_at`` in the result, ``update_at``,
+    ``new_at``, ``remove_at`` in the change request.
+    """
 
     node: Any
     update: Any
@@ -88,7 +83,7 @@ class _Walker(_Reporter):
 
     def own_copy(self, value: Any, plink: Link) -> Any:
         """A deep copy of a payload value (share mode: the input's; checked on the way)."""
-        return _copy_payload(value, self.limits, plink)
+        return _checked_copy(value, self.limits, at=plink)
 
     def old_value(self, value: Any, plink: Link) -> Any:
         """The old value for a Change. In default mode it is our own copy's object, detached
@@ -119,13 +114,10 @@ class _Walker(_Reporter):
     ) -> bool:
         """Ask the guard about one effective change; record it; True when it may be applied.
 
-        ``plink`` is the change's path in the report (MERGE.md section 4: the result path for
-        an add or update, the original one for a delete). ``glink`` is where the guard judges
-        it: the **original node** the change touches (an update or replacement of an element:
-        its original position, whatever deletions before it shift in the result; a key added
-        inside an element: below the element's original position), or, for an appended or
-        inserted element, its position in the result. Default: ``plink``. Guard findings are
-        recorded at ``glink`` (a conflict's current value is looked up in the original)."""
+        ``plink`` is the change's path in the report (MERGE.md section 4); ``glink`` (default
+        ``plink``) where the guard judges it and its findings are recorded: the original node the
+        change touches, or an appended or inserted element's position in the result.
+        """
         if self.refuse_stale and self.stale_marker(op, old, new, plink, rlink):
             return False
         if glink is _SAME:
@@ -148,7 +140,7 @@ class _Walker(_Reporter):
                 if not isinstance(finding, Finding):
                     raise ConfigurationError(
                         f"A guard must return a sequence of Finding; it returned {finding!r} "
-                        f"for the change at {where_in_payload(gpath)}."
+                        f"for the change at {format_payload_path(gpath)}."
                     )
                 issue = self.issue(finding.code, rlink, finding.message, glink, finding.severity)
                 if finding.severity == "conflict":

@@ -1,21 +1,25 @@
-# The read tools: the path grammar (``parse_path``), the tool descriptions (``tool_specs``) and
-# notes, and the answers to ``read_payload`` and ``find_in_payload`` calls (``read``, ``find``,
-# ``answer``), each a text for the model; a bad call gets an error text, never an exception.
-# ``find`` runs a little over 80 lines: its scan is written out for each container and each
-# kind of search, with no call per value (the hot part on a payload of megabytes).
-"""Answers to the read tools of outline mode (pure)."""
+"""The read tools of outline mode (pure): their descriptions (``tool_specs``) and the answers
+to ``read_payload`` and ``find_in_payload`` calls, each a text for the model."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from string import Template
 from typing import Any
 
 from agent_payload import prompts as _prompts
-from agent_payload._jsondata import format_payload_path as _format_path
+from agent_payload._paths import (
+    PathNotFound,
+    PathSyntaxError,
+    counted,
+    echo,
+    kind_of,
+    lookup,
+    parse_path,
+    show_path,
+)
 from agent_payload.outline._shape import (
     FIND_IN_PAYLOAD,
     FIND_LIMIT,
@@ -24,171 +28,13 @@ from agent_payload.outline._shape import (
     MIN_PAYLOAD_TOKENS,
     READ_PAYLOAD,
     Count,
-    _count,
     _fit,
 )
 from agent_payload.usage import estimate_tokens
 
-# --- paths -----------------------------------------------------------------------------------
-
-
-class PathSyntaxError(ValueError):
-    """A path that does not follow the grammar; the message says where and how to write it."""
-
-
-_ROOTS = frozenset({"", "(root)", "$"})
-_NAME_STOP = frozenset('.[]"')
-
-
-ECHO_LIMIT = 120
-"""The most characters of a model's own path or search text that an answer repeats."""
-
-
-def _echo(text: str, limit: int = ECHO_LIMIT) -> str:
-    """``text`` as an answer repeats it: cut in the middle beyond ``limit`` characters."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}…({len(text) - 2 * half} characters)…{text[-half:]}"
-
-
-def _path_error(text: str, pos: int, expected: str) -> PathSyntaxError:
-    found = repr(text[pos]) if pos < len(text) else "the end"
-    return PathSyntaxError(
-        f"the path {_echo(repr(text))} cannot be read at character {pos}: expected {expected}, "
-        f"found "
-        f'{found}. Write paths as in the outline: lines[3].sku, customer.address, ["a.b"].c; '
-        '"" or (root) for the whole payload.'
-    )
-
-
-def parse_path(text: str) -> tuple[str | int, ...]:
-    """``lines[3].sku`` -> ``("lines", 3, "sku")``; raises ``PathSyntaxError``."""
-    text = text.strip()
-    if text in _ROOTS:
-        return ()
-    parts: list[str | int] = []
-    pos = 0
-    while pos < len(text):
-        char = text[pos]
-        if char == "[":
-            pos += 1
-            if pos < len(text) and text[pos] == '"':
-                try:
-                    key, end = json.JSONDecoder().raw_decode(text, pos)
-                except json.JSONDecodeError as exc:
-                    raise _path_error(text, pos, "a key as a JSON string") from exc
-                parts.append(str(key))
-                pos = end
-            else:
-                end = pos
-                while end < len(text) and text[end].isascii() and text[end].isdigit():
-                    end += 1
-                if end == pos or end - pos > 18:
-                    raise _path_error(text, pos, 'a position such as [3] or a key such as ["a.b"]')
-                parts.append(int(text[pos:end]))
-                pos = end
-            if pos >= len(text) or text[pos] != "]":
-                raise _path_error(text, pos, "']'")
-            pos += 1
-            continue
-        if char == ".":
-            if not parts:
-                raise _path_error(text, pos, "a key name")
-            pos += 1
-        elif parts:
-            raise _path_error(text, pos, "'.' or '['")
-        end = pos
-        while end < len(text) and text[end] not in _NAME_STOP:
-            end += 1
-        if end == pos:
-            raise _path_error(text, pos, "a key name")
-        parts.append(text[pos:end])
-        pos = end
-    return tuple(parts)
-
-
-def _show_path(path: Sequence[str | int]) -> str:
-    """A path as answers write it, cut to ``ECHO_LIMIT`` characters."""
-    if len(path) > ECHO_LIMIT:  # only the ends are shown: format no more than them
-        head, tail = _format_path(path[:8]), _format_path(path[-8:])
-        return _echo(f"{head}…({len(path) - 16} parts)…{tail}")
-    return _echo(_format_path(path) or "(root)")
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return f"an object of {_count(len(value), 'key')}" if value else "an empty object"
-    if isinstance(value, list):
-        return f"an array of {_count(len(value), 'element')}" if value else "an empty array"
-    if isinstance(value, str):
-        return f"a string of {_count(len(value), 'character')}"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number"
-
 
 class _ReadError(Exception):
     """A read that cannot be answered; the message goes to the model as the tool result."""
-
-
-def _resolve(data: Any, path: tuple[str | int, ...]) -> Any:
-    """The value at ``path``, in one pass (linear in the path's length)."""
-    node = data
-    for depth, part in enumerate(path):
-        if isinstance(part, int) and type(node) is list and 0 <= part < len(node):
-            node = node[part]
-            continue
-        if isinstance(part, str) and type(node) is dict and part in node:
-            node = node[part]
-            continue
-        _resolve_error(node, path, depth)
-    return node
-
-
-def _resolve_error(node: Any, path: tuple[str | int, ...], depth: int) -> None:
-    """Raise the ``_ReadError`` for part ``depth`` of ``path``, which ``node`` does not have."""
-    part = path[depth]
-    here = _show_path(path[:depth])
-    asked = _show_path(path)
-    if isinstance(part, int):
-        if not isinstance(node, list):
-            hint = (
-                f'; to read its key "{part}" write {_show_path((*path[:depth], str(part)))}'
-                if isinstance(node, dict)
-                else ""
-            )
-            raise _ReadError(f"No value at {asked}: {here} is {_kind(node)}, not an array{hint}.")
-        if part >= len(node):
-            raise _ReadError(
-                f"No value at {asked}: {here} is {_kind(node)} (positions 0 to {len(node) - 1})."
-                if node
-                else f"No value at {asked}: {here} is empty."
-            )
-    else:
-        if not isinstance(node, dict):
-            hint = (
-                f"; write {_show_path((*path[:depth], int(part)))} for the element at "
-                f"position {part}"
-                if isinstance(node, list) and part.isascii() and part.isdigit()
-                else ""
-            )
-            raise _ReadError(f"No value at {asked}: {here} is {_kind(node)}, not an object{hint}.")
-        if part not in node:
-            raise _ReadError(
-                f"No value at {asked}: {here} has no key "
-                f"{_echo(json.dumps(part, ensure_ascii=False))} ({_keys_hint(node)})."
-            )
-
-
-def _keys_hint(node: dict[str, Any], limit: int = 12) -> str:
-    if not node:
-        return "it is empty"
-    keys = [_echo(json.dumps(k, ensure_ascii=False), 40) for k in itertools.islice(node, limit)]
-    more = f", and {len(node) - limit} more" if len(node) > limit else ""
-    return f"its keys: {', '.join(keys)}{more}"
 
 
 # --- the tools -------------------------------------------------------------------------------
@@ -325,7 +171,7 @@ def _needles(value: Any, key: str, ok: Any) -> Any:
         if not ok(item):
             raise _ReadError(
                 f"Error: {key} must be {want} (or a list of them), found "
-                f"{_echo(json.dumps(item, ensure_ascii=False))}; to find a {other} use {other}."
+                f"{echo(json.dumps(item, ensure_ascii=False))}; to find a {other} use {other}."
             )
     return items if isinstance(value, list) else value
 
@@ -401,7 +247,7 @@ def read(
     count = count or estimate_tokens
     try:
         text = _read(shown, tuple(path), budget, start, end, keys, count)
-    except _ReadError as exc:
+    except (_ReadError, PathNotFound) as exc:
         text = str(exc)
     return _cap(text, budget, count)
 
@@ -436,14 +282,14 @@ def _read(
     keys: Sequence[str] | None,
     count: Count,
 ) -> str:
-    node = _resolve(shown, path)
-    where = _show_path(path)
+    node = lookup(shown, path)
+    where = show_path(path)
     window: tuple[int, int] | None = None
     if start is not None or end is not None:
         if not isinstance(node, dict | list):
             raise _ReadError(
                 f"Error: start and end read part of an array or object, but {where} is "
-                f"{_kind(node)}; read it without them."
+                f"{kind_of(node)}; read it without them."
             )
         n = len(node)
         lo = 0 if start is None else start
@@ -451,12 +297,12 @@ def _read(
         if lo >= n:
             last = f"positions 0 to {n - 1}" if n else "it is empty"
             raise _ReadError(
-                f"Error: start {lo} is past the end of {where} ({_kind(node)}: {last})."
+                f"Error: start {lo} is past the end of {where} ({kind_of(node)}: {last})."
             )
         if hi <= lo:
             raise _ReadError(f"Error: end {end} must be greater than start {lo} (end is excluded).")
         window = (lo, hi)
-    what = _kind(node)
+    what = kind_of(node)
     if window is not None:
         unit = "keys" if isinstance(node, dict) else "elements"
         what += f", {unit} {window[0]} to {window[1] - 1}"
@@ -464,9 +310,9 @@ def _read(
         if not isinstance(node, dict | list):
             raise _ReadError(
                 f"Error: keys shows some keys of each element of an array or object, but "
-                f"{where} is {_kind(node)}; read it without keys."
+                f"{where} is {kind_of(node)}; read it without keys."
             )
-        shown_keys = ", ".join(_echo(json.dumps(k, ensure_ascii=False), 40) for k in keys)
+        shown_keys = ", ".join(echo(json.dumps(k, ensure_ascii=False), 40) for k in keys)
         if isinstance(node, dict) and window is None and any(k in node for k in keys):
             node = _pick(node, keys)  # one element (a record): its own keys
             what += f", only the keys {shown_keys}"
@@ -557,8 +403,8 @@ def _find_one(
     count: Count,
 ) -> str:
     try:
-        root = _resolve(shown, tuple(path))
-    except _ReadError as exc:
+        root = lookup(shown, path)
+    except PathNotFound as exc:
         return str(exc)
     needle = text.casefold() if text is not None else None
     lines: list[str] = []
@@ -568,7 +414,7 @@ def _find_one(
         nonlocal total
         total += 1
         if len(lines) < limit:
-            lines.append(f"{_show_path(where)}{line}")
+            lines.append(f"{show_path(where)}{line}")
 
     def scalar(where: tuple[str | int, ...], value: Any) -> None:
         if needle is not None:
@@ -577,51 +423,31 @@ def _find_one(
         elif isinstance(value, int | float) and not isinstance(value, bool) and value == number:
             hit(where, f": {json.dumps(value)}")
 
-    # An explicit stack (any depth); a path is built only for a container or a match. The
-    # test of a scalar is written out in each loop (no call per value: this is the hot part).
+    # An explicit stack (any depth); a path is built only for a container or a match, and the
+    # test of a scalar is written out in the loop (no call per value: this is the hot part).
     containers = (dict, list)
     stack: list[tuple[tuple[str | int, ...], Any]] = [(tuple(path), root)]
     while stack:
         where, node = stack.pop()
-        later: list[tuple[tuple[str | int, ...], Any]] = []
-        if isinstance(node, dict):
-            if needle is not None:
-                for key, item in node.items():
-                    if needle in key.casefold():
-                        hit((*where, key), f" (the key {json.dumps(key, ensure_ascii=False)})")
-                    if isinstance(item, containers):
-                        later.append(((*where, key), item))
-                    elif isinstance(item, str) and needle in item.casefold():
-                        scalar((*where, key), item)
-            else:
-                for key, item in node.items():
-                    if isinstance(item, containers):
-                        later.append(((*where, key), item))
-                    elif (
-                        isinstance(item, int | float)
-                        and not isinstance(item, bool)
-                        and item == number
-                    ):
-                        scalar((*where, key), item)
-        elif isinstance(node, list):
-            if needle is not None:
-                for index, item in enumerate(node):
-                    if isinstance(item, containers):
-                        later.append(((*where, index), item))
-                    elif isinstance(item, str) and needle in item.casefold():
-                        scalar((*where, index), item)
-            else:
-                for index, item in enumerate(node):
-                    if isinstance(item, containers):
-                        later.append(((*where, index), item))
-                    elif (
-                        isinstance(item, int | float)
-                        and not isinstance(item, bool)
-                        and item == number
-                    ):
-                        scalar((*where, index), item)
-        else:
+        if not isinstance(node, containers):
             scalar(where, node)
+            continue
+        later: list[tuple[tuple[str | int, ...], Any]] = []
+        keyed = isinstance(node, dict)
+        pairs: Iterable[tuple[Any, Any]] = (
+            node.items() if isinstance(node, dict) else enumerate(node)
+        )
+        for key, item in pairs:
+            if keyed and needle is not None and needle in key.casefold():
+                hit((*where, key), f" (the key {json.dumps(key, ensure_ascii=False)})")
+            if isinstance(item, containers):
+                later.append(((*where, key), item))
+            elif (
+                (isinstance(item, str) and needle in item.casefold())
+                if needle is not None
+                else isinstance(item, int | float) and not isinstance(item, bool) and item == number
+            ):
+                scalar((*where, key), item)
         stack.extend(reversed(later))
     return _found(lines, total, text, number, path, budget, count)
 
@@ -637,14 +463,14 @@ def _found(
 ) -> str:
     """The text of ``find``'s answer: the first ``lines`` of ``total`` matches, as many as fit
     ``budget``, with how many more there are."""
-    what = _echo(json.dumps(text, ensure_ascii=False) if text is not None else json.dumps(number))
-    inside = "the payload" if not path else _show_path(path)
+    what = echo(json.dumps(text, ensure_ascii=False) if text is not None else json.dumps(number))
+    inside = "the payload" if not path else show_path(path)
     if total == 0:
         searched = "keys and string values" if text is not None else "numbers"
         return f"No match for {what} in {inside} ({searched} searched)."
     while True:
         shown_n = len(lines)
-        head = f"{_count(total, 'match')} for {what} in {inside}:"
+        head = f"{counted(total, 'match')} for {what} in {inside}:"
         more = (
             f"… and {total - shown_n} more; search inside a path, or for a longer text, to "
             "narrow it down."

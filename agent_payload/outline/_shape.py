@@ -1,7 +1,5 @@
-# The outline itself: the budget (known context windows, the default), whether a payload fits,
-# the levels of detail, the writer that renders a value at one level, and ``outline``, which
-# picks the most detailed level that fits the budget.
-"""Outlines: a payload's shape within a token budget (pure)."""
+"""Outlines (pure): the budget (known context windows, the default), whether a payload fits,
+the levels of detail, and the writer that renders a value at the most detailed that fits."""
 
 from __future__ import annotations
 
@@ -14,6 +12,7 @@ from typing import Any
 
 from agent_payload import _jsontext
 from agent_payload import prompts as _prompts
+from agent_payload._paths import counted
 from agent_payload.errors import ConfigurationError
 from agent_payload.usage import estimate_tokens
 
@@ -99,9 +98,8 @@ Count = Callable[[str], int]
 
 
 def _tokens_over(pieces: Iterable[str], budget: int, count: Count) -> bool:
-    """True when the text made of ``pieces`` counts more than ``budget`` tokens; counts it
-    20,000 characters at a time and stops as soon as the budget is passed (a 50 MB text
-    costs what its first pieces cost, and so does producing it when ``pieces`` is lazy)."""
+    """True when the text of ``pieces`` counts more than ``budget`` tokens, counted 20,000
+    characters at a time up to the budget only (a lazy 50 MB text costs its first pieces)."""
     total = 0
     step = 20_000
     buffered: list[str] = []
@@ -121,21 +119,16 @@ def _tokens_over(pieces: Iterable[str], budget: int, count: Count) -> bool:
     return size > 0 and total + count("".join(buffered)) > budget
 
 
+# _compact_pieces writes containers _OPENED_DEPTH levels deep a part at a time: an object of at
+# most _OPENED_KEYS keys one key at a time, a larger one or an array in slices growing to _SLICE.
 _OPENED_DEPTH = 3
-"""``_compact_pieces`` writes containers this many levels deep a part at a time."""
 _OPENED_KEYS = 64
-"""... and an object of at most this many keys one key at a time (a larger one, like an array,
-in growing slices)."""
 _SLICE = 1_024
-"""The largest slice of an array (or a large object) written at once."""
 
 
 def _compact_pieces(value: Any, depth: int = _OPENED_DEPTH) -> Iterator[str]:
-    """The compact JSON of ``value`` (``_jsontext.dumps`` with ``separators=(",", ":")``,
-    ``ensure_ascii=False``) in pieces whose concatenation is that text, produced lazily: the
-    containers of the first ``depth`` levels are written a part at a time (each key of a small
-    object; the first element of an array, then slices that double in size), so a reader that
-    stops early never writes the rest. Everything else is written by ``json`` (C speed)."""
+    """The compact JSON of ``value`` (``ensure_ascii=False``) in pieces, produced lazily: a
+    reader that stops early never writes the rest; below ``depth``, ``json`` writes (C speed)."""
     t = type(value)
     if depth > 0 and t is dict and value and all(type(key) is str for key in value):
         if len(value) <= _OPENED_KEYS:
@@ -168,9 +161,7 @@ def _compact_pieces(value: Any, depth: int = _OPENED_DEPTH) -> Iterator[str]:
         yield _compact(value)
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` without building an encoder
-for each of the many small parts."""
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one for all parts
 
 
 def _compact(value: Any) -> str:
@@ -182,11 +173,8 @@ def _compact(value: Any) -> str:
 
 def exceeds(shown: Any, budget: int, *, count: Count | None = None) -> bool:
     """True when the payload ``shown`` (the read scope's projection), rendered as the user
-    message carries it (``prompts.render_payload``), counts more than ``budget`` tokens.
-
-    Its compact JSON is counted first (a piece at a time, written only as far as it is counted,
-    stopping past the budget): when even that is over, the full rendering (which only adds
-    index comments and line breaks) is never built."""
+    message carries it (``prompts.render_payload``), counts more than ``budget`` tokens. Its
+    compact JSON is counted first: when even that is over, the rendering is never built."""
     count = count or estimate_tokens
     if _tokens_over(_compact_pieces(shown), budget, count):
         return True
@@ -262,10 +250,18 @@ class _Writer:
     def value(
         self, value: Any, depth: int, indent: int, window: tuple[int, int] | None = None
     ) -> None:
-        if isinstance(value, dict):
-            self.obj(value, depth, indent, window)
-        elif isinstance(value, list):
-            self.arr(value, depth, indent, window)
+        if isinstance(value, dict | list):
+            keyed = isinstance(value, dict)
+            if not value:
+                self.emit("{}" if keyed else "[]")
+            elif depth <= 0:  # a count stands for the content
+                self.cut = True
+                what = counted(len(value), "key" if keyed else "element")
+                self.emit(f"{{/*{what}*/}}" if keyed else f"[/*{what}*/]")
+            elif isinstance(value, dict):
+                self.obj(value, depth, indent, window)
+            else:
+                self.arr(value, depth, indent, window)
         elif isinstance(value, str):
             limit = self.level.chars
             if len(value) <= limit:
@@ -284,13 +280,6 @@ class _Writer:
         self, value: dict[str, Any], depth: int, indent: int, window: tuple[int, int] | None
     ) -> None:
         n = len(value)
-        if n == 0:
-            self.emit("{}")
-            return
-        if depth <= 0:
-            self.cut = True
-            self.emit(f"{{/*{_count(n, 'key')}*/}}")
-            return
         lo, hi = window if window is not None else (0, n)
         last = min(hi, lo + self.level.keys)
         broken = indent == 0  # the root's keys stand one per line
@@ -298,7 +287,7 @@ class _Writer:
         first = True
         if lo > 0:  # keys before the window read
             self.emit(self._break(indent + 1) if broken else "")
-            self.emit(f"/*keys 0 to {lo - 1} not shown ({_count(lo, 'key')})*/")
+            self.emit(f"/*keys 0 to {lo - 1} not shown ({counted(lo, 'key')})*/")
         for key, item in itertools.islice(value.items(), lo, last):
             if not first:
                 self.emit(",")
@@ -311,7 +300,7 @@ class _Writer:
             self.cut |= last < hi
             if broken:
                 self.emit(self._break(indent + 1))
-            self.emit(f"/*keys {last} to {n - 1} not shown ({_count(n - last, 'key')})*/")
+            self.emit(f"/*keys {last} to {n - 1} not shown ({counted(n - last, 'key')})*/")
         if broken:
             self.emit(self._break(indent))
         self.emit("}")
@@ -320,13 +309,6 @@ class _Writer:
         self, value: list[Any], depth: int, indent: int, window: tuple[int, int] | None
     ) -> None:
         n = len(value)
-        if n == 0:
-            self.emit("[]")
-            return
-        if depth <= 0:
-            self.cut = True
-            self.emit(f"[/*{_count(n, 'element')}*/]")
-            return
         lo, hi = window if window is not None else (0, n)
         wanted = self.level.items
         if hi - lo <= wanted + 1:
@@ -346,7 +328,7 @@ class _Writer:
             if broken:
                 self.emit(self._break(inner))
             where = f"{start}" if start == end else f"{start} to {end}"
-            self.emit(f"/*{where} not shown ({_count(end - start + 1, 'element')})*/")
+            self.emit(f"/*{where} not shown ({counted(end - start + 1, 'element')})*/")
             if not broken and end < n - 1:
                 self.emit(" ")
 
@@ -366,12 +348,6 @@ class _Writer:
         if broken:
             self.emit(self._break(indent))
         self.emit("]")
-
-
-def _count(n: int, noun: str) -> str:
-    if n == 1:
-        return f"{n} {noun}"
-    return f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"
 
 
 def _render(

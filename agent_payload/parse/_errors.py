@@ -1,9 +1,5 @@
-"""The errors the parser raises, each with the structured problems sent back to the model.
-
-Owns ``_raise`` and its shorthands (``_truncated``, ``_refuse``, ``_no_request``, ``_syntax``) and
-the pointers into the reply they use (``_where``: line and column; ``_excerpt``: a short look
-with ``⟶`` marking the spot).
-"""
+"""The errors the parser raises, with the problems sent back to the model, and the pointers
+into the reply they use (line and column; an excerpt with ``⟶`` marking the spot)."""
 
 from __future__ import annotations
 
@@ -34,75 +30,59 @@ def _raise(
     raise cls(message, reply=reply, problems=problems, **extra) from cause
 
 
-def _truncated(reply: str, why: str, *, cause: BaseException | None = None) -> NoReturn:
-    _raise(
-        TruncatedReplyError,
-        f"The reply was cut off: {why}. A truncated change request is never applied; ask "
-        "again (the feedback asks for a smaller change request) or raise the output token "
-        "limit.",
-        [
-            Problem(
-                kind="truncated",
-                message="your reply ended before its JSON object was complete, so none of it "
-                "was used.",
-            )
-        ],
-        reply=reply,
-        cause=cause,
-    )
-
-
-def _refuse(reply: str, why: str) -> NoReturn:
-    _raise(
-        RefusalError,
-        f"The model refused: {why}; the reply holds no change request. Ask again with the "
-        "feedback, or check that the task is one the model may do.",
-        [
-            Problem(
-                kind="refusal",
-                code="refusal",
-                message="your reply declined the task and held no change request. The task "
-                "is an edit of the JSON data shown: reply with the change request that does "
-                'it, or with {"reasoning": "<why nothing should change>"} if nothing should '
-                "change.",
-            )
-        ],
-        reply=reply,
-    )
-
-
-def _no_request(reply: str, why: str) -> NoReturn:
-    _raise(
-        NoChangeRequestError,
-        f"The reply holds no change request: {why}. Expected one JSON object with the "
-        "optional fields newElements, updateElements, removeElements, replaceElements and "
-        "reasoning; ask again with the feedback.",
-        [
-            Problem(
-                kind="no_change_request",
-                message=f"{why}. Reply with the change request itself: one JSON object "
-                "with the optional fields newElements, updateElements, removeElements, "
-                "replaceElements and reasoning ({} if nothing should change).",
-            )
-        ],
-        reply=reply,
-    )
-
-
-def _syntax(
+def _reply_error(
     reply: str,
     message: str,
     model_message: str,
     *,
     path: str | None = None,
     cause: BaseException | None = None,
+    cls: type[ModelReplyError] = ReplySyntaxError,
+    kind: str = "parse",
+    code: str | None = None,
 ) -> NoReturn:
-    _raise(
-        ReplySyntaxError,
-        message,
-        [Problem(kind="parse", message=model_message, path=path)],
-        reply=reply,
+    """Raise ``cls`` (``message`` for the caller) with one problem for the model."""
+    _raise(cls, message, [Problem(kind, model_message, path, code)], reply=reply, cause=cause)
+
+
+def _truncated(reply: str, why: str, *, cause: BaseException | None = None) -> NoReturn:
+    _reply_error(
+        reply,
+        f"The reply was cut off: {why}. A truncated change request is never applied; ask "
+        "again (the feedback asks for a smaller change request) or raise the output token "
+        "limit.",
+        "your reply ended before its JSON object was complete, so none of it was used.",
         cause=cause,
+        cls=TruncatedReplyError,
+        kind="truncated",
+    )
+
+
+def _refuse(reply: str, why: str) -> NoReturn:
+    _reply_error(
+        reply,
+        f"The model refused: {why}; the reply holds no change request. Ask again with the "
+        "feedback, or check that the task is one the model may do.",
+        "your reply declined the task and held no change request. The task is an edit of the "
+        "JSON data shown: reply with the change request that does it, or with "
+        '{"reasoning": "<why nothing should change>"} if nothing should change.',
+        cls=RefusalError,
+        kind="refusal",
+        code="refusal",
+    )
+
+
+def _no_request(reply: str, why: str) -> NoReturn:
+    _reply_error(
+        reply,
+        f"The reply holds no change request: {why}. Expected one JSON object with the "
+        "optional fields newElements, updateElements, removeElements, replaceElements and "
+        "reasoning; ask again with the feedback.",
+        f"{why}. Reply with the change request itself: one JSON object with the optional "
+        "fields newElements, updateElements, removeElements, replaceElements and reasoning "
+        "({} if nothing should change).",
+        cls=NoChangeRequestError,
+        kind="no_change_request",
     )
 
 

@@ -1,11 +1,6 @@
-"""Finding the change request in the model's text.
-
-Owns ``_Reader``: thinking blocks set aside, the scan for JSON-like openings (in C), objects and
-JSON strings read as candidates, which of them are change requests, identical repeats read as
-one, different ones refused as ambiguous, damage reported at its position, fences and tags
-around the chosen object recorded as repairs. It hands back the object and the text it was read
-from; ``agent_payload.parse._request`` turns the object into the change request.
-"""
+"""Finding the change request in the model's text: thinking set aside, the scan for JSON-like
+openings (in C), candidates read, identical repeats read as one, different ones refused as
+ambiguous, damage reported at its position, fences and tags recorded as repairs."""
 
 from __future__ import annotations
 
@@ -22,17 +17,13 @@ from agent_payload.errors import AmbiguousReplyError
 from agent_payload.parse._errors import (
     _excerpt,
     _no_request,
-    _raise,
     _refuse,
-    _syntax,
+    _reply_error,
     _truncated,
     _where,
 )
 from agent_payload.parse._grammar import _DSTR, MAX_REPLY_DEPTH, _Damage
 from agent_payload.parse._strict import _STRICT, _read_object, _read_whole
-from agent_payload.report import Problem
-
-# --- finding the change request ----------------------------------------------------------------
 
 _BLANK: Final = re.compile(r"[^\r\n]")
 
@@ -118,7 +109,6 @@ class _Candidate:
     repairs: list[str] = field(default_factory=list)
     damage: _Damage | None = None
     inside: str | None = None  # the object came from a JSON string: the decoded text
-    canonical: str = ""
 
 
 def _has_bucket(value: Any) -> bool:
@@ -231,7 +221,7 @@ class _Reader:
 
     def read(self, text: str, *, depth: int) -> tuple[dict[str, Any], str]:
         if depth > _MAX_STRING_DECODES:
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The reply is a JSON string encoded more than {_MAX_STRING_DECODES} times; "
                 "expected one JSON object.",
@@ -389,17 +379,15 @@ class _Reader:
         distinct: dict[str, _Candidate] = {}
         for candidate in requests:
             if candidate.damage is None:
-                candidate.canonical = _canonical(candidate.value)
-                distinct.setdefault(candidate.canonical, candidate)
+                distinct.setdefault(_canonical(candidate.value), candidate)
         others = len(distinct) + len(damaged) - 1
         if damaged:
             self._damaged(text, damaged[0], others)
         if len(distinct) > 1:
             self._ambiguous(text, list(distinct.values()))
-        if len(requests) > 1:
-            self.repairs.append(
-                f"read {len(requests)} identical change requests as one (the last is used)"
-            )
+        self.repairs.append(
+            f"read {len(requests)} identical change requests as one (the last is used)"
+        )
         return self._take(text, requests[-1], count)
 
     def _take(self, text: str, candidate: _Candidate, count: int) -> tuple[dict[str, Any], str]:
@@ -440,7 +428,7 @@ class _Reader:
             else ""
         )
         if damage.depth:
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The change request {where} of the reply is nested more than "
                 f"{MAX_REPLY_DEPTH} levels deep; at most {MAX_REPLY_DEPTH} levels are read. "
@@ -452,7 +440,7 @@ class _Reader:
                 cause=damage,
             )
         hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
-        _syntax(
+        _reply_error(
             self.reply,
             f"The change request {where} of the reply cannot be read: {damage.what} (near "
             f"{near!r}). Nothing was guessed or applied; ask again with the feedback.",
@@ -469,21 +457,16 @@ class _Reader:
                 shown = shown[:80] + "…"
             starts.append(f"{_where(text, candidate.start)}: {' '.join(shown.split())}")
         listing = "; ".join(starts)
-        _raise(
-            AmbiguousReplyError,
+        _reply_error(
+            self.reply,
             f"The reply holds {len(distinct)} different change requests ({listing}); none was "
             "applied, since which one was meant cannot be known. Ask again with the feedback.",
-            [
-                Problem(
-                    kind="parse",
-                    code="ambiguous_reply",
-                    message=f"your reply held {len(distinct)} different change requests, "
-                    f"starting at {listing}. None was applied. Reply with exactly one change "
-                    "request (put everything to change in it), and do not quote other change "
-                    "requests or examples in the same reply.",
-                )
-            ],
-            reply=self.reply,
+            f"your reply held {len(distinct)} different change requests, starting at "
+            f"{listing}. None was applied. Reply with exactly one change request (put "
+            "everything to change in it), and do not quote other change requests or examples "
+            "in the same reply.",
+            cls=AmbiguousReplyError,
+            code="ambiguous_reply",
         )
 
     def _set_aside_drafts(self, text: str) -> str:

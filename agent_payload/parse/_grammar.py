@@ -1,10 +1,5 @@
-"""Lenient decoding: the grammar reader for strict JSON, JSON5 and Python literals.
-
-Owns ``_Grammar`` (one JSON value read with every position known: comments, trailing commas,
-single quotes, unquoted keys, hex and signed numbers, JSON5 escapes, ``True``/``False``/
-``None``) and ``_Damage`` (where and why text cannot be read, and what to write instead).
-Nothing is inferred: anything outside the grammar is damage at its position.
-"""
+"""The lenient reader: strict JSON, JSON5 and Python literals, with every position known.
+Nothing is inferred: anything outside the grammar is ``_Damage`` at its position."""
 
 from __future__ import annotations
 
@@ -12,8 +7,6 @@ import difflib
 import json
 import re
 from typing import Any, Final
-
-# --- the grammar: JSON, JSON5 and Python literals, with positions ----------------------------
 
 _CONTROL_CHARS = "accepted raw control characters inside strings"
 
@@ -106,11 +99,8 @@ def _bare_word(word: str, pos: int) -> _Damage:
 
 
 class _Grammar:
-    """A reader for one JSON value in ``text`` that accepts exactly strict JSON, JSON5 (comments,
-    trailing commas, single quotes, unquoted keys, hex and signed numbers, JSON5 escapes) and
-    Python's ``True``/``False``/``None`` and ``#`` comments, plus raw control characters in
-    strings (as ``json.loads(strict=False)``). Anything else raises ``_Damage`` at its position;
-    nothing is inferred."""
+    """A reader for one value of strict JSON, JSON5 or Python literals (and raw control
+    characters in strings); anything else raises ``_Damage`` at its position."""
 
     __slots__ = ("array_comments", "context", "repairs", "text")
 
@@ -348,17 +338,10 @@ class _Grammar:
             pairs[key], pos = self._value(pos, depth)
             if track:
                 self.context.pop()
-            pos = self.gap(pos, False)
+            closed, pos = self._after_item(pos, "}", f"the value of {_quoted(key)}")
+            if closed:
+                return pairs, pos
             char = text[pos : pos + 1]
-            if char == "}":
-                return pairs, pos + 1
-            if char != ",":
-                raise self._no_separator(pos, "}", f"the value of {_quoted(key)}")
-            pos = self.gap(pos + 1, False)
-            char = text[pos : pos + 1]
-            if char == "}":
-                self.repairs["removed trailing commas (json5)"] = None
-                return pairs, pos + 1
             if char == ",":
                 raise _Damage(pos, "two commas in a row in an object", "remove one.")
             if char and (char.isdigit() or char in "-+."):
@@ -400,14 +383,28 @@ class _Grammar:
             )
         return _Damage(pos, f"expected ':' after the key {name}, found {_found(self.text, pos)}")
 
-    def _no_separator(self, pos: int, close: str, after: str) -> _Damage:
-        if pos >= len(self.text):
-            return _Damage(pos, "the reply ends inside an object or array", eof=True)
-        return _Damage(
-            pos,
-            f"expected ',' or '{close}' after {after}, found {_found(self.text, pos)}",
-            "a comma is missing between two items, or a string is not closed or quoted.",
-        )
+    def _after_item(self, pos: int, close: str, after: str) -> tuple[bool, int]:
+        """After an item: (False, the next item's position), or (True, past ``close``), a
+        trailing comma before it read as JSON5."""
+        in_array = close == "]"
+        text = self.text
+        pos = self.gap(pos, in_array)
+        char = text[pos : pos + 1]
+        if char == close:
+            return True, pos + 1
+        if char != ",":
+            if pos >= len(text):
+                raise _Damage(pos, "the reply ends inside an object or array", eof=True)
+            raise _Damage(
+                pos,
+                f"expected ',' or '{close}' after {after}, found {_found(text, pos)}",
+                "a comma is missing between two items, or a string is not closed or quoted.",
+            )
+        pos = self.gap(pos + 1, in_array)
+        if text[pos : pos + 1] == close:
+            self.repairs["removed trailing commas (json5)"] = None
+            return True, pos + 1
+        return False, pos
 
     def _array(self, pos: int, depth: int) -> tuple[list[Any], int]:
         if depth > MAX_REPLY_DEPTH:
@@ -427,16 +424,9 @@ class _Grammar:
                 )
             item, pos = self._value(pos, depth)
             items.append(item)
-            pos = self.gap(pos, True)
-            char = text[pos : pos + 1]
-            if char == "]":
-                return items, pos + 1
-            if char != ",":
-                raise self._no_separator(pos, "]", f"element {len(items) - 1}")
-            pos = self.gap(pos + 1, True)
-            if text[pos : pos + 1] == "]":
-                self.repairs["removed trailing commas (json5)"] = None
-                return items, pos + 1
+            closed, pos = self._after_item(pos, "]", f"element {len(items) - 1}")
+            if closed:
+                return items, pos
 
 
 _GAP_CHARS: Final = frozenset(" \t\n\r\f\v\u00a0\u2028\u2029\ufeff/#")

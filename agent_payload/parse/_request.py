@@ -1,10 +1,5 @@
-"""The object read from a reply -> ``AgentPayloadChangeRequest``.
-
-Owns ``_Normaliser``: the top level judged by the one change-request normaliser
-(``agent_payload._normalise``: wrappers, snake_case, unknown fields), buckets or wrappers
-given as JSON strings decoded, ``reasoning`` turned into text, depth checked, and each finding
-turned into the parser's error or repair.
-"""
+"""The object read from a reply -> ``AgentPayloadChangeRequest``: the one normaliser's findings
+turned into the parser's errors or repairs, JSON-string buckets decoded, depth checked."""
 
 from __future__ import annotations
 
@@ -24,7 +19,14 @@ from agent_payload._normalise import (
 )
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UnknownFieldError
-from agent_payload.parse._errors import _excerpt, _field_path, _raise, _syntax, _truncated, _where
+from agent_payload.parse._errors import (
+    _excerpt,
+    _field_path,
+    _raise,
+    _reply_error,
+    _truncated,
+    _where,
+)
 from agent_payload.parse._grammar import MAX_REPLY_DEPTH, _Damage
 from agent_payload.parse._strict import _STRICT, _read_whole
 from agent_payload.report import Problem
@@ -45,7 +47,7 @@ class _Normaliser(Reactions):
         data["reasoning"] = reasoning_text(read.reasoning, self.repairs)
         depth = _depth(data)
         if depth > MAX_REPLY_DEPTH:
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The change request is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} "
                 "levels are read. Ask again with the feedback.",
@@ -56,7 +58,7 @@ class _Normaliser(Reactions):
         try:
             return AgentPayloadChangeRequest.model_validate(data)
         except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
-            _syntax(
+            _reply_error(
                 self.reply,
                 f"The change request read from the reply is not valid: {exc}",
                 "your change request could not be read as JSON data.",
@@ -64,7 +66,7 @@ class _Normaliser(Reactions):
             )
 
     def spellings_differ(self, camel: str, snake: str) -> NoReturn:
-        _syntax(
+        _reply_error(
             self.reply,
             f"The change request gives both {camel} and {snake}, with different content; which "
             "one was meant cannot be known, so neither is applied. Ask again with the feedback.",
@@ -74,7 +76,7 @@ class _Normaliser(Reactions):
         )
 
     def not_an_object(self, wrapper: str, value: Any) -> NoReturn:
-        _syntax(
+        _reply_error(
             self.reply,
             f"{wrapper}: expected the wrapped change request (an object), found "
             f"{kind_word(value)}. Ask again with the feedback.",
@@ -140,7 +142,7 @@ class _Normaliser(Reactions):
                 near = _excerpt(stripped, damage.pos)
                 hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
                 what = damage.what or f"nested more than {MAX_REPLY_DEPTH} levels deep"
-                _syntax(
+                _reply_error(
                     self.reply,
                     f"{name}: holds a string that looks like JSON but cannot be read at "
                     f"{where}: {what} (near {near!r}). Ask again with the feedback.",
@@ -163,7 +165,7 @@ class _Normaliser(Reactions):
             value = self.text(name, value)
         if value is None or isinstance(value, (dict, list)):
             return value
-        _syntax(
+        _reply_error(
             self.reply,
             f"{name}: expected an object (or an array, for a payload whose root is an array), "
             f"found {kind_word(value)}. Ask again with the feedback.",
@@ -174,10 +176,8 @@ class _Normaliser(Reactions):
 
 
 def _depth(value: Any) -> int:
-    """How deeply ``value`` nests containers (the change request's own object is level 1).
-
-    Counted a level at a time: the containers of a level are picked from all the values of
-    the level before at C speed (a megabyte request is a few passes, not a loop per value)."""
+    """How deeply ``value`` nests containers (``{}`` is 1, a primitive 0), counted a level at a
+    time at C speed (a megabyte request is a few passes, not a loop per value)."""
     depth = 0
     level = [value]
     while True:

@@ -1,9 +1,5 @@
-"""Decoding at C speed: strict JSON first, the grammar reader only where strict JSON fails.
-
-Owns the strict decoder (``_STRICT``: no NaN, no overflowing float, no duplicate key) and the
-two entry points of decoding, ``_read_object`` (the object at a position of the reply, read in
-growing windows so a failure costs only what was read) and ``_read_whole``.
-"""
+"""Decoding at C speed: strict JSON first (no NaN, no overflowing float, no duplicate key), the
+grammar reader only where strict JSON fails."""
 
 from __future__ import annotations
 
@@ -73,10 +69,8 @@ _STRICT_START: Final = re.compile(
 
 
 def _strict_at(text: str, pos: int) -> tuple[Any, int]:
-    """Strict JSON at ``pos`` (C speed): the value and its end, or None and where strict
-    reading stopped. Read in growing windows: a failed ``raw_decode`` counts the lines of
-    everything before the failure, so decoding in place would cost the length of the text for
-    every brace of hostile prose."""
+    """Strict JSON at ``pos`` (C speed): the value and its end, or None and where reading stopped.
+    Read in growing windows: a failed ``raw_decode`` counts the lines of everything before it."""
     size = 512
     length = len(text)
     while True:
@@ -130,10 +124,8 @@ _BARE_FIRST_VALUE: Final = re.compile(
 
 
 def _bare_first_value(text: str, pos: int, bare: re.Match[str]) -> None:
-    """Raise the damage of the bare word that ``bare`` found as the first value of the object
-    at ``pos``: what reading the whole object would raise first (``_Grammar._value`` and
-    ``_word``). A word the grammar reads (``true``, ``None``), or one at the end of the reply,
-    returns, and the object is read whole."""
+    """Raise the damage that reading the whole object at ``pos`` would raise first for its bare
+    first value ``bare``; return for a word the grammar reads or one at the end of the reply."""
     word = bare.group(1)
     if bare.end() < len(text) and word not in _READ_WORDS:
         damage = _bare_word(word, bare.start(1))

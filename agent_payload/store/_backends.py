@@ -1,16 +1,8 @@
-"""What differs between the databases ``PayloadStore`` runs on: connecting, the one schema and
-its format check, and the write transaction that serialises writers of a key.
-
-* SQLite (``sqlite:///relative.db``, ``sqlite:////absolute.db``; the standard library): WAL
-  journal, ``BEGIN IMMEDIATE`` for writes (one writer at a time, the others wait up to the busy
-  timeout), one connection per thread.
-* PostgreSQL (``postgresql://...``, any URL libpq accepts, ``?host=/socket/dir`` included;
-  ``psycopg`` 3, the ``postgres`` extra): the key's row is locked (``SELECT ... FOR UPDATE``) for
-  the write, one connection per thread.
-
-The schema is created on first use (under a lock, so two processes opening a new database do
-not race) and its format is checked on every open. A database that holds tables but not ours
-(another application's) is refused before anything is written to it.
+"""What differs between the databases ``PayloadStore`` runs on: connecting, the schema and its
+format check, and the write transaction that serialises a key's writers. SQLite: WAL,
+``BEGIN IMMEDIATE`` for writes. PostgreSQL (``psycopg`` 3): the key's row locked ``FOR UPDATE``.
+Both keep one connection per thread. The schema is created on first use, under a lock; a
+database holding tables of another application is refused before anything is written to it.
 """
 
 from __future__ import annotations

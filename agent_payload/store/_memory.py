@@ -1,19 +1,14 @@
-"""A payload kept at a version: apply a change request only to the version it was made for.
-
-``apply_if_version(payload, change_request, expected_version)`` checks the version
-(``guards.versions.check_version``: ``StalePayloadError``, nothing applied) and merges.
-``VersionedStore`` keeps a payload in memory with its version and makes the check and the
-write one atomic, all-or-nothing step; a request made against an older version it still knows
-is rebased over what was applied since (MERGE.md section 9) or sent back with
-``ConcurrentChangeError``. The versions themselves (``payload_version``) are the guards'
-(``agent_payload.guards.versions``); this module adds the merge on top of them.
+"""A payload kept in memory at a version: ``apply_if_version`` checks the version and merges;
+``VersionedStore`` makes the check and the write one atomic step and rebases a request made
+against an older version over what was applied since (MERGE.md section 9). The versions are
+the guards' (``guards.versions``).
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from agent_payload.changes import DEFAULT_MARKERS
@@ -47,16 +42,9 @@ def apply_if_version(
 class VersionedStore(Generic[P]):
     """A payload kept in memory with its version; check-and-write is atomic (thread-safe).
 
-    >>> store = VersionedStore({"a": 1})
-    >>> payload, version = store.get()
-    >>> result = store.apply(request, expected_version=version)   # doctest: +SKIP
-
-    ``get()`` returns the stored payload and its version (merges never mutate the payload, so
-    the object returned is safe to read; do not mutate it). ``apply`` with an older version
-    rebases the request over the requests applied since (MERGE.md section 9): it lands where
-    its writer saw it, or raises ``ConcurrentChangeError`` when it collides with them. The
-    store keeps the last ``keep`` versions (default ``DEFAULT_KEEP``) with the requests that
-    led from each to the next (``history()``); an older version, or one before a
+    ``get()`` returns the stored payload (read it, do not mutate it) and its version. The store
+    keeps the last ``keep`` versions with the requests that led from each to the next
+    (``history()``), to rebase late requests over; an older version, or one before a
     ``replace``, is unknown: ``StalePayloadError``.
     """
 
@@ -88,21 +76,12 @@ class VersionedStore(Generic[P]):
         self, change_request: Any, *, expected_version: str, **merge_kwargs: Any
     ) -> MergeResult[P]:
         """Merge ``change_request``, written against ``expected_version``, into the stored
-        payload; store and return the result.
+        payload (strictly unless ``strict=False``); store and return the result.
 
-        At the current version the request is merged as it is. At an older version the store
-        still knows, it is first rebased over the requests applied since (MERGE.md section 9):
-        ``ConcurrentChangeError`` (one ``concurrent_change`` conflict per colliding entry,
-        paths in the current payload) when it collides with them. ``StalePayloadError`` when
-        ``expected_version`` is not a version the store knows.
-
-        The merge is strict unless ``strict=False`` is passed: an atomic store writes all of a
-        request or none of it, so any conflict raises ``MergeConflictError`` (with the report)
-        and, like any other error, leaves the store unchanged.
-
-        All or nothing: the new payload and its version are computed completely (a value the
-        version cannot hash raises ``InvalidPayloadError`` here) before both are swapped in, so
-        any exception leaves the stored payload, its version and its history as they were."""
+        A request made against an older version the store knows is first rebased over the
+        requests applied since: ``ConcurrentChangeError`` when it collides with them.
+        ``StalePayloadError`` for a version the store does not know, ``MergeConflictError`` for
+        a conflict. Any error leaves the payload, its version and its history as they were."""
         check_expected(expected_version, "VersionedStore.apply(expected_version=...)")
         merge_kwargs.setdefault("strict", True)
         markers = frozenset(merge_kwargs.get("markers", DEFAULT_MARKERS))
@@ -117,14 +96,13 @@ class VersionedStore(Generic[P]):
             return result
 
     def replace(self, payload: P, *, expected_version: str) -> str:
-        """Store ``payload`` (for example an agent's result) if the store is still at
-        ``expected_version``; return the new version. No change request is known for a
-        replacement, so the versions before it are forgotten: a request made against one of
-        them raises ``StalePayloadError``."""
+        """Store ``payload`` (an agent's result, say) if the store is still at
+        ``expected_version``; return the new version. The versions before it are forgotten."""
         check_expected(expected_version, "VersionedStore.replace(expected_version=...)")
         version = payload_version(payload)  # before the lock: a failure changes nothing
         with self._lock:
-            self._check(expected_version)
+            if expected_version != self._version:
+                raise self._stale(expected_version)
             self._payload, self._version = payload, version
             self._past.clear()
             return version
@@ -147,25 +125,16 @@ class VersionedStore(Generic[P]):
         )
         if at is None:
             raise self._stale(expected)
-        since: Iterable[Applied] = [applied for _, _, applied in self._past[at:]]
+        since = [applied for _, _, applied in self._past[at:]]
         base = dump_payload(self._past[at][1])
         try:
             return rebase_change_request(
-                base,
-                list(since),
-                change_request,
-                markers=markers,
-                limits=merge_kwargs.get("limits"),
+                base, since, change_request, markers=markers, limits=merge_kwargs.get("limits")
             )
         except ConcurrentChangeError as exc:
             exc.current = self._payload
             exc.version = self._version
             raise
-
-    def _check(self, expected: str) -> None:
-        """Raise ``StalePayloadError`` unless the store is at ``expected`` (lock held)."""
-        if expected != self._version:
-            raise self._stale(expected)
 
     def _stale(self, expected: str) -> StalePayloadError:
         return StalePayloadError(

@@ -1,14 +1,10 @@
-"""``PayloadStore``: payloads by key in SQLite or PostgreSQL, shared by threads, processes and
-machines, each key with its history.
+"""``PayloadStore``: payloads by key in SQLite or PostgreSQL, each key with its history.
 
-Every write is one transaction that holds the key (``_backends``): read the current version,
-rebase the request over what was applied since its base (MERGE.md section 9) or send back
-``ConcurrentChangeError``, apply, store the new version and its history entry. A process killed
-at any moment leaves the last committed version and its history. Versions are integers: 1 at
-``create``, one more per entry. The history keeps each request as applied (so replaying it from
-the created payload gives the current payload) and, when it was rebased, as written; the payload
-itself is kept at the current version and every ``SNAPSHOT_EVERY`` versions (the base of a late
-request is rebuilt from the nearest one).
+Every write is one transaction that holds the key: read the current version, rebase the request
+over what was applied since its base (MERGE.md section 9) or send back ``ConcurrentChangeError``,
+apply, store the new version and its history entry. The history keeps each request as applied
+(and as written, when rebased); the payload itself is kept at the current version and every
+``SNAPSHOT_EVERY`` versions, from which an older version is rebuilt.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from agent_payload import typed as _typed
+from agent_payload._intake import prepare
 from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.diff import diff_payloads
 from agent_payload.errors import (
@@ -58,8 +54,7 @@ from agent_payload.usage import Usage
 
 __all__ = ["SNAPSHOT_EVERY", "PayloadStore", "replay"]
 
-SNAPSHOT_EVERY = 32
-"""The payload is kept whole in the history every this many versions (and at version 1)."""
+SNAPSHOT_EVERY = 32  # the payload is kept whole every this many versions (and at version 1)
 
 _DOC = "SELECT version, payload, payload_type FROM agent_payload_documents WHERE key = ?"
 _ENTRY_COLUMNS = (
@@ -70,12 +65,11 @@ _ENTRY_COLUMNS = (
 
 class PayloadStore:
     """Payloads by key in a database shared by many writers (``sqlite:///path.db`` or
-    ``postgresql://...``); see the module docstring.
+    ``postgresql://...``), thread-safe; ``close()`` (or a ``with`` block) closes it.
 
     ``payload_types``: the types of typed keys, for a process that did not create them (a
-    type is never imported by the name the database records). ``busy_timeout``: seconds an SQLite
-    writer waits for another one. Thread-safe (one connection per thread); ``close()`` (or a
-    ``with`` block) closes them.
+    type is never imported by the name the database records). ``busy_timeout``: seconds an
+    SQLite writer waits for another one.
     """
 
     def __init__(
@@ -148,9 +142,8 @@ class PayloadStore:
         data = dump_payload(payload)
         if payload_type is not None:
             name = type_name(payload_type)
-            _typed.check_round_trip(data, payload_type)  # secrets and excluded fields refused
             _validate(key, data, payload_type, "the payload given to create()")
-            data = _typed.normalize(data, payload_type)
+            data = prepare(data, payload_type).payload  # a secret or an excluded field refused
             self._types[name] = payload_type
         text = dumps(data, "the payload")
         now = time.time()
@@ -184,15 +177,13 @@ class PayloadStore:
         markers: Iterable[str] = DEFAULT_MARKERS,
     ) -> StoredPayload:
         """Apply ``change_request``, written against ``base_version`` of ``key``, in one
-        transaction: rebased over what was applied since (MERGE.md section 9), merged strictly
-        (all of it or nothing), validated with the key's type, stored as the next version with
-        its history entry. Returns the new version.
+        transaction: rebased over what was applied since, merged strictly, validated with the
+        key's type, stored as the next version with its history entry. Returns the new version.
 
-        Raises ``ConcurrentChangeError`` (with ``current`` and ``version`` set to the current
-        payload and version) when it collides with what was applied since its base,
-        ``MergeConflictError`` when it conflicts with the payload, ``PayloadValidationError``
-        when the result does not fit the key's type, ``StalePayloadError`` for a
-        ``base_version`` the key never had. Any error leaves the store as it was."""
+        Raises ``ConcurrentChangeError`` (``current`` and ``version`` set) when it collides
+        with what was applied since its base, ``MergeConflictError``,
+        ``PayloadValidationError`` when the result does not fit the key's type,
+        ``StalePayloadError`` for a version the key never had; the store is then unchanged."""
         markers = frozenset(markers)
         written = request_json(change_request)
         with self._db.transaction(write=True) as cur:
@@ -258,12 +249,10 @@ class PayloadStore:
 
     def edit(self, key: str, agent: Any, task: str, **run_options: Any) -> AgentResult[Any]:
         """Run ``agent`` (a ``PayloadAgent``) on the current payload of ``key`` and apply its
-        accepted change request at the version it read, inside the run: a collision with an
-        edit committed meanwhile goes back to the model as a correction (what the other edit
-        did, the current subtree), within the agent's retries, and the next reply is judged
-        against the then-current version. Returns the ``AgentResult`` whose ``payload`` is
-        the payload stored. ``run_options`` go to ``agent.run`` (the key's type is its
-        ``payload_type``). ``AsyncPayloadAgent``: ``await store.aedit(...)``."""
+        accepted change request inside the run: a collision with an edit committed meanwhile
+        goes back to the model as a correction, within the agent's retries. Returns the
+        ``AgentResult`` (its ``payload`` as stored). ``run_options`` go to ``agent.run``.
+        ``AsyncPayloadAgent``: ``await store.aedit(...)``."""
         if inspect.iscoroutinefunction(getattr(agent, "run", None)):
             raise ConfigurationError(
                 "PayloadStore.edit: this agent's run() is async; use await store.aedit(...)"
@@ -350,9 +339,9 @@ class PayloadStore:
         self, cur: Cursor, key: str, after: int, upto: int | None = None
     ) -> list[tuple[Any, frozenset[str]]]:
         """The requests (as applied) of the versions after ``after`` (up to ``upto``)."""
-        sql = "SELECT change_request, markers FROM agent_payload_history WHERE key = ? AND "
+        sql = "SELECT change_request, markers FROM agent_payload_history WHERE key = ? "
+        sql += "AND version > ?"
         params: list[Any] = [key, after]
-        sql += "version > ?"
         if upto is not None:
             sql += " AND version <= ?"
             params.append(upto)

@@ -10,7 +10,8 @@ from typing import Any, Final
 
 from pydantic.types import _SecretBase
 
-from agent_payload._jsondata import describe, format_payload_path, lookup
+from agent_payload._jsondata import describe
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload.report import Change, PayloadPath
 from agent_payload.typed._inspect import _fields, _is_model_class, _json_key
 
@@ -149,6 +150,11 @@ class _PathMap:
         return kind
 
 
+def _lookup(data: Any, path: PayloadPath) -> tuple[bool, Any]:
+    found = lookup(data, path, _MISSING)
+    return (False, None) if found is _MISSING else (True, found)
+
+
 _MOVE_FIX: Final = (
     "Secrets and excluded fields are not shown to you, so they cannot be moved or written by "
     "the model: an element holding them moves only unchanged (delete it with the marker and "
@@ -219,8 +225,8 @@ class _Carry:
         paths = self.paths
         touch = "below" if paths.result_path(opaque.path) is None else paths.touches(target)
         if opaque.kind == "secret":
-            had, old_shown = lookup(self.before_json, opaque.path)
-            has, new_shown = lookup(self.merged_json, target)
+            had, old_shown = _lookup(self.before_json, opaque.path)
+            has, new_shown = _lookup(self.merged_json, target)
             if touch is None or (had and has and new_shown == old_shown):
                 return
             why = (
@@ -241,11 +247,11 @@ class _Carry:
         """Each displaced owner to the one new node equal to its JSON form, or a refusal."""
         new_nodes: dict[str, list[PayloadPath]] = {}
         for path in _new_objects(self.paths, self.merged_json):
-            new_nodes.setdefault(_canonical(lookup(self.merged_json, path)[1]), []).append(path)
+            new_nodes.setdefault(_canonical(_lookup(self.merged_json, path)[1]), []).append(path)
         claims: dict[PayloadPath, int] = {}
         wanted: list[tuple[PayloadPath, list[_Opaque], bool, list[PayloadPath]]] = []
         for owner, fields, deleted in displaced:
-            found, shown = lookup(self.before_json, owner)
+            found, shown = _lookup(self.before_json, owner)
             matches = new_nodes.get(_canonical(shown), []) if found else []
             for match in matches:
                 claims[match] = claims.get(match, 0) + 1
@@ -279,7 +285,7 @@ def _new_objects(paths: _PathMap, merged_json: Any) -> list[PayloadPath]:
     out: list[PayloadPath] = []
     seen: set[PayloadPath] = set()
     for written in paths.written:
-        found, node = lookup(merged_json, written)
+        found, node = _lookup(merged_json, written)
         if not found:
             continue
         stack: list[tuple[Any, PayloadPath]] = [(node, written)]

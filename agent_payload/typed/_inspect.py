@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from agent_payload._jsondata import has_part, json_data
+from agent_payload._jsondata import json_data
 from agent_payload.errors import ConfigurationError
 from agent_payload.report import PayloadPath
 
@@ -197,6 +197,13 @@ def _type_strings(payload_type: Any) -> frozenset[str]:
 # --- validation error locations ------------------------------------------------------------
 
 
+def _has(node: Any, part: Any) -> bool:
+    """Whether ``part`` names a key of the dict or an index of the list ``node``."""
+    if isinstance(node, dict):
+        return isinstance(part, str) and part in node
+    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+
+
 def clean_loc(loc: Sequence[str | int], data: Any) -> tuple[str | int, ...]:
     """A pydantic error location as a payload path: union branch tags (``dog`` in
     ``pets.0.dog.meows``, ``Cat``, ``int``, ``function-after[...]``) are dropped by walking
@@ -206,7 +213,7 @@ def clean_loc(loc: Sequence[str | int], data: Any) -> tuple[str | int, ...]:
     node = data
     last = len(loc) - 1
     for i, part in enumerate(loc):
-        if has_part(node, part):
+        if _has(node, part):
             out.append(part)
             node = node[part]
         elif isinstance(part, str) and (i < last or not isinstance(node, dict)):

@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from agent_payload._jsondata import format_payload_path, json_data, lookup
+from agent_payload._jsondata import json_data
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload.errors import UsageError
 from agent_payload.typed._carry import _listed, _opaque_fields
 
@@ -37,7 +38,7 @@ def file_json(payload: Any, *, include_secrets: bool, what: str, option: str) ->
             "(and protect the file), or keep them out of the payload."
         )
     for opaque in hidden:
-        parent = lookup(data, opaque.path[:-1])[1]
+        parent = lookup(data, opaque.path[:-1], None)
         if not isinstance(parent, dict):
             raise _unwritable(what, opaque.path)
         value = opaque.value.get_secret_value() if opaque.kind == "secret" else opaque.value

@@ -8,12 +8,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_payload._jsondata import describe, format_payload_path, json_data, json_equal, lookup
+from agent_payload._jsondata import describe, json_data, json_equal
+from agent_payload._paths import format_payload_path
 from agent_payload.errors import ConfigurationError, PayloadValidationError
 from agent_payload.report import Change, Guard, Issue, MergeReport, PayloadPath
 from agent_payload.typed._carry import (
     _Carry,
     _listed,
+    _lookup,
     _opaque_fields,
     _PathMap,
     _put_back,
@@ -114,7 +116,7 @@ def check_round_trip(payload: Any, payload_type: Any = None) -> None:
         again = ta.validate_python(_strip_computed(payload_type, dumped))
     except ValidationError as exc:
         errors = validation_errors(exc, dumped)
-        detail = "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in errors[:5])
+        detail = "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:5])
         raise ConfigurationError(
             f"payload type {name} cannot round-trip: the payload's own JSON form does not "
             f"validate back ({detail}). Every attempt would fail whatever the model writes. "
@@ -130,7 +132,7 @@ def check_round_trip(payload: Any, payload_type: Any = None) -> None:
         return
     at: PayloadPath = differs or ()
     raise ConfigurationError(
-        f"payload type {name} cannot round-trip at {format_payload_path(at) or 'the root'}: "
+        f"payload type {name} cannot round-trip at {format_payload_path(at)}: "
         f"{_why(payload_type, at)}, so the merged payload would silently lose data. Make "
         "the field's JSON form validate back to the same value, exclude it (exclude=True: "
         "carried through untouched), or use a type that round-trips."
@@ -231,7 +233,7 @@ def validate_merged(
     if refusals:
         raise PayloadValidationError(
             f"The merged payload does not fit {name}: "
-            + "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in refusals[:10]),
+            + "; ".join(f"{format_payload_path(p)}: {m}" for p, m in refusals[:10]),
             errors=refusals,
             payload=merged_json,
         )
@@ -266,7 +268,7 @@ def _validate(
         errors = validation_errors(exc, merged_json)
         raise PayloadValidationError(
             f"The merged payload does not validate as {name}: "
-            + "; ".join(f"{format_payload_path(p) or 'the root'}: {m}" for p, m in errors[:10])
+            + "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])
             + ". Change the request so the result fits the type's fields and types.",
             errors=errors,
             payload=merged_json,
@@ -302,8 +304,8 @@ def _lost_changes(
         if change.op == "delete" and change.path:  # an original path: where is it now?
             parent = paths.result_path(change.path[:-1])
             at = None if parent is None else (*parent, change.path[-1])
-        present, now = (False, None) if at is None else lookup(validated_json, at)
-        where = format_payload_path(change.path) or "the root"
+        present, now = (False, None) if at is None else _lookup(validated_json, at)
+        where = format_payload_path(change.path)
         if change.op != "delete" and not present:
             why = (
                 f"{where} is not a field of {name}: the type drops it, so this change would be "
@@ -352,7 +354,7 @@ def _judge_side_effects(
         ):
             continue
         for finding in guard(change):
-            where = format_payload_path(change.path) or "the root"
+            where = format_payload_path(change.path)
             message = (
                 f"validation as {name} also {_verb(change.op)} {where} (a union switch, a "
                 f"validator or a default): {finding.message}"
