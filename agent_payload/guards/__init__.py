@@ -6,12 +6,7 @@ was made against (``payload_version``, ``check_version``); ``combine_guards`` as
 from agent_payload.guards._common import format_path
 from agent_payload.guards.chain import GuardChain, combine_guards
 from agent_payload.guards.dataloss import DATA_LOSS_RULES, DataLossFinding, DataLossGuard
-from agent_payload.guards.permissions import (
-    PathRule,
-    PermissionFinding,
-    Permissions,
-    parse_rule,
-)
+from agent_payload.guards.permissions import PathRule, PermissionFinding, Permissions, parse_rule
 from agent_payload.guards.readscope import ReadScope
 from agent_payload.guards.versions import check_version, payload_version
 

@@ -207,12 +207,7 @@ class DataLossGuard:
         return [self._finding(hit) for hit in self._scan(change) if not self._ignored(hit.path)]
 
     def review(
-        self,
-        before: Any,
-        after: Any,
-        changes: Sequence[Change],
-        *,
-        per_change: bool = True,
+        self, before: Any, after: Any, changes: Sequence[Change], *, per_change: bool = True
     ) -> list[DataLossFinding]:
         """Findings for a whole merge (``changes``: the report's effective changes): each
         change's own findings (unless ``per_change=False``, for a guard that already ran in
@@ -434,9 +429,7 @@ def _percent(part: int, whole: int) -> int:
 
 
 def _map_path(
-    path: PayloadPath,
-    deleted: dict[PayloadPath, list[int]],
-    inserted: dict[PayloadPath, list[int]],
+    path: PayloadPath, deleted: dict[PayloadPath, list[int]], inserted: dict[PayloadPath, list[int]]
 ) -> PayloadPath:
     """Map a path of the original payload to the result, given the deleted array positions
     (by original parent path) and the added ones (by result parent path, MERGE.md section 8):

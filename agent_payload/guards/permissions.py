@@ -19,25 +19,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_payload._jsondata import (
-    JSON_TYPES,
-    Link,
-    container_positions,
-    json_equal,
-    materialize,
-)
+from agent_payload._jsondata import JSON_TYPES, Link, container_positions, json_equal, materialize
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, path_below, verb
 from agent_payload.guards.rules import ALL_OPS, PathRule, RuleSet, _parse_rules, _State, parse_rule
 from agent_payload.report import Change, Finding, PayloadPath
 
-__all__ = [
-    "ALL_OPS",
-    "PathRule",
-    "PermissionFinding",
-    "Permissions",
-    "parse_rule",
-]
+__all__ = ["ALL_OPS", "PathRule", "PermissionFinding", "Permissions", "parse_rule"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +71,7 @@ def _fine(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
 
 
 def _walk_verdicts(
-    change: Change,
-    ruleset: RuleSet,
-    verdict: _Verdict,
+    change: Change, ruleset: RuleSet, verdict: _Verdict
 ) -> tuple[PayloadPath, str, PathRule | None] | None:
     """The first effect of ``change`` that ``verdict`` refuses, as ``(path, op, rule)``. Below
     a node where no rule is alive every descendant gets the same verdict: the walk stops there."""
@@ -109,12 +95,7 @@ def _walk_verdicts(
 
 
 def _walk_side(
-    linked: Link,
-    state: _State,
-    value: Any,
-    op: str,
-    ruleset: RuleSet,
-    verdict: _Verdict,
+    linked: Link, state: _State, value: Any, op: str, ruleset: RuleSet, verdict: _Verdict
 ) -> tuple[Link, PathRule | None] | None:
     stack: list[tuple[Link, _State, Any]] = [(linked, state, value)]
     # The verdict depends only on the state (one cached object per distinct state) and on
@@ -225,13 +206,7 @@ class Permissions:
         return [] if finding is None else [finding]
 
     def _finding(
-        self,
-        change: Change,
-        path: PayloadPath,
-        op: str,
-        rule: PathRule | None,
-        *,
-        denied: bool,
+        self, change: Change, path: PayloadPath, op: str, rule: PathRule | None, *, denied: bool
     ) -> PermissionFinding:
         where = format_path(path)
         inside = _inside(change, path, op)

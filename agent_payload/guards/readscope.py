@@ -35,9 +35,7 @@ class ReadScope:
     code = "permission_denied"
 
     def __init__(
-        self,
-        include: Iterable[str] | None = None,
-        exclude: Iterable[str] | None = None,
+        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
     ) -> None:
         self.include_rules: tuple[PathRule, ...] | None = (
             None if include is None else _rules(include, "include")

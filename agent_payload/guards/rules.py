@@ -227,11 +227,7 @@ class RuleSet:
     def start(self) -> _State:
         return self._start
 
-    def step(
-        self,
-        state: _State,
-        segment: str | int,
-    ) -> _State:
+    def step(self, state: _State, segment: str | int) -> _State:
         if isinstance(segment, int):
             if segment not in self._indices:
                 segment = -1
@@ -245,11 +241,7 @@ class RuleSet:
             cached = self._cache[key] = self._step(state, segment)
         return cached
 
-    def _step(
-        self,
-        state: _State,
-        segment: str | int,
-    ) -> _State:
+    def _step(self, state: _State, segment: str | int) -> _State:
         states, covered = state
         new_states: list[frozenset[int]] = []
         new_covered = set(covered)
