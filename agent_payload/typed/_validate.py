@@ -225,7 +225,25 @@ def validate_merged(
     ``report.changes`` becomes the diff of input and result, and ``guard`` judges the changes
     the merge did not. ``original``: the input (a model carries its hidden fields through)."""
     name = _type_name(payload_type)
-    value = _validate(payload_type, name, original, before_json, merged_json, report)
+    carry = None
+    if original is not None and _is_model_class(type(original)):
+        carry = _Carry(original, before_json, merged_json, report.changes, name)
+        if carry.refusals:  # a request writing a secret or excluded field
+            raise _opaque_error(name, carry.refusals, merged_json)
+    try:
+        value = adapter(payload_type).validate_python(_strip_computed(payload_type, merged_json))
+    except ValidationError as exc:
+        errors = validation_errors(exc, merged_json)
+        raise PayloadValidationError(
+            f"The merged payload does not validate as {name}: "
+            + "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])
+            + ". Change the request so the result fits the type's fields and types.",
+            errors=errors,
+            payload=merged_json,
+        ) from exc
+    refusals = [] if carry is None else _restore_opaque(value, carry, name)
+    if refusals:
+        raise _opaque_error(name, refusals, merged_json)
     validated_json = adapter(payload_type).dump_python(value, mode="json", by_alias=True)
     if json_equal(validated_json, merged_json):
         return value, validated_json
@@ -242,42 +260,6 @@ def validate_merged(
         _judge_side_effects(name, changes, report, guard)
     report.changes[:] = changes
     return value, validated_json
-
-
-def _validate(
-    payload_type: Any,
-    name: str,
-    original: Any,
-    before_json: Any,
-    merged_json: Any,
-    report: MergeReport,
-) -> Any:
-    """The merged JSON validated as the type, secret and excluded fields carried through from
-    ``original`` (a request writing them is refused first)."""
-    carry = (
-        _Carry(original, before_json, merged_json, report.changes, name)
-        if original is not None and _is_model_class(type(original))
-        else None
-    )
-    if carry is not None and carry.refusals:
-        raise _opaque_error(name, carry.refusals, merged_json)
-    prepared = _strip_computed(payload_type, merged_json)
-    try:
-        value = adapter(payload_type).validate_python(prepared)
-    except ValidationError as exc:
-        errors = validation_errors(exc, merged_json)
-        raise PayloadValidationError(
-            f"The merged payload does not validate as {name}: "
-            + "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])
-            + ". Change the request so the result fits the type's fields and types.",
-            errors=errors,
-            payload=merged_json,
-        ) from exc
-    if carry is not None:
-        refusals = _restore_opaque(value, carry, name)
-        if refusals:
-            raise _opaque_error(name, refusals, merged_json)
-    return value
 
 
 def _opaque_error(
