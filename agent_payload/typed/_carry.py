@@ -181,13 +181,8 @@ def _positional(paths: _PathMap, target: PayloadPath) -> bool:
 
 class _Carry:
     """Where each hidden value of the input goes in the result (``moves``: the field and its
-    owner's result path), and the refusals found on the way.
-
-    An owner that stays where it was (array shifts followed), or whose content is rewritten at
-    the same keys, keeps its values there; a request writing a hidden field itself is refused.
-    An owner deleted, or rewritten through an array position (a reorder, an element replaced
-    whole), goes to the one new node that equals its JSON form exactly (the mask included); a
-    rewrite, a copy, or identical originals that cannot be told apart are refused."""
+    owner's result path), and the refusals: an owner kept in place keeps its values (writing
+    them is refused); a displaced owner goes to the one new node equal to its JSON form."""
 
     def __init__(
         self,

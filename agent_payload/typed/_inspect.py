@@ -56,21 +56,16 @@ def _read_keys(cls: Any, name: str, info: FieldInfo) -> set[str]:
         cls, "__pydantic_config__", {}
     )
     keys: set[str] = set()
-    if config.get("validate_by_alias", True):
-        va = info.validation_alias
-        if isinstance(va, str):
-            keys.add(va)
-        elif va is not None and hasattr(va, "choices"):
-            for choice in va.choices:
-                if isinstance(choice, str):
-                    keys.add(choice)
-                elif hasattr(choice, "path") and len(choice.path) == 1:
-                    keys.add(str(choice.path[0]))
-        elif va is not None and hasattr(va, "path"):
-            if len(va.path) == 1:
-                keys.add(str(va.path[0]))
-        else:
-            keys.add(info.alias or name)
+    va = info.validation_alias
+    by_alias = config.get("validate_by_alias", True)
+    if by_alias and not (isinstance(va, str) or hasattr(va, "choices") or hasattr(va, "path")):
+        keys.add(info.alias or name)
+    elif by_alias:  # a name, AliasChoices or AliasPath: keys of one part only
+        for choice in getattr(va, "choices", [va]):
+            if isinstance(choice, str):
+                keys.add(choice)
+            elif len(getattr(choice, "path", ())) == 1:
+                keys.add(str(choice.path[0]))
     if config.get("validate_by_name", False) or config.get("populate_by_name", False):
         keys.add(name)
     return keys
