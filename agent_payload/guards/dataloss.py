@@ -18,7 +18,7 @@ from agent_payload._jsondata import Link, json_data
 from agent_payload._paths import lookup
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
-from agent_payload.guards.rules import PathRule, RuleSet, parse_rule
+from agent_payload.guards.rules import PathRule, RuleSet, _parse_rules
 from agent_payload.report import Change, Finding, PayloadPath
 
 __all__ = ["DATA_LOSS_RULES", "DataLossFinding", "DataLossGuard", "Policy"]
@@ -187,9 +187,7 @@ class DataLossGuard:
                 f"unknown data-loss rules {sorted(unknown)}; known: {', '.join(DATA_LOSS_RULES)}"
             )
         self.rules = frozenset(enabled)
-        if isinstance(ignore, str):
-            raise ConfigurationError(f"ignore must be a list of path rules, got {ignore!r}")
-        self.ignore_rules: tuple[PathRule, ...] = tuple(parse_rule(r) for r in ignore or ())
+        self.ignore_rules: tuple[PathRule, ...] = _parse_rules(ignore, "ignore")
         self._ignore = RuleSet(self.ignore_rules)
 
     def __repr__(self) -> str:
