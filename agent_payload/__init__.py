@@ -1,9 +1,5 @@
 """agent_payload: let an LLM agent edit a large JSON payload with a compact change request.
-
-The top level holds what a user imports on day one (the README's "Public API" table lists it);
-everything else is imported from its module (``agent_payload.report``, ``.providers``,
-``.prompts``, ``.tools``, ``.guards``, ...).
-"""
+The top level holds what a user imports on day one; the rest is imported from its module."""
 
 from __future__ import annotations
 

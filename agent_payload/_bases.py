@@ -1,6 +1,6 @@
 """Which payload a tool call was written against (its base) and what was applied since: the
-bookkeeping of ``ChangeRequestToolHandler`` for concurrent edits (README "Concurrent edits",
-MERGE.md section 9). Pure: no I/O; the handler holds the lock around it."""
+bookkeeping of ``ChangeRequestToolHandler`` for concurrent edits (MERGE.md section 9). Pure;
+the handler holds the lock around it."""
 
 from __future__ import annotations
 
@@ -31,14 +31,12 @@ Arguments = str | Mapping[str, Any] | AgentPayloadChangeRequest
 
 
 class Bases:
-    """The payload's versions (``version``: 0 as given, one more per applied call), the
-    payloads of the last ``history`` ones with the request applied to each, and the base of each
-    ``turn`` key seen."""
+    """The payload's version (0 as given, one more per applied call), the last ``history``
+    payloads with the request applied to each, and the base of each ``turn`` key seen."""
 
     def __init__(self, history: int) -> None:
-        self.history = history
         self.version = 0
-        self.past: deque[tuple[Any, Applied]] = deque()
+        self.past: deque[tuple[Any, Applied]] = deque(maxlen=history)
         """For each kept version ``version - len(past) + n``: its payload and the request (as
         applied, rebased, with the marker in force) that made the next version."""
         self.turns: OrderedDict[Hashable, int] = OrderedDict()
@@ -47,8 +45,6 @@ class Bases:
     def advance(self, payload: Any, request: AgentPayloadChangeRequest, marker: str) -> None:
         """``request`` (merged with ``marker``) was applied to ``payload``, the current version."""
         self.past.append((payload, Applied(request, frozenset({marker}))))
-        while len(self.past) > self.history:
-            self.past.popleft()
         self.version += 1
 
     def kept(self, version: int) -> tuple[Any, list[Applied]] | None:
@@ -71,9 +67,8 @@ class Bases:
     def base(
         self, where: str, base_version: int | None, turn: Hashable | None, asked: Any
     ) -> int | Problem | None:
-        """A call's base version (None: the current payload), first known wins: the caller's
-        ``base_version``, a ``turn()`` block, the ``turn`` key, the model's ``asked``; or the
-        problem to send back with the one the model gave."""
+        """A call's base version, as ``ChangeRequestToolHandler.handle`` says (None: the
+        current payload), or the problem to send back for a bad ``asked``."""
         if base_version is not None:
             if not is_version(base_version) or base_version > self.version:
                 raise UsageError(
@@ -86,13 +81,10 @@ class Bases:
         if block is not None and block[0] is self:
             return block[1]
         if turn is not None:
-            base = self.turns.get(turn)
-            if base is None:
-                base = self.turns[turn] = self.version
-                while len(self.turns) > TURNS_KEPT:
-                    self.turns.popitem(last=False)
-            else:
-                self.turns.move_to_end(turn)
+            base = self.turns.setdefault(turn, self.version)
+            self.turns.move_to_end(turn)  # the least recently seen is forgotten first
+            while len(self.turns) > TURNS_KEPT:
+                self.turns.popitem(last=False)
             return base
         if asked is None:
             return None

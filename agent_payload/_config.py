@@ -1,14 +1,5 @@
-"""Checks of what the calling program passes, made when it is passed (construction, the start
-of a run), so misuse is a ``ConfigurationError`` naming the argument before any model call,
-never a raw ``TypeError`` from deep inside a run.
-
-* ``check_payload_type``: ``None`` or a type pydantic can validate (a model class, ``list[X]``,
-  a ``TypedDict`` ...).
-* ``check_validators``: a sequence of callables.
-* ``check_guards`` / ``check_guard``: a sequence of callables ``(change) -> findings``.
-* ``read_scope_of``: the read scope in effect, ``read_scope=`` or one passed in ``guards=``.
-* ``check_number``: a numeric setting of the right type and range (guards' thresholds).
-"""
+"""Checks of what the calling program passes, made when it is passed, so misuse is a
+``ConfigurationError`` naming the argument before any model call; ``clip`` quotes a value."""
 
 from __future__ import annotations
 
@@ -26,15 +17,18 @@ __all__ = [
     "check_number",
     "check_payload_type",
     "check_validators",
+    "clip",
     "read_scope_of",
 ]
 
 
+def clip(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters, ending in ``...`` when cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _found(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
+    return f"{clip(repr(value))} ({type(value).__name__})"
 
 
 def check_payload_type(payload_type: Any, where: str = "payload_type") -> None:
@@ -88,10 +82,8 @@ def check_guards(guards: Any, where: str = "guards") -> tuple[Any, ...]:
 
 
 def read_scope_of(guards: Sequence[Any], read_scope: Any, where: str) -> Any:
-    """The read scope in effect: ``read_scope``, else the one read scope (a guard with
-    ``project``, such as ``ReadScope``) among ``guards`` (issue 30: a scope passed as a guard
-    hides what it guards too, wherever it is passed). Two different scopes are a
-    ``ConfigurationError`` naming ``read_scope=``."""
+    """The read scope in effect: ``read_scope``, else the one among ``guards`` (a guard with
+    ``project``); two different ones are a ``ConfigurationError``."""
     flat: list[Any] = []
     stack = list(reversed(guards))
     while stack:  # a GuardChain (combine_guards) holds its guards in ``guards``
@@ -123,21 +115,16 @@ def check_number(
 ) -> None:
     """Raise ``ConfigurationError`` unless ``value`` is an int (a finite int or float when not
     ``integer``; never a bool) with ``minimum <= value < below``."""
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    ok = isinstance(value, kinds) and not isinstance(value, bool)
-    if ok and isinstance(value, float) and not math.isfinite(value):
-        ok = False
-    if ok and minimum is not None and value < minimum:
-        ok = False
-    if ok and below is not None and value >= below:
-        ok = False
-    if ok:
+    kinds: tuple[type[int | float], ...] = (int,) if integer else (int, float)
+    if (
+        isinstance(value, kinds)
+        and not isinstance(value, bool)
+        and (not isinstance(value, float) or math.isfinite(value))
+        and (minimum is None or value >= minimum)
+        and (below is None or value < below)
+    ):
         return
-    kind = "an int" if integer else "a number"
-    bounds = []
-    if minimum is not None:
-        bounds.append(f">= {minimum:g}")
-    if below is not None:
-        bounds.append(f"< {below:g}")
-    expected = f"{kind}{' ' + ' and '.join(bounds) if bounds else ''}"
+    bounds = [f">= {minimum:g}"] if minimum is not None else []
+    bounds += [f"< {below:g}"] if below is not None else []
+    expected = " ".join(["an int" if integer else "a number", " and ".join(bounds)]).rstrip()
     raise ConfigurationError(f"{where}: expected {expected}, found {_found(value)}")

@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "JsonLayout",
     "atomic_write_bytes",
     "atomic_write_text",
+    "json_file_chunks",
     "json_file_text",
     "json_layout",
     "loads_json_file",
@@ -84,20 +86,24 @@ _NON_SPACE = re.compile(r"\S")
 
 
 def json_file_text(value: Any, layout: JsonLayout | None = None) -> str:
-    """``value`` as a file's text (any depth, a final newline, numbers as read): non-ASCII
-    characters as they are, unless a lone surrogate needs JSON escapes."""
+    """``value`` as a file's text: ``json_file_chunks`` joined."""
+    return b"".join(json_file_chunks(value, layout)).decode("utf-8")
+
+
+def json_file_chunks(value: Any, layout: JsonLayout | None = None) -> Iterator[bytes]:
+    """``value`` as a file's UTF-8 bytes, in pieces (a large payload's text is never whole in
+    memory): any depth, a final newline, numbers read from a file written as they were read,
+    non-ASCII characters as they are; a lone surrogate, which UTF-8 cannot carry, as its JSON
+    escape (``\\ud800``)."""
     layout = layout or JsonLayout()
-    indent, separators = layout.indent, layout.separators
-    text = _jsontext.dumps(value, indent=indent, separators=separators, literals=True)
-    if text.isascii():
-        return text + "\n"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: only a JSON escape can carry it
-        text = _jsontext.dumps(
-            value, indent=indent, separators=separators, literals=True, ensure_ascii=True
-        )
-    return text + "\n"
+    pieces = _jsontext.dump_pieces(
+        value, indent=layout.indent, separators=layout.separators, literals=True
+    )
+    del value  # the caller may let its payload go while the pieces are written
+    pieces.append("\n")
+    pieces.reverse()
+    while pieces:  # each piece let go once encoded
+        yield pieces.pop().encode("utf-8", "backslashreplace")
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -116,8 +122,9 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str 
     atomic_write_bytes(path, data)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see the module docstring)."""
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> None:
+    """Write ``data`` (bytes, or pieces of them) to ``path`` atomically (see the module
+    docstring)."""
     given = Path(path)
     target = Path(os.path.realpath(given))  # a symlink: replace what it points to
     directory = target.parent
@@ -126,7 +133,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         existing = _check_target(given, target)
         fd, tmp_name = _create_temporary(target, existing)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in (data,) if isinstance(data, bytes) else data:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)

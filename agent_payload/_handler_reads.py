@@ -1,68 +1,58 @@
-"""Outline mode in ``ChangeRequestToolHandler`` (issue 29): whether the payload it shows is over
-``max_payload_tokens``, the read tools' definitions in each API's shape, their answers (the
-agent's own ``outline.answer``) and how a correction writes current values. A mixin: the handler
-holds the state."""
+"""Outline mode in ``ChangeRequestToolHandler`` (a mixin: the handler holds the state): the
+read tools and how a correction writes current values; and each API's tool definition shape,
+which all the handler's tools share. Guide: docs/outline.md."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from agent_payload import outline as _outline
+from agent_payload._config import clip
 from agent_payload.errors import UsageError
 from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
     from agent_payload._intake import Prepared
-    from agent_payload.changes import AgentPayloadChangeRequest
     from agent_payload.providers.anthropic import AnthropicToolParam
     from agent_payload.providers.openai import OpenAIToolParam, ResponsesToolParam
     from agent_payload.tools import ToolResult
 
-__all__ = ["OutlineReads"]
+__all__ = ["OutlineReads", "anthropic_shape", "openai_shape", "responses_shape"]
+
+
+def openai_shape(name: str, description: str, parameters: dict[str, Any]) -> OpenAIToolParam:
+    """A Chat Completions function tool."""
+    function = {"name": name, "description": description, "parameters": parameters}
+    return cast("OpenAIToolParam", {"type": "function", "function": function})
+
+
+def responses_shape(name: str, description: str, parameters: dict[str, Any]) -> ResponsesToolParam:
+    """A Responses API function tool (flat; not strict: the API is strict unless told)."""
+    tool = {"type": "function", "name": name, "description": description, "parameters": parameters}
+    return cast("ResponsesToolParam", {**tool, "strict": False})
+
+
+def anthropic_shape(name: str, description: str, parameters: dict[str, Any]) -> AnthropicToolParam:
+    """An Anthropic tool."""
+    tool = {"name": name, "description": description, "input_schema": parameters}
+    return cast("AnthropicToolParam", tool)
 
 
 class OutlineReads:
-    """The handler's outline mode (see ``ChangeRequestToolHandler``)."""
+    """The handler's outline mode."""
 
-    payload: Any
-    read_scope: Any
     name: str
     max_payload_tokens: int | None
     max_reads: int
     reads: int
     _lock: threading.Lock
     _outlined: tuple[Any, bool] | None
-
-    @property
-    def version(self) -> int:
-        raise NotImplementedError
-
-    def _tool_result(self, content: str, is_error: bool) -> ToolResult:
-        """A ``ToolResult`` of this handler (its payload and version) with ``content``."""
-        raise NotImplementedError
-
-    def handle(
-        self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
-        *,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
-    ) -> ToolResult:
-        raise NotImplementedError
-
-    async def ahandle(
-        self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
-        *,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
-    ) -> ToolResult:
-        raise NotImplementedError
-
-    def _current(self) -> Prepared:
-        raise NotImplementedError
+    handle: Callable[..., ToolResult]
+    ahandle: Callable[..., Awaitable[ToolResult]]
+    _tool_result: Callable[[str, bool], ToolResult]
+    _current: Callable[[], Prepared]
 
     def shown(self) -> Any:
         """The payload as the model may see it (JSON data, read scope applied)."""
@@ -70,8 +60,7 @@ class OutlineReads:
 
     @property
     def outlined(self) -> bool:
-        """True when the payload the model may see is larger than ``max_payload_tokens``: the
-        prompt carries its outline and the read tools are offered."""
+        """True when the payload shown is over ``max_payload_tokens``: outline and read tools."""
         budget = self.max_payload_tokens
         if budget is None:
             return False
@@ -81,44 +70,26 @@ class OutlineReads:
         return self._outlined[1]
 
     def read_tool_specs(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
-        """``(name, description, JSON Schema)`` of ``read_payload`` and ``find_in_payload``
-        when the handler is ``outlined``; ``()`` when the payload fits."""
+        """``(name, description, schema)`` of the read tools when ``outlined``, else ``()``."""
         if not self.outlined or self.max_payload_tokens is None:
             return ()
         return _outline.tool_specs(budget=self.max_payload_tokens)
 
     def openai_read_tools(self) -> list[OpenAIToolParam]:
         """The read tools as Chat Completions function tools (``[]`` when not ``outlined``)."""
-        return [
-            cast(
-                "OpenAIToolParam",
-                {"type": "function", "function": {"name": n, "description": d, "parameters": p}},
-            )
-            for n, d, p in self.read_tool_specs()
-        ]
+        return [openai_shape(*spec) for spec in self.read_tool_specs()]
 
     def responses_read_tools(self) -> list[ResponsesToolParam]:
         """The read tools as Responses API function tools (``[]`` when not ``outlined``)."""
-        return [
-            cast(
-                "ResponsesToolParam",
-                {"type": "function", "name": n, "description": d, "parameters": p, "strict": False},
-            )
-            for n, d, p in self.read_tool_specs()
-        ]
+        return [responses_shape(*spec) for spec in self.read_tool_specs()]
 
     def anthropic_read_tools(self) -> list[AnthropicToolParam]:
         """The read tools as Anthropic tools (``[]`` when not ``outlined``)."""
-        return [
-            cast("AnthropicToolParam", {"name": n, "description": d, "input_schema": p})
-            for n, d, p in self.read_tool_specs()
-        ]
+        return [anthropic_shape(*spec) for spec in self.read_tool_specs()]
 
     def read(self, name: str, arguments: str | Mapping[str, Any]) -> ToolResult:
-        """Answer one ``read_payload`` or ``find_in_payload`` call (``outline.answer``, the
-        agent's own reads, on the payload the model may see, within ``max_payload_tokens``);
-        a bad call, or one past ``max_reads``, is an ``is_error`` result saying why. Nothing
-        changes."""
+        """Answer one ``read_payload`` or ``find_in_payload`` call (a bad one, or one past
+        ``max_reads``, is an ``is_error`` result saying why)."""
         if name not in _outline.READ_TOOLS:
             raise UsageError(
                 f"ChangeRequestToolHandler.read: {name!r} is not a read tool; the read tools are "
@@ -148,8 +119,7 @@ class OutlineReads:
         base_version: int | None = None,
         turn: Hashable | None = None,
     ) -> ToolResult:
-        """One call of any of the handler's tools, by name: the change-request tool
-        (``handle``) or a read tool (``read``); another name is an ``is_error`` result."""
+        """One call of any of the handler's tools, by name (an unknown one: ``is_error``)."""
         if name == self.name:
             return self.handle(arguments, base_version=base_version, turn=turn)
         if name in _outline.READ_TOOLS:
@@ -167,21 +137,18 @@ class OutlineReads:
         """``call`` for async loops (the change request through ``ahandle``)."""
         if name == self.name:
             return await self.ahandle(arguments, base_version=base_version, turn=turn)
-        if name in _outline.READ_TOOLS:
-            return self.read(name, arguments)
-        return self._unknown(name)
+        return self.call(name, arguments)
 
     def _unknown(self, name: str) -> ToolResult:
         names = [self.name, *(spec[0] for spec in self.read_tool_specs())]
         return self._tool_result(
-            f"Error: there is no tool {_outline_echo(name)}; the tools are {', '.join(names)}.",
+            f"Error: there is no tool {clip(name)!r}; the tools are {', '.join(names)}.",
             True,
         )
 
     def render_current(self) -> Callable[[Any], str] | None:
-        """How a correction writes a current value: within half ``max_payload_tokens``
-        (complete when it fits, else outlined, ``outline.value_text``) when the handler is
-        ``outlined``; None (in full) otherwise."""
+        """How a correction writes a current value when ``outlined``: within half the budget
+        (None: in full)."""
         budget = self.max_payload_tokens
         if budget is None or not self.outlined:
             return None
@@ -191,7 +158,3 @@ class OutlineReads:
             return _outline.value_text(value, half, count=estimate_tokens)
 
         return render
-
-
-def _outline_echo(text: str) -> str:
-    return repr(text if len(text) <= 60 else text[:57] + "...")

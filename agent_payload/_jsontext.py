@@ -13,7 +13,7 @@ import json
 import marshal
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from json.decoder import JSONDecodeError
 from typing import Any
@@ -89,6 +89,29 @@ def dumps(
     """``json.dumps`` at any depth: data too deep for ``json`` is written without ``indent``
     (N levels of indentation cost about N squared characters). With ``literals``, a
     ``JsonNumber`` is written as the text it was read from."""
+    return "".join(
+        dump_pieces(
+            value,
+            indent=indent,
+            ensure_ascii=ensure_ascii,
+            separators=separators,
+            literals=literals,
+            allow_nan=allow_nan,
+        )
+    )
+
+
+def dump_pieces(
+    value: Any,
+    *,
+    indent: int | str | None = None,
+    ensure_ascii: bool = False,
+    separators: tuple[str, str] | None = None,
+    literals: bool = False,
+    allow_nan: bool = True,
+) -> list[str]:
+    """``dumps`` as pieces of a few tens of KB whose concatenation is the text: a large
+    payload's text is written out without ever being whole in memory."""
     if literals:
         depth = _literal_depth(value)
         if depth is not None:
@@ -96,25 +119,27 @@ def dumps(
                 indent, separators = None, (",", ":")
             default = (",", ": ") if indent is not None else (", ", ": ")
             item_sep, key_sep = separators or default
-            return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
+            return _pieces(
+                _chunks_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
+            )
     encoder = json.JSONEncoder(
         indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
     )
     try:
         if indent is None or isinstance(value, str):
-            return encoder.encode(value)
-        return _joined(encoder.iterencode(value))
+            return [encoder.encode(value)]
+        return _pieces(encoder.iterencode(value))
     except RecursionError:
         pass
     if indent is not None:
         indent, separators = None, (",", ":")
     item_sep, key_sep = separators or (", ", ": ")
-    return _dumps_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
+    return _pieces(_chunks_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan))
 
 
-def _joined(chunks: Iterable[str], batch: int = 8192) -> str:
-    """``"".join(chunks)`` holding at most ``batch`` small chunks at a time (``json.dumps``
-    with ``indent`` lists every chunk first)."""
+def _pieces(chunks: Iterable[str], batch: int = 8192) -> list[str]:
+    """``chunks`` joined ``batch`` at a time (``json.dumps`` with ``indent`` lists every small
+    chunk first: several times the text's size for a large file)."""
     parts: list[str] = []
     pending: list[str] = []
     for chunk in chunks:
@@ -123,7 +148,7 @@ def _joined(chunks: Iterable[str], batch: int = 8192) -> str:
             parts.append("".join(pending))
             pending.clear()
     parts.append("".join(pending))
-    return "".join(parts)
+    return parts
 
 
 _INDENT_DEPTH = 900  # data with literals is indented up to this depth (as ``json`` would)
@@ -154,15 +179,14 @@ def _literal_depth(value: Any) -> int | None:
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None), JsonNumber})
 
 
-def _dumps_iterative(
+def _chunks_iterative(
     value: Any,
     indent: int | str | None,
     ensure_ascii: bool,
     item_sep: str,
     key_sep: str,
     allow_nan: bool = True,
-) -> str:
-    out: list[str] = []
+) -> Iterator[str]:
     # Items: ("v", value, level) to write a value; ("t", text, 0) to emit text.
     stack: list[tuple[str, Any, int]] = [("v", value, 0)]
     step = " " * indent if isinstance(indent, int) else indent
@@ -188,10 +212,10 @@ def _dumps_iterative(
     while stack:
         kind, item, level = stack.pop()
         if kind == "t":
-            out.append(item)
+            yield item
             continue
         if isinstance(item, dict) and item:
-            out.append("{")
+            yield "{"
             stack.append(("t", newline(level) + "}", 0))
             entries = list(item.items())
             for n in range(len(entries) - 1, -1, -1):
@@ -200,14 +224,13 @@ def _dumps_iterative(
                 prefix = (item_sep if n else "") + newline(level + 1)
                 stack.append(("t", prefix + scalar(_key(key)) + key_sep, 0))
         elif isinstance(item, list | tuple) and item:
-            out.append("[")
+            yield "["
             stack.append(("t", newline(level) + "]", 0))
             for n in range(len(item) - 1, -1, -1):
                 stack.append(("v", item[n], level + 1))
                 stack.append(("t", (item_sep if n else "") + newline(level + 1), 0))
         else:
-            out.append(scalar(item))
-    return "".join(out)
+            yield scalar(item)
 
 
 _ENCODE: Callable[[str], str] = json.encoder.encode_basestring

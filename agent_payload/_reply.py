@@ -1,14 +1,6 @@
 """How a model replies: the words the prompts, the parser, the tool surfaces and the provider
-adapters share, defined once here at the bottom of the layers (data, no logic beyond lookups).
-
-* ``OutputMode`` (its values: ``OUTPUT_MODES``): ``text`` (JSON in the text reply, every
-  model), ``tool`` (a forced tool call whose input is the change request) or ``json_schema``
-  (structured outputs).
-* ``DEFAULT_TOOL_NAME``: the name of the change-request tool when none is given.
-* ``TRUNCATION_FINISH_REASONS`` / ``REFUSAL_FINISH_REASONS``: the providers' finish / stop
-  reasons that mean the reply was cut off by a token limit, or refused; ``is_truncation`` and
-  ``is_refusal`` compare a reason with them (lower-cased, surrounding blanks ignored).
-"""
+adapters share (output modes, the default tool name, the finish reasons of a cut-off or refused
+reply), defined once at the bottom of the layers."""
 
 from __future__ import annotations
 
@@ -29,10 +21,8 @@ OutputMode = Literal["text", "tool", "json_schema"]
 input is the change request. ``json_schema``: OpenAI structured outputs."""
 
 OUTPUT_MODES: Final[tuple[str, ...]] = get_args(OutputMode)
-"""The values of ``OutputMode``, for checks and command-line choices."""
 
 DEFAULT_TOOL_NAME: Final = "apply_change_request"
-"""The change-request tool's name when the caller gives none."""
 
 TRUNCATION_FINISH_REASONS: Final[frozenset[str]] = frozenset(
     {"length", "max_tokens", "max_output_tokens", "model_context_window_exceeded"}

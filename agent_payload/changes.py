@@ -1,19 +1,6 @@
-"""The change request and the DELETE markers (data, no logic).
-
-A change request is what the model emits instead of the whole payload::
-
-    {
-      "newElements":     {...},   additions
-      "updateElements":  {...},   surgical updates with {} placeholders and DELETE markers
-      "removeElements":  {...},   deletions, marked with DELETE
-      "replaceElements": {...},   whole-value replacement of top-level keys
-      "reasoning":       "why"    free text, never merged
-    }
-
-The buckets hold plain JSON (dicts and lists): a partial with placeholders and markers is not
-an ``Invoice``. The payload type drives the JSON Schema given to the model in tool modes
-(``agent_payload.schema.change_request_schema(Invoice)``).
-"""
+"""The change request, what the model emits instead of the whole payload, and the DELETE
+markers (data, no logic). The buckets hold plain JSON: a partial with placeholders and markers
+is not an ``Invoice``. The format: docs/format.md."""
 
 from __future__ import annotations
 
@@ -39,37 +26,14 @@ REFERENCE_MARKER = "__DELETE__"
 DEFAULT_MARKERS: frozenset[str] = frozenset({MARKER, REFERENCE_MARKER})
 """Markers active when none are configured (the agent activates exactly one per call)."""
 
-BUCKETS: tuple[str, ...] = ("newElements", "updateElements", "removeElements", "replaceElements")
-"""The four buckets, in wire (camelCase) spelling."""
-
-WIRE_NAMES: dict[str, str] = {
-    "new_elements": "newElements",
-    "update_elements": "updateElements",
-    "remove_elements": "removeElements",
-    "replace_elements": "replaceElements",
-    "reasoning": "reasoning",
-}
-"""Python attribute name -> wire name."""
-
-
 Bucket = dict[str, JsonValue] | list[JsonValue] | None
 
 
 class AgentPayloadChangeRequest(BaseModel):
-    """A change request (the wire form's five fields).
+    """A change request: both spellings are read (``newElements``, ``new_elements``);
+    ``model_dump`` writes the camelCase wire form without empty fields."""
 
-    Both spellings are accepted on input (``newElements`` and ``new_elements``); ``model_dump``
-    and ``model_dump_json`` produce the camelCase wire form without empty fields.
-    """
-
-    model_config = ConfigDict(
-        populate_by_name=True,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="forbid",
-        frozen=False,
-    )
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True, extra="forbid")
 
     new_elements: Bucket = Field(default=None, alias="newElements")
     update_elements: Bucket = Field(default=None, alias="updateElements")
@@ -91,3 +55,12 @@ class AgentPayloadChangeRequest(BaseModel):
         return not any(
             (self.new_elements, self.update_elements, self.remove_elements, self.replace_elements)
         )
+
+
+WIRE_NAMES: dict[str, str] = {
+    name: field.alias or name for name, field in AgentPayloadChangeRequest.model_fields.items()
+}
+"""Python attribute name -> wire name."""
+
+BUCKETS: tuple[str, ...] = tuple(wire for wire in WIRE_NAMES.values() if wire != "reasoning")
+"""The four buckets, in wire (camelCase) spelling."""

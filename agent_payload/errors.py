@@ -1,8 +1,5 @@
-"""The exception tree of agent_payload.
-
-Every error the library raises on purpose is an ``AgentPayloadError``. Misuse by the calling
-program and failures of the outside world (the model's reply, the provider) are separate
-branches, so a caller can catch exactly what it can act on::
+"""The exception tree: misuse by the calling program and failures of the outside world are
+separate branches, so a caller catches exactly what it can act on::
 
     AgentPayloadError
     ├── UsageError                    the calling program passed something wrong
@@ -28,28 +25,6 @@ branches, so a caller can catch exactly what it can act on::
     ├── FileWriteError                a file could not be written; the old file is whole (chained)
     └── RetriesExhaustedError         the correction loop ran out of attempts or tokens
         └── ReadsExhaustedError       outline mode: the model used up max_reads without replying
-
-Messages say where (a payload or change-request path), what was expected, what was found,
-and what to do. Errors that the model must see carry a separate ``feedback`` text.
-
-Two attributes mean the same on every error:
-
-* ``problems``: the structured problems behind the error, a sequence of
-  ``agent_payload.report.Problem`` (empty where there are none): a ``ModelReplyError``'s
-  parse/validation/conflict problems, a ``MergeConflictError``'s conflicts, a
-  ``PayloadValidationError``'s validation errors, a ``RetriesExhaustedError``'s problems of the
-  last attempt.
-* ``path``: where, always a ``str`` written as in the report and in every message
-  (``""`` when the error has no place): a change-request path (``updateElements.items[3].qty``,
-  ``InvalidChangeRequestError``, ``LimitExceededError`` of a request, ``RetryWithFeedback``) or a
-  payload path (``items[3].qty``, ``InvalidPayloadError``, ``LimitExceededError`` of a payload).
-  The same holds for ``Problem.path`` and ``Issue.path``. Where a payload path is known as
-  segments it is also ``payload_path``, a tuple of keys and indices (``("items", 3, "qty")``),
-  as on ``Issue``. ``FileWriteError.path`` and ``SessionFileError.file`` name a file.
-
-Any error that ends an agent run (a ``ProviderError`` on the third attempt, a ``RefusalError``,
-a ``StalePayloadError`` ...) carries ``attempts`` and ``usage`` (tokens summed over the run's
-attempts so far), so failed runs can be accounted for; both are ``None`` outside a run.
 """
 
 from __future__ import annotations
@@ -92,18 +67,13 @@ __all__ = [
 
 
 class AgentPayloadError(Exception):
-    """Base of every error agent_payload raises on purpose.
-
-    ``attempts`` and ``usage`` are set by the agent when the error ends a run (``None``
-    otherwise): how many model requests the run made and the tokens they used.
-    """
+    """Base of every error raised on purpose: ``problems`` behind it, ``path`` (where, as in the
+    report); ``attempts``, ``usage``, ``run_id`` when it ends an agent run."""
 
     attempts: int | None = None
     usage: Usage | None = None
     run_id: str | None = None
-    """The id of the run this error ended (``run(..., run_id=)``), ``None`` outside a run."""
     problems: Sequence[Problem] = ()
-    """The structured problems behind the error (empty where there are none)."""
 
 
 # --- misuse by the calling program -------------------------------------------------------
@@ -114,11 +84,7 @@ class UsageError(AgentPayloadError):
 
 
 class InvalidPayloadError(UsageError, ValueError):
-    """The payload is not JSON data, or its root is neither an object nor an array.
-
-    ``path`` is the payload path of the offending value written ``items[3].price`` (``""`` for
-    the root); ``payload_path`` the same as a tuple of keys and indices (``()`` for the root).
-    """
+    """The payload is not JSON data, or its root is neither an object nor an array."""
 
     def __init__(self, message: str, *, path: Sequence[str | int] = ()) -> None:
         super().__init__(message)
@@ -127,13 +93,7 @@ class InvalidPayloadError(UsageError, ValueError):
 
 
 class SessionFileError(InvalidPayloadError):
-    """A saved session file cannot be loaded: not UTF-8, not JSON, cut short, nested too deeply,
-    a field missing or of the wrong type, no payload, a newer format version.
-
-    ``file`` is the file's path, ``where`` the place in it (``turns[2].usage``; ``""`` for the
-    whole file), which is also ``path``. Always chained to the underlying error where there is
-    one.
-    """
+    """A saved session ``file`` cannot be loaded (``where`` in it, also ``path``)."""
 
     def __init__(self, message: str, *, file: str, where: str = "") -> None:
         super().__init__(message)
@@ -143,10 +103,7 @@ class SessionFileError(InvalidPayloadError):
 
 
 class InvalidChangeRequestError(UsageError, ValueError):
-    """The change request is not an object, or holds data that is not JSON.
-
-    ``path`` is the change-request path written as in the report (``updateElements.a[3]``).
-    """
+    """The change request is not an object, or holds data that is not JSON."""
 
     def __init__(self, message: str, *, path: str = "") -> None:
         super().__init__(message)
@@ -165,11 +122,7 @@ class ModelRequestsBlockedError(UsageError, RuntimeError):
 
 
 class LimitExceededError(AgentPayloadError, ValueError):
-    """An input is deeper or larger than the configured limit.
-
-    ``limit`` names the limit (``max_depth``, ``max_nodes``, ``max_request_nodes``, ...),
-    ``value`` what was found and ``maximum`` the limit in force; ``path`` where it was hit.
-    """
+    """An input is deeper or larger than the ``limit`` (``value`` found, ``maximum`` allowed)."""
 
     def __init__(
         self,
@@ -205,24 +158,15 @@ class MergeConflictError(AgentPayloadError):
 
 
 class ConcurrentChangeError(MergeConflictError):
-    """A change request collides with what was applied since the payload it was written
-    against (MERGE.md section 9): ``.report`` holds one ``concurrent_change`` conflict per
-    colliding entry; nothing of the request was applied. A surface that keeps the payload
-    (``VersionedStore``, ``PayloadStore``) also sets ``current`` (the current payload) and
-    ``version`` (its version), so a correction can be judged against them; both are ``None``
-    from the pure ``rebase_change_request``."""
+    """A change request collides with what was applied since its base (MERGE.md section 9);
+    nothing was applied. A store also sets ``current`` (the payload) and ``version``."""
 
     current: Any = None
     version: Any = None
 
 
 class PayloadValidationError(AgentPayloadError, ValueError):
-    """The merged payload does not validate against its pydantic type.
-
-    ``errors`` is a list of ``(payload_path, message)``; ``payload`` the merged (invalid) data;
-    ``problems`` the same errors as ``Problem`` of kind ``validation`` (paths written
-    ``items[3].price``).
-    """
+    """The merged ``payload`` does not fit its pydantic type (``errors``: path, message)."""
 
     def __init__(
         self,
@@ -254,29 +198,19 @@ class StalePayloadError(AgentPayloadError):
 # --- the outside world: the model's reply ------------------------------------------------------
 
 
-FeedbackRenderer = Callable[["Sequence[Problem]", bool], str]
-"""Renders the correction for ``problems`` (the flag: the reply was cut off)."""
+FeedbackRenderer = Callable[["Sequence[Problem]", bool], str]  # (problems, truncated) -> text
 
 _renderers: list[FeedbackRenderer] = []
 
 
 def install_feedback_renderer(render: FeedbackRenderer) -> None:
-    """Install how a ``ModelReplyError`` built from its problems alone renders ``feedback``.
-
-    ``agent_payload.prompts`` installs its correction template when it is imported (the package
-    imports it): the errors and the parser sit below the prompts and never import them.
-    """
+    """How ``feedback`` is rendered from problems (``prompts`` installs its template)."""
     _renderers[:] = [render]
 
 
 class ModelReplyError(AgentPayloadError):
-    """The model's reply cannot be used as it is.
-
-    ``feedback`` is the text to send back to the model: as given, else rendered from
-    ``problems`` by the correction template when first read (errors raised by the parser carry
-    only the structured problems); ``reply`` the raw reply text; ``problems`` the structured
-    list behind the feedback.
-    """
+    """The model's reply cannot be used as it is: ``feedback`` is the text for the model (as
+    given, else rendered from ``problems`` when first read), ``reply`` the raw reply."""
 
     def __init__(
         self,
@@ -334,8 +268,7 @@ class UnknownFieldError(ModelReplyError):
 
 
 class RetryWithFeedback(ModelReplyError):
-    """Raise from a user validator to ask the model again with ``feedback``; ``path`` (optional)
-    is the payload path the feedback is about, written ``items[3].price``."""
+    """Raise from a validator to ask the model again with ``feedback`` (about ``path``)."""
 
     def __init__(self, feedback: str, *, path: str | None = None) -> None:
         super().__init__(feedback, feedback=feedback)
@@ -346,8 +279,7 @@ class RetryWithFeedback(ModelReplyError):
 
 
 class ProviderError(AgentPayloadError):
-    """The provider failed (rate limit, server error, timeout, connection) after the SDK's own
-    retries. Always chained to the SDK's exception (``__cause__``)."""
+    """The provider failed after the SDK's own retries; chained to the SDK's exception."""
 
     def __init__(
         self,
@@ -367,15 +299,7 @@ class ProviderError(AgentPayloadError):
 
 
 class FileWriteError(AgentPayloadError, OSError):
-    """Writing a file failed (disk full, a file-size limit, permissions, ...) or was refused
-    before anything was written (a read-only file or folder, a file with several hard links, a
-    directory or another file that is not a regular one).
-
-    Writes are atomic (``agent_payload._files.atomic_write_text``): the file at ``path`` is
-    exactly as it was before the attempt. Always chained to an ``OSError`` (``__cause__``:
-    for a refusal, ``PermissionError``, ``IsADirectoryError`` or an ``OSError`` with the errno
-    that fits).
-    """
+    """Writing the file at ``path`` failed or was refused; it is as it was (atomic writes)."""
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
@@ -383,11 +307,7 @@ class FileWriteError(AgentPayloadError, OSError):
 
 
 class RetriesExhaustedError(AgentPayloadError):
-    """The correction loop gave up. The caller's payload is unchanged.
-
-    Carries ``attempts``, ``usage`` (summed over all attempts), ``last_reply`` (raw text) and
-    ``problems`` (the problems of the last attempt).
-    """
+    """The correction loop gave up; the payload is unchanged (``problems``: the last try's)."""
 
     def __init__(
         self,
@@ -395,8 +315,8 @@ class RetriesExhaustedError(AgentPayloadError):
         *,
         attempts: int,
         usage: Usage,
-        last_reply: str | None,
-        problems: Sequence[Problem],
+        last_reply: str | None = None,
+        problems: Sequence[Problem] = (),
         replies: Sequence[str] = (),
     ) -> None:
         super().__init__(message)
@@ -408,9 +328,7 @@ class RetriesExhaustedError(AgentPayloadError):
 
 
 class ReadsExhaustedError(RetriesExhaustedError):
-    """Outline mode: the model asked for more reads of the payload than ``max_reads`` allows
-    and sent no change request. The caller's payload is unchanged. ``reads`` is how many reads
-    were answered; ``last_call`` names the read that was refused."""
+    """Outline mode: the model used up its ``reads`` without sending a change request."""
 
     def __init__(
         self,
@@ -422,13 +340,6 @@ class ReadsExhaustedError(RetriesExhaustedError):
         last_call: str,
         replies: Sequence[str] = (),
     ) -> None:
-        super().__init__(
-            message,
-            attempts=attempts,
-            usage=usage,
-            last_reply=None,
-            problems=(),
-            replies=replies,
-        )
+        super().__init__(message, attempts=attempts, usage=usage, replies=replies)
         self.reads = reads
         self.last_call = last_call

@@ -1,11 +1,6 @@
-"""What a merge reports: effective changes, warnings, conflicts (data, no logic).
-
-Paths come in two kinds:
-
-* payload paths: tuples of keys and indices, ``("items", 3, "price")``;
-* change-request paths: strings written as MERGE.md section 6 says,
-  ``updateElements.items[3].price``, ``updateElements["a.b"]``, ``updateElements.items["150"]``.
-"""
+"""What a merge reports (effective changes, warnings, conflicts), the guards' findings and the
+problems told to the model. Payload paths are tuples (``("items", 3, "price")``), change-request
+paths strings (``updateElements.items[3].price``, MERGE.md section 6)."""
 
 from __future__ import annotations
 
@@ -38,12 +33,8 @@ P = TypeVar("P")
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One effective change.
-
-    ``path`` is where it happened: for ``delete`` the path in the original payload, for
-    ``add``/``update`` the path in the result. ``old`` is absent (``None``) for an add, ``new``
-    for a delete; values are independent copies.
-    """
+    """One effective change: ``path`` in the original payload for a ``delete``, in the result
+    for an ``add``/``update``; ``old`` is None for an add, ``new`` for a delete (copies)."""
 
     op: ChangeOp
     path: PayloadPath
@@ -53,14 +44,9 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class Issue:
-    """A warning (applied with an auto-correction) or a conflict (not applied).
-
-    ``path`` is the change-request path where it arose; ``message`` says what was expected,
-    what was found and what to do instead; it is written to be shown to the model.
-    ``payload_path`` is the payload path concerned, when there is one. ``severity`` is set when
-    the issue comes from a guard's :class:`Finding` (``"warning"``, ``"confirm"`` or
-    ``"conflict"``), else ``None``.
-    """
+    """A warning (applied with an auto-correction) or a conflict (not applied): ``path`` is
+    the change-request path, ``message`` is written for the model, ``payload_path`` the payload
+    path concerned (if any), ``severity`` the guard ``Finding``'s, else None."""
 
     code: str
     path: str
@@ -96,36 +82,29 @@ class MergeResult(Generic[P]):
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """What a guard says of one change: ``severity`` ``"conflict"`` refuses it (not applied),
-    ``"warning"`` lets it through and records it, ``"confirm"`` lets it through but asks the
-    agent to have the model confirm it."""
+    """What a guard says of one change: a ``"conflict"`` refuses it, a ``"warning"`` is
+    recorded, a ``"confirm"`` asks the model to confirm it."""
 
     code: str
     message: str
     severity: Literal["warning", "conflict", "confirm"] = "conflict"
 
 
-# A guard is asked about every effective change before it is applied. It returns the findings
-# for that change (empty: nothing to say). The change it is given names the original node the
-# change touches: an update, replacement or deletion of an element (or of anything inside it) at
-# the element's position in the payload as given; an appended element at its new position.
+# A guard is asked about every effective change before it is applied; the change names the
+# element it touches at its position in the payload as given (an appended one at its new one).
 Guard = Callable[[Change], Sequence[Finding]]
 
 
 def ask_guard(guard: Guard, change: Change) -> list[Finding]:
-    """The findings of ``guard`` for ``change``, checked: anything but a list (or other
-    iterable) of ``Finding`` (``None``, a string, a bare ``Finding``) is a ``ConfigurationError``
-    naming the guard and the change, instead of a raw ``TypeError`` in the middle of a merge."""
+    """The findings of ``guard`` for ``change``; anything but an iterable of ``Finding`` is a
+    ``ConfigurationError`` naming the guard and the change."""
     findings: Any = guard(change)
-    if isinstance(findings, Finding):
-        bad: Any = findings
-    elif findings is None or isinstance(findings, str | bytes | dict):
-        bad = findings
-    else:
+    bad: Any = findings
+    if findings is not None and not isinstance(findings, Finding | str | bytes | dict):
         try:
             items = list(findings)
         except TypeError:
-            bad = findings
+            pass
         else:
             wrong = [f for f in items if not isinstance(f, Finding)]
             if not wrong:
@@ -153,31 +132,26 @@ class GuardChain:
         self.guards: tuple[Guard, ...] = tuple(flat)
 
     def __call__(self, change: Change) -> Sequence[Finding]:
-        findings: list[Finding] = []
-        for guard in self.guards:
-            findings.extend(ask_guard(guard, change))
-        return findings
+        return [finding for guard in self.guards for finding in ask_guard(guard, change)]
+
+    def _methods(self, name: str) -> list[Callable[..., Any]]:
+        """The members' methods called ``name`` (those that have one), in order."""
+        found = (getattr(guard, name, None) for guard in self.guards)
+        return [method for method in found if callable(method)]
 
     def review(
         self, before: Any, after: Any, changes: Sequence[Change], *, per_change: bool = True
     ) -> list[Finding]:
         """Every member's whole-merge ``review`` (those that have one), in order."""
-        findings: list[Finding] = []
-        for guard in self.guards:
-            review = getattr(guard, "review", None)
-            if callable(review):
-                findings.extend(review(before, after, changes, per_change=per_change))
-        return findings
+        return [
+            finding
+            for review in self._methods("review")
+            for finding in review(before, after, changes, per_change=per_change)
+        ]
 
     def describe(self) -> str:
-        parts: list[str] = []
-        for guard in self.guards:
-            describe = getattr(guard, "describe", None)
-            if callable(describe):
-                text = describe()
-                if isinstance(text, str) and text.strip():
-                    parts.append(text.strip())
-        return "\n".join(parts)
+        texts = [describe() for describe in self._methods("describe")]
+        return "\n".join(t.strip() for t in texts if isinstance(t, str) and t.strip())
 
     def __repr__(self) -> str:
         return f"GuardChain({list(self.guards)!r})"
@@ -185,15 +159,8 @@ class GuardChain:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing to tell the model in a correction.
-
-    ``kind``: ``parse`` | ``truncated`` | ``refusal`` | ``no_change_request`` (prose, no JSON)
-    | ``unknown_field`` | ``conflict`` |
-    ``validation`` | ``guard`` | ``custom``. ``path`` is a change-request path (conflicts) or a
-    payload path written ``items[3].price`` (validation), ``""`` when there is none (``None``
-    given is read as ``""``); ``current`` is the current value of the payload subtree concerned
-    when there is one (``has_current`` tells None from absent).
-    """
+    """One thing to tell the model in a correction (``kind``: ``parse``, ``conflict``,
+    ``validation``, ``guard``, ...; ``current``: the value concerned, if ``has_current``)."""
 
     kind: str
     message: str
@@ -211,8 +178,7 @@ class Problem:
         current: Any = None,
         has_current: bool = False,
     ) -> None:
-        # Written out (not generated) so that 0.1's ``path=None`` is still accepted: the
-        # attribute is always a str.
+        # Written out so that ``path=None`` (0.1) is still accepted: the attribute is a str.
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "message", message)
         object.__setattr__(self, "path", path or "")

@@ -19,20 +19,9 @@ P = TypeVar("P")
 
 @dataclass(frozen=True, slots=True)
 class AgentResult(Generic[P]):
-    """What a successful run returns.
-
-    ``payload`` is the updated payload, of the kind given (dict, list, or the same pydantic
-    class); ``change_request`` the request that was applied; ``report`` the merge report
-    (effective changes, warnings); ``attempts`` how many model requests the run made;
-    ``usage`` the tokens summed over all of them; ``replies`` every raw reply text in order.
-    ``rewrite_tokens`` estimates what a full rewrite of the result (minified JSON) would have
-    cost in output tokens (counted when first read), ``change_tokens`` what the applied reply
-    cost, counted the same way (see ``agent_payload.usage.estimate_tokens``). ``marker`` is the
-    DELETE marker that was active; ``repairs`` what the parser had to fix in the applied
-    reply; ``confirmed`` the guard findings the model confirmed; ``run_id`` the run's id
-    (``run(..., run_id=)`` or a fresh one; also on the ``agent_payload`` log records as
-    ``run_id`` and on a failed run's error).
-    """
+    """What a successful run returns: the ``payload`` (of the kind given), the applied
+    ``change_request`` and its ``report``, the ``attempts`` (model requests), their ``usage``
+    and ``replies``; ``change_tokens``: the applied reply, counted as ``rewrite_tokens``."""
 
     payload: P
     change_request: AgentPayloadChangeRequest
@@ -47,19 +36,15 @@ class AgentResult(Generic[P]):
     confirmed: tuple[Finding, ...] = ()
     run_id: str = ""
     outlined: bool = False
-    """True when the payload was too large for ``max_payload_tokens`` and the model was sent
-    its outline (``agent_payload.outline``) with the read tools."""
+    """True when the model was sent the payload's outline with the read tools."""
     reads: int = 0
-    """How many read-tool calls (``read_payload``, ``find_in_payload``) were answered."""
+    """How many read-tool calls were answered."""
     _rewrite_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def rewrite_tokens(self) -> int:
-        """What a full rewrite of ``payload`` as minified JSON would cost in output tokens.
-
-        Counted when first read, then kept: the count writes and tokenizes the whole payload
-        (about 0.05 s per MB), which a run does not need. On an event loop, read it for a
-        payload of megabytes in a worker thread (``asyncio.to_thread``)."""
+        """What a full rewrite of ``payload`` as minified JSON would cost in output tokens,
+        counted when first read (~0.05 s per MB: off the event loop for a large payload)."""
         if self._rewrite_tokens is None:
             text = _jsontext.dumps(json_data(self.payload), separators=(",", ":"))
             object.__setattr__(self, "_rewrite_tokens", estimate_tokens(text))

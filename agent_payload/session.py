@@ -1,40 +1,6 @@
-"""``PayloadSession``: carry one payload through many turns of a conversation with an agent.
-
-::
-
-    session = PayloadSession(agent, invoice)
-    session.send("Add a line for 3 hours of consulting at 120 EUR")
-    session.send("Mark the invoice as sent")
-    session.undo()                                  # back to before "Mark the invoice as sent"
-    session.why("lineItems[2].quantity")            # the turn (task, reasoning) that set it
-    session.save("invoice-session.json")
-    PayloadSession.load("invoice-session.json", agent)
-
-Each ``send(task)`` runs the agent on the **current** payload with a short summary of the
-earlier turns (their tasks and reasoning, never their payloads or replies), so the prompt
-stays the size of one turn however long the session gets. Each turn is recorded as a
-``TurnRecord``: the task, the change request applied, the model's reasoning, the effective
-changes, token usage, the number of attempts, the duration and the time.
-
-Undo and redo go through change requests, not stored copies of the payload: when a turn is
-recorded, the session also records the change request that undoes it
-(``diff.undo_change_request``, exact for any JSON); ``undo()`` merges that request into the
-current payload and keeps the turn on a redo stack with the request that redoes it
-(``diff.diff_payloads(before, after)``). A saved history therefore holds the current payload
-plus one small request per turn, not one payload per turn. A new ``send`` clears the redo
-stack. ``why(path)`` answers from the turns in effect (undone turns do not count).
-
-``AsyncPayloadSession`` is the same with ``await session.send(task)``; both share every
-decision in ``SessionState`` (``agent_payload._session_state``: pure, no I/O).
-
-A turn that finishes after others (concurrent ``send``s, an ``undo`` meanwhile) was written
-against the payload it started from: its change request is rebased over the changes recorded
-since (MERGE.md section 9) and judged again on the current payload with the agent's guards,
-validators and read scope, then recorded; a collision (or a refusal on the current payload)
-raises ``ConcurrentChangeError`` and the session is unchanged. A turn that started more than
-``HISTORY_KEPT`` (32) changes back, or from a payload set from outside, raises
-``StalePayloadError`` as before.
-"""
+"""``PayloadSession`` and ``AsyncPayloadSession``: one payload carried through many turns with an
+agent, with undo, redo, ``why`` and save/load; the decisions are ``SessionState``'s, a late
+turn is rebased (MERGE.md section 9). Guide: docs/tools-and-sessions.md."""
 
 from __future__ import annotations
 
@@ -71,7 +37,7 @@ __all__ = [
 
 
 class _SessionBase:
-    """What the sync and async sessions share (everything but ``send``)."""
+    """Everything but ``send``."""
 
     def __init__(
         self,
@@ -122,33 +88,21 @@ class _SessionBase:
         return self.state.why(path)
 
     def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
-        """The session as JSON data (payload, turns, redo stack, payload type name); secrets
-        and excluded values as for ``save``."""
+        """The session as JSON data (what ``save`` writes)."""
         return self.state.to_json(include_secrets=include_secrets)
 
     def record(self, task: str, result: TurnResult, *, duration: float = 0.0) -> TurnRecord:
-        """Record a turn from your own tool loop: ``result`` is a successful ``ToolResult``
-        of a ``ChangeRequestToolHandler`` that started from this session's current payload
-        (or an ``AgentResult``); the session's payload becomes ``result.payload`` and the turn
-        joins the history (undo, redo, why, save). Raises ``UsageError`` for a result that
-        applied nothing (``is_error``)."""
+        """Record a turn of your own tool loop: a successful ``ToolResult`` (or ``AgentResult``)
+        that started from the current payload."""
         return self.state.record(task, result, duration=duration, timestamp=self._now())
 
     def save(self, path: str | Path, *, include_secrets: bool = False) -> None:
-        """Write ``to_json()`` to ``path`` (UTF-8, indented), atomically: if the write fails
-        (disk full, a file-size limit, a read-only file) ``FileWriteError`` names the path and
-        an earlier save there is exactly as it was.
-
-        A pydantic payload holding secrets (``SecretStr``) or ``Field(exclude=True)`` values
-        is refused before anything is written (``UsageError`` naming them: its JSON form would
-        save the mask ``"**********"`` and drop the excluded values), unless
-        ``include_secrets=True``: their values are then written in clear, and ``load`` gives
-        them back. Protect such a file as you would the secrets."""
+        """Write ``to_json()`` to ``path`` atomically; a payload's secrets or excluded fields
+        are refused (``UsageError``) unless ``include_secrets=True`` writes them in clear."""
         atomic_write_text(path, _sessionfile.dumps(self.to_json(include_secrets=include_secrets)))
 
     def _late_judge(self, base: Any, result: Any) -> Judge | None:
-        """The judge of a turn that started from ``base`` when the session has moved on since
-        (None: ``base`` is current, or too old to rebase: ``record`` then refuses it)."""
+        """The judge of a turn whose ``base`` is no longer current (None: current or too old)."""
         since = self.state.since(base)
         if not since:
             return None
@@ -180,7 +134,7 @@ class _SessionBase:
             report=verdict.report,
         )
 
-    def _run_args(self, task: str) -> dict[str, Any]:
+    def _run_args(self) -> dict[str, Any]:
         args: dict[str, Any] = {}
         summary = self.state.summary()
         if summary:
@@ -198,32 +152,26 @@ class _SessionBase:
         payload_type: Any = None,
         summary_turns: int = 5,
     ) -> Self:
-        """A session continued from a file written by ``save``. A damaged file (not UTF-8, not
-        JSON, cut short, nested too deeply, a field missing or of the wrong type, no payload, a
-        newer format) raises ``SessionFileError`` naming the file, the place and the fault."""
-        data = _sessionfile.read_session_file(path)
-        state = SessionState._from_data(
-            data, payload_type=payload_type, summary_turns=summary_turns, source=os.fspath(path)
+        """A session continued from a file ``save`` wrote (damaged: ``SessionFileError``)."""
+        state = SessionState.from_json(
+            _sessionfile.read_session_file(path),
+            payload_type=payload_type,
+            summary_turns=summary_turns,
+            source=os.fspath(path),
         )
         return cls(agent, state=state)
 
 
 class PayloadSession(_SessionBase):
-    """A payload edited over many turns by a ``PayloadAgent`` (see the module docstring).
-
-    ``agent`` is anything with ``run(payload, task, **options) -> AgentResult`` (``None`` for
-    a session that only records turns from your own tool loop with ``record``);
-    ``summary_turns`` how many earlier turns the next prompt recalls (default 5);
-    ``clock``/``now`` are injectable for tests (duration and timestamp of each turn).
-    """
+    """A payload edited over many turns by a ``PayloadAgent`` (``None``: only ``record``);
+    ``summary_turns``: how many earlier turns the next prompt recalls."""
 
     def send(self, task: str) -> TurnRecord:
-        """Run the agent on the current payload; record and return the turn. On failure the
-        agent's error propagates and the session is unchanged."""
+        """Run the agent on the current payload; record and return the turn."""
         base = self.state.payload
         self.state.check_before_turn()  # refusals come before the model call, not after it
         started = self._clock()
-        result = self.agent.run(base, task, **self._run_args(task))
+        result = self.agent.run(base, task, **self._run_args())
         duration = self._clock() - started
         late = self._late_judge(base, result)
         if late is not None:  # other changes were recorded while it ran (MERGE.md section 9)
@@ -242,7 +190,7 @@ class AsyncPayloadSession(_SessionBase):
         base = self.state.payload
         self.state.check_before_turn()  # refusals come before the model call, not after it
         started = self._clock()
-        result = await self.agent.run(base, task, **self._run_args(task))
+        result = await self.agent.run(base, task, **self._run_args())
         duration = self._clock() - started
         while True:
             late = self._late_judge(base, result)

@@ -1,32 +1,6 @@
-"""Tool-call handlers, for frameworks that own the model loop.
-
-The change request becomes a tool the model calls; this module gives the tool definition in
-the shape each API wants and a handler that applies a call's arguments to the payload it holds::
-
-    handler = ChangeRequestToolHandler(invoice, payload_type=Invoice)
-    tools = [handler.openai_tool()]           # or .responses_tool() / .anthropic_tool()
-    ...                                       # the model calls the tool
-    result = handler.handle(tool_call.function.arguments)
-    messages.append(result.openai_message(tool_call.id))
-    handler.payload                           # the current payload, after every good call
-
-``openai_tool``, ``responses_tool`` and ``anthropic_tool`` build definitions without a handler
-(schema from ``agent_payload.schema.change_request_schema``). ``handle`` has the arguments
-judged by ``agent_payload.judge.Judge`` (the agent's own pipeline) and returns a
-``ToolResult``: the new payload and the tool-result ``content`` for the model (a short summary
-of what changed; or, marked ``is_error``, the parse errors, conflicts or validation errors to
-fix, or the before/after of a change a guard wants confirmed, and nothing applied). The
-handler keeps the current payload for the next call. It does no I/O, so it serves sync and async
-loops alike (``await handler.ahandle(arguments)`` also awaits ``async def`` validators).
-
-Concurrent edits (README "Concurrent edits", MERGE.md section 9): the handler numbers its payload
-versions (``handler.version``, stated in the prompt and in every tool result) and keeps the
-requests applied since each of the last ``history`` versions. A call written against an earlier
-version (``handle(arguments, base_version=v)``, a ``with handler.turn():`` block, a ``turn`` key
-shared by the calls of one model response, or the ``base_version`` argument the model passes
-back; the bookkeeping is ``agent_payload._bases``) is rebased over what was applied since and
-then judged like any call, or sent back with ``concurrent_change``.
-"""
+"""Tool calls, for frameworks that own the model loop: the change request as a tool definition
+in each API's shape, and ``ChangeRequestToolHandler``, which judges each call against the
+payload it keeps and rebases late calls. Guide: docs/tools-and-sessions.md."""
 
 from __future__ import annotations
 
@@ -38,21 +12,27 @@ import threading
 import weakref
 from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from agent_payload import _callables, _intake
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema_module
-from agent_payload._bases import BASE_VERSION, Bases, split_base_version
+from agent_payload._bases import BASE_VERSION, Arguments, Bases, split_base_version
 from agent_payload._config import (
     check_guard,
     check_guards,
     check_payload_type,
     check_validators,
+    clip,
     read_scope_of,
 )
-from agent_payload._handler_reads import OutlineReads
+from agent_payload._handler_reads import (
+    OutlineReads,
+    anthropic_shape,
+    openai_shape,
+    responses_shape,
+)
 from agent_payload._reply import DEFAULT_TOOL_NAME
 from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
@@ -61,8 +41,7 @@ from agent_payload.report import Change, Guard, MergeReport, Problem
 from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
-    # The SDKs' own param types (plain dicts at run time; Any to a type checker without the
-    # extra), so ``messages.create(tools=[openai_tool()])`` passes ``mypy --strict``.
+    # The SDKs' param types (plain dicts at run time), so ``tools=[openai_tool()]`` type-checks.
     from agent_payload.providers.anthropic import AnthropicToolParam, AnthropicToolResultParam
     from agent_payload.providers.openai import (
         OpenAIToolMessageParam,
@@ -83,11 +62,11 @@ __all__ = [
     "tool_description",
 ]
 
+T = TypeVar("T")
+
 
 def tool_description(marker: str = MARKER, *, base_version: bool = True) -> str:
-    """What the tool does, in words for the model (names the active DELETE marker; with
-    ``base_version``, the optional argument naming the payload version a call was written
-    against)."""
+    """What the tool does, for the model (with the optional ``base_version`` argument)."""
     text = (
         "Edit the JSON payload by sending only what changes. newElements: keys to add and "
         'items to append; an object of indices such as {"2": [items]} inserts the items before '
@@ -115,16 +94,20 @@ _BASE_DESCRIPTION: Final = (
 )
 
 
-def _schema(payload_type: Any, marker: str, base_version: bool) -> dict[str, Any]:
-    """The tool's input schema (never strict: see ``agent_payload.schema``), with the optional
-    ``base_version`` argument when the handler numbers versions."""
+def _tool(
+    shape: Callable[[str, str, dict[str, Any]], T],
+    payload_type: Any,
+    marker: str,
+    name: str,
+    description: str | None,
+    base_version: bool,
+) -> T:
     schema = _schema_module.change_request_schema(payload_type, marker=marker)
-    if not base_version:
-        return schema
-    schema = dict(schema)  # the schema builder's may be shared: never changed in place
-    version: dict[str, Any] = {"type": "integer", "minimum": 0, "description": _BASE_DESCRIPTION}
-    schema["properties"] = {**schema["properties"], BASE_VERSION: version}
-    return schema
+    if base_version:  # the schema builder's may be shared: never changed in place
+        version = {"type": "integer", "minimum": 0, "description": _BASE_DESCRIPTION}
+        schema = {**schema, "properties": {**schema["properties"], BASE_VERSION: version}}
+    text = description or tool_description(marker, base_version=base_version)
+    return shape(name, text, schema)
 
 
 def openai_tool(
@@ -135,15 +118,8 @@ def openai_tool(
     description: str | None = None,
     base_version: bool = True,
 ) -> OpenAIToolParam:
-    """The change request as an OpenAI Chat Completions function tool
-    (``{"type": "function", "function": {...}}``; typed as the SDK's
-    ``ChatCompletionFunctionToolParam``)."""
-    function: dict[str, Any] = {
-        "name": name,
-        "description": description or tool_description(marker, base_version=base_version),
-        "parameters": _schema(payload_type, marker, base_version),
-    }
-    return cast("OpenAIToolParam", {"type": "function", "function": function})
+    """The change request as an OpenAI Chat Completions function tool."""
+    return _tool(openai_shape, payload_type, marker, name, description, base_version)
 
 
 def responses_tool(
@@ -154,17 +130,8 @@ def responses_tool(
     description: str | None = None,
     base_version: bool = True,
 ) -> ResponsesToolParam:
-    """The change request as an OpenAI Responses API function tool (flat:
-    ``{"type": "function", "name": ..., "parameters": ..., "strict": false}``: the API is
-    strict unless told otherwise; typed as the SDK's ``FunctionToolParam``)."""
-    tool = {
-        "type": "function",
-        "name": name,
-        "description": description or tool_description(marker, base_version=base_version),
-        "parameters": _schema(payload_type, marker, base_version),
-        "strict": False,
-    }
-    return cast("ResponsesToolParam", tool)
+    """The change request as an OpenAI Responses API function tool (``"strict": false``)."""
+    return _tool(responses_shape, payload_type, marker, name, description, base_version)
 
 
 def anthropic_tool(
@@ -175,28 +142,15 @@ def anthropic_tool(
     description: str | None = None,
     base_version: bool = True,
 ) -> AnthropicToolParam:
-    """The change request as an Anthropic tool (``{"name", "description", "input_schema"}``;
-    typed as the SDK's ``ToolParam``)."""
-    tool = {
-        "name": name,
-        "description": description or tool_description(marker, base_version=base_version),
-        "input_schema": _schema(payload_type, marker, base_version),
-    }
-    return cast("AnthropicToolParam", tool)
+    """The change request as an Anthropic tool."""
+    return _tool(anthropic_shape, payload_type, marker, name, description, base_version)
 
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """The outcome of one tool call.
-
-    ``payload`` is the handler's payload after the call (unchanged when ``is_error``);
-    ``content`` the tool-result text for the model; ``report`` the merge report (None when the
-    arguments could not be read); ``change_request`` the parsed request (None likewise);
-    ``problems`` what the model must fix when ``is_error``. ``version``: the handler's payload
-    version after the call (stated in ``content``); ``base_version``: the version the call was
-    written against when it was known (``None``: judged against the payload as it stood); an
-    accepted late call's ``change_request`` is the rebased one, as applied.
-    """
+    """One tool call's outcome: the handler's ``payload`` and ``version`` after it, the text
+    for the model (``content``), the ``report`` and ``change_request`` (as applied; None when
+    unreadable), the ``problems`` to fix, and the ``base_version`` when known."""
 
     payload: Any
     content: str
@@ -233,9 +187,8 @@ class ToolResult:
         return cast("AnthropicToolResultParam", block)
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(value: Any) -> str:
+    return clip(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
@@ -255,44 +208,17 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
 
 
 class ChangeRequestToolHandler(OutlineReads):
-    """Applies change-request tool calls to a payload it keeps between calls.
+    """Applies change-request tool calls, one at a time, to a payload it keeps between calls
+    (docs/tools-and-sessions.md); a call that cannot be fully applied applies nothing.
 
-    ``payload``: a dict, a list, ``None`` or a pydantic model (kept as that class).
-    ``payload_type``: the pydantic type (or any type ``TypeAdapter`` accepts) the payload must
-    validate against; defaults to the model's class. ``marker``: the DELETE marker the model is
-    told about (default: ``"DELETE"`` unless the data or a string the type admits holds it;
-    ``prompt(task)`` also avoids the task); the merge runs with that marker alone. ``guards``:
-    checked for every effective change (a ``conflict`` finding refuses the call; a ``confirm``
-    one returns the before/after as an error result, and the same call again confirms it).
-    ``permissions``: one more guard.
-    ``read_scope``: a ``ReadScope``; a guard too, and no text returned to the model shows what
-    it hides. ``validators``: called with each merged payload (a dict or list, or the pydantic
-    model instance); raising ``RetryWithFeedback``, ``ValueError`` or ``AssertionError``
-    refuses the call with its message; ``async def`` validators need ``ahandle``.
-    ``prompt(task)`` renders the system prompt and user message that name this handler's
-    marker and tool. ``history``: how many earlier payload versions a late call may be written
-    against (default 32; each is kept in memory until ``history`` calls were applied after it);
-    a call against an older version is sent back (``concurrent_change``) with the current
-    payload. ``versions``: whether the prompt, the tool definition and every result state the
-    payload version and take it back as the ``base_version`` argument (default True; False for a
-    host that numbers versions itself, such as the MCP server: the argument is then an unknown
-    field, and ``handle(..., base_version=)`` still works).
-
-    ``max_payload_tokens`` (default ``"auto"``: ``outline.DEFAULT_MAX_PAYLOAD_TOKENS``, 24,000;
-    an int; ``None``: never outline), as in ``PayloadAgent``: when the payload as the prompt would
-    carry it (read scope applied) is larger, the handler is ``outlined``: ``prompt(task)`` sends
-    its outline, the read tools (``openai_read_tools()``... and ``read(name, arguments)``, or
-    ``call(name, arguments)`` for any of the tools) show the rest, at most ``max_reads`` reads
-    (default 8) per task (counted again from ``prompt()`` and after each applied call), and every
-    correction shows the subtree concerned within half the budget.
-
-    Calls on one handler run one at a time (``handle`` under a lock, ``ahandle`` under an
-    asyncio lock per event loop): each is judged against the payload the previous one left.
-
-    Every call is judged by ``agent_payload.judge.Judge``, like the agent's replies (README:
-    "What each surface does with a reply"). A call that cannot be fully applied applies
-    nothing: the result is ``is_error`` and its ``content`` tells the model what to fix, with
-    the current values concerned.
+    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: ``"DELETE"`` unless
+    the data or a string the type admits holds it (``prompt`` also avoids the task). ``guards``,
+    ``permissions`` and ``read_scope`` judge every change (a ``confirm`` finding: the same call
+    again confirms); ``validators`` refuse a merged payload by raising ``RetryWithFeedback``,
+    ``ValueError`` or ``AssertionError``. ``history``: how many versions back a late call may
+    be written (older: ``concurrent_change``). ``versions=False``: no version in the prompt,
+    tool and results (a host that numbers them itself). ``max_payload_tokens``, ``max_reads``:
+    outline mode, as in ``PayloadAgent`` (docs/outline.md).
     """
 
     def _tool_result(self, content: str, is_error: bool) -> ToolResult:
@@ -341,9 +267,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self.marker = self._prepared.marker
         self._marker_given = marker is not None
         self._marker_fixed = marker is not None
-        """True once the marker may no longer change: given by the caller, or handed out in a
-        tool definition or a prompt (``prompt(task)`` may pick one that avoids the task until
-        then)."""
+        """True once the marker may no longer change (given, or handed out in a tool or prompt)."""
         self.guards = tuple(guards)
         self.permissions = permissions
         self.read_scope = read_scope
@@ -379,30 +303,19 @@ class ChangeRequestToolHandler(OutlineReads):
 
     def openai_tool(self) -> OpenAIToolParam:
         """``openai_tool`` for this handler's payload type, marker and name."""
-        self._marker_fixed = True
-        return openai_tool(
-            self.payload_type,
-            marker=self.marker,
-            name=self.name,
-            base_version=self.versions,
-        )
+        return self._tool(openai_shape)
 
     def responses_tool(self) -> ResponsesToolParam:
         """``responses_tool`` for this handler's payload type, marker and name."""
-        self._marker_fixed = True
-        return responses_tool(
-            self.payload_type,
-            marker=self.marker,
-            name=self.name,
-            base_version=self.versions,
-        )
+        return self._tool(responses_shape)
 
     def anthropic_tool(self) -> AnthropicToolParam:
         """``anthropic_tool`` for this handler's payload type, marker and name."""
-        self._marker_fixed = True
-        return anthropic_tool(
-            self.payload_type, marker=self.marker, name=self.name, base_version=self.versions
-        )
+        return self._tool(anthropic_shape)
+
+    def _tool(self, shape: Callable[[str, str, dict[str, Any]], T]) -> T:
+        self._marker_fixed = True  # handed out: the marker may no longer change
+        return _tool(shape, self.payload_type, self.marker, self.name, None, self.versions)
 
     def prompt(
         self,
@@ -412,22 +325,9 @@ class ChangeRequestToolHandler(OutlineReads):
         extra_instructions: str | None = None,
         read_only: str | Sequence[str] | None = None,
     ) -> _prompts.PromptParts:
-        """The system prompt and the first user message for a tool loop over this handler:
-        the current payload, its schema, the task, and the instruction to call this tool,
-        naming this handler's marker, and the payload's version (the tool description, the
-        prompt and the merge agree).
-        With a ``read_scope`` the payload shown is its projection (what the judge lets the
-        model see). The rules section states what the handler enforces (every guard's
-        ``describe()``: ``permissions``, ``read_scope``, ``guards``), after ``rules_text``.
-
-        A task that holds the marker (``"DELETE the first line"`` with ``"DELETE"``) makes
-        the handler pick a marker that avoids it, as the agent does (so the model can still
-        write that text as a value); call ``prompt`` before the tool definitions, which fix
-        the marker. A marker given to the constructor or already handed out in a tool
-        definition is not changed: ``ConfigurationError``.
-
-        ``read_only=`` is refused (a prompt cannot enforce it): give the handler
-        ``permissions=Permissions(deny=[...])``, which enforces and states it."""
+        """The system prompt and first user message of a tool loop over this handler. A task
+        holding the marker makes it pick another: call it before the tool definitions, which
+        fix the marker. ``read_only=`` is refused: use ``permissions=``."""
         if read_only is not None:
             raise ConfigurationError(
                 "ChangeRequestToolHandler.prompt(read_only=...) would only be words in the "
@@ -486,9 +386,7 @@ class ChangeRequestToolHandler(OutlineReads):
         return self._bases.version
 
     def judge(self, base_version: int | None = None) -> Judge:
-        """The judge of the next call (the current payload and this handler's options); with
-        ``base_version`` (a kept earlier version), the judge of a call written against it,
-        which rebases it over the requests applied since (MERGE.md section 9)."""
+        """The judge of the next call (with ``base_version``, of a call written against it)."""
         late: dict[str, Any] = {}
         if base_version is not None and base_version != self.version:
             kept = self._bases.kept(base_version)
@@ -519,35 +417,20 @@ class ChangeRequestToolHandler(OutlineReads):
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[int]:
-        """A block whose calls share one base: the version current when it begins (yielded).
-        For the calls of one model response in a loop of your own, however they reach the
-        handler (``handle``, a framework tool's ``invoke``, threads or tasks started inside)::
-
-            with handler.turn():
-                results = [tool.invoke(call) for call in ai_message.tool_calls]
-        """
+        """A block whose calls (one model response's) share one base, the version yielded."""
         with self._bases.turn() as version:
             yield version
 
     def handle(
         self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
+        arguments: Arguments,
         *,
         base_version: int | None = None,
         turn: Hashable | None = None,
     ) -> ToolResult:
-        """Apply one tool call's arguments (the JSON text, or the already decoded mapping).
-
-        Which payload the call was written against (its base), first known wins:
-        ``base_version`` (a ``handler.version`` the caller read when it sent the model the
-        request this call answers); a ``with handler.turn():`` block around the call;
-        ``turn``, any hashable naming the model response the call came from (the calls of one
-        response share the version current at the first of them; the framework tools pass
-        it); the ``base_version`` argument the model passed back. None of them: the current payload
-        (as if no other call had been applied since the model saw it). An earlier base: the
-        call is rebased over what was applied since, then judged; a collision is sent back.
-
-        An async validator cannot be awaited here: ``ConfigurationError`` (use ``ahandle``)."""
+        """Apply one tool call's arguments (JSON text or mapping), rebased from its base, the
+        first known of: ``base_version``, a ``turn()`` block, ``turn`` (a hashable naming the
+        model response), the model's ``base_version`` argument (none: the current payload)."""
         _callables.require_sync(
             "ChangeRequestToolHandler.handle",
             [("validator", v) for v in self.validators],
@@ -563,7 +446,7 @@ class ChangeRequestToolHandler(OutlineReads):
 
     async def ahandle(
         self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
+        arguments: Arguments,
         *,
         base_version: int | None = None,
         turn: Hashable | None = None,
@@ -594,13 +477,8 @@ class ChangeRequestToolHandler(OutlineReads):
         return result
 
     def _handle(
-        self,
-        arguments: str | Mapping[str, Any] | AgentPayloadChangeRequest,
-        base_version: int | None = None,
-        turn: Hashable | None = None,
+        self, arguments: Arguments, base_version: int | None, turn: Hashable | None
     ) -> Generator[Any, Any, ToolResult]:
-        """One call: its base, the judge's steps (``Judge.steps``, which yield an async
-        validator's awaitable to the driver), then the verdict as a tool result."""
         if arguments is not None and not isinstance(
             arguments, str | Mapping | AgentPayloadChangeRequest
         ):
@@ -622,7 +500,6 @@ class ChangeRequestToolHandler(OutlineReads):
         return self._result(verdict, base)
 
     def _too_old(self, base: int) -> Problem:
-        shown = self.shown()
         return Problem(
             kind="conflict",
             code="concurrent_change",
@@ -630,7 +507,7 @@ class ChangeRequestToolHandler(OutlineReads):
             f"changed {self.version - base} times since: more than this tool keeps (the last "
             f"{self.history} versions), so its positions cannot be mapped to the payload as it "
             f"is now (version {self.version}, shown here). Write the change again against it.",
-            current=shown,
+            current=self.shown(),
             has_current=True,
         )
 
@@ -644,40 +521,31 @@ class ChangeRequestToolHandler(OutlineReads):
         )
 
     def _result(self, verdict: Verdict, base: int | None) -> ToolResult:
-        """Map the judge's verdict to a tool result (a tool call cannot be asked to confirm
-        mid-call: ``confirm`` is an error result showing before/after; the same call again is
-        accepted as confirmed)."""
-        if verdict.status == "accepted":
+        """``confirm`` is an error result: the same call again is accepted as confirmed."""
+        accepted = verdict.status == "accepted"
+        version = self.version + 1 if accepted else self.version
+        if accepted:
             self._confirming = None
             assert verdict.report is not None
-            return ToolResult(
-                payload=verdict.payload,
-                content=self._summary(verdict.report, base) + self._version_line(self.version + 1),
-                is_error=False,
-                report=verdict.report,
-                change_request=verdict.change_request,
-                version=self.version + 1,
-                base_version=base,
-            )
-        if verdict.status == "confirm":
+            content = self._summary(verdict.report, base)
+        elif verdict.status == "confirm":
             self._confirming = verdict.payload_json
             content = verdict.feedback(output_mode="tool", tool_name=self.name)
         else:
             content = verdict.feedback(
                 output_mode="tool",
                 tool_name=self.name,
-                # "changes from earlier calls are kept" only once a call was applied (issue 18)
                 earlier_calls_kept=any(not r.is_error for r in self.results),
                 render_current=self.render_current(),
             )
         return ToolResult(
-            payload=self.payload,
-            content=content + self._version_line(self.version),
-            is_error=True,
+            payload=verdict.payload if accepted else self.payload,
+            content=content + self._version_line(version),
+            is_error=not accepted,
             report=verdict.report,
             change_request=verdict.change_request,
-            problems=verdict.problems,
-            version=self.version,
+            problems=() if accepted else verdict.problems,
+            version=version,
             base_version=base,
         )
 

@@ -1,16 +1,6 @@
 """Tokens: what the provider counted (``Usage``, summed over attempts) and what a text would
 cost (``estimate_tokens``, the one estimate: o200k_base when ``bpe-openai`` is installed, else
-``length_estimate``, a quarter of the characters).
-
-``input_tokens`` counts every input token of the requests, cached or not (OpenAI's
-``prompt_tokens`` / ``input_tokens``; for Anthropic, ``input_tokens`` plus
-``cache_read_input_tokens`` plus ``cache_creation_input_tokens``). Two parts of it are also
-reported on their own: ``cached_input_tokens``, read from the provider's prompt cache (OpenAI's
-``cached_tokens``, Anthropic's ``cache_read_input_tokens``; billed at a fraction of the price),
-and ``cache_write_input_tokens``, written to it (Anthropic's ``cache_creation_input_tokens``,
-billed a little above the price; OpenAI reports none). So the uncached input is
-``input_tokens - cached_input_tokens - cache_write_input_tokens``.
-"""
+``length_estimate``, a quarter of the characters)."""
 
 from __future__ import annotations
 
@@ -21,7 +11,8 @@ import math
 import sys
 import threading
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
 from typing import Protocol
 
 __all__ = ["ESTIMATE_CHUNK_CHARS", "Usage", "estimate_tokens", "length_estimate"]
@@ -29,6 +20,9 @@ __all__ = ["ESTIMATE_CHUNK_CHARS", "Usage", "estimate_tokens", "length_estimate"
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens used. ``input_tokens`` counts every input token, cached or not; two parts of it
+    are also given apart: read from the provider's prompt cache and written to it."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
@@ -47,13 +41,7 @@ class Usage:
         return self.input_tokens - self.cached_input_tokens - self.cache_write_input_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.requests + other.requests,
-            self.cached_input_tokens + other.cached_input_tokens,
-            self.cache_write_input_tokens + other.cache_write_input_tokens,
-        )
+        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 def length_estimate(text: str) -> int:
@@ -73,17 +61,8 @@ _tokenizer: _Counter | None = None
 
 
 def _tokenizer_or_none() -> _Counter | None:
-    """o200k_base's tokenizer, loaded once per process (thread-safe), or None without
-    ``bpe-openai``.
-
-    bpe-openai is a Python wrapper round a Rust tokenizer that carries its own vocabularies.
-    Importing the wrapper parses all three bundled vocabularies in Python (~1.2 s per process,
-    a CLI run or a test worker), which only its ``decode`` needs; counting needs the Rust part
-    alone (~0.1 s). So the extension module is loaded by itself when it is where this version
-    of bpe-openai keeps it (registered under its own name, so a later ``import bpe_openai``
-    uses the same module: a Rust extension loads once per process); any other layout goes
-    through the public ``bpe_openai.get_encoding``. ``tests/test_agent_loop.py`` checks that
-    both give the same counts."""
+    """o200k_base's tokenizer, loaded once per process, or None without ``bpe-openai`` (its
+    Rust part alone where this version keeps it: the package's import takes ~1.2 s)."""
     global _tokenizer_loaded, _tokenizer
     if _tokenizer_loaded:
         return _tokenizer
@@ -95,14 +74,13 @@ def _tokenizer_or_none() -> _Counter | None:
 
 
 def _load_tokenizer() -> _Counter | None:
-    try:
-        return _rust_tokenizer()
-    except Exception:  # another layout of bpe-openai: its public API below
-        pass
-    try:
-        return _PublicTokenizer()
-    except Exception:  # the tokenizer is optional; any failure falls back to the estimate
-        return None
+    loaders: tuple[Callable[[], _Counter], ...] = (_rust_tokenizer, _PublicTokenizer)
+    for load in loaders:  # the Rust part alone; another layout of bpe-openai: its public API
+        try:
+            return load()
+        except Exception:  # the tokenizer is optional: the length estimate stands in
+            continue
+    return None
 
 
 def _rust_tokenizer() -> _Counter:
@@ -144,9 +122,8 @@ class _PublicTokenizer:
 
 
 ESTIMATE_CHUNK_CHARS = 50_000
-"""``estimate_tokens`` encodes long texts in pieces of about this many characters (the
-tokenizer refuses very long inputs); each piece ends after a comma, space or newline when one
-is near, so almost no token is split."""
+"""``estimate_tokens`` counts long texts in pieces of about this many characters, each ending
+after a comma, space or newline when one is near."""
 
 
 def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
@@ -154,8 +131,7 @@ def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
     start = 0
     while len(text) - start > size:
         end = start + size
-        cut = max(text.rfind(",", start + size // 2, end), text.rfind(" ", start + size // 2, end))
-        cut = max(cut, text.rfind("\n", start + size // 2, end))
+        cut = max(text.rfind(sep, start + size // 2, end) for sep in ", \n")
         end = cut + 1 if cut > start else end
         pieces.append(text[start:end])
         start = end
@@ -164,17 +140,9 @@ def _chunks(text: str, size: int = ESTIMATE_CHUNK_CHARS) -> list[str]:
 
 
 def estimate_tokens(text: str) -> int:
-    """Output tokens of ``text``: counted with OpenAI's o200k_base tokenizer when the optional
-    ``bpe-openai`` package is importable, else estimated as ``ceil(len(text) / 4)``.
-
-    ``AgentResult.rewrite_tokens`` is this count for the result as minified JSON (the cheapest
-    full rewrite a model could send), ``change_tokens`` for the applied reply's text as the
-    model sent it (reasoning included), so the two are counted the same way. Other tokenizers
-    (Anthropic's) differ by some percent; the ratio is what matters.
-
-    An estimate never fails a run: long texts are encoded in pieces (``ESTIMATE_CHUNK_CHARS``;
-    a token split at a piece's edge may count one more), and a piece the tokenizer refuses is
-    counted by the length estimate."""
+    """Output tokens of ``text``: o200k_base's count when ``bpe-openai`` is importable, else
+    ``ceil(len(text) / 4)``. Never fails: long texts are counted in pieces
+    (``ESTIMATE_CHUNK_CHARS``), and a piece the tokenizer refuses by its length."""
     tokenizer = _tokenizer_or_none()
     if tokenizer is None:
         return length_estimate(text)

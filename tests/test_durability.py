@@ -310,9 +310,11 @@ def test_save_then_load_gives_an_equal_session(
 ) -> None:
     """Round trip (hypothesis): any session (any JSON payload, lone surrogates included, any
     turns and redo entries) saved and loaded is equal: payload, history, redo stack."""
-    from agent_payload._session_state import _Undone
+    from agent_payload._sessionfile import Undone
 
-    state = SessionState(payload, turns=turns, redo=[_Undone(t, r) for t, r in redo])
+    state = SessionState(
+        payload, turns=turns, redo=[Undone(turn=t, redo_request=r) for t, r in redo]
+    )
     session = PayloadSession(PayloadAgent(ScriptedModel([])), state=state)
     file = tmp_path_factory.mktemp("rt") / "s.json"
     session.save(file)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -10,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_payload._files import atomic_write_text
+from agent_payload._files import (
+    atomic_write_text,
+    json_file_chunks,
+    json_file_text,
+    json_layout,
+    loads_json_file,
+)
 from agent_payload.errors import AgentPayloadError, FileWriteError
 
 
@@ -68,3 +75,23 @@ def test_unencodable_text(tmp_path: Path) -> None:
         atomic_write_text(target, "\ud800")
     assert target.read_text(encoding="utf-8") == "old"
     assert os.listdir(tmp_path) == ["p.json"]
+
+
+def test_a_file_is_written_in_pieces_equal_to_its_text() -> None:
+    """The pieces a large payload is written in join to exactly the file's text: numbers kept
+    as read, the layout kept, and a lone surrogate (which UTF-8 cannot carry) written as its
+    JSON escape while every other character stays as it is."""
+    text = json.dumps(
+        {"lines": [{"n": i, "p": 1.5, "s": "é€𝄞"} for i in range(30_000)]},
+        indent=3,
+        ensure_ascii=False,
+    )
+    text = text.replace('"p": 1.5', '"p": 12.50', 1)
+    payload = loads_json_file(text)
+    layout = json_layout(text)
+    pieces = list(json_file_chunks(payload, layout))
+    assert len(pieces) > 2
+    assert b"".join(pieces).decode("utf-8") == json_file_text(payload, layout) == text + "\n"
+    odd = json_file_text({"s": "a\ud800b", "é": "ü"})
+    assert odd == '{\n  "s": "a\\ud800b",\n  "é": "ü"\n}\n'
+    assert json.loads(odd) == {"s": "a\ud800b", "é": "ü"}

@@ -150,9 +150,8 @@ def peak_of_server(path: Path, edits: int) -> int:
 
 def test_forty_edits_of_a_6_mb_file_keep_memory_bounded(tmp_path: Path) -> None:
     """The peak does not grow with the edits (undo and the versions kept are bounded), and stays
-    within four times the parsed size (measured 2.5 to 3.5 times: the issue's target of three is
-    not reached; the old payload, the merged one, which copies the array's elements, and the
-    allocator's slack are alive together)."""
+    under three times the parsed size: a file's bytes are let go before its payload is built,
+    the merge shares what it does not touch, and the new text is written in pieces."""
     big, small = tmp_path / "big.json", tmp_path / "small.json"
     big_text = json.dumps(lines(48_000), indent=2)
     big.write_text(big_text, encoding="utf-8")
@@ -176,7 +175,8 @@ def test_forty_edits_of_a_6_mb_file_keep_memory_bounded(tmp_path: Path) -> None:
     # 38 more edits add at most the bounded caches (versions shown, 8 MB compressed; undo's
     # values): less than one parsed copy, where two file copies per edit were kept before.
     assert forty - two < parsed_size, (forty - two, parsed_size)
-    assert forty - baseline < 4 * parsed_size, (forty - baseline, parsed_size)
+    print(f"peak over baseline: {(forty - baseline) / parsed_size:.2f}x the parsed size")
+    assert forty - baseline < 3 * parsed_size, (forty - baseline, parsed_size)
 
 
 def test_undo_keeps_the_replaced_values_and_is_capped(tmp_path: Path) -> None:

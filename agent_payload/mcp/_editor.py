@@ -16,11 +16,7 @@ from typing import Any, Final
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._filelock import locked
-from agent_payload._files import (
-    json_file_text,
-    json_layout,
-    loads_json_file,
-)
+from agent_payload._files import json_file_chunks, loads_json_file
 from agent_payload._intake import prepare
 from agent_payload._jsondata import json_equal
 from agent_payload._paths import PathNotFound, echo, lookup, parse_path
@@ -35,7 +31,14 @@ from agent_payload.errors import (
 from agent_payload.guards import Permissions, ReadScope
 from agent_payload.judge._problems import conflict_problems
 from agent_payload.mcp._file import FileProblem, decode, load, write_unchanged
-from agent_payload.mcp._journal import VERSIONS_KEPT, Versions, differences, digest, split_off
+from agent_payload.mcp._journal import (
+    VERSIONS_KEPT,
+    Tap,
+    Versions,
+    differences,
+    digest,
+    split_off,
+)
 from agent_payload.mcp._schema import PayloadSchema
 from agent_payload.mcp._undo import UNDO_KEPT, Undo, inverse, keep, revert, undo_of
 from agent_payload.report import Problem
@@ -132,14 +135,15 @@ class PayloadFileEditor:
                 f"{_outline.MIN_PAYLOAD_TOKENS}, found {max_read_tokens!r}"
             )
         self.max_read_tokens = budget
+        self._versions = Versions(self.path, "")  # its marker is chosen below
         try:
-            data, payload = load(self.path)
+            self._last, _, _, payload = load(self.path, self._versions)
         except FileProblem as exc:
             raise ConfigurationError(str(exc)) from exc
         self.payload_schema = dict(payload_schema) if payload_schema is not None else None
         try:  # checked as every surface checks a payload (kind, depth, values), before serving;
             # the marker avoids the strings the schema admits (the task is the client's)
-            self.marker = prepare(payload, self.payload_schema).marker
+            self.marker = self._versions.marker = prepare(payload, self.payload_schema).marker
         except AgentPayloadError as exc:
             raise ConfigurationError(f"{self.path}: {exc}") from exc
         try:
@@ -160,8 +164,6 @@ class PayloadFileEditor:
                     f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
                     "or the schema before serving it"
                 )
-        self._versions = Versions(self.path, self.marker)
-        self._last = self._versions.remember(data)
         self._history: list[Undo] = []  # newest last
 
     # -- what the model is told -------------------------------------------------------------
@@ -316,10 +318,10 @@ class PayloadFileEditor:
     def _load(self) -> tuple[str, Any] | Outcome:
         """The file's version (remembered as shown) and the payload as the model may see it."""
         try:
-            data, payload = load(self.path)
+            version, _, _, payload = load(self.path, self._versions)
         except FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
-        return self._versions.remember(data), self._view(payload)
+        return version, self._view(payload)
 
     def _answer(self, name: str, arguments: Mapping[str, Any], version: str, view: Any) -> Outcome:
         text = _outline.answer(name, arguments, view, self.max_read_tokens, count=estimate_tokens)
@@ -354,15 +356,9 @@ class PayloadFileEditor:
 
     def _apply(self, request: Any, base: str) -> Outcome:
         try:
-            data, payload = load(self.path)
+            current, exact, layout, payload = load(self.path, self._versions)
         except FileProblem as exc:
             return Outcome(f"Nothing was applied: {exc}.", True)
-        current = digest(data)
-        # What is needed of the file's bytes is taken now, and they are let go (a large file's
-        # peak memory): its layout, and the bytes compressed (the version shown, undo's exact).
-        layout = json_layout(data.decode("utf-8-sig"))
-        exact = self._versions.packed(data)
-        del data
         moved = since = ""
         count = 0
         if base != current and isinstance(request, Mapping):
@@ -396,8 +392,8 @@ class PayloadFileEditor:
         replayed = self._versions.replayed(payload, result.payload, result.change_request)
         merged, content = result.payload, result.content
         del payload, handler, result
-        new = json_file_text(merged, layout).encode()
-        del merged
+        new = Tap(json_file_chunks(merged, layout))
+        del merged  # let go once its text is built: the text is written in pieces
         written = self._write(current, new, "Nothing was applied")
         if written is not None:
             return written
@@ -487,23 +483,21 @@ class PayloadFileEditor:
     def _undo(self) -> Outcome:
         last = self._history[-1]
         try:
-            data, payload = load(self.path)
+            current, _, layout, payload = load(self.path, self._versions)
             replaced = [(tuple(p), v) for p, v in loads_json_file(last.old)]
         except FileProblem as exc:
             return Outcome(f"Nothing was undone: {exc}.", True)
-        current = digest(data)
-        layout = json_layout(data.decode("utf-8-sig"))
         if current == last.after:  # nobody wrote since
             target, request = inverse(payload, replaced, self.marker)
             exact = last.exact
-            new = zlib.decompress(exact) if exact else json_file_text(target, layout).encode()
+            new = zlib.decompress(exact) if exact else Tap(json_file_chunks(target, layout))
         else:
             reverted = revert(self._versions, last, replaced, current, payload, self.path)
             if isinstance(reverted, str):
                 self._history.clear()  # what made it impossible stays: never promise it again
                 return Outcome(reverted, True, current)
             target, request = reverted
-            new = json_file_text(target, layout).encode()
+            new = Tap(json_file_chunks(target, layout))
         written = self._write(current, new, "Nothing was undone")
         if written is not None:
             return written
@@ -594,7 +588,7 @@ class PayloadFileEditor:
             "change again against it."
         )
 
-    def _write(self, expected: str, new: bytes, what: str) -> Outcome | None:
+    def _write(self, expected: str, new: bytes | Tap, what: str) -> Outcome | None:
         """Write ``new`` if the file is still version ``expected`` (a writer that does not take
         the lock may have replaced it); an ``Outcome`` when it could not."""
         try:

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent_payload._files import atomic_write_bytes, loads_json_file
-from agent_payload.mcp._journal import digest
+from agent_payload._files import JsonLayout, atomic_write_bytes, json_layout, loads_json_file
+from agent_payload.mcp._journal import Tap, Versions, digest
 
 __all__ = ["FileProblem", "decode", "load", "read_bytes", "version", "write_unchanged"]
 
@@ -19,12 +19,19 @@ class FileProblem(Exception):
 
 
 def decode(path: Path, data: bytes) -> Any:
+    return _parse(path, _text(path, data))
+
+
+def _text(path: Path, data: bytes) -> str:
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FileProblem(
             f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); JSON files must be UTF-8"
         ) from exc
+
+
+def _parse(path: Path, text: str) -> Any:
     try:
         return loads_json_file(text)
     except json.JSONDecodeError as exc:
@@ -40,10 +47,15 @@ def read_bytes(path: Path) -> bytes:
         raise FileProblem(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
-def load(path: Path) -> tuple[bytes, Any]:
-    """The file's bytes and its JSON; ``FileProblem`` when it cannot be read."""
+def load(path: Path, versions: Versions) -> tuple[str, bytes, JsonLayout, Any]:
+    """The file's version and its bytes compressed (remembered as shown), its layout and its
+    JSON; ``FileProblem`` when it cannot be read. The bytes are let go before the JSON is
+    built (a large file's peak memory)."""
     data = read_bytes(path)
-    return data, decode(path, data)
+    version, packed = versions.keep(data)
+    text = _text(path, data)
+    del data
+    return version, packed, json_layout(text), _parse(path, text)
 
 
 def version(path: Path) -> str:
@@ -58,7 +70,7 @@ def version(path: Path) -> str:
     return hasher.hexdigest()[: len(digest(b""))]
 
 
-def write_unchanged(path: Path, expected: str, new: bytes) -> bool:
+def write_unchanged(path: Path, expected: str, new: bytes | Tap) -> bool:
     """Write ``new`` if the file is still version ``expected`` (a writer that does not take the
     lock may have replaced it); False when it is not. Raises ``FileProblem``, ``FileWriteError``."""
     if version(path) != expected:

@@ -15,7 +15,7 @@ import logging
 import os
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +156,30 @@ def chain(
     return out
 
 
+class Tap:
+    """Pieces of a file's bytes passed on as they are written, hashed and compressed on the
+    way: the version and the copy ``Versions`` keeps, with no whole copy of a large file."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = chunks
+        self._hash = hashlib.sha256()
+        self._zip = zlib.compressobj(1)
+        self._packed: list[bytes] = []
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self._hash.update(chunk)
+            self._packed.append(self._zip.compress(chunk))
+            yield chunk
+
+    def version(self) -> str:
+        return self._hash.hexdigest()[:12]
+
+    def packed(self) -> bytes:
+        self._packed.append(self._zip.flush())
+        return b"".join(self._packed)
+
+
 def digest(data: bytes) -> str:
     """The version of a file's bytes: the first 12 hex digits of their SHA-256."""
     return hashlib.sha256(data).hexdigest()[:12]
@@ -221,22 +245,20 @@ class Versions:
         self._shown_size = 0
         self._cancelled: set[tuple[str, str]] = set()
 
-    def remember(self, data: bytes) -> str:
-        """Keep ``data`` as a version shown to the model (the newest ``VERSIONS_KEPT``, within
-        ``SHOWN_BYTES`` compressed); its version."""
-        return self._keep(data)[0]
+    def remember(self, data: bytes | Tap) -> str:
+        """Keep ``data`` (or what a ``Tap`` passed on) as a version shown to the model (the
+        newest ``VERSIONS_KEPT``, within ``SHOWN_BYTES`` compressed); its version."""
+        return self.keep(data)[0]
 
-    def packed(self, data: bytes) -> bytes:
-        """``data`` compressed, remembered as a version shown (as ``remember``)."""
-        return self._keep(data)[1]
-
-    def _keep(self, data: bytes) -> tuple[str, bytes]:
-        version = digest(data)
+    def keep(self, data: bytes | Tap) -> tuple[str, bytes]:
+        """``remember``, with the bytes compressed."""
+        version = data.version() if isinstance(data, Tap) else digest(data)
         packed = self._shown.get(version)
         if packed is not None:
             self._shown.move_to_end(version)
             return version, packed
-        packed = self._shown[version] = zlib.compress(data, 1)
+        packed = data.packed() if isinstance(data, Tap) else zlib.compress(data, 1)
+        self._shown[version] = packed
         self._shown_size += len(packed)
         while len(self._shown) > VERSIONS_KEPT or (
             self._shown_size > SHOWN_BYTES and len(self._shown) > 1

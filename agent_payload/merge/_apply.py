@@ -145,7 +145,7 @@ def merge_checked(
         model_class = type(payload)
         before: Any = model_json
         if before is None:
-            _typed.check_round_trip(payload)  # issue 17: an exact round trip, or refused first
+            _typed.check_round_trip(payload)  # an exact round trip, or refused first
             before = json_data(payload)
         share_mode = False
     elif payload is None:
