@@ -77,28 +77,9 @@ def _decimal(number: object) -> Decimal | None:
     return Decimal(float.__repr__(number))
 
 
-def dumps(
-    value: Any,
-    *,
-    indent: int | str | None = None,
-    ensure_ascii: bool = False,
-    separators: tuple[str, str] | None = None,
-    literals: bool = False,
-    allow_nan: bool = True,
-) -> str:
-    """``json.dumps`` at any depth: data too deep for ``json`` is written without ``indent``
-    (N levels of indentation cost about N squared characters). With ``literals``, a
-    ``JsonNumber`` is written as the text it was read from."""
-    return "".join(
-        dump_pieces(
-            value,
-            indent=indent,
-            ensure_ascii=ensure_ascii,
-            separators=separators,
-            literals=literals,
-            allow_nan=allow_nan,
-        )
-    )
+def dumps(value: Any, **options: Any) -> str:
+    """``json.dumps`` at any depth: ``dump_pieces`` joined (the same options)."""
+    return "".join(dump_pieces(value, **options))
 
 
 def dump_pieces(
@@ -110,30 +91,24 @@ def dump_pieces(
     literals: bool = False,
     allow_nan: bool = True,
 ) -> list[str]:
-    """``dumps`` as pieces of a few tens of KB whose concatenation is the text: a large
-    payload's text is written out without ever being whole in memory."""
-    if literals:
-        depth = _literal_depth(value)
-        if depth is not None:
-            if depth >= _INDENT_DEPTH and indent is not None:
-                indent, separators = None, (",", ":")
-            default = (",", ": ") if indent is not None else (", ", ": ")
-            item_sep, key_sep = separators or default
-            return _pieces(
-                _chunks_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
-            )
-    encoder = json.JSONEncoder(
-        indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
-    )
-    try:
-        if indent is None or isinstance(value, str):
-            return [encoder.encode(value)]
-        return _pieces(encoder.iterencode(value))
-    except RecursionError:
-        pass
-    if indent is not None:
+    """``json.dumps`` at any depth, as pieces of a few tens of KB whose concatenation is the
+    text (a large payload's text is never whole in memory). Data too deep for ``json`` is
+    written without ``indent`` (N levels of indentation cost about N squared characters). With
+    ``literals``, a ``JsonNumber`` is written as the text it was read from."""
+    depth = _literal_depth(value) if literals else None
+    if depth is None:
+        encoder = json.JSONEncoder(
+            indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
+        )
+        try:
+            if indent is None or isinstance(value, str):
+                return [encoder.encode(value)]
+            return _pieces(encoder.iterencode(value))
+        except RecursionError:
+            depth = _INDENT_DEPTH
+    if depth >= _INDENT_DEPTH and indent is not None:
         indent, separators = None, (",", ":")
-    item_sep, key_sep = separators or (", ", ": ")
+    item_sep, key_sep = separators or ((",", ": ") if indent is not None else (", ", ": "))
     return _pieces(_chunks_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan))
 
 
