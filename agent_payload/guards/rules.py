@@ -6,6 +6,7 @@ payload as a small NFA. Used by ``Permissions``, ``ReadScope`` and ``DataLossGua
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ _Matcher = tuple[str, Any]
 # A walk state: the NFA states of every rule, and the rules that matched the node or an ancestor.
 _State = tuple[tuple[frozenset[int], ...], frozenset[int]]
 _FORBIDDEN_IN_NAME = frozenset('.[]:*"')
+_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +108,9 @@ def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
     i = pos + 1
     if rule.startswith("*]", i):
         return ("any_index", None), i + 2
-    if i < len(rule) and rule[i].isdigit():
-        j = i
-        while j < len(rule) and rule[j].isdigit() and rule[j].isascii():
-            j += 1
-        digits = rule[i:j]
+    number = _DIGITS.match(rule, i)
+    if number is not None:
+        digits, j = number.group(), number.end()
         if len(digits) > 1 and digits[0] == "0":
             raise _error(rule, i, "an index without leading zeros")
         if j >= len(rule) or rule[j] != "]":

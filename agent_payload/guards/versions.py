@@ -47,11 +47,7 @@ def payload_version(payload: Any) -> str:
 def _key_text(key: Any, linked: Link) -> str:
     if isinstance(key, str):
         return key
-    if (
-        key is None
-        or isinstance(key, bool | int)
-        or (isinstance(key, float) and math.isfinite(key))
-    ):
+    if key is None or isinstance(key, bool | int) or _finite(key):
         return json.dumps(key)
     path = materialize(linked)
     raise InvalidPayloadError(
@@ -141,7 +137,7 @@ def _scalar(value: Any, linked: Link) -> str:
         return encode_basestring(value)
     if value is None or isinstance(value, bool):
         return _WORDS[value]
-    if isinstance(value, float) and math.isfinite(value):
+    if _finite(value):
         return float.__repr__(value)
     path = materialize(linked)
     if isinstance(value, float):
@@ -155,6 +151,10 @@ def _scalar(value: Any, linked: Link) -> str:
         "data; convert it (or pass a pydantic model, which is dumped in JSON mode)",
         path=path,
     )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _dump(payload: Any) -> Any:
