@@ -1,39 +1,27 @@
-"""User callables (validators and hooks), sync or async, judged one way everywhere.
-
-* ``is_async_callable``: an ``async def`` function, or an object whose ``__call__`` is one (a
-  ``functools.partial`` of one included).
-* ``require_sync``: the ``ConfigurationError`` raised at construction when a sync driver
-  (``PayloadAgent``, ``ChangeRequestToolHandler.handle``) is given an async validator or hook:
-  it could never await it, and dropping the coroutine would apply what it should reject.
-* ``validator_problem``: what a validator's exception means. ``RetryWithFeedback`` is its
-  feedback; ``ValueError`` and ``AssertionError`` are treated as pydantic treats them in its
-  own validators: a validation problem sent back to the model with the exception's text
-  (errors of this library, which also derive from ``ValueError``, propagate). Anything else
-  propagates: a bug in the validator is not the model's to fix.
-* ``drive``: run a judging generator (which yields the awaitables of async validators) to its
-  result in sync code: an awaitable there is a ``ConfigurationError``, never dropped.
-* ``adrive``: the same in async code (``AsyncPayloadAgent``, ``ChangeRequestToolHandler.ahandle``):
-  each awaitable is awaited, and the pure steps run in the one ``worker()`` thread when asked
-  (``off_loop``), so a large payload never stalls the event loop.
-"""
+"""User callables (validators, hooks, commits, models), sync or async, judged in one place:
+``require_sync`` refuses an ``async def`` up front where nothing can await it; ``drive`` (sync:
+an awaitable is refused) and ``adrive`` (async: awaited) run generators of ``Call`` steps."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import inspect
 import threading
 from collections.abc import Callable, Generator, Iterable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from agent_payload.errors import AgentPayloadError, ConfigurationError, RetryWithFeedback
 from agent_payload.report import Problem
 
 __all__ = [
+    "Call",
     "adrive",
     "advance",
+    "close",
     "drive",
     "is_async_callable",
     "off_loop",
@@ -78,23 +66,50 @@ def validator_problem(exc: BaseException) -> Problem | None:
     return None
 
 
-def drive(steps: Generator[Any, Any, T], where: str, fix: str) -> T:
-    """Run ``steps`` to its return value in sync code. A yielded awaitable (an async
-    validator, or a sync callable that returned a coroutine) cannot be awaited here: it is
-    closed and ``ConfigurationError`` raised."""
-    try:
-        step = next(steps)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    close = getattr(step, "close", None)
+class Call(NamedTuple):
+    """A step of a driven generator: call ``fn(*args)`` (``what``: its name in errors)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    what: str
+
+
+def close(awaitable: object) -> None:
+    """Close an awaitable that will never be awaited (no "never awaited" warning)."""
+    close = getattr(awaitable, "close", None)
     if callable(close):
         close()
-    steps.close()
-    raise ConfigurationError(
-        f"{where}: a validator returned an awaitable ({type(step).__name__}), which {where} "
-        f"cannot await (its check would be skipped); {fix}"
+
+
+def _refused(outcome: object, where: str, what: str, fix: str, why: str = "") -> Exception:
+    close(outcome)
+    return ConfigurationError(
+        f"{where}: {what} returned an awaitable ({type(outcome).__name__}), which {where} "
+        f"cannot await{why}; {fix}"
     )
+
+
+def drive(steps: Generator[Any, Any, T], where: str, fix: str) -> T:
+    """Run ``steps`` to its return value in sync code: a ``Call`` is made (its value or error
+    sent back in); an awaitable (an async validator, or a callable that returned a coroutine)
+    cannot be awaited here, so it is closed and ``ConfigurationError`` raised."""
+    value: Any = None
+    error: BaseException | None = None
+    with contextlib.closing(steps):
+        while True:
+            done, step = advance(steps, value, error)
+            if done:
+                return step  # type: ignore[no-any-return]
+            if not isinstance(step, Call):
+                raise _refused(step, where, "a validator", fix, " (its check would be skipped)")
+            value, error = None, None
+            try:
+                value = step.fn(*step.args)
+            except Exception as exc:
+                error = exc
+            else:
+                if inspect.isawaitable(value):
+                    error = _refused(value, where, step.what, fix)
 
 
 _WORKER_POOL: concurrent.futures.ThreadPoolExecutor | None = None
@@ -102,9 +117,8 @@ _WORKER_LOCK = threading.Lock()
 
 
 def worker() -> concurrent.futures.ThreadPoolExecutor:
-    """The one worker thread of offloaded work, shared by every async agent. One thread, not
-    asyncio's default pool: the work is pure Python and holds the GIL, so more threads add no
-    throughput but each one more competitor the event loop's thread must wait behind."""
+    """The one worker thread of offloaded work, shared by every async agent (the work holds
+    the GIL: more threads would only make the event loop wait longer)."""
     global _WORKER_POOL
     with _WORKER_LOCK:
         if _WORKER_POOL is None:
@@ -124,9 +138,8 @@ async def off_loop(function: Callable[..., T], *args: Any) -> T:
 def advance(
     steps: Generator[Any, Any, Any], value: Any, error: BaseException | None
 ) -> tuple[bool, Any]:
-    """One step of a generator driven from outside (a judging generator, an agent's
-    attempt): ``(True, result)`` when it returned, else ``(False, what it yielded)``
-    (StopIteration must not cross a thread's future)."""
+    """One step of a driven generator: ``(True, result)`` when it returned, else ``(False,
+    what it yielded)`` (StopIteration must not cross a thread's future)."""
     try:
         if error is not None:
             return False, steps.throw(error)
@@ -135,23 +148,23 @@ def advance(
         return True, stop.value
 
 
-async def adrive(steps: Generator[Any, Any, Any], offload: bool) -> Any:
-    """Run a judging generator to its result: its steps (parse, merge, validation) in a worker
-    thread when ``offload``; each awaitable it yields (an async validator) awaited here."""
+async def adrive(steps: Generator[Any, Any, T], offload: bool) -> T:
+    """``drive`` in async code: each awaitable (yielded, or returned by a ``Call``) is awaited;
+    the steps themselves (parse, merge, validation) run in the worker thread when ``offload``."""
     value: Any = None
     error: BaseException | None = None
-    try:
+    with contextlib.closing(steps):
         while True:
             if offload:
                 done, out = await off_loop(advance, steps, value, error)
             else:
                 done, out = advance(steps, value, error)
             if done:
-                return out
+                return out  # type: ignore[no-any-return]
             value, error = None, None
             try:
-                value = await out
-            except Exception as exc:  # the validator's error goes back into the judge
+                value = out.fn(*out.args) if isinstance(out, Call) else out
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:  # the callable's error goes back into the steps
                 error = exc
-    finally:
-        steps.close()

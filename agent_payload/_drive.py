@@ -1,13 +1,14 @@
-"""What the two agents' drivers share around the pure ``RunState``: the tenacity controller of
-a run (``retrying``: the attempts, the token budget, ``is_last``), the hooks (``Hooks``, called
-sync or awaited), and the run's lines on the ``agent_payload`` logger."""
+"""What the two agents share around the pure ``RunState``: one run's attempts as steps
+(``Run.attempt``, carried out by ``_callables.drive`` or ``adrive``), its tenacity controller
+(``retrying``), its hooks and its lines on the ``agent_payload`` logger."""
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from logging import DEBUG, INFO
 from typing import Any, overload
 
 from pydantic import BaseModel
@@ -23,38 +24,26 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from agent_payload._loop import RunState
-from agent_payload.errors import (
-    AgentPayloadError,
-    ConfigurationError,
-    ModelReplyError,
-    RetriesExhaustedError,
-)
+from agent_payload import _callables
+from agent_payload._callables import Call
+from agent_payload._loop import Commit, RunState
+from agent_payload.errors import AgentPayloadError, ConcurrentChangeError, ModelReplyError
 from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.report import Problem
 from agent_payload.result import AgentResult
 
-__all__ = [
-    "Hooks",
-    "RunLog",
-    "acall",
-    "call",
-    "exhausted",
-    "is_last",
-    "log_failure",
-    "logger",
-    "more_nodes_than",
-    "retry_is_last",
-    "retrying",
-]
+__all__ = ["SYNC", "Hooks", "Run", "logger", "more_nodes_than", "retrying"]
 
 logger = logging.getLogger("agent_payload")
 logger.addHandler(logging.NullHandler())  # a library logs nothing unless the app configures it
 
+SYNC = ("PayloadAgent", "use AsyncPayloadAgent, or make it a plain function")
+"""``_callables.drive``'s ``where`` and ``fix`` for the sync agent."""
+
 
 @dataclass(frozen=True, slots=True)
 class Hooks:
-    """Callbacks of a run (all optional). See the module docstring for when each is called."""
+    """Callbacks of a run (all optional; see ``agent_payload.agent`` for when each is called)."""
 
     on_request: Callable[[int, ModelRequest, bool], Any] | None = None
     on_response: Callable[[int, ModelReply, bool], Any] | None = None
@@ -77,10 +66,9 @@ def retrying(
     state: RunState,
     kind: type[Retrying] | type[AsyncRetrying],
 ) -> Retrying | AsyncRetrying:
-    """A fresh retry controller for one run of an agent whose ``max_retries`` is ``policy``:
-    ours (``policy`` + 1 attempts, no waiting) or a copy of the user's, whose ``retry``
-    condition is combined (and) with ours, whose ``stop`` also stops on the token budget, and
-    which never reraises (we wrap ``RetryError``)."""
+    """A fresh retry controller for one run: ours (``policy`` + 1 attempts, no waiting) or a
+    copy of the user's, its ``retry`` and-ed with ours, its ``stop`` also stopping on the token
+    budget, never reraising (we wrap ``RetryError``)."""
     ours = retry_if_exception(state.should_retry)
     if isinstance(policy, int):
         return kind(
@@ -116,114 +104,108 @@ class _StopWhen(stop_base):
         return self.state.over_budget() or bool(self.stop(retry_state))
 
 
-def is_last(retrying: Retrying | AsyncRetrying, retry_state: RetryCallState) -> bool:
-    try:
-        verdict = retrying.stop(retry_state)
-    except Exception:  # a time-based stop cannot answer before the attempt's outcome
-        return False
-    if inspect.isawaitable(verdict):
-        close = getattr(verdict, "close", None)
-        if callable(close):
-            close()
-        return False
-    return bool(verdict)
-
-
-def retry_is_last(
-    retrying: Retrying | AsyncRetrying,
-    retry_state: RetryCallState,
-    state: RunState,
-    error: ModelReplyError,
-) -> bool:
-    """After a reply that could not be used (logged here): True when no attempt follows."""
-    last = is_last(retrying, retry_state) or not state.should_retry(error)
-    logger.info(
-        "[run %s] attempt %d: reply not usable, asking again: %s",
-        state.run_id,
-        state.attempt,
-        error,
-        extra={"run_id": state.run_id},
-    )
-    return last
-
-
-def exhausted(state: RunState) -> RetriesExhaustedError:
-    """The error of a run out of attempts or tokens (logged here)."""
-    error = state.exhausted()
-    error.run_id = state.run_id
-    logger.info("[run %s] %s", state.run_id, error, extra={"run_id": state.run_id})
-    return error
-
-
-def log_failure(state: RunState, error: AgentPayloadError) -> None:
-    """Log a run's failure and record on the error what the run spent."""
-    if error.attempts is None:
-        error.attempts = state.attempt
-        error.usage = state.usage
-    if error.run_id is None:
-        error.run_id = state.run_id
-    logger.info(
-        "[run %s] run failed after %d attempt(s): %s",
-        state.run_id,
-        state.attempt,
-        error,
-        extra={"run_id": state.run_id},
-    )
-
-
 def more_nodes_than(payload: Any, limit: int) -> bool:
-    """True when ``payload`` holds more than ``limit`` values (a bounded walk: it stops at
-    ``limit``; a pydantic model counts its fields and their values)."""
-    count = 0
+    """True when ``payload`` holds more than ``limit`` values (a walk that stops at ``limit``;
+    a pydantic model counts its fields and their values)."""
     stack = [payload]
-    while stack:
+    for _ in range(limit + 1):
+        if not stack:
+            return False
         value = stack.pop()
-        count += 1
-        if count > limit:
-            return True
         if isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list | tuple):
             stack.extend(value)
         elif isinstance(value, BaseModel):
             stack.extend(value.__dict__.values())
-    return False
+    return True
 
 
-class RunLog:
-    """The ``agent_payload`` logger with the run's id on every record (``record.run_id``)."""
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of an agent as steps (``attempt``, ``hooks``) whose calls of the model, the
+    hooks and ``commit`` are ``Call``s: the driver alone decides whether they are awaited."""
 
-    def __init__(self, state: RunState) -> None:
-        self.extra = {"run_id": state.run_id}
+    state: RunState
+    hook_sets: Sequence[Hooks | None]
+    retrying: Retrying | AsyncRetrying
+    ask: Callable[[ModelRequest, Run], Any]
+    model_name: str
+    commit: Commit | None
 
-    def debug(self, message: str, *args: Any) -> None:
-        logger.debug("[run %s] " + message, self.extra["run_id"], *args, extra=self.extra)
+    def hooks(self, name: str, *args: Any) -> Generator[Call, Any, None]:
+        for hooks in self.hook_sets:
+            hook = getattr(hooks, name, None) if hooks is not None else None
+            if hook is not None:
+                yield Call(hook, args, f"the hook {name}")
 
+    def call(self, name: str, *args: Any) -> None:
+        """The hooks called ``name``, in sync code."""
+        _callables.drive(self.hooks(name, *args), *SYNC)
 
-def hooks_named(hook_sets: Sequence[Hooks | None], name: str) -> list[Callable[..., Any]]:
-    found = []
-    for hooks in hook_sets:
-        hook = getattr(hooks, name, None) if hooks is not None else None
-        if hook is not None:
-            found.append(hook)
-    return found
+    async def acall(self, name: str, *args: Any) -> None:
+        """The hooks called ``name``, in async code (an ``async def`` one awaited)."""
+        await _callables.adrive(self.hooks(name, *args), offload=False)
 
+    def attempt(self, retry_state: RetryCallState) -> Generator[Any, Any, AgentResult[Any]]:
+        """One attempt: the request, the reads, the judgement and the commit."""
+        state = self.state
+        request = state.next_request()
+        last = self._is_last(retry_state)
+        self._log("attempt %d: requesting %s", state.attempt, self.model_name, level=DEBUG)
+        reply = yield from self._exchange(request, last)
+        while (follow := state.read_turn(reply)) is not None:
+            self._log("attempt %d: answered read %d", state.attempt, state.reads_used, level=DEBUG)
+            reply = yield from self._exchange(follow, last)
+        try:
+            result: AgentResult[Any] = yield from state.judge_steps(reply)
+            if self.commit is not None:
+                try:
+                    committed = yield Call(self.commit, (result,), "commit=")
+                except ConcurrentChangeError as exc:
+                    state.collided(exc)
+                result = result if committed is None else committed
+        except ModelReplyError as exc:
+            last = self._is_last(retry_state) or not state.should_retry(exc)
+            self._log("attempt %d: reply not usable, asking again: %s", state.attempt, exc)
+            yield from self.hooks("on_retry", state.attempt, exc.problems, last)
+            raise
+        return result
 
-def call(hook_sets: Sequence[Hooks | None], name: str, *args: Any) -> None:
-    for hook in hooks_named(hook_sets, name):
-        outcome = hook(*args)
-        if inspect.isawaitable(outcome):  # a sync-looking hook that returned a coroutine
-            close = getattr(outcome, "close", None)
-            if callable(close):
-                close()
-            raise ConfigurationError(
-                f"PayloadAgent: the hook {name} returned an awaitable, which PayloadAgent "
-                "cannot await; use AsyncPayloadAgent, or make it a plain function"
-            )
+    def _exchange(self, request: ModelRequest, last: bool) -> Generator[Any, Any, ModelReply]:
+        attempt = self.state.attempt
+        yield from self.hooks("on_request", attempt, request, last)
+        reply: ModelReply = yield Call(self.ask, (request, self), "the model")
+        yield from self.hooks("on_response", attempt, reply, last)
+        return reply
 
+    def _is_last(self, retry_state: RetryCallState) -> bool:
+        """True when the retry policy's ``stop`` says no attempt follows (False when a
+        time-based stop cannot tell before the attempt's outcome)."""
+        try:
+            verdict = self.retrying.stop(retry_state)
+        except Exception:
+            return False
+        if inspect.isawaitable(verdict):
+            _callables.close(verdict)
+            return False
+        return bool(verdict)
 
-async def acall(hook_sets: Sequence[Hooks | None], name: str, *args: Any) -> None:
-    for hook in hooks_named(hook_sets, name):
-        outcome = hook(*args)
-        if inspect.isawaitable(outcome):
-            await outcome
+    def failed(self, error: BaseException) -> AgentPayloadError:
+        """The error the run raises (``RetriesExhaustedError`` for a ``RetryError``), with
+        what the run spent; logged."""
+        state = self.state
+        failure = state.exhausted() if isinstance(error, RetryError) else error
+        assert isinstance(failure, AgentPayloadError)
+        if failure is not error:
+            failure.__cause__ = state.last_error or error
+        if failure.attempts is None:
+            failure.attempts, failure.usage = state.attempt, state.usage
+        if failure.run_id is None:
+            failure.run_id = state.run_id
+        self._log("run failed after %d attempt(s): %s", state.attempt, failure)
+        return failure
+
+    def _log(self, message: str, *args: Any, level: int = INFO) -> None:
+        run_id = self.state.run_id
+        logger.log(level, "[run %s] " + message, run_id, *args, extra={"run_id": run_id})

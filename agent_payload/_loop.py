@@ -1,55 +1,33 @@
 """The correction loop's decisions, in one pure place (no I/O, no SDK, no sleeping).
 
-``PayloadAgent.run`` and ``AsyncPayloadAgent.run`` are thin drivers around ``RunState``: they
-ask it for the next ``ModelRequest``, send it with their own (sync or async) model, and hand
-the ``ModelReply`` back to ``RunState.judge``, which either returns the ``AgentResult`` or
-raises a ``ModelReplyError`` whose ``feedback`` is the correction the next attempt will send.
-tenacity decides whether there is a next attempt, through ``RunState.should_retry`` and
-``RunState.over_budget``.
-
-What the state holds: the original messages (system + user, rendered once), the one DELETE
-marker active for the call, the attempt number, the usage so far, every raw reply, and the last
-failed reply with its correction. The conversation sent on attempt ``k`` is the original
-messages plus only that last failed reply (as the assistant) and its correction (as the user):
-its size does not grow with ``k``.
-
-How a reply is judged: by ``agent_payload.judge.Judge`` (truncation, refusal, parsing, the merge
-with the active marker alone and every guard, validation, the user's validators, the
-whole-merge review, the confirmation decision), the one pipeline the tool handler uses too.
-This module only maps the verdict: ``problems`` become the ``ModelReplyError`` of class
-``verdict.error`` whose ``feedback`` is ``verdict.feedback()`` (a first refusal is corrected
-and retried once, a second one stops the loop with ``RefusalError``); ``confirm`` shows the
-model before/after once and remembers the result, so that a next reply yielding the same
-payload is accepted as confirmed; ``accepted`` becomes the ``AgentResult``.
+The agents drive ``RunState``: ``next_request()``, then ``judge_steps(reply)``, which returns
+the ``AgentResult`` or raises the ``ModelReplyError`` whose ``feedback`` the next attempt sends;
+tenacity asks ``should_retry`` and ``over_budget``. Attempt ``k`` sends the original messages
+plus only the last failed reply and its correction, so its size does not grow with ``k``. Every
+judgement is ``agent_payload.judge.Judge``'s; this module maps its verdict.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from agent_payload import _callables, _intake
 from agent_payload import judge as _judge
-from agent_payload import merge as _merge
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload import schema as _schema
 from agent_payload._reply import OutputMode
 from agent_payload.errors import (
     ConcurrentChangeError,
-    ConfigurationError,
     InvalidPayloadError,
     ModelReplyError,
-    NoChangeRequestError,
     ReadsExhaustedError,
     RefusalError,
-    ReplySyntaxError,
     RetriesExhaustedError,
-    UnknownFieldError,
     UsageError,
 )
 from agent_payload.providers.base import (
@@ -73,25 +51,14 @@ __all__ = [
     "RunState",
     "Validator",
     "estimate_tokens",
-    "format_payload_path",
-    "validation_errors",
 ]
 
 Validator = Callable[[Any], object]
-"""A user validator: called with the merged payload (the kind the caller will get back: a
-dict or list for dict/list payloads, the pydantic model instance for model payloads); raise
-``RetryWithFeedback`` (or ``ValueError`` / ``AssertionError``, as in pydantic's validators) to
-have the model try again with that message. ``AsyncPayloadAgent`` also takes ``async def``
-validators (awaited); ``PayloadAgent`` refuses them with ``ConfigurationError``."""
-
-_REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
-    {ModelReplyError, ReplySyntaxError, NoChangeRequestError, UnknownFieldError}
-)
-"""Parser errors re-raised with their own class (the others become ``ModelReplyError``)."""
+"""A user validator: called with the merged payload (of the kind returned); raise
+``RetryWithFeedback``, ``ValueError`` or ``AssertionError`` to have the model try again."""
 
 Commit = Callable[[AgentResult[Any]], Any]
-"""``run(commit=...)``: called with the accepted result before the run returns; returns the
-result to return (``None``: the same); may raise ``ConcurrentChangeError`` (a correction)."""
+"""``run(commit=...)``: returns the result to return (``None``: the same)."""
 
 MAX_REFUSALS = 2
 """A run stops with ``RefusalError`` at the second refusal (the first one is retried once)."""
@@ -125,34 +92,13 @@ class _Failure:
     problems: tuple[Problem, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """A change waiting for the model's confirmation."""
-
-    payload_json: Any
-
-
-# --- small pure helpers ----------------------------------------------------------------------
-
-format_payload_path = _prompts.format_payload_path
-"""``("items", 3, "price")`` -> ``items[3].price`` (the prompts' own spelling)."""
-
-validation_errors = _merge.validation_errors
-
-
-_summary = _judge.summary
-
-
 ECHO_TRUNCATED_CHARS = 2000
 """How much of a truncated reply is sent back to the model as its own turn."""
 
 
 def _echo(reply: str, *, truncated: bool = False) -> str:
-    """The failed reply as it is sent back (the assistant turn of the next attempt).
-
-    An empty reply becomes a short note (providers such as Anthropic refuse empty turns); a
-    truncated reply keeps only its beginning, since the correction asks for a new, smaller
-    request and repeating all of it on every later attempt would cost its full size again."""
+    """The failed reply as it is sent back: an empty one as a note (providers refuse empty
+    turns), a truncated one cut short (the correction asks for a smaller request)."""
     if not reply.strip():
         return "(empty reply)"
     if truncated and len(reply) > ECHO_TRUNCATED_CHARS:
@@ -165,11 +111,8 @@ def _echo(reply: str, *, truncated: bool = False) -> str:
 
 
 class RunState:
-    """The decisions of one ``run``: what to send next and what a reply means.
-
-    Build it with ``RunState.start`` (which checks the payload before any token is spent),
-    then alternate ``next_request()`` and ``judge(reply)``. Not thread-safe: one per run.
-    """
+    """The decisions of one ``run``: what to send next and what a reply means. Build it with
+    ``start``; not thread-safe: one per run."""
 
     def __init__(
         self,
@@ -192,9 +135,6 @@ class RunState:
             Message("system", system),
             Message("user", user, stable_prefix=payload_end),
         )
-        """System prompt, then the user message: its payload block (``payload_end``
-        characters, the same for every attempt and every task on this payload) before the
-        task, so the provider's prompt cache serves the longest prefix."""
         self.schema = schema
         self.payload_type = prepared.payload_type
         self.settings = settings
@@ -204,24 +144,17 @@ class RunState:
         self.last_failure: _Failure | None = None
         self.last_error: ModelReplyError | None = None
         self.refusals = 0
-        self.pending: _Pending | None = None
-        self.outlined = outlined
-        """Outline mode: the user message carries the payload's outline and the model may
-        read (``read_turn``)."""
+        self.pending: dict[str, Any] = {}  # {"confirming": payload} awaiting confirmation
+        self.outlined = outlined  # the user message carries an outline; the model may read
         self.tools: tuple[ToolSpec, ...] = ()
         if outlined and settings.max_payload_tokens is not None:
             specs = _outline.tool_specs(budget=settings.max_payload_tokens)
             self.tools = tuple(ToolSpec(*spec) for spec in specs)
-        self.reads: list[Message] = []
-        """The read exchanges so far (each: the assistant's calls, then one result per call)."""
-        self.reads_before_failure = 0
-        """How many of ``reads`` came before the last failed reply (they are sent before it)."""
+        self.reads: list[Message] = []  # the read exchanges: the calls, then their results
+        self.reads_before_failure = 0  # how many reads are sent before the last failed reply
         self.reads_used = 0
-        self.retargeted = False
-        """True once a collision moved the run to a newer payload (``collided``)."""
+        self.retargeted = False  # a collision moved the run to a newer payload
         self.judge_reply = self._judge_for(prepared)
-        """The one judge of every reply of this run (``agent_payload.judge``); a commit that
-        collides (``collided``) gives it the then-current payload."""
 
     def _judge_for(self, prepared: _intake.Prepared) -> _judge.Judge:
         s = self.settings
@@ -291,8 +224,8 @@ class RunState:
     # -- what to send --------------------------------------------------------------------
 
     def conversation(self) -> tuple[Message, ...]:
-        """The original messages, plus the last failed reply and its correction if any (in
-        outline mode the reads, each where it happened: before or after that failure)."""
+        """The original messages, then the reads and the last failed reply and its
+        correction, in the order they happened."""
         if self.last_failure is None:
             return (*self.messages, *self.reads)
         cut = self.reads_before_failure
@@ -326,11 +259,9 @@ class RunState:
     # -- outline mode: the reads ---------------------------------------------------------
 
     def read_turn(self, reply: ModelReply) -> ModelRequest | None:
-        """Outline mode: when ``reply`` calls a read tool, answer every call of it (from the
-        payload as the model may see it, within ``max_payload_tokens``) and return the request
-        that carries the answers; None when the reply is to be judged. Raises
-        ``ReadsExhaustedError`` for a read beyond ``max_reads``, ``RetriesExhaustedError`` when
-        the token budget is spent (the payload is unchanged either way)."""
+        """Outline mode: the request answering the read calls of ``reply`` (None when it is
+        to be judged); ``ReadsExhaustedError`` beyond ``max_reads``, ``RetriesExhaustedError``
+        when the token budget is spent."""
         if not self.tools or not any(c.name in _outline.READ_TOOLS for c in reply.tool_calls):
             return None
         self._count(reply)
@@ -405,7 +336,7 @@ class RunState:
         else:
             why = f"no usable change request after {self.attempt} attempt(s)"
         if any(p.kind == "truncated" for p in problems):
-            # issue 18: more attempts do not help a reply that does not fit; more room does
+            # more attempts do not help a reply that does not fit; more room does
             limit = self.settings.max_tokens
             now = f" (now {limit})" if limit is not None else " (the provider's default now)"
             advice = (
@@ -419,8 +350,8 @@ class RunState:
             )
         return RetriesExhaustedError(
             f"{why}; input {self.usage.input_tokens} + output {self.usage.output_tokens} "
-            f"tokens; last problems: {_summary(problems).rstrip('.')}. The payload is unchanged. "
-            + advice,
+            f"tokens; last problems: {_judge.summary(problems).rstrip('.')}. "
+            f"The payload is unchanged. {advice}",
             attempts=self.attempt,
             usage=self.usage,
             last_reply=self.replies[-1] if self.replies else None,
@@ -431,30 +362,23 @@ class RunState:
     # -- judging a reply -----------------------------------------------------------------
 
     def judge(self, reply: ModelReply) -> AgentResult[Any]:
-        """Return the result, or raise the ``ModelReplyError`` to correct (state updated).
-        Every decision is ``agent_payload.judge.Judge``'s; this maps its verdict. Sync: an
-        async validator is a ``ConfigurationError`` (``judge_steps`` awaits it)."""
+        """``judge_steps`` in sync code (an async validator is a ``ConfigurationError``)."""
         return _callables.drive(
             self.judge_steps(reply), "PayloadAgent", "use AsyncPayloadAgent with it"
         )
 
     def judge_steps(self, reply: ModelReply) -> Generator[Any, Any, AgentResult[Any]]:
-        """``judge`` as a generator for async drivers: the judge's own steps
-        (``Judge.steps``), which yield the awaitable of each async validator; the driver awaits
-        it and sends back its value (or throws its exception in), and the generator's return
-        value is the result."""
+        """The result, or raise the ``ModelReplyError`` to correct (state updated); the
+        judge's steps yield each async validator's awaitable to the driver."""
         self._count(reply)
         self.replies.append(reply.text)
 
-        pending: dict[str, Any] = {}
-        if self.pending is not None:
-            pending["confirming"] = self.pending.payload_json
         verdict = yield from self.judge_reply.steps(
             reply.text,
             finish_reason=reply.finish_reason,
             truncated=reply.truncated,
             refusal=reply.refusal,
-            **pending,
+            **self.pending,
         )
         if verdict.status == "confirm":
             self._ask_confirmation(reply.text, verdict)
@@ -462,7 +386,7 @@ class RunState:
             if verdict.stage == "refusal":
                 self._refused(reply.text, verdict, reply.refusal or reply.text)
             self._fail(reply.text, verdict, verdict.error)
-        self.pending = None
+        self.pending = {}
         change_request = verdict.change_request
         report = verdict.report
         assert change_request is not None and report is not None  # accepted
@@ -484,51 +408,23 @@ class RunState:
             reads=self.reads_used,
         )
 
-    # -- committing an accepted result --------------------------------------------------
-
-    def commit(self, result: AgentResult[Any], commit: Commit) -> AgentResult[Any]:
-        """Hand the accepted ``result`` to ``commit`` (a store writing it at the version the
-        run read, ``PayloadStore.edit``) and return what it returns (``None``: ``result``);
-        a ``ConcurrentChangeError`` it raises becomes this attempt's correction
-        (``collided``)."""
-        try:
-            committed = commit(result)
-        except ConcurrentChangeError as exc:
-            self.collided(exc)
-        if inspect.isawaitable(committed):
-            close = getattr(committed, "close", None)
-            if callable(close):
-                close()
-            raise ConfigurationError(
-                "PayloadAgent: commit= returned an awaitable, which PayloadAgent cannot await; "
-                "use AsyncPayloadAgent, or make it a plain function"
-            )
-        return result if committed is None else committed
+    # -- a collision on commit ---------------------------------------------------------
 
     def collided(self, error: ConcurrentChangeError) -> NoReturn:
-        """The accepted request collided with an edit committed since the payload this run
-        judged against (MERGE.md section 9): from now on the run judges against the current
-        payload (``error.current``, when the surface set it), and the model is sent the
-        correction (each colliding entry, what the other edit did, the current subtree)
-        exactly like any other; raises that ``ModelReplyError``."""
-        if error.current is not None:
-            self._retarget(error.current)
-        self.pending = None
+        """``run(commit=)`` raised ``error``: judge from now on against ``error.current``
+        (when set) and raise the correction, like any other."""
+        if error.current is not None:  # prepared as ``start`` prepared the payload
+            self.prepared = self.prepared.moved_to(error.current)
+            self.retargeted = True
+            self.judge_reply = self._judge_for(self.prepared)
+        self.pending = {}
         reply = self.replies[-1] if self.replies else ""
         self._fail(reply, self.judge_reply.concurrent(error), ModelReplyError)
-
-    def _retarget(self, current: Any) -> None:
-        """Judge the next replies against ``current`` (prepared as ``start`` prepared the
-        payload, its checks not repeated)."""
-        self.prepared = self.prepared.moved_to(current)
-        self.retargeted = True
-        self.judge_reply = self._judge_for(self.prepared)
 
     # -- failures ------------------------------------------------------------------------
 
     def _render_current(self) -> Callable[[Any], str] | None:
-        """Outline mode: a correction shows each subtree concerned within half the payload
-        budget (complete when it fits, else outlined); full mode: as rendered today."""
+        """Outline mode: a correction shows each subtree within half the payload budget."""
         budget = self.settings.max_payload_tokens
         if not self.outlined or budget is None:
             return None
@@ -539,15 +435,24 @@ class RunState:
         self, reply: str, verdict: _judge.Verdict, error_type: type[ModelReplyError]
     ) -> NoReturn:
         """Keep the failed reply and the judge's correction for the next attempt; raise."""
-        truncated = verdict.stage == "truncated"
         correction = verdict.feedback(
             output_mode=self.settings.output_mode,
             render_current=self._render_current(),
             payload_changed=self.retargeted,
         )
-        self.last_failure = _Failure(
-            _echo(reply, truncated=truncated), correction, verdict.problems
-        )
+        echo = _echo(reply, truncated=verdict.stage == "truncated")
+        self._correct(reply, echo, correction, verdict, error_type)
+
+    def _correct(
+        self,
+        reply: str,
+        echo: str,
+        correction: str,
+        verdict: _judge.Verdict,
+        error_type: type[ModelReplyError] = ModelReplyError,
+    ) -> NoReturn:
+        """Send ``echo`` (the failed reply) and ``correction`` on the next attempt; raise."""
+        self.last_failure = _Failure(echo, correction, verdict.problems)
         self.reads_before_failure = len(self.reads)
         error = error_type(
             f"attempt {self.attempt}: {verdict.message}",
@@ -581,14 +486,6 @@ class RunState:
         self._fail(reply, verdict, RefusalError)
 
     def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
+        self.pending = {"confirming": verdict.payload_json}
         correction = verdict.feedback(output_mode=self.settings.output_mode)
-        self.last_failure = _Failure(_echo(reply), correction, verdict.problems)
-        self.reads_before_failure = len(self.reads)
-        self.pending = _Pending(verdict.payload_json)
-        error = ModelReplyError(
-            f"attempt {self.attempt}: {verdict.message}",
-            reply=reply,
-            feedback=correction,
-            problems=verdict.problems,
-        )
-        self._raise(error)
+        self._correct(reply, _echo(reply), correction, verdict)

@@ -1,15 +1,5 @@
-"""Human-readable rendering for the command line: payload paths, diffs, report issues.
-
-Private helpers of ``agent_payload.cli`` and ``agent_payload.demo``. The diff is rendered from a
-merge report's ``changes`` (the engine already knows exactly what changed), one line each::
-
-    + lineItems[30]: {"sku": "EXP-01", ...}
-    - lineItems[29]: {"sku": "FRT-STD", ...}
-    ~ billing.contact.email: "old@example.com" -> "new@example.com"
-
-Colour (ANSI) is used only when asked for; ``use_color`` decides it from the stream, the
-``--no-color`` flag and the ``NO_COLOR`` convention (https://no-color.org).
-"""
+"""Human-readable rendering for the command line and ``agent_payload.render``: payload paths,
+values, the diff from a report's ``changes`` and its issues, in colour when asked."""
 
 from __future__ import annotations
 
@@ -20,7 +10,7 @@ from typing import Any, TextIO
 
 from agent_payload import _jsontext
 from agent_payload._paths import format_payload_path
-from agent_payload.report import Change, Issue, MergeReport
+from agent_payload.report import Change, MergeReport
 
 __all__ = [
     "Style",
@@ -34,11 +24,8 @@ __all__ = [
 
 
 def use_color(stream: TextIO, *, no_color: bool = False) -> bool:
-    """True when ANSI colour should be written to ``stream``.
-
-    Never with ``no_color`` (the ``--no-color`` flag), never when the ``NO_COLOR`` environment
-    variable is set to anything non-empty, and only when the stream is a terminal.
-    """
+    """True when ANSI colour should be written to ``stream``: a terminal, without
+    ``no_color`` (``--no-color``) or ``NO_COLOR`` (https://no-color.org) set."""
     if no_color or os.environ.get("NO_COLOR"):
         return False
     isatty = getattr(stream, "isatty", None)
@@ -116,14 +103,9 @@ def render_issues(report: MergeReport, *, style: Style | None = None) -> list[st
         ("conflict", report.conflicts, style.red),
     ):
         for issue in issues:
-            lines.append(_render_issue(kind, issue, paint))
+            where = issue.path or "(change request)"
+            lines.append(f"{paint(f'{kind} {issue.code}')} at {where}: {issue.message}")
     return lines
-
-
-def _render_issue(kind: str, issue: Issue, paint: Any) -> str:
-    where = issue.path or "(change request)"
-    head: str = paint(f"{kind} {issue.code}")
-    return f"{head} at {where}: {issue.message}"
 
 
 def summarize(report: MergeReport) -> str:
@@ -133,7 +115,7 @@ def summarize(report: MergeReport) -> str:
         counts[change.op] = counts.get(change.op, 0) + 1
     total = len(report.changes)
     parts = [
-        f"{total} change{'' if total == 1 else 's'} "
+        f"{_plural(total, 'change')} "
         f"({counts['add']} added, {counts['update']} updated, {counts['delete']} deleted)",
         _plural(len(report.warnings), "warning"),
         _plural(len(report.conflicts), "conflict"),

@@ -29,7 +29,7 @@ separate branches, so a caller catches exactly what it can act on::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_payload._paths import format_payload_path
@@ -198,16 +198,6 @@ class StalePayloadError(AgentPayloadError):
 # --- the outside world: the model's reply ------------------------------------------------------
 
 
-FeedbackRenderer = Callable[["Sequence[Problem]", bool], str]  # (problems, truncated) -> text
-
-_renderers: list[FeedbackRenderer] = []
-
-
-def install_feedback_renderer(render: FeedbackRenderer) -> None:
-    """How ``feedback`` is rendered from problems (``prompts`` installs its template)."""
-    _renderers[:] = [render]
-
-
 class ModelReplyError(AgentPayloadError):
     """The model's reply cannot be used as it is: ``feedback`` is the text for the model (as
     given, else rendered from ``problems`` when first read), ``reply`` the raw reply."""
@@ -229,9 +219,12 @@ class ModelReplyError(AgentPayloadError):
     @property
     def feedback(self) -> str:
         """The text to send back to the model."""
-        if not self._feedback and self.problems and _renderers:
+        if not self._feedback and self.problems:
+            # The correction template; the prompts sit above the errors, hence imported late.
+            from agent_payload.prompts import render_correction
+
             truncated = isinstance(self, TruncatedReplyError)
-            self._feedback = _renderers[0](self.problems, truncated)
+            self._feedback = render_correction(self.problems, reply_was_truncated=truncated)
         return self._feedback or self._message
 
     @feedback.setter

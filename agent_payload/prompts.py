@@ -1,24 +1,9 @@
-# Over 600 lines (674): one loader and one render function per template, kept beside each other;
-# ``render_prompt`` (81 lines) is one keyword per option of the system and user templates.
-"""Load and render the prompt templates in ``prompts/``.
+"""Load and render the prompt templates in ``prompts/`` (plain text the model reads).
 
-The templates are plain text files the model reads. In an installed wheel they live in the
-package (``agent_payload/prompts``, force-included from the top-level ``prompts/`` folder); in a
-source checkout or an editable install they are read from the repository's ``prompts/`` folder.
-Rendering uses ``string.Template.substitute``: a variable a template names and the renderer does
-not give raises ``KeyError``, so a template and its renderer cannot drift apart silently.
-
-What is rendered:
-
-* ``render_prompt(payload, task, ...)`` -> ``PromptParts(system, user)``: the format's
-  instructions naming the one DELETE marker active for the call (plus optional rules: write
-  permissions, read-only paths, extra instructions) and the user message: the payload's JSON
-  Schema (when a pydantic type is known), the payload as fenced DATA with ``/* n */`` index
-  comments before the elements of long arrays, the task, and the reply contract.
-* ``render_correction(problems, ...)``: the message sent after a reply that could not be used.
-* ``render_confirm(changes, ...)``: asks the model once to confirm changes that may lose data.
-* ``render_payload(payload, ...)``: the annotated JSON alone; ``strip_index_comments`` undoes
-  the annotation (the parser and the merge never see it).
+``render_prompt`` gives the system prompt and the user message of a call, ``render_correction``
+the message after a reply that could not be used, ``render_confirm`` the request to confirm
+changes that may lose data, ``render_payload`` the payload as annotated JSON. Templates are
+rendered with ``string.Template.substitute``, so a template and its renderer cannot drift apart.
 """
 
 from __future__ import annotations
@@ -38,7 +23,6 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from agent_payload import _jsondata
-from agent_payload import errors as _errors
 from agent_payload._intake import marker_for
 from agent_payload._jsondata import json_data
 from agent_payload._jsontext import JsonNumber
@@ -73,8 +57,7 @@ DEFAULT_INDEX_THRESHOLD = 8
 
 DEFAULT_INDENT: int | None = None
 """Layout of the rendered payload: ``None`` is compact JSON with a line per element of long
-arrays (about 45% fewer o200k tokens than ``indent=2``, whose cost ``indent=1`` shares); an int
-is the usual pretty layout with that many spaces per level."""
+arrays (about 45% fewer tokens than ``indent=2``); an int, the pretty layout."""
 
 _PACKAGE = "agent_payload"
 _FOLDER = "prompts"
@@ -100,30 +83,24 @@ _CONFIRM_VALUE_CHARS = 400
 
 
 def _template_roots() -> list[Traversable]:
-    """Where templates are looked for, in order: the installed package, then the checkout."""
     return [resources.files(_PACKAGE) / _FOLDER, _SOURCE_FOLDER]
 
 
 @functools.cache
 def load_template(name: str) -> str:
-    """The text of template ``name`` (``"system"`` or ``"system.txt"``).
-
-    Read from the installed package (``agent_payload/prompts``) when it holds the file, else
-    from the source checkout's top-level ``prompts/`` folder (editable installs).
-    """
+    """The text of template ``name`` (``"system"`` or ``"system.txt"``): from the installed
+    package, else from the source checkout's ``prompts/`` folder (editable installs)."""
     filename = name if name.endswith(".txt") else f"{name}.txt"
     if "/" in filename or "\\" in filename or filename.startswith("."):
         raise ConfigurationError(
             f"template name {name!r}: expected a bare file name such as 'system', found a path"
         )
-    tried: list[str] = []
-    for root in _template_roots():
-        candidate = root / filename
+    candidates = [root / filename for root in _template_roots()]
+    for candidate in candidates:
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8")
-        tried.append(str(candidate))
     raise ConfigurationError(
-        f"prompt template {filename!r} not found (looked in: {', '.join(tried)}); "
+        f"prompt template {filename!r} not found (looked in: {', '.join(map(str, candidates))}); "
         "reinstall agent-payload, or run from a checkout that has the prompts/ folder"
     )
 
@@ -134,26 +111,15 @@ def _render(name: str, **values: str) -> str:
 
 
 def _render_split(name: str, end_line: str, **values: str) -> tuple[str, str]:
-    """Template ``name`` rendered as ``_render`` does, in two pieces: up to the end of the
-    line starting with ``end_line`` and the blank lines after it, and the rest (``("", text)``
-    when no line starts so). The pieces joined are exactly ``_render(name, **values)``: each
-    ``$name`` sits within one line, so substituting the pieces apart changes nothing."""
-    lines = load_template(name).splitlines(keepends=True)
-    for n, line in enumerate(lines):
-        if line.startswith(end_line):
-            end = n + 1
-            while end < len(lines) and not lines[end].strip():
-                end += 1
-            head, rest = "".join(lines[:end]), "".join(lines[end:])
-            return Template(head).substitute(values), Template(rest).substitute(values)
-    return "", Template("".join(lines)).substitute(values)
+    """``_render`` in two pieces: up to the line starting with ``end_line`` and the blank
+    lines after it, and the rest (``("", text)`` when there is no such line)."""
+    text = load_template(name)
+    found = re.search(f"^{re.escape(end_line)}.*\\n?(?:\\s*\\n)?", text, re.MULTILINE)
+    end = found.end() if found else 0
+    return Template(text[:end]).substitute(values), Template(text[end:]).substitute(values)
 
 
 # --- payload rendering --------------------------------------------------------------------
-
-
-_to_data = json_data
-"""JSON data of ``payload`` (``_jsondata.json_data``: a pydantic model by alias)."""
 
 
 class _Frame:
@@ -175,17 +141,11 @@ class _Frame:
 
 
 class _Renderer:
-    """Writes JSON data with index comments.
+    """Writes JSON data with index comments, iteratively (any depth renders).
 
-    ``indent=None`` (the default layout): compact JSON, except that the keys of a root object,
-    the elements of a root array and the elements of annotated arrays of containers stand one
-    per line (indented one space per such level), so every ``/*n*/`` starts a line. An annotated
-    array of plain values stays on one line: ``[/*0*/"a",/*1*/"b",...]``. ``indent=k``: the
-    usual pretty layout with ``k`` spaces per level, as ``json.dumps(indent=k)``.
-
-    Iterative, so payloads nested thousands of levels deep (which the merge accepts) render too.
-    A container below the root with no annotated array inside and nothing unusual (checked by
-    ``_jsondata.plain_size``) is written by ``json.dumps`` at C speed, in the same layout.
+    ``indent=None``: compact JSON, but the items of the root and of annotated arrays of
+    containers stand one per line, so every ``/*n*/`` starts a line; ``indent=k``: the pretty
+    layout. A plain container below the root is written by ``json.dumps`` (C speed).
     """
 
     def __init__(self, indent: int | None, threshold: float, *, fast: bool = True) -> None:
@@ -272,9 +232,7 @@ class _Renderer:
         return "".join(out)
 
     def plain(self, value: Any, depth: int, big: dict[int, int]) -> str:
-        """A container below the root that ``_jsondata.plain_size`` passed (no annotated array
-        inside), written by ``json.dumps`` with the same layout as the walk's. ``big``: the
-        sizes of its containers of over ``_PIECE_VALUES`` values (see ``_compact``)."""
+        """A container with no annotated array inside, by ``json.dumps`` in the same layout."""
         if self.indent is None:
             return _compact(value, big)
         # (an indent makes json.dumps pure Python: it lets other threads in as it goes)
@@ -282,8 +240,7 @@ class _Renderer:
         return text.replace("\n", "\n" + " " * (self.indent * depth)) if depth else text
 
     def _newline(self, depth: int, *, closing: bool) -> str:
-        """The line break before an item of a broken container at ``depth``, or before its
-        closing bracket."""
+        """The line break before an item of a broken container, or before its bracket."""
         if self.indent is None:  # the root's items start at column 0
             return "\n" + " " * (max(depth - 1, 0) if closing else depth)
         return "\n" + " " * (self.indent * (depth if closing else depth + 1))
@@ -320,11 +277,9 @@ _dump_compact = functools.partial(
 
 
 def _compact(value: dict[str, Any] | list[Any], big: dict[int, int]) -> str:
-    """Compact JSON of plain data, as ``json.dumps`` writes it, one C call per piece of about
-    ``_PIECE_VALUES`` values: the C encoder holds the GIL for a whole call, so one call for
-    megabytes would stall another thread (the event loop of an ``AsyncPayloadAgent`` whose
-    worker thread renders) for as long. ``big``: the size of each container over that many
-    values (``_jsondata.plain_size``); the others are written whole, several per call."""
+    """Compact JSON of plain data, one C call per piece of about ``_PIECE_VALUES`` values (one
+    call holds the GIL, stalling an event loop meanwhile). ``big``: the size of each container
+    over that many values (``_jsondata.plain_size``)."""
     size = big.get(id(value))
     if size is None:
         return _dump_compact(value)
@@ -356,9 +311,8 @@ _FENCE_CLOSE = re.compile(r"</(?=payload|schema|task)", re.IGNORECASE)
 
 
 def _escape_fences(json_text: str) -> str:
-    """JSON text in which no string can close one of the prompt's fences: ``</payload`` (also
-    ``</schema``, ``</task``) is written ``<\\/payload``, a valid JSON escape for the same
-    string. Outside strings JSON has no ``<``, so only string content is touched."""
+    """JSON text in which no string closes a fence: ``</payload`` is written ``<\\/payload``
+    (the same JSON string; outside strings JSON has no ``<``)."""
     return _FENCE_CLOSE.sub(r"<\\/", json_text)
 
 
@@ -367,7 +321,7 @@ def _render_json(
 ) -> tuple[str, bool]:
     threshold = math.inf if index_threshold is None else index_threshold
     renderer = _Renderer(indent, threshold)
-    text = renderer.render(_to_data(value))
+    text = renderer.render(json_data(value))
     return _escape_fences(text), renderer.annotated
 
 
@@ -378,12 +332,8 @@ def render_payload(
     indent: int | None = DEFAULT_INDENT,
 ) -> str:
     """The payload as JSON for the model, with ``/* n */`` before each element of arrays longer
-    than ``index_threshold`` (``None``: never). ``indent=None`` renders compact JSON.
-
-    The comments are a display aid: ``strip_index_comments`` of the result parses to data equal
-    to the payload. A pydantic model is dumped in JSON mode. Raises ``InvalidPayloadError``
-    (naming the path) for anything that is not JSON data.
-    """
+    than ``index_threshold`` (``None``: never); ``strip_index_comments`` removes them.
+    ``InvalidPayloadError`` (naming the path) for anything that is not JSON data."""
     return _render_json(payload, indent=indent, index_threshold=index_threshold)[0]
 
 
@@ -400,8 +350,7 @@ def strip_index_comments(text: str) -> str:
 
 
 def _strip_titles(schema: Any) -> Any:
-    """A copy of a JSON Schema without ``title`` keywords (pydantic writes one per field; they
-    repeat the property names and cost tokens). Properties named ``title`` are kept."""
+    """A JSON Schema without its ``title`` keywords (they repeat the property names)."""
     if not isinstance(schema, dict):
         return schema
     kept = {k: v for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
@@ -430,14 +379,9 @@ def payload_schema(payload_type: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class PromptParts:
-    """The two messages of the first request: the system prompt and the user message.
-
-    ``user`` starts with the payload block (the payload's schema, the payload, ending with
-    its closing tag) and goes on with the task: ``user[:payload_end]`` is the same for every
-    task on the same payload, so a provider's prompt cache can reuse it (``payload_block`` and
-    ``task_block`` are the two pieces; the agent sends them as two content blocks, the first
-    marked for the cache, see ``PayloadAgent(prompt_caching=)``).
-    """
+    """The system prompt and the user message of the first request. ``user[:payload_end]``
+    (``payload_block``: the schema and the payload) is the same for every task on the payload,
+    so a provider's prompt cache can reuse it; ``task_block`` is the rest."""
 
     system: str
     user: str
@@ -445,12 +389,10 @@ class PromptParts:
 
     @property
     def payload_block(self) -> str:
-        """The stable start of ``user``: the payload block."""
         return self.user[: self.payload_end]
 
     @property
     def task_block(self) -> str:
-        """The rest of ``user``: the task and how to reply."""
         return self.user[self.payload_end :]
 
 
@@ -479,10 +421,9 @@ def _reply_contract(output_mode: OutputMode, marker: str, tool_name: str) -> str
 
 
 def guard_rules(text: str | Sequence[str] | None, guards: Sequence[Any]) -> str | None:
-    """The rules section of a system prompt: ``text`` (a sequence is shown as a list), then
-    every guard's ``describe()`` (what the caller's guards enforce: write permissions,
-    read-only paths, the read scope); None when there is nothing to say."""
-    parts = [text if text is None or isinstance(text, str) else "\n".join(f"* {t}" for t in text)]
+    """The rules section of a system prompt: ``text`` (a sequence as a list), then every
+    guard's ``describe()``; None when there is nothing to say."""
+    parts = [text if text is None or isinstance(text, str) else _lines(text)]
     for guard in guards:
         describe = getattr(guard, "describe", None)
         said = describe() if callable(describe) else None
@@ -498,8 +439,7 @@ def render_system(
     read_only: str | Sequence[str] | None = None,
     extra_instructions: str | None = None,
 ) -> str:
-    """The system prompt: the format's instructions naming ``marker``, plus the optional rules
-    (write permissions, read-only paths, extra instructions) when given."""
+    """The system prompt: the format's instructions naming ``marker``, plus the rules given."""
     _check_marker(marker)
     sections = ""
     if permissions:
@@ -528,23 +468,15 @@ def render_prompt(
     outline_budget: int = 0,
     max_reads: int = 0,
 ) -> PromptParts:
-    """The system prompt and the user message for one call.
+    """The system prompt and the user message for one call (in a tool loop use
+    ``handler.prompt(task)``).
 
-    ``payload``: dict, list or pydantic model instance (dumped in JSON mode). ``marker``: the one
-    DELETE marker active for the call; by default the one the agent and
-    ``ChangeRequestToolHandler`` pick (``"DELETE"`` unless the data, the task or a string the
-    type admits holds it), so a prompt rendered without ``marker`` agrees with the tool and the
-    merge. In a tool loop use ``handler.prompt(task)``.
-    ``payload_type``: a pydantic model class (or a type pydantic can describe) whose JSON Schema
-    is shown; when omitted and ``payload`` is a model instance, its class is used.
-    ``permissions``/``read_only``: what may be changed and which paths may not (a text, or a
-    sequence of rules shown as a list); ``extra_instructions``: added to the system prompt.
-    ``index_threshold``/``indent``: see ``render_payload``. ``output_mode``/``tool_name``: how
-    the model is told to reply; the payload's JSON Schema is shown in ``"text"`` mode only (in
-    the other modes the change-request schema sent beside the messages carries it).
-    ``outline``: the payload's outline (``agent_payload.outline``) to send instead of the
-    payload, which is then not rendered; the message says it is an outline of more than
-    ``outline_budget`` tokens and that up to ``max_reads`` reads show the rest.
+    ``marker``: the DELETE marker of the call (default: ``"DELETE"`` unless the data, the task
+    or a string the type admits holds it, as the agent and the tool handler pick it).
+    ``payload_type``: a type whose JSON Schema is shown (in ``"text"`` mode; default: a model
+    payload's class). ``permissions``/``read_only``: a text or a list of rules. ``outline``:
+    sent instead of the payload (an outline of over ``outline_budget`` tokens, read with up to
+    ``max_reads`` reads).
     """
     if not isinstance(task, str) or not task.strip():
         raise ConfigurationError(f"task: expected a non-empty string, found {task!r}")
@@ -559,37 +491,27 @@ def render_prompt(
         extra_instructions=extra_instructions,
     )
     schema = ""
-    # The schema goes out once: in tool and json_schema modes the change-request schema (sent
-    # as the tool's parameters or the response format) already carries the payload's types.
+    # In tool and json_schema modes the change-request schema carries the payload's types.
     if payload_type is not None and output_mode == "text":
-        schema_json = json.dumps(
-            payload_schema(payload_type), ensure_ascii=False, separators=(",", ":")
-        )
+        schema_json = _dump_compact(payload_schema(payload_type))
         schema = _render("schema", schema=_escape_fences(schema_json))
     reply = _reply_contract(output_mode, marker, tool_name)
+    values: dict[str, str]
     if outline is not None:  # the outline block is the stable prefix, as the payload's is
-        head, tail = _render_split(
-            "outline_user",
-            "</payload>",
-            schema=schema,
-            budget=str(outline_budget),
-            max_reads=str(max_reads),
-            outline=outline,
-            task=task.strip(),
-            reply=reply,
-        )
-        return PromptParts(system=system, user=head + tail.rstrip() + "\n", payload_end=len(head))
-    text, annotated = _render_json(payload, indent=indent, index_threshold=index_threshold)
-    # The payload block first and the task after it, rendered apart so that the payload
-    # block is a stable prefix (prompt caching) and its end is known exactly.
+        template = "outline_user"
+        values = {"budget": str(outline_budget), "max_reads": str(max_reads), "outline": outline}
+    else:
+        text, annotated = _render_json(payload, indent=indent, index_threshold=index_threshold)
+        note = _render("index_note").rstrip("\n") if annotated else ""
+        template, values = "user", {"index_note": note, "payload": text}
+    # The payload block, then the task: rendered apart, so the block's end is known exactly.
     head, tail = _render_split(
-        "user",
+        template,
         "</payload>",
         schema=schema,
-        index_note=_render("index_note").rstrip("\n") if annotated else "",
-        payload=text,
         task=task.strip(),
         reply=reply,
+        **values,
     )
     return PromptParts(system=system, user=head + tail.rstrip() + "\n", payload_end=len(head))
 
@@ -597,13 +519,7 @@ def render_prompt(
 # --- correction and confirmation ----------------------------------------------------------
 
 
-def _problem_text(
-    problem: Problem,
-    *,
-    indent: int | None,
-    index_threshold: int | None,
-    render_current: Callable[[Any], str] | None = None,
-) -> str:
+def _problem_text(problem: Problem, render_current: Callable[[Any], str]) -> str:
     label = _PROBLEM_LABELS.get(problem.kind, _PROBLEM_LABELS["custom"])
     head = f"- {label}"
     if problem.code and problem.code != problem.kind:
@@ -612,14 +528,8 @@ def _problem_text(
         head += f" at {problem.path}"
     text = f"{head}: {problem.message.strip()}"
     if problem.has_current:
-        if render_current is not None:
-            current = render_current(problem.current)
-        else:
-            current = render_payload(
-                problem.current, index_threshold=index_threshold, indent=indent
-            )
-        # A validation error is found in the payload the change request would have produced:
-        # what is shown is that proposed value, not the payload's current one.
+        current = render_current(problem.current)
+        # a validation error's value is the one the request proposed, not the payload's
         shown = (
             "The value your change request gave it (not applied):"
             if problem.kind == "validation"
@@ -642,31 +552,20 @@ def render_correction(
     render_current: Callable[[Any], str] | None = None,
     payload_changed: bool = False,
 ) -> str:
-    """The message sent after a reply that could not be used.
+    """The message sent after a reply that could not be used: each problem (with the current
+    subtree when ``problem.has_current``, written by ``render_current``, default
+    ``render_payload``), the advice for a cut-off reply, and a request for a complete new one.
 
-    Lists each problem (its kind, code and path, and the current value of the payload subtree
-    concerned when ``problem.has_current``), asks for a smaller change request when the reply
-    was cut off (``reply_was_truncated`` or a problem of kind ``truncated``), says that the
-    previous change request was discarded, and asks for a complete new one naming ``marker``.
-
-    ``earlier_calls_kept``: for a tool loop in which earlier calls were applied
-    (``ChangeRequestToolHandler``): the message says they are kept and asks again only for what
-    the failed call was meant to change, so an obedient model does not apply them twice.
-
-    ``render_current``: how a problem's current value is written (default: ``render_payload``);
-    outline mode passes one that keeps it within the budget.
-
-    A ``concurrent_change`` problem (the request collided with an edit committed since,
-    MERGE.md section 9), or ``payload_changed`` (the run judges against a newer payload since
-    such a collision), says the payload is no longer as first shown.
+    ``earlier_calls_kept``: a tool loop whose earlier calls stay applied (ask again only for
+    what failed). ``payload_changed`` or a ``concurrent_change`` problem: say the payload
+    changed since it was shown.
     """
     reply = _reply_contract(output_mode, marker, tool_name)
-    items = [
-        _problem_text(
-            p, indent=indent, index_threshold=index_threshold, render_current=render_current
+    if render_current is None:
+        render_current = functools.partial(
+            render_payload, index_threshold=index_threshold, indent=indent
         )
-        for p in problems
-    ]
+    items = [_problem_text(p, render_current) for p in problems]
     truncated = reply_was_truncated or any(p.kind == "truncated" for p in problems)
     if not items and not truncated:
         raise ConfigurationError(
@@ -688,16 +587,8 @@ def render_correction(
     )
 
 
-def _parse_feedback(problems: Sequence[Problem], truncated: bool) -> str:
-    return render_correction(problems, reply_was_truncated=truncated)
-
-
-# The parser's errors carry only their problems: their ``feedback`` is rendered here.
-_errors.install_feedback_renderer(_parse_feedback)
-
-
 def _short_json(value: Any) -> str:
-    text = json.dumps(_to_data(value), ensure_ascii=False, separators=(",", ":"), default=repr)
+    text = json.dumps(json_data(value), ensure_ascii=False, separators=(",", ":"), default=repr)
     if len(text) > _CONFIRM_VALUE_CHARS:
         text = text[:_CONFIRM_VALUE_CHARS] + f"… ({len(text)} characters in all)"
     return text
@@ -714,13 +605,9 @@ def render_confirm(
     output_mode: OutputMode = "text",
     tool_name: str = DEFAULT_TOOL_NAME,
 ) -> str:
-    """Ask the model once to confirm changes that may lose data.
-
-    ``suspects``: pairs of an effective change and why it is suspicious (a guard's ``Finding``,
-    a report ``Issue`` or a text). Each is shown with its payload path, the value before and the
-    value after (values longer than 400 characters of JSON are shortened). The model confirms
-    by sending the same change request again, or sends a corrected, complete one.
-    """
+    """Ask the model once to confirm changes that may lose data. ``suspects``: pairs of a
+    change and why it is suspicious (a ``Finding``, an ``Issue`` or a text), each shown with its
+    path and the values before and after; the model confirms by sending the same request."""
     reply = _reply_contract(output_mode, marker, tool_name)
     pairs = list(suspects)
     if not pairs:

@@ -1,18 +1,5 @@
-"""The human-readable diff, public: what the CLI prints, for your own logs and UIs.
-
-::
-
-    from agent_payload.render import format_diff
-    print(format_diff(result))           # an AgentResult, a MergeResult, a ToolResult,
-                                          # a MergeReport or a list of Change
-    + lines[30]: {"sku": "EXP-01", ...}
-    - lines[29]: {"sku": "FRT-STD", ...}
-    ~ billing.contact.email: "old@example.com" -> "new@example.com"
-
-``format_payload_path(("items", 3, "price"))`` gives ``items[3].price``, the spelling of the
-prompts and the report (odd keys quoted: ``meta["a.b"]``; the root is ``(root)``).
-``render_changes`` / ``render_issues`` / ``summarize`` are the line-level pieces.
-"""
+"""The human-readable diff, public: what the CLI prints (``format_diff``), for your own logs and
+UIs, with its line-level pieces (``render_changes``, ``render_issues``, ``summarize``)."""
 
 from __future__ import annotations
 
@@ -40,12 +27,11 @@ def format_diff(
     width: int = 80,
     issues: bool = False,
 ) -> str:
-    """The diff as text, one line per effective change (``+`` added, ``-`` deleted, ``~``
-    updated), values shortened to ``width`` characters; ANSI colours when ``color``.
+    """The diff as text, one line per change: ``+ path: new``, ``- path: old``, ``~ path: old
+    -> new``, values cut to ``width`` characters, in ANSI colours when ``color``.
 
-    ``changes``: a list of ``Change``, a ``MergeReport``, or anything with a ``report``
-    (``AgentResult``, ``MergeResult``, ``ToolResult``). ``issues``: the report's warnings and
-    conflicts first (when a report is at hand)."""
+    ``changes``: a list of ``Change``, a ``MergeReport``, or a result with a ``report``;
+    ``issues``: the report's warnings and conflicts first."""
     report = changes if isinstance(changes, MergeReport) else getattr(changes, "report", None)
     if report is None and not isinstance(changes, Iterable):
         raise TypeError(

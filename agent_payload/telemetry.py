@@ -1,13 +1,8 @@
-"""OpenTelemetry spans for agent runs (the optional extra ``otel``: ``opentelemetry-api``).
-
-A span per run (``invoke_agent agent_payload``), a child span per attempt (``chat <model>``)
-and, in outline mode, a child of the attempt per read turn, with the GenAI semantic
-conventions (``gen_ai.*``) and the library's own attributes (``agent_payload.*``). Without
-``opentelemetry-api`` installed, or without a tracer provider configured by the application,
-nothing is recorded and nothing is imported at run time beyond a failed import.
-
-Content (the prompt messages, the reply text) is recorded only when the application opts in
-with the standard variable ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+"""OpenTelemetry spans for agent runs (the optional extra ``otel``), as the run's hooks: a span
+per run, a child per attempt and per read turn, with the GenAI conventions (``gen_ai.*``) and
+our own (``agent_payload.*``). Nothing is recorded without ``opentelemetry-api`` or a tracer
+provider; message content only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+See docs/agent.md.
 """
 
 from __future__ import annotations
@@ -32,11 +27,6 @@ CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 _otel: Any = None  # opentelemetry.trace once imported (on the first run, not at import)
 _missing = False
-
-
-def _system(model: Any) -> str:
-    """``gen_ai.system`` for a model: its ``provider`` (``openai``, ``anthropic``, ...)."""
-    return str(getattr(model, "provider", None) or "unknown")
 
 
 def run_trace(model: Any, state: RunState, started_ns: int) -> Hooks | None:
@@ -64,9 +54,10 @@ class _RunTrace:
         self.state = state
         self.content = os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
         name = getattr(model, "model_name", None) or "unknown"
+        system = str(getattr(model, "provider", None) or "unknown")
         self.common = {
-            "gen_ai.system": _system(model),
-            "gen_ai.provider.name": _system(model),
+            "gen_ai.system": system,
+            "gen_ai.provider.name": system,
             "gen_ai.request.model": name,
         }
         self.model_name = name
@@ -89,13 +80,8 @@ class _RunTrace:
         self.token: Any = None  # the request span made current while the SDK call runs
 
     def hooks(self) -> Hooks:
-        return Hooks(
-            on_request=self.on_request,
-            on_response=self.on_response,
-            on_retry=self.on_retry,
-            on_success=self.on_success,
-            on_error=self.on_error,
-        )
+        names = ("on_request", "on_response", "on_retry", "on_success", "on_error")
+        return Hooks(**{name: getattr(self, name) for name in names})
 
     def child(self, parent: Any, request: ModelRequest) -> Any:
         span = self.tracer.start_span(

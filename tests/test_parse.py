@@ -421,7 +421,7 @@ def test_feedback_is_rendered_from_the_correction_template() -> None:
 @pytest.mark.slow
 def test_the_feedback_is_rendered_when_only_the_parser_is_imported() -> None:
     """A program that imports only ``agent_payload.parse`` still gets the rendered correction
-    as ``feedback`` (the package installs the prompts layer's renderer)."""
+    as ``feedback`` (rendered by the prompts layer when first read)."""
     import subprocess
     import sys
 
