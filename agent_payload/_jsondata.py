@@ -107,17 +107,24 @@ def container_positions(items: Sequence[Any]) -> Iterator[int]:
     return compress(range(len(items)), map(_CONTAINER_TYPES.__contains__, map(type, items)))
 
 
-def _finite_floats(items: list[Any]) -> bool:
-    """Whether every element of type ``float`` is finite (at C speed)."""
-    return all(map(math.isfinite, compress(items, map(is_, map(type, items), repeat(float)))))
-
-
 _FAST_DEPTH = 100  # levels the recursive fast copy goes down before the explicit stack
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 class _Slow(Exception):
     """The fast copy met something unusual (a subclass, a bad value, great depth, a limit)."""
+
+
+def _scalars_only(items: list[Any]) -> bool:
+    """Whether a list of exact JSON types holds no container; ``_Slow`` for anything else (a
+    subclass, NaN or an infinity), all at C speed."""
+    kinds = set(map(type, items))
+    if kinds <= _PLAIN_SCALARS:
+        return True
+    floats = compress(items, map(is_, map(type, items), repeat(float)))
+    if not kinds <= JSON_TYPES or (float in kinds and not all(map(math.isfinite, floats))):
+        raise _Slow
+    return False
 
 
 def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
@@ -159,13 +166,8 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
         budget -= len(src)
         if budget < 0:
             raise _Slow
-        kinds = set(map(type, src))
-        if kinds <= _PLAIN_SCALARS:
+        if _scalars_only(src):
             return src[:]
-        if not kinds <= JSON_TYPES:
-            raise _Slow
-        if float in kinds and not _finite_floats(src):
-            raise _Slow
         dst = src[:]
         for i in container_positions(src):  # only the containers need a copy of their own
             v = src[i]
@@ -210,14 +212,7 @@ def plain_size(
         if depth >= _FAST_DEPTH or len(src) > max_list:
             raise _Slow
         size = 1 + len(src)
-        kinds = set(map(type, src))
-        if kinds <= _PLAIN_SCALARS:
-            pass
-        elif not kinds <= JSON_TYPES:
-            raise _Slow
-        else:
-            if float in kinds and not _finite_floats(src):
-                raise _Slow
+        if not _scalars_only(src):
             for i in container_positions(src):
                 v = src[i]
                 inner = plain_dict(v, depth + 1) if type(v) is dict else plain_list(v, depth + 1)
