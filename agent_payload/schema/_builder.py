@@ -135,10 +135,7 @@ class Builder:
 
     def _resolve(self, schema: Schema) -> Schema:
         seen: set[str] = set()
-        while "$ref" in schema and isinstance(schema["$ref"], str):
-            name = schema["$ref"].removeprefix("#/$defs/")
-            if name in seen or name not in self.source_defs:
-                break
+        while (name := self._ref_name(schema)) is not None and name not in seen:
             seen.add(name)
             schema = self.source_defs[name]
         return schema
@@ -169,6 +166,10 @@ class Builder:
     def _slot(self, partial: Schema) -> Schema:
         """Where a property or element stands in updateElements: its partial or the marker."""
         return _any_of([partial, self.marker_schema])
+
+    def _array_or_map(self, element: Schema) -> Schema:
+        """Where an array stands in updateElements and removeElements."""
+        return {"anyOf": [{"type": "array", "items": element}, self._index_map(element)]}
 
     def _index_map(self, value: Schema) -> Schema:
         return {
@@ -205,8 +206,7 @@ class Builder:
             )
         if _is_array(schema):
             element = _any_of([self.update(_items(schema)), self.placeholder, self.marker_schema])
-            positional = {"type": "array", "items": element}
-            return {"anyOf": [positional, self._index_map(element)]}
+            return self._array_or_map(element)
         return _leaf(schema)
 
     # -- removeElements: the same shape, leaves are markers --
@@ -238,17 +238,14 @@ class Builder:
             inner = self.remove(_items(schema))
             if inner is not None:
                 options.append(inner)
-            element = _any_of(options)
-            return {"anyOf": [{"type": "array", "items": element}, self._index_map(element)]}
+            return self._array_or_map(_any_of(options))
         if not schema:  # any JSON: a removal may nest anything
             return copy.deepcopy(ANY_CONTAINER)
         return None
 
     def _remove_slot(self, schema: Schema) -> Schema:
         inner = self.remove(schema)
-        if inner is None:
-            return self.marker_schema
-        return _any_of([self.marker_schema, inner])
+        return self.marker_schema if inner is None else _any_of([self.marker_schema, inner])
 
     def _can_hold(self, name: str) -> bool:
         """Whether def ``name`` can be (or contain at its top) an object or array."""
