@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agent_payload._jsontext import JsonNumber
 from agent_payload._paths import format_payload_path
 
+if TYPE_CHECKING:
+    from agent_payload.report import Change, PayloadPath
+
 __all__ = [
     "JSON_TYPES",
     "Link",
+    "PathMap",
     "Problem",
     "container_positions",
     "copy_tree",
@@ -64,6 +69,57 @@ class Problem:
     path: tuple[str | int, ...]
     detail: str
     value: int = 0
+
+
+class PathMap:
+    """Where a node of the payload before a merge stands after it, from the merge's changes
+    (a delete names an original path, an add or update a result path)."""
+
+    def __init__(self, changes: Iterable[Change]) -> None:
+        self.deleted: dict[PayloadPath, list[int]] = {}  # original parent -> positions, sorted
+        self.added: dict[PayloadPath, list[int]] = {}  # result parent -> positions, sorted
+        self.written: list[PayloadPath] = []  # result paths set whole (add / update)
+        self.removed: set[PayloadPath] = set()  # original paths deleted
+        for change in changes:
+            path = change.path
+            if path and isinstance(path[-1], int) and change.op != "update":
+                table = self.deleted if change.op == "delete" else self.added
+                table.setdefault(path[:-1], []).append(path[-1])
+            if change.op == "delete":
+                self.removed.add(path)
+            else:
+                self.written.append(path)
+        for table in (self.deleted, self.added):
+            for parent, positions in table.items():
+                table[parent] = sorted(set(positions))
+
+    def result_path(self, original: PayloadPath) -> PayloadPath | None:
+        """None when the node (or an ancestor) was deleted. An index shifts down by the
+        deletions before it, then up by each item added at or before the place it reached."""
+        if any(original[:n] in self.removed for n in range(len(original) + 1)):
+            return None
+        out: list[str | int] = []
+        for n, part in enumerate(original):
+            if isinstance(part, int):
+                gone = self.deleted.get(original[:n])
+                part -= bisect_left(gone, part) if gone else 0
+                for added in self.added.get(tuple(out), ()):
+                    if added > part:
+                        break
+                    part += 1
+            out.append(part)
+        return tuple(out)
+
+    def touches(self, path: PayloadPath) -> str | None:
+        """``"below"`` when a written path is ``path`` or below it, ``"above"`` when one is a
+        proper prefix of it (its container set whole), else None."""
+        kind = None
+        for written in self.written:
+            if written[: len(path)] == path:
+                return "below"
+            if path[: len(written)] == written:
+                kind = "above"
+        return kind
 
 
 def materialize(link: Link) -> tuple[str | int, ...]:

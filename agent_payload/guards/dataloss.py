@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_payload._config import check_number
-from agent_payload._jsondata import Link, json_data
+from agent_payload._jsondata import Link, PathMap, json_data
 from agent_payload._paths import lookup
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
@@ -221,24 +220,15 @@ class DataLossGuard:
                     findings.append(finding)
                     seen.add((finding.path, finding.rule))
         # Count, never compare lengths: appended items do not make up for deleted ones.
-        deleted: dict[PayloadPath, list[int]] = {}
-        inserted: dict[PayloadPath, list[int]] = {}  # result parent -> added positions
         removed: dict[PayloadPath, int] = {}
         for change in changes:
-            if change.op == "add" and change.path and isinstance(change.path[-1], int):
-                inserted.setdefault(change.path[:-1], []).append(change.path[-1])
-            if change.op != "delete" or not change.path:
-                continue
-            parent = change.path[:-1]
-            removed[parent] = removed.get(parent, 0) + 1
-            last = change.path[-1]
-            if isinstance(last, int):
-                deleted.setdefault(parent, []).append(last)
-        for indices in (*deleted.values(), *inserted.values()):
-            indices.sort()
+            if change.op == "delete" and change.path:
+                removed[change.path[:-1]] = removed.get(change.path[:-1], 0) + 1
+        paths = PathMap(changes)
         for parent, count in removed.items():
             old = lookup(before, parent, None)
-            new = lookup(after, _map_path(parent, deleted, inserted), None)
+            now = paths.result_path(parent)
+            new = None if now is None else lookup(after, now, None)
             for hit in self._counted_hits(parent, old, new, count):
                 if (hit.path, hit.rule) in seen or self._ignored(hit.path):
                     continue
@@ -424,25 +414,3 @@ class DataLossGuard:
 
 def _percent(part: int, whole: int) -> int:
     return round(100 * part / whole) if whole else 0
-
-
-def _map_path(
-    path: PayloadPath, deleted: dict[PayloadPath, list[int]], inserted: dict[PayloadPath, list[int]]
-) -> PayloadPath:
-    """Map a path of the original payload to the result, given the deleted array positions
-    (by original parent path) and the added ones (by result parent path, MERGE.md section 8):
-    every index shifts down by the deletions before it, then up by each item added at or
-    before the position it has reached."""
-    out: list[str | int] = []
-    for n, segment in enumerate(path):
-        if isinstance(segment, int):
-            gone = deleted.get(path[:n])
-            index = segment - bisect_left(gone, segment) if gone else segment
-            for added in inserted.get(tuple(out), ()):
-                if added > index:
-                    break
-                index += 1
-            out.append(index)
-        else:
-            out.append(segment)
-    return tuple(out)

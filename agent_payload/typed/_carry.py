@@ -1,5 +1,5 @@
 """Fields carried through the merge (secrets, excluded fields: refused when written, restored
-after validation) and where an original path lands in the result (``_PathMap``)."""
+after validation) and where an original path lands in the result (``PathMap``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from pydantic.types import _SecretBase
 
-from agent_payload._jsondata import describe
+from agent_payload._jsondata import PathMap, describe
 from agent_payload._paths import format_payload_path, lookup
 from agent_payload.report import Change, PayloadPath
 from agent_payload.typed._inspect import _fields, _is_model_class, _json_key
@@ -98,58 +98,6 @@ def _listed(fields: Sequence[_Opaque]) -> str:
     return ", ".join(f"{format_payload_path(o.path)} ({_KINDS[o.kind]})" for o in fields[:5])
 
 
-# --- index maps: original paths -> result paths --------------------------------------------
-
-
-class _PathMap:
-    """Maps a path in the input to the same node's path in the merged result, following array
-    deletions and additions recorded in a merge report (deletes carry original paths, adds and
-    updates result paths)."""
-
-    def __init__(self, changes: Sequence[Change]) -> None:
-        self.deleted: dict[PayloadPath, set[int]] = {}
-        self.added: dict[PayloadPath, set[int]] = {}
-        self.written: list[PayloadPath] = []  # result paths set whole (add / update)
-        self.removed: list[PayloadPath] = []  # original paths deleted
-        for change in changes:
-            if change.path and isinstance(change.path[-1], int):
-                table = self.deleted if change.op == "delete" else self.added
-                if change.op != "update":
-                    table.setdefault(change.path[:-1], set()).add(change.path[-1])
-            (self.removed if change.op == "delete" else self.written).append(change.path)
-
-    def result_path(self, original: PayloadPath) -> PayloadPath | None:
-        """None when the node (or an ancestor) was deleted."""
-        if any(original[: len(p)] == p for p in self.removed):
-            return None
-        out: list[str | int] = []
-        for depth, part in enumerate(original):
-            if isinstance(part, int):
-                deleted = self.deleted.get(original[:depth], set())
-                added = self.added.get(tuple(out), set())
-                j = part - sum(1 for d in deleted if d < part)
-                index = -1
-                while j >= 0:
-                    index += 1
-                    if index not in added:
-                        j -= 1
-                out.append(index)
-            else:
-                out.append(part)
-        return tuple(out)
-
-    def touches(self, path: PayloadPath) -> str | None:
-        """``"below"`` when a written path is ``path`` or below it, ``"above"`` when one is a
-        proper prefix of it (its container set whole), else None."""
-        kind = None
-        for written in self.written:
-            if written[: len(path)] == path:
-                return "below"
-            if path[: len(written)] == written:
-                kind = "above"
-        return kind
-
-
 def _lookup(data: Any, path: PayloadPath) -> tuple[bool, Any]:
     found = lookup(data, path, _MISSING)
     return (False, None) if found is _MISSING else (True, found)
@@ -168,7 +116,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _positional(paths: _PathMap, target: PayloadPath) -> bool:
+def _positional(paths: PathMap, target: PayloadPath) -> bool:
     """True when a path written whole (an add or update) covers ``target`` through an array
     position: the element there is new content, not the original by identity."""
     for written in paths.written:
@@ -194,7 +142,7 @@ class _Carry:
     ) -> None:
         self.moves: list[tuple[_Opaque, PayloadPath]] = []
         self.refusals: list[tuple[PayloadPath, str]] = []
-        self.paths = _PathMap(changes)
+        self.paths = PathMap(changes)
         self.before_json, self.merged_json, self.name = before_json, merged_json, name
         owners: dict[PayloadPath, list[_Opaque]] = {}
         for opaque in _opaque_fields(original):
@@ -274,7 +222,7 @@ class _Carry:
             )
 
 
-def _new_objects(paths: _PathMap, merged_json: Any) -> list[PayloadPath]:
+def _new_objects(paths: PathMap, merged_json: Any) -> list[PayloadPath]:
     """Result paths of every object inside content the request wrote whole (adds and
     updates), each once (iterative)."""
     out: list[PayloadPath] = []

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_payload._jsondata import describe, json_data, json_equal
+from agent_payload._jsondata import PathMap, describe, json_data, json_equal
 from agent_payload._paths import format_payload_path
 from agent_payload.errors import ConfigurationError, PayloadValidationError
 from agent_payload.report import Change, Guard, Issue, MergeReport, PayloadPath
@@ -17,7 +17,6 @@ from agent_payload.typed._carry import (
     _listed,
     _lookup,
     _opaque_fields,
-    _PathMap,
     _put_back,
     _restore_opaque,
 )
@@ -168,7 +167,7 @@ def diff_changes(before: Any, after: Any, aligned_by: Sequence[Change] = ()) -> 
     (deletes at ``before``'s paths, adds and updates at ``after``'s, finest first), so every
     guard sees each value that changes. Arrays are aligned as ``aligned_by`` (the merge's
     changes) changed them, or by position when validation changed a length on its own."""
-    paths = _PathMap(aligned_by)
+    paths = PathMap(aligned_by)
     out: list[Change] = []
     stack: list[tuple[Any, Any, PayloadPath, PayloadPath]] = [(before, after, (), ())]
     while stack:
@@ -280,7 +279,7 @@ def _lost_changes(
     old value (a computed field, a validator) or makes a no-op (deleting a field to its
     default), each with the correction for the model."""
     refusals: list[tuple[PayloadPath, str]] = []
-    paths = _PathMap(changes)
+    paths = PathMap(changes)
     for change in changes:
         at: PayloadPath | None = change.path
         if change.op == "delete" and change.path:  # an original path: where is it now?
