@@ -110,19 +110,18 @@ def _walk_side(
         if isinstance(node, dict):
             children: Iterable[tuple[str | int, Any]] = node.items()
         elif isinstance(node, list):
-            if node and not ruleset.names_an_index_below(len(node)):
-                containers = _container_indices(node)
-                if containers is not None:
-                    # Every element has the same state, so the same verdict: the first
-                    # element is refused or none is (a million elements judged at once).
-                    child_state = ruleset.step(here_state, 0)
-                    refused, rule = verdict(ruleset, child_state, op, node[0])
-                    if refused:
-                        return (here, 0), rule
-                    if RuleSet.alive(child_state):
-                        for i in containers:
-                            stack.append(((here, i), child_state, node[i]))
-                    continue
+            # No index named, exact JSON types: every element has the same state, so the same
+            # verdict; the first is refused or none is (a million elements judged at once).
+            one_by_one = not node or ruleset.names_an_index_below(len(node))
+            if not one_by_one and set(map(type, node)) <= JSON_TYPES:
+                child_state = ruleset.step(here_state, 0)
+                refused, rule = verdict(ruleset, child_state, op, node[0])
+                if refused:
+                    return (here, 0), rule
+                if RuleSet.alive(child_state):
+                    for i in container_positions(node):
+                        stack.append(((here, i), child_state, node[i]))
+                continue
             children = enumerate(node)
         else:
             continue
@@ -138,11 +137,6 @@ def _walk_side(
             if container and last_alive:
                 stack.append(((here, segment), child_state, child))
     return None
-
-
-def _container_indices(items: list[Any]) -> Iterable[int] | None:
-    """The indices of the containers among ``items``, or None when one holds a subclass."""
-    return container_positions(items) if set(map(type, items)) <= JSON_TYPES else None
 
 
 # --- Permissions ---------------------------------------------------------------------------

@@ -21,10 +21,6 @@ _MISSING: Any = object()
 # --- opaque fields (secrets, excluded) -----------------------------------------------------
 
 
-def _is_secret(value: Any) -> bool:
-    return isinstance(value, _SecretBase)
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Opaque:
     path: PayloadPath  # JSON path of the field (its key included)
@@ -52,7 +48,7 @@ def _opaque_fields(root: Any) -> list[_Opaque]:
                 key = _json_key(name, info)
                 if info.exclude is True:
                     found.append(_Opaque((*path, key), type(node), name, "excluded", value))
-                elif _is_secret(value):
+                elif isinstance(value, _SecretBase):
                     found.append(_Opaque((*path, key), type(node), name, "secret", value))
                 else:
                     stack.append((value, (*path, key)))

@@ -337,12 +337,11 @@ def _judge_side_effects(
         for finding in guard(change):
             where = format_payload_path(change.path)
             message = (
-                f"validation as {name} also {_verb(change.op)} {where} (a union switch, a "
+                f"validation as {name} also {_VERBS[change.op]} {where} (a union switch, a "
                 f"validator or a default): {finding.message}"
             )
             issue = Issue(finding.code, where, message, change.path, finding.severity)
             (report.conflicts if finding.severity == "conflict" else report.warnings).append(issue)
 
 
-def _verb(op: str) -> str:
-    return {"add": "adds", "update": "changes", "delete": "deletes"}.get(op, op)
+_VERBS = {"add": "adds", "update": "changes", "delete": "deletes"}
