@@ -20,7 +20,16 @@ from typing import Any
 
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
-__all__ = ["JsonNumber", "TooDeepError", "dumps", "loads_file"]
+__all__ = [
+    "JsonNumber",
+    "NotJsonData",
+    "TooDeepError",
+    "dump_pieces",
+    "dumps",
+    "loads_file",
+    "reject_constant",
+    "unique_object",
+]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
@@ -228,29 +237,31 @@ def loads_file(text: str, *, max_depth: int | None = None) -> Any:
     try:
         return json.loads(
             text,
-            parse_constant=_retry,
+            parse_constant=reject_constant,
             parse_float=_exact_float,
             parse_int=_exact_int,
-            object_pairs_hook=_unique_object,
+            object_pairs_hook=unique_object,
         )
-    except (_Retry, RecursionError):
+    except (NotJsonData, RecursionError):
         # The fast reader met something to refuse (it has no position to give) or great
         # depth: the explicit-stack reader reads again and says where.
         return _loads_iterative(text, max_depth)
 
 
-class _Retry(Exception):
-    """Raised by the fast reader's hooks for what the explicit-stack reader refuses."""
+class NotJsonData(ValueError):
+    """Raised by the strict decoding hooks (``json``'s, here and in the reply parser) for
+    text ``json`` reads that is not JSON data: a slower reader then says where and why."""
 
 
-def _retry(_text: str) -> Any:
-    raise _Retry
+def reject_constant(name: str) -> Any:
+    """``parse_constant`` for strict decoding: ``NaN`` and the infinities are not JSON."""
+    raise NotJsonData(name)
 
 
 def _exact_float(text: str) -> float:
     number = float(text)
     if number - number != 0.0:
-        raise _Retry
+        raise NotJsonData
     return number if float.__repr__(number) == text else JsonNumber(text)
 
 
@@ -258,13 +269,14 @@ def _exact_int(text: str) -> int:
     try:
         return int(text)
     except ValueError:  # longer than sys.get_int_max_str_digits()
-        raise _Retry from None
+        raise NotJsonData from None
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for strict decoding: a key given twice is refused."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        raise _Retry
+        raise NotJsonData("duplicate key")
     return obj
 
 
