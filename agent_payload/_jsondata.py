@@ -18,7 +18,7 @@ from operator import is_
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_payload._jsontext import JsonNumber
-from agent_payload._paths import format_payload_path
+from agent_payload._paths import counted, format_payload_path
 
 if TYPE_CHECKING:
     from agent_payload.report import Change, PayloadPath
@@ -503,11 +503,11 @@ def describe(v: Any, limit: int = 60) -> str:
         keys = list(v)[:4]
         shown = ", ".join(_key_text(k if len(k) <= 30 else k[:30] + "…") for k in keys)
         more = ", …" if len(v) > 4 else ""
-        return f"an object with {len(v)} key{'s' if len(v) != 1 else ''} ({shown}{more})"
+        return f"an object with {counted(len(v), 'key')} ({shown}{more})"
     if isinstance(v, list):
         if not v:
             return "an empty array []"
-        return f"an array of {len(v)} item{'s' if len(v) != 1 else ''}"
+        return f"an array of {counted(len(v), 'item')}"
     return f"a value of type {_type_name(v)}"
 
 
