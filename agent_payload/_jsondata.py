@@ -460,13 +460,8 @@ def _key_text(key: str) -> str:
 
 
 def format_request_path(parts: Sequence[str | int]) -> str:
-    """A change-request path written as MERGE.md section 6 says.
-
-    The first part is a bucket name or a top-level field and stands bare when it is an
-    identifier; identifiers follow a dot, any other key is a JSON string in brackets, indices
-    are ``[3]``: ``format_request_path(["updateElements", "items", 3, "a.b"])`` is
-    ``'updateElements.items[3]["a.b"]'`` (``""`` for no part).
-    """
+    """A change-request path as MERGE.md section 6 writes it, ``""`` for no part:
+    ``["updateElements", "items", 3, "a.b"]`` is ``updateElements.items[3]["a.b"]``."""
     return format_payload_path(parts, root="")
 
 

@@ -19,7 +19,6 @@ from agent_payload.guards._common import format_path
 
 __all__ = ["check_version", "payload_version"]
 
-_CHUNK = 1 << 16
 _VALUE, _TEXT, _CLOSE = 0, 1, 2
 # The walk writes values as ``json.dumps(value, ensure_ascii=False)`` does, through the
 # functions it ends in (``json.dumps`` builds an encoder per call: too slow per node).
@@ -59,9 +58,7 @@ def _key_text(key: Any, linked: Link) -> str:
 
 def _iterative_version(data: Any) -> str:
     """The same digest as the fast path, written without recursion (for any depth)."""
-    digest = hashlib.sha256()
-    buffer: list[str] = []
-    size = 0
+    pieces: list[str] = []  # the canonical text, as the fast path holds it whole
     # A value to write, a text to emit, or the end of a container (which leaves ``open_ids``:
     # a container met again while open is a cycle).
     stack: list[tuple[int, Any, Link]] = [(_VALUE, data, None)]
@@ -110,14 +107,8 @@ def _iterative_version(data: Any) -> str:
             text = "["
         else:
             text = _scalar(item, linked)
-        buffer.append(text)
-        size += len(text)
-        if size >= _CHUNK:
-            digest.update("".join(buffer).encode("utf-8", "surrogatepass"))
-            buffer.clear()
-            size = 0
-    digest.update("".join(buffer).encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+        pieces.append(text)
+    return hashlib.sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _scalar(value: Any, linked: Link) -> str:
