@@ -35,10 +35,38 @@ class PathRule:
     ops: frozenset[str] = ALL_OPS
 
     def start(self) -> frozenset[int]:
-        return _closure(self.matchers, {0})
+        return self._closure({0})
 
     def step(self, states: frozenset[int], segment: str | int) -> frozenset[int]:
-        return _step(self.matchers, states, segment)
+        matchers = self.matchers
+        nxt: set[int] = set()
+        is_index = isinstance(segment, int)
+        for i in states:
+            if i >= len(matchers):
+                continue
+            kind, value = matchers[i]
+            if kind == "deep":
+                nxt.add(i)
+            elif (
+                kind == "any"
+                or (kind == "any_index" and is_index)
+                or (kind == "key" and not is_index and segment == value)
+                or (kind == "index" and is_index and segment == value)
+            ):
+                nxt.add(i + 1)
+        return self._closure(nxt) if nxt else frozenset()
+
+    def _closure(self, states: Iterable[int]) -> frozenset[int]:
+        """``states`` and those a ``**`` (zero or more segments) lets through without one."""
+        out: set[int] = set()
+        todo = list(states)
+        while todo:
+            i = todo.pop()
+            if i not in out:
+                out.add(i)
+                if i < len(self.matchers) and self.matchers[i][0] == "deep":
+                    todo.append(i + 1)
+        return frozenset(out)
 
     def accepts(self, states: frozenset[int]) -> bool:
         return len(self.matchers) in states
@@ -55,40 +83,6 @@ class PathRule:
     def covers(self, path: PayloadPath, op: str = "update") -> bool:
         """True when the rule matches ``path`` or one of its ancestors and concerns ``op``."""
         return op in self.ops and bool(RuleSet((self,)).state_at(path)[1])
-
-
-def _closure(matchers: Sequence[_Matcher], states: Iterable[int]) -> frozenset[int]:
-    out: set[int] = set()
-    todo = list(states)
-    while todo:
-        i = todo.pop()
-        if i in out:
-            continue
-        out.add(i)
-        if i < len(matchers) and matchers[i][0] == "deep":
-            todo.append(i + 1)
-    return frozenset(out)
-
-
-def _step(
-    matchers: Sequence[_Matcher], states: frozenset[int], segment: str | int
-) -> frozenset[int]:
-    nxt: set[int] = set()
-    is_index = isinstance(segment, int)
-    for i in states:
-        if i >= len(matchers):
-            continue
-        kind, value = matchers[i]
-        if kind == "deep":
-            nxt.add(i)
-        elif (
-            kind == "any"
-            or (kind == "any_index" and is_index)
-            or (kind == "key" and not is_index and segment == value)
-            or (kind == "index" and is_index and segment == value)
-        ):
-            nxt.add(i + 1)
-    return _closure(matchers, nxt) if nxt else frozenset()
 
 
 # --- parsing -------------------------------------------------------------------------------

@@ -41,11 +41,10 @@ _DESCRIPTIONS = {
 
 
 def envelope(buckets: dict[str, Schema], defs: dict[str, Schema], marker: str) -> Schema:
-    properties: dict[str, Any] = {}
-    for name, sub in buckets.items():
-        described = dict(sub)
-        described["description"] = _DESCRIPTIONS[name].format(marker=marker)
-        properties[name] = described
+    properties: dict[str, Any] = {
+        name: {**sub, "description": _DESCRIPTIONS[name].format(marker=marker)}
+        for name, sub in buckets.items()
+    }
     properties["reasoning"] = {"type": "string", "description": _DESCRIPTIONS["reasoning"]}
     schema: Schema = {
         "title": "AgentPayloadChangeRequest",

@@ -221,8 +221,7 @@ class _Carry:
 def _new_objects(paths: PathMap, merged_json: Any) -> list[PayloadPath]:
     """Result paths of every object inside content the request wrote whole (adds and
     updates), each once (iterative)."""
-    out: list[PayloadPath] = []
-    seen: set[PayloadPath] = set()
+    out: dict[PayloadPath, None] = {}  # in the order found, each once
     for written in paths.written:
         found, node = _lookup(merged_json, written)
         if not found:
@@ -231,13 +230,11 @@ def _new_objects(paths: PathMap, merged_json: Any) -> list[PayloadPath]:
         while stack:
             value, at = stack.pop()
             if isinstance(value, dict):
-                if at not in seen:
-                    seen.add(at)
-                    out.append(at)
+                out[at] = None
                 stack.extend((v, (*at, k)) for k, v in value.items())
             elif isinstance(value, list):
                 stack.extend((v, (*at, i)) for i, v in enumerate(value))
-    return out
+    return list(out)
 
 
 def _restore_opaque(validated: Any, carry: _Carry, type_name: str) -> list[tuple[PayloadPath, str]]:
