@@ -229,32 +229,30 @@ class DataLossGuard:
             old = lookup(before, parent, None)
             now = paths.result_path(parent)
             new = None if now is None else lookup(after, now, None)
-            for hit in self._counted_hits(parent, old, new, count):
-                if (hit.path, hit.rule) in seen or self._ignored(hit.path):
-                    continue
+            hit = self._counted_hit(parent, old, new, count)
+            if hit is not None and (hit.path, hit.rule) not in seen and not self._ignored(hit.path):
                 seen.add((hit.path, hit.rule))
                 findings.append(self._finding(hit))
         return findings
 
-    def _counted_hits(self, path: PayloadPath, old: Any, new: Any, count: int) -> Iterator[_Hit]:
+    def _counted_hit(self, path: PayloadPath, old: Any, new: Any, count: int) -> _Hit | None:
         """A container of ``old`` that lost ``count`` elements or keys through separate
         deletions (``new``: the container after the merge, for the message)."""
-        now = ""
-        if isinstance(new, list | dict) and isinstance(old, list | dict):
-            added = len(new) - (len(old) - count)
-            what = "elements" if isinstance(new, list) else "keys"
-            now = f"; it now holds {len(new)} {what}"
-            if added > 0:
-                now += f", {added} of them new"
         rule = self._shrunk(old, count)
         if rule is None:
-            return
+            return None
+        now = ""
+        if isinstance(new, list | dict):
+            added = len(new) - (len(old) - count)
+            now = f"; it now holds {len(new)} {'elements' if isinstance(new, list) else 'keys'}"
+            if added > 0:
+                now += f", {added} of them new"
         if rule == "array_shrunk":
             lost = f"an array of {len(old)} elements lost {count} of them"
             lost += f" ({_percent(count, len(old))}%)"
         else:
             lost = f"an object lost {count} of its {len(old)} keys"
-        yield _Hit(path, rule, len(old), len(old) - count, f"{lost} to separate deletions{now}")
+        return _Hit(path, rule, len(old), len(old) - count, f"{lost} to separate deletions{now}")
 
     def _shrunk(self, old: Any, lost: int) -> str | None:
         """The rule that fires for an array or object of ``old`` losing ``lost`` of its items."""

@@ -246,16 +246,15 @@ class Permissions:
                 )
             else:
                 lines.append("You may not change anything in this payload.")
-        full = [r for r in self.deny_rules if r.ops == ALL_OPS]
-        partial = [r for r in self.deny_rules if r.ops != ALL_OPS]
-        if full:
-            listed = ", ".join(_describe_rule(r, allow=False) for r in full)
-            lines.append(
-                f"Read-only (do not add, change or delete them or anything inside them): {listed}."
-            )
-        if partial:
-            listed = ", ".join(_describe_rule(r, allow=False) for r in partial)
-            lines.append(f"Restricted (the kinds of change named are refused): {listed}.")
+        for full, heading in (
+            (True, "Read-only (do not add, change or delete them or anything inside them)"),
+            (False, "Restricted (the kinds of change named are refused)"),
+        ):
+            rules = [r for r in self.deny_rules if (r.ops == ALL_OPS) is full]
+            if rules:
+                lines.append(
+                    f"{heading}: {', '.join(_describe_rule(r, allow=False) for r in rules)}."
+                )
         if not lines:
             return ""
         lines.append(
