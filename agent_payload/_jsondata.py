@@ -302,11 +302,8 @@ def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
 
 def _copy_general(root: Any, max_depth: int, max_nodes: int) -> Any:
     """The general copy: an explicit stack, subclasses converted, any depth."""
-    t = type(root)
     if not isinstance(root, dict | list):
-        if root is None or t is str or t is int or t is bool or (t is float and root - root == 0.0):
-            return root
-        return _plain_scalar(root)
+        return None if root is None else _plain_scalar(root)
     new_root: Any = {} if isinstance(root, dict) else []
     nodes = 1
     stack: list[tuple[Any, Any, int]] = [(root, new_root, 1)]

@@ -24,11 +24,9 @@ def json_size(value: Any) -> int:
     stack: list[Any] = [value]
     while stack:
         node = stack.pop()
-        if isinstance(node, dict):
-            total += 2 + max(len(node) - 1, 0)
-            for key, child in node.items():
-                total += len(key) + 3
-                stack.append(child)
+        if isinstance(node, dict):  # braces, commas, and each key with its quotes and colon
+            total += 2 + max(len(node) - 1, 0) + sum(map(len, node)) + 3 * len(node)
+            stack.extend(node.values())
         elif isinstance(node, list):
             total += 2 + max(len(node) - 1, 0)
             total += _count_plain_elements(node, stack)
