@@ -169,7 +169,7 @@ def _chunks_iterative(
     ensure_ascii: bool,
     item_sep: str,
     key_sep: str,
-    allow_nan: bool = True,
+    allow_nan: bool,
 ) -> Iterator[str]:
     # Items: ("v", value, level) to write a value; ("t", text, 0) to emit text.
     stack: list[tuple[str, Any, int]] = [("v", value, 0)]
