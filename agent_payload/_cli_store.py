@@ -9,6 +9,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_payload._files import loads_json_file
 from agent_payload._render import Style, render_changes, summarize, use_color
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import (
@@ -121,7 +122,7 @@ class _Verbs:
             except OSError as exc:
                 raise UsageError(f"cannot read {args.payload}: {exc.strerror or exc}") from exc
         try:
-            payload = json.loads(text, parse_constant=_no_constant)
+            payload = loads_json_file(text)
         except ValueError as exc:
             raise UsageError(f"{name}: not JSON ({exc})") from exc
         stored = self.store.create(args.key, payload)
@@ -200,10 +201,6 @@ class _Verbs:
 
     def _changes(self, changes: list[Change]) -> None:
         self.err.write("".join(line + "\n" for line in render_changes(changes, style=self.style)))
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _headline(entry: HistoryEntry) -> str:
