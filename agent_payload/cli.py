@@ -1,10 +1,7 @@
-"""The command line, ``agent-payload apply | run | demo | mcp | batch | store`` (docs/cli.md).
-
-Exit status: 0 success; 1 the job was refused or failed (conflicts unless ``--lenient``, the
-correction loop gave up, a provider error, an ``-o`` file that could not be written: it is then
-exactly as it was); 2 usage or input errors. ``batch`` and ``store`` live in ``_cli_batch`` and
-``_cli_store``.
-"""
+"""The command line, ``agent-payload apply | run | demo | mcp | batch | store`` (docs/cli.md;
+``batch`` and ``store`` live in ``_cli_batch`` and ``_cli_store``). Exit status: 0 success; 1
+refused or failed (an ``-o`` file that could not be written is then as it was); 2 a usage or
+input error (any ``UsageError``)."""
 
 from __future__ import annotations
 
