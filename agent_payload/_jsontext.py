@@ -103,6 +103,7 @@ def dump_pieces(
     separators: tuple[str, str] | None = None,
     literals: bool = False,
     allow_nan: bool = True,
+    sort_keys: bool = False,
 ) -> list[str]:
     """``json.dumps`` at any depth, as pieces of a few tens of KB whose concatenation is the
     text (a large payload's text is never whole in memory). Data too deep for ``json`` is
@@ -111,7 +112,11 @@ def dump_pieces(
     depth = _literal_depth(value) if literals else None
     if depth is None:
         encoder = json.JSONEncoder(
-            indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
+            indent=indent,
+            ensure_ascii=ensure_ascii,
+            separators=separators,
+            allow_nan=allow_nan,
+            sort_keys=sort_keys,
         )
         try:
             if indent is None or isinstance(value, str):
@@ -122,7 +127,8 @@ def dump_pieces(
     if depth >= _INDENT_DEPTH and indent is not None:
         indent, separators = None, (",", ":")
     item_sep, key_sep = separators or ((",", ": ") if indent is not None else (", ", ": "))
-    return _pieces(_chunks_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan))
+    options = (ensure_ascii, item_sep, key_sep, allow_nan, sort_keys, literals)
+    return _pieces(_chunks_iterative(value, indent, *options))
 
 
 def _pieces(chunks: Iterable[str], batch: int = 8192) -> list[str]:
@@ -174,6 +180,8 @@ def _chunks_iterative(
     item_sep: str,
     key_sep: str,
     allow_nan: bool,
+    sort_keys: bool,
+    literals: bool,
 ) -> Iterator[str]:
     # Items: ("v", value, level) to write a value; ("t", text, 0) to emit text.
     stack: list[tuple[str, Any, int]] = [("v", value, 0)]
@@ -192,7 +200,7 @@ def _chunks_iterative(
             return int.__repr__(item)
         if kind is float and item - item == 0.0:
             return float.__repr__(item)
-        if kind is JsonNumber:
+        if kind is JsonNumber and literals:
             literal: str = item.literal
             return literal
         return json.dumps(item, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
@@ -205,7 +213,7 @@ def _chunks_iterative(
         if isinstance(item, dict) and item:
             yield "{"
             stack.append(("t", newline(level) + "}", 0))
-            entries = list(item.items())
+            entries = sorted(item.items()) if sort_keys else list(item.items())
             for n in range(len(entries) - 1, -1, -1):
                 key, child = entries[n]
                 stack.append(("v", child, level + 1))

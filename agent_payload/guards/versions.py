@@ -10,19 +10,14 @@ import hashlib
 import json
 import math
 import sys
-from json.encoder import encode_basestring
 from typing import Any
 
 from agent_payload._jsondata import Link, json_data, materialize
+from agent_payload._jsontext import dumps
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, StalePayloadError
 from agent_payload.guards._common import format_path
 
 __all__ = ["check_version", "payload_version"]
-
-_VALUE, _TEXT, _CLOSE = 0, 1, 2
-# The walk writes values as ``json.dumps(value, ensure_ascii=False)`` does, through the
-# functions it ends in (``json.dumps`` builds an encoder per call: too slow per node).
-_WORDS = {None: "null", True: "true", False: "false"}
 
 
 def payload_version(payload: Any) -> str:
@@ -31,55 +26,39 @@ def payload_version(payload: Any) -> str:
     ``InvalidPayloadError`` (with the path) for what it cannot hash: data that is not JSON, a
     cycle, an integer longer than Python writes as text, a model that cannot be dumped."""
     data = _dump(payload)
+    options: dict[str, Any] = {"sort_keys": True, "separators": (",", ":"), "allow_nan": False}
     try:
-        text = json.dumps(
-            data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except RecursionError:
-        return _iterative_version(data)
-    except (TypeError, ValueError) as exc:
-        _iterative_version(data)  # raises InvalidPayloadError naming the path
-        raise AssertionError(f"the walk found nothing json.dumps refused: {exc}") from exc
+        text = json.dumps(data, ensure_ascii=False, **options)
+    except (RecursionError, TypeError, ValueError):
+        _check(data)  # raises InvalidPayloadError naming the path of what json.dumps refused
+        text = dumps(data, **options)  # too deep for json.dumps
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _key_text(key: Any, linked: Link) -> str:
-    if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, bool | int) or _finite(key):
-        return json.dumps(key)
-    path = materialize(linked)
-    raise InvalidPayloadError(
-        f"payload key {key!r} at {format_path(path)} is a {type(key).__name__}; JSON keys "
-        "are strings: convert it or pass a pydantic model",
-        path=path,
-    )
-
-
-def _iterative_version(data: Any) -> str:
-    """The same digest as the fast path, written without recursion (for any depth)."""
-    pieces: list[str] = []  # the canonical text, as the fast path holds it whole
-    # A value to write, a text to emit, or the end of a container (which leaves ``open_ids``:
-    # a container met again while open is a cycle).
-    stack: list[tuple[int, Any, Link]] = [(_VALUE, data, None)]
+def _check(data: Any) -> None:
+    """Raise ``InvalidPayloadError`` at the first place (keys sorted) that is not hashable
+    JSON, walked without recursion; a container met again while open is a cycle."""
+    stack: list[tuple[Any, Link, bool]] = [(data, None, False)]  # (node, path, closing)
     open_ids: set[int] = set()
     while stack:
-        what, item, linked = stack.pop()
-        if what == _TEXT:
-            text: str = item
-        elif what == _CLOSE:
-            container, text = item
-            open_ids.discard(container)
-        elif isinstance(item, dict | list) and id(item) in open_ids:
+        item, linked, closing = stack.pop()
+        if closing:
+            open_ids.discard(id(item))
+        elif not isinstance(item, dict | list):
+            _check_scalar(item, linked)
+        elif id(item) in open_ids:
             path = materialize(linked)
             raise InvalidPayloadError(
                 f"the payload contains itself at {format_path(path)} (a cycle); JSON data is a "
                 "tree: copy the shared part instead of linking it",
                 path=path,
             )
-        elif isinstance(item, dict):
+        else:
             open_ids.add(id(item))
-            stack.append((_CLOSE, (id(item), "}"), linked))
+            stack.append((item, linked, True))
+            if isinstance(item, list):
+                stack.extend((item[n], (linked, n), False) for n in range(len(item) - 1, -1, -1))
+                continue
             try:
                 keys = sorted(item)
             except TypeError as exc:
@@ -89,32 +68,27 @@ def _iterative_version(data: Any) -> str:
                     "sorted; JSON keys are strings: convert them",
                     path=path,
                 ) from exc
-            last = len(keys) - 1
-            for n, key in enumerate(reversed(keys)):
-                stack.append((_VALUE, item[key], (linked, key)))
-                prefix = encode_basestring(_key_text(key, linked)) + ":"
-                if n != last:
-                    prefix = "," + prefix
-                stack.append((_TEXT, prefix, linked))
-            text = "{"
-        elif isinstance(item, list):
-            open_ids.add(id(item))
-            stack.append((_CLOSE, (id(item), "]"), linked))
-            for n in range(len(item) - 1, -1, -1):
-                stack.append((_VALUE, item[n], (linked, n)))
-                if n:
-                    stack.append((_TEXT, ",", linked))
-            text = "["
-        else:
-            text = _scalar(item, linked)
-        pieces.append(text)
-    return hashlib.sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
+            for key in reversed(keys):
+                _check_key(key, linked)
+                stack.append((item[key], (linked, key), False))
 
 
-def _scalar(value: Any, linked: Link) -> str:
+def _check_key(key: Any, linked: Link) -> None:
+    if isinstance(key, str) or key is None or isinstance(key, bool | int) or _finite(key):
+        return
+    path = materialize(linked)
+    raise InvalidPayloadError(
+        f"payload key {key!r} at {format_path(path)} is a {type(key).__name__}; JSON keys "
+        "are strings: convert it or pass a pydantic model",
+        path=path,
+    )
+
+
+def _check_scalar(value: Any, linked: Link) -> None:
     if isinstance(value, int) and not isinstance(value, bool):
         try:
-            return int.__repr__(value)
+            int.__repr__(value)
+            return
         except ValueError as exc:  # more digits than int -> str converts
             path = materialize(linked)
             raise InvalidPayloadError(
@@ -124,12 +98,8 @@ def _scalar(value: Any, linked: Link) -> str:
                 "cannot be hashed or sent as JSON; store it as a string",
                 path=path,
             ) from exc
-    if isinstance(value, str):
-        return encode_basestring(value)
-    if value is None or isinstance(value, bool):
-        return _WORDS[value]
-    if _finite(value):
-        return float.__repr__(value)
+    if isinstance(value, str) or value is None or isinstance(value, bool) or _finite(value):
+        return
     path = materialize(linked)
     if isinstance(value, float):
         raise InvalidPayloadError(
