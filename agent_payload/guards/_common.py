@@ -1,16 +1,18 @@
-"""Helpers shared by the guards: payload paths as text and a JSON size estimate (iterative)."""
+"""Helpers shared by the guards: a change as its effects on single nodes, payload paths as
+text and a JSON size estimate (iterative)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import compress, repeat
 from operator import is_
 from typing import Any
 
-from agent_payload._jsondata import Link, materialize
+from agent_payload._jsondata import Link, json_equal, materialize
 from agent_payload._paths import format_payload_path as format_path
-from agent_payload.report import PayloadPath
+from agent_payload.report import Change, PayloadPath
 
-__all__ = ["format_path", "json_size", "path_below", "verb"]
+__all__ = ["fine_changes", "format_path", "json_size", "path_below", "verb"]
 
 
 def path_below(base: PayloadPath, linked: Link) -> PayloadPath:
@@ -67,6 +69,37 @@ def _count_plain_elements(items: list[Any], stack: list[Any]) -> int:
         else:
             stack.extend(members)
     return total
+
+
+def fine_changes(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
+    """``change`` as its effects on single nodes, ``(link below change.path, op, old, new)``:
+    a same-kind container replacement counts only its differences (a container's deletions
+    first)."""
+    if change.op != "update":
+        yield None, change.op, change.old, change.new
+        return
+    stack: list[tuple[Link, Any, Any]] = [(None, change.old, change.new)]
+    while stack:
+        linked, old, new = stack.pop()
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key, value in old.items():
+                if key not in new:
+                    yield (linked, key), "delete", value, None
+                else:
+                    stack.append(((linked, key), value, new[key]))
+            for key, value in new.items():
+                if key not in old:
+                    yield (linked, key), "add", None, value
+        elif isinstance(old, list) and isinstance(new, list):
+            common = min(len(old), len(new))
+            for i in range(common):
+                stack.append(((linked, i), old[i], new[i]))
+            for i in range(common, len(old)):
+                yield (linked, i), "delete", old[i], None
+            for i in range(common, len(new)):
+                yield (linked, i), "add", None, new[i]
+        elif not json_equal(old, new):
+            yield linked, "update", old, new
 
 
 def verb(op: str) -> str:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_payload._config import check_number
-from agent_payload._jsondata import Link, PathMap, json_data
+from agent_payload._jsondata import PathMap, json_data, materialize
 from agent_payload._paths import lookup
 from agent_payload.errors import ConfigurationError
-from agent_payload.guards._common import format_path, json_size, path_below
+from agent_payload.guards._common import fine_changes, format_path, json_size, path_below
 from agent_payload.guards.rules import PathRule, RuleSet, _parse_rules
 from agent_payload.report import Change, Finding, PayloadPath
 
@@ -294,41 +294,20 @@ class DataLossGuard:
         )
 
     def _scan(self, change: Change) -> Iterator[_Hit]:
-        if change.op == "add":
-            return
-        if change.op == "delete":
-            found = self._removal(change.old)
-            if found is not None:
-                yield _Hit(change.path, *found)
-            return
-        stack: list[tuple[Link, Any, Any]] = [(None, change.old, change.new)]
-        while stack:
-            linked, old, new = stack.pop()
-            if isinstance(old, dict) and isinstance(new, dict):
-                if old.keys() - new.keys():
-                    path = path_below(change.path, linked)
-                    yield from self._container_hits(path, old, new)
-                    for key, value in old.items():
-                        found = None if key in new else self._removal(value)
-                        if found is not None:
-                            yield _Hit((*path, key), *found)
-                for key, value in old.items():
-                    if key in new:
-                        stack.append(((linked, key), value, new[key]))
-            elif isinstance(old, list) and isinstance(new, list):
-                if len(new) < len(old):
-                    path = path_below(change.path, linked)
-                    yield from self._container_hits(path, old, new)
-                    for i in range(len(new), len(old)):
-                        found = self._removal(old[i])
-                        if found is not None:
-                            yield _Hit((*path, i), *found)
-                for i in range(min(len(old), len(new))):
-                    stack.append(((linked, i), old[i], new[i]))
+        shrunk: Any = object()  # the link of the container whose deletions are being judged
+        for linked, op, old, new in fine_changes(change):
+            path = path_below(change.path, linked)
+            if op == "delete" and linked is not None and linked[0] is not shrunk:
+                shrunk = linked[0]  # its first deletion: the container itself is judged first
+                where = materialize(shrunk)
+                old_parent, new_parent = lookup(change.old, where), lookup(change.new, where)
+                yield from self._container_hits(path[:-1], old_parent, new_parent)
+            if op == "delete":
+                found = self._removal(old)
             else:
-                found = self._leaf(old, new)
-                if found is not None:
-                    yield _Hit(path_below(change.path, linked), *found)
+                found = self._leaf(old, new) if op == "update" else None
+            if found is not None:
+                yield _Hit(path, *found)
 
     def _container_hits(self, path: PayloadPath, old: Any, new: Any) -> Iterator[_Hit]:
         if isinstance(old, list) and self._shrunk(old, len(old) - len(new)):

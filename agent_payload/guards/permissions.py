@@ -15,13 +15,13 @@ is given and does not cover them all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_payload._jsondata import JSON_TYPES, Link, container_positions, json_equal, materialize
+from agent_payload._jsondata import JSON_TYPES, Link, container_positions, materialize
 from agent_payload.errors import ConfigurationError
-from agent_payload.guards._common import format_path, path_below, verb
+from agent_payload.guards._common import fine_changes, format_path, path_below, verb
 from agent_payload.guards.rules import ALL_OPS, PathRule, RuleSet, _parse_rules, _State, parse_rule
 from agent_payload.report import Change, Finding, PayloadPath
 
@@ -41,42 +41,13 @@ class PermissionFinding(Finding):
 _Verdict = Callable[[RuleSet, _State, str, Any], tuple[bool, "PathRule | None"]]
 
 
-def _fine(change: Change) -> Iterator[tuple[Link, str, Any, Any]]:
-    """A change as fine changes: same-kind container replacements keep only their differences."""
-    if change.op != "update":
-        yield None, change.op, change.old, change.new
-        return
-    stack: list[tuple[Link, Any, Any]] = [(None, change.old, change.new)]
-    while stack:
-        linked, old, new = stack.pop()
-        if isinstance(old, dict) and isinstance(new, dict):
-            for key, value in old.items():
-                if key not in new:
-                    yield (linked, key), "delete", value, None
-                else:
-                    stack.append(((linked, key), value, new[key]))
-            for key, value in new.items():
-                if key not in old:
-                    yield (linked, key), "add", None, value
-        elif isinstance(old, list) and isinstance(new, list):
-            common = min(len(old), len(new))
-            for i in range(common):
-                stack.append(((linked, i), old[i], new[i]))
-            for i in range(common, len(old)):
-                yield (linked, i), "delete", old[i], None
-            for i in range(common, len(new)):
-                yield (linked, i), "add", None, new[i]
-        elif not json_equal(old, new):
-            yield linked, "update", old, new
-
-
 def _walk_verdicts(
     change: Change, ruleset: RuleSet, verdict: _Verdict
 ) -> tuple[PayloadPath, str, PathRule | None] | None:
     """The first effect of ``change`` that ``verdict`` refuses, as ``(path, op, rule)``. Below
     a node where no rule is alive every descendant gets the same verdict: the walk stops there."""
     state = ruleset.state_at(change.path)
-    for linked, op, old, new in _fine(change):
+    for linked, op, old, new in fine_changes(change):
         here = state
         for segment in materialize(linked):
             here = ruleset.step(here, segment)
