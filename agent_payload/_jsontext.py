@@ -328,23 +328,17 @@ def _loads_iterative(text: str, max_depth: int | None = None) -> Any:
         if pos >= end:
             raise JSONDecodeError("Expecting value", text, pos)
         char = text[pos]
-        if char == "{":
+        if char == "{" or char == "[":
             pos = ws(pos + 1)
-            if pos < end and text[pos] == "}":
-                value, pos = {}, pos + 1
+            if pos < end and text[pos] == ("}" if char == "{" else "]"):
+                value, pos = ({} if char == "{" else []), pos + 1
             else:
-                start = pos
-                key, pos = key_at(pos)
-                stack.append([{}, key, start])
-                if max_depth is not None and len(stack) > max_depth:
-                    raise TooDeepError(max_depth, pos)
-                continue
-        elif char == "[":
-            pos = ws(pos + 1)
-            if pos < end and text[pos] == "]":
-                value, pos = [], pos + 1
-            else:
-                stack.append([[], None, 0])
+                if char == "[":
+                    stack.append([[], None, 0])
+                else:
+                    start = pos
+                    key, pos = key_at(pos)
+                    stack.append([{}, key, start])
                 if max_depth is not None and len(stack) > max_depth:
                     raise TooDeepError(max_depth, pos)
                 continue

@@ -248,9 +248,9 @@ def _inside(change: Change, path: PayloadPath, op: str) -> str:
 
 
 def _describe_rule(rule: PathRule, *, allow: bool) -> str:
-    path_text = rule.text.split(":", 1)[0] if rule.ops != ALL_OPS else rule.text
     if rule.ops == ALL_OPS:
-        return f"`{path_text}`"
+        return f"`{rule.text}`"
+    path_text = rule.text.split(":", 1)[0]
     ops = ", ".join(op for op in ("add", "update", "delete") if op in rule.ops)
     if allow:
         return f"`{path_text}` (only: {ops})"

@@ -25,7 +25,13 @@ def payload_version(payload: Any) -> str:
     numbers, bools or null written as ``json.dumps`` writes them). Raises
     ``InvalidPayloadError`` (with the path) for what it cannot hash: data that is not JSON, a
     cycle, an integer longer than Python writes as text, a model that cannot be dumped."""
-    data = _dump(payload)
+    try:
+        data = json_data(payload)
+    except Exception as exc:  # pydantic's serialisation errors, a failing serializer
+        raise InvalidPayloadError(
+            f"the payload ({type(payload).__name__}) cannot be dumped to JSON for its "
+            f"version: {exc}"
+        ) from exc
     options: dict[str, Any] = {"sort_keys": True, "separators": (",", ":"), "allow_nan": False}
     try:
         text = json.dumps(data, ensure_ascii=False, **options)
@@ -116,17 +122,6 @@ def _check_scalar(value: Any, linked: Link) -> None:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
-
-
-def _dump(payload: Any) -> Any:
-    """``json_data``, with a model that cannot be dumped as ``InvalidPayloadError``."""
-    try:
-        return json_data(payload)
-    except Exception as exc:  # pydantic's serialisation errors, a failing serializer
-        raise InvalidPayloadError(
-            f"the payload ({type(payload).__name__}) cannot be dumped to JSON for its "
-            f"version: {exc}"
-        ) from exc
 
 
 def check_version(payload: Any, expected: str) -> str:

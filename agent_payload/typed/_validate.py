@@ -204,10 +204,6 @@ def diff_changes(before: Any, after: Any, aligned_by: Sequence[Change] = ()) -> 
     return out
 
 
-def _key(change: Change) -> tuple[str, PayloadPath]:
-    return change.op, change.path
-
-
 def validate_merged(
     payload_type: Any,
     *,
@@ -325,9 +321,9 @@ def _judge_side_effects(
 ) -> None:
     """Ask ``guard`` about each change validation made that the merge did not already judge
     (a union switch, a validator, a default); its findings join the report."""
-    judged = {_key(c): c for c in report.changes}
+    judged = {(c.op, c.path): c for c in report.changes}
     for change in changes:
-        seen = judged.get(_key(change))
+        seen = judged.get((change.op, change.path))
         if (
             seen is not None
             and json_equal(seen.old, change.old)
