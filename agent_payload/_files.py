@@ -56,7 +56,7 @@ class JsonLayout:
 
 
 def json_layout(text: str) -> JsonLayout:
-    """The layout of ``text``: the indent of its first indented line (spaces or a tab); one
+    """The layout of ``text``: the indent of its first indented line (spaces or a tab), else 2; one
     line (``{"a": 1}`` or minified) stays one line, with the same separators."""
     first = _NON_SPACE.search(text)
     start = first.start() if first is not None else len(text)
@@ -69,20 +69,15 @@ def json_layout(text: str) -> JsonLayout:
             text.find('": ', start, end) == -1 and text.find(", ", start, end) == -1
         )
         return JsonLayout(None, (",", ":") if compact else (", ", ": "))
-    pos = newline + 1
-    while pos < end:
-        stop = text.find("\n", pos, end)
-        stop = end if stop == -1 else stop
-        line = text[pos:stop].rstrip("\r")
-        stripped = line.lstrip(" \t")
-        if stripped and len(stripped) < len(line):
-            lead = line[: len(line) - len(stripped)]
-            return JsonLayout("\t" if lead.startswith("\t") else len(lead))
-        pos = stop + 1
-    return JsonLayout(2)
+    indented = _INDENTED.search(text, newline + 1, end)
+    if indented is None:
+        return JsonLayout(2)
+    lead = indented.group(1)
+    return JsonLayout("\t" if lead.startswith("\t") else len(lead))
 
 
 _NON_SPACE = re.compile(r"\S")
+_INDENTED = re.compile(r"^([ \t]+)\r*[^ \t\r\n]", re.MULTILINE)  # a line's lead, if it has content
 
 
 def json_file_text(value: Any, layout: JsonLayout | None = None) -> str:
