@@ -372,12 +372,8 @@ class DataLossGuard:
             and contained is not None
             and contained.group(0).lower() not in old_text.lower()
         ):
-            return (
-                "placeholder",
-                before,
-                after,
-                f"{text} now holds the placeholder {contained[0]!r}",
-            )
+            detail = f"{text} now holds the placeholder {contained[0]!r}"
+            return "placeholder", before, after, detail
         if (
             "string_cut" in rules
             and before >= self.min_string_length

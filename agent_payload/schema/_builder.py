@@ -248,12 +248,9 @@ class Builder:
 
     def _can_hold(self, name: str) -> bool:
         """Whether def ``name`` can be (or contain at its top) an object or array."""
-        if name in self._removable:
-            return self._removable[name]
-        self._removable[name] = True  # assume so while recursing
-        value = self._holds(self.source_defs[name], set())
-        self._removable[name] = value
-        return value
+        if name not in self._removable:  # _holds itself stops at a def met again
+            self._removable[name] = self._holds(self.source_defs[name], set())
+        return self._removable[name]
 
     def _holds(self, schema: Schema, seen: set[str]) -> bool:
         name = self._ref_name(schema)
