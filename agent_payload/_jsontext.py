@@ -389,26 +389,16 @@ def _scalar_at(text: str, pos: int) -> tuple[Any, int]:
     match = _NUMBER.match(text, pos)
     if match is None:
         raise JSONDecodeError("Expecting value", text, pos)
-    integer, fraction, exponent = match.groups()
-    literal = match.group()
-    if not (fraction or exponent):
-        try:
-            return int(integer), match.end()
-        except ValueError:  # longer than sys.get_int_max_str_digits()
-            raise JSONDecodeError(
-                f"an integer of {len(integer):,} digits, longer than can be read "
-                f"({sys.get_int_max_str_digits():,} digits at most)",
-                text,
-                pos,
-            ) from None
-    number = float(literal)
-    if number - number != 0.0:
+    literal, is_float = match.group(), match.group(2, 3) != (None, None)
+    try:
+        return (_exact_float if is_float else _exact_int)(literal), match.end()
+    except NotJsonData:
+        if is_float:
+            why = f"the number {literal} is beyond the range of a 64-bit float (about 1.8e308)"
+            raise JSONDecodeError(f"{why}, so it cannot be read exactly", text, pos) from None
         raise JSONDecodeError(
-            f"the number {literal} is beyond the range of a 64-bit float (about 1.8e308), so it "
-            "cannot be read exactly",
+            f"an integer of {len(literal):,} digits, longer than can be read "
+            f"({sys.get_int_max_str_digits():,} digits at most)",
             text,
             pos,
-        )
-    if float.__repr__(number) != literal:
-        return JsonNumber(literal), match.end()
-    return number, match.end()
+        ) from None
