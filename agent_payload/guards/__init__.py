@@ -1,14 +1,17 @@
 """Guards (docs/guards.md): what an agent may change (``Permissions``), what it may see
 (``ReadScope``), what looks like lost data (``DataLossGuard``), which payload version a change
-was made against (``payload_version``, ``check_version``); ``combine_guards`` asks several.
+was made against (``payload_version``, ``check_version``); ``combine_guards`` asks several
+(``GuardChain`` is in ``report``: the merge uses it).
 """
 
+from collections.abc import Callable, Sequence
+
 from agent_payload.guards._common import format_path
-from agent_payload.guards.chain import GuardChain, combine_guards
 from agent_payload.guards.dataloss import DATA_LOSS_RULES, DataLossFinding, DataLossGuard
 from agent_payload.guards.permissions import PathRule, PermissionFinding, Permissions, parse_rule
 from agent_payload.guards.readscope import ReadScope
 from agent_payload.guards.versions import check_version, payload_version
+from agent_payload.report import Change, Finding, GuardChain
 
 __all__ = [
     "DATA_LOSS_RULES",
@@ -25,3 +28,8 @@ __all__ = [
     "parse_rule",
     "payload_version",
 ]
+
+
+def combine_guards(*guards: Callable[[Change], Sequence[Finding]] | None) -> GuardChain:
+    """One guard that asks each of ``guards`` (None entries skipped) about every change."""
+    return GuardChain([g for g in guards if g is not None])
