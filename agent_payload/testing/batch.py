@@ -385,11 +385,7 @@ class BatchFakes:
         request = server._record(
             batch=True, api=api, method="POST", path="(batch line)", headers={}, body=body, raw=b""
         )
-        try:
-            item = server._next_item(request)
-        except Exception as exc:
-            server.errors.append(exc)
-            return 500, error_body(api, 500, f"FakeProviderServer script error: {exc}")
+        item = server._next_item(request)
         if isinstance(item, Fault):
             code = item.status_code if item.kind == "status" else 500
             message = item.body or f"FakeProviderServer injected HTTP {code}"

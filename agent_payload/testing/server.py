@@ -137,27 +137,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
             message = f"FakeProviderServer: no route {self.command} {path}"
             self._send_error("chat.completions", 404, message)
         else:
-            try:
-                item = fake._next_item(request)
-            except Exception as exc:  # a script error must reach the test, not hang the client
-                fake.errors.append(exc)
-                self._send_error(api, 500, f"FakeProviderServer script error: {exc}")
-                return
-            self._answer(item, request)
+            self._answer(fake._next_item(request), request)
 
     do_GET = do_POST = _handle
 
     def _answer(self, item: str | Reply | Fault, request: FakeRequest) -> None:
         if isinstance(item, Fault):
             self._fault(item, request)
-            return
-        if not isinstance(item, str | Reply):
-            exc = TypeError(
-                f"FakeProviderServer: script item for request #{request.index} is a "
-                f"{type(item).__name__}; expected a str, a Reply or a Fault."
-            )
-            self.server.fake.errors.append(exc)
-            self._send_error(request.api, 500, str(exc))
             return
         reply = resolve_reply(item, request)
         if request.stream:
@@ -445,16 +431,35 @@ class FakeProviderServer:
             return request
 
     def _next_item(self, request: FakeRequest) -> ScriptItem:
-        with self._lock:
-            if self._queue:
-                return self._queue.popleft()
-            handler = self._handler
-        if handler is not None:
-            return handler(request)
-        raise ScriptExhaustedError(
-            f"FakeProviderServer: request #{request.index} ({request.method} {request.path}) "
-            "arrived but the script is empty; add replies or a handler."
+        """The next script item; a script error is kept in ``errors`` and answered with an HTTP
+        500 the SDK does not retry (it must reach the test, not hang the client)."""
+        try:
+            with self._lock:
+                queued = bool(self._queue)
+                item = self._queue.popleft() if queued else None
+                handler = self._handler
+            if not queued:
+                if handler is None:
+                    raise ScriptExhaustedError(
+                        f"FakeProviderServer: request #{request.index} ({request.method} "
+                        f"{request.path}) arrived but the script is empty; add replies or a "
+                        "handler."
+                    )
+                item = handler(request)
+        except Exception as exc:
+            return self._script_error(exc, f"FakeProviderServer script error: {exc}")
+        if isinstance(item, str | Reply | Fault):
+            return item
+        error = TypeError(
+            f"FakeProviderServer: script item for request #{request.index} is a "
+            f"{type(item).__name__}; expected a str, a Reply or a Fault."
         )
+        return self._script_error(error, str(error))
+
+    def _script_error(self, exc: Exception, message: str) -> Fault:
+        self.errors.append(exc)
+        no_retry = (("x-should-retry", "false"),)
+        return Fault(kind="status", status_code=500, body=message, headers=no_retry)
 
     # -- lifecycle --
 
