@@ -153,6 +153,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _fault(self, fault: Fault, request: FakeRequest) -> None:
         reply = resolve_reply(fault.then or "{}", request)  # what the fault spoils, if anything
+        mid_stream = fault.body or "FakeProviderServer injected an error mid-stream"
         if fault.kind == "status":
             self._send_status(fault, request.api)
         elif fault.kind == "delay":
@@ -173,8 +174,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 if not fault.clean:
                     self._abort()
             else:
-                message = fault.body or "FakeProviderServer injected an error mid-stream"
-                error = error_event(request.api, message, sequence_number=len(sent))
+                error = error_event(request.api, mid_stream, sequence_number=len(sent))
                 self._send_stream([*sent, error])
         elif fault.kind == "trickle":
             events = stream_events(reply, request)
@@ -184,8 +184,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 with contextlib.suppress(OSError):
                     self._send_json(200, BUILDERS[request.api](reply, request))
         elif fault.kind == "stream_error":
-            message = fault.body or "FakeProviderServer injected an error mid-stream"
-            self._send_error(request.api, 500, message)
+            self._send_error(request.api, 500, mid_stream)
         elif fault.kind in ("reset", "cut_short", "stream_cut"):
             data = json.dumps(BUILDERS[request.api](reply, request)).encode()
             self._head(200, {"content-type": "application/json", "content-length": str(len(data))})
@@ -313,8 +312,6 @@ class FakeProviderServer:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         """Set (and replaced) by ``reset()`` and ``close()``: wakes the delayed answers."""
-        self._requests: list[FakeRequest] = []
-        self._batch_requests: list[FakeRequest] = []
         self._forget(replies, handler, caller="FakeProviderServer(replies)")
         self._server = _Server(self)
         host, port = self._server.server_address[:2]
@@ -362,14 +359,12 @@ class FakeProviderServer:
         self._drop_connections()
         with self._lock:
             self._wake = threading.Event()
-            self._requests = []
-            self._batch_requests = []
         self._forget(replies, handler, caller="FakeProviderServer.reset(replies)")
 
     def _forget(
         self, replies: Iterable[ScriptItem], handler: Handler | None, *, caller: str
     ) -> None:
-        """A fresh script, errors, batches and batch knobs."""
+        """A fresh script, requests, errors, batches and batch knobs."""
         if isinstance(replies, str):
             raise TypeError(
                 f"{caller}: expected a sequence of script items, got one str; wrap it in a list."
@@ -391,6 +386,8 @@ class FakeProviderServer:
         with self._lock:
             self._queue: deque[ScriptItem] = deque(replies)
             self._handler: Handler | None = handler
+            self._requests: list[FakeRequest] = []
+            self._batch_requests: list[FakeRequest] = []
 
     def add(self, *items: ScriptItem) -> None:
         """Append items to the reply queue."""
