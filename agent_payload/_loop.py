@@ -10,7 +10,6 @@ judgement is ``agent_payload.judge.Judge``'s; this module maps its verdict.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -185,8 +184,8 @@ class RunState:
         shown_json = prepared.shown_json
         budget = settings.max_payload_tokens
         outline: str | None = None
-        if budget is not None and _outline.exceeds(shown_json, budget, count=estimate_tokens):
-            outline = _outline.outline(shown_json, budget, count=estimate_tokens)
+        if budget is not None and _outline.exceeds(shown_json, budget):
+            outline = _outline.outline(shown_json, budget)
         parts = _prompts.render_prompt(
             shown_json,
             task,
@@ -276,13 +275,7 @@ class RunState:
                 if self.reads_used >= s.max_reads:
                     raise self._reads_exhausted(call)
                 self.reads_used += 1
-                text = _outline.answer(
-                    call.name,
-                    call.arguments,
-                    self.prepared.shown_json,
-                    budget,
-                    count=estimate_tokens,
-                )
+                text = _outline.answer(call.name, call.arguments, self.prepared.shown_json, budget)
                 if self.reads_used == s.max_reads:
                     text += "\n\n" + _outline.last_read_note(s.max_reads)
             results.append(Message("tool", text, tool_call_id=call.id))
@@ -423,21 +416,14 @@ class RunState:
 
     # -- failures ------------------------------------------------------------------------
 
-    def _render_current(self) -> Callable[[Any], str] | None:
-        """Outline mode: a correction shows each subtree within half the payload budget."""
-        budget = self.settings.max_payload_tokens
-        if not self.outlined or budget is None:
-            return None
-        half = max(budget // 2, _outline.MIN_PAYLOAD_TOKENS)
-        return functools.partial(_outline.value_text, budget=half, count=estimate_tokens)
-
     def _fail(
         self, reply: str, verdict: _judge.Verdict, error_type: type[ModelReplyError]
     ) -> NoReturn:
         """Keep the failed reply and the judge's correction for the next attempt; raise."""
+        budget = self.settings.max_payload_tokens
         correction = verdict.feedback(
             output_mode=self.settings.output_mode,
-            render_current=self._render_current(),
+            render_current=_outline.current_renderer(budget) if self.outlined and budget else None,
             payload_changed=self.retargeted,
         )
         echo = _echo(reply, truncated=verdict.stage == "truncated")

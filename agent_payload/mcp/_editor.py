@@ -44,7 +44,6 @@ from agent_payload.mcp._undo import UNDO_KEPT, Undo, inverse, keep, revert, undo
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
-from agent_payload.usage import estimate_tokens
 
 __all__ = ["Outcome", "PayloadFileEditor"]
 
@@ -291,7 +290,7 @@ class PayloadFileEditor:
                 node = lookup(view, parse_path(path or ""))
             except (ValueError, PathNotFound) as exc:
                 return Outcome(f"{exc} Nothing else was done.", True, version)
-            if not _outline.exceeds(node, budget, count=estimate_tokens):
+            if not _outline.exceeds(node, budget):
                 self._last = version
                 text, annotated = _prompts._render_json(
                     node,
@@ -324,7 +323,7 @@ class PayloadFileEditor:
         return version, self._view(payload)
 
     def _answer(self, name: str, arguments: Mapping[str, Any], version: str, view: Any) -> Outcome:
-        text = _outline.answer(name, arguments, view, self.max_read_tokens, count=estimate_tokens)
+        text = _outline.answer(name, arguments, view, self.max_read_tokens)
         if text.startswith("Error:"):
             return Outcome(text + " Nothing else was done.", True, version)
         self._last = version
@@ -379,7 +378,7 @@ class PayloadFileEditor:
             return handler
         result = handler.handle(request)
         if result.is_error:
-            text = self._error_text(result.problems, result.content)
+            text = self._correction(result.problems, result.content)
             return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
             return Outcome(
@@ -397,8 +396,7 @@ class PayloadFileEditor:
         written = self._write(current, new, "Nothing was applied")
         if written is not None:
             return written
-        after = self._versions.remember(new)
-        self._last = after
+        after = self._last = self._versions.remember(new)[0]
         self._versions.append(current, after, replayed)
         keep(self._history, dataclasses.replace(undo, after=after))
         note = (
@@ -451,15 +449,7 @@ class PayloadFileEditor:
                 problems = tuple(
                     dataclasses.replace(p, message=_CONCURRENT_IN_SCOPE) for p in problems
                 )
-            text = _prompts.render_correction(
-                problems,
-                marker=self.marker,
-                output_mode="tool",
-                tool_name=APPLY_TOOL,
-                earlier_calls_kept=True,
-                render_current=self._render_current(payload),
-            )
-            text = self._error_text(problems, text) + _version_line(current, _NOW)
+            text = self._correction(problems, payload=payload) + _version_line(current, _NOW)
             return Outcome(text, True, current)
         except AgentPayloadError as exc:  # wrong on its own base: judged there, as any request
             handler = self._handler(base_payload)
@@ -467,7 +457,7 @@ class PayloadFileEditor:
                 return handler
             judged = handler.handle(request)
             text = (
-                self._error_text(judged.problems, judged.content)
+                self._correction(judged.problems, judged.content)
                 if judged.is_error
                 else f"Nothing was applied: {exc}\n"
             )
@@ -501,9 +491,8 @@ class PayloadFileEditor:
         written = self._write(current, new, "Nothing was undone")
         if written is not None:
             return written
-        restored = self._versions.remember(new)
-        self._last = restored
-        self._versions.record(current, restored, payload, target, request)
+        restored = self._last = self._versions.remember(new)[0]
+        self._versions.append(current, restored, self._versions.replayed(payload, target, request))
         self._versions.cancel((last.before, last.after), (current, restored))
         self._history.pop()
         left = len(self._history)
@@ -529,52 +518,50 @@ class PayloadFileEditor:
         return self.read_scope.project(payload) if self.read_scope is not None else payload
 
     def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
+        """The handler judging a request against ``payload`` (its corrections show current
+        values within half ``max_read_tokens``)."""
         try:
-            return self._handler_of(payload)
+            handler = ChangeRequestToolHandler(
+                payload,
+                marker=self.marker,
+                guards=self.guards(),
+                validators=[self._validate] if self._schema is not None else [],
+                name=APPLY_TOOL,
+                versions=False,  # the server numbers the file's versions itself
+                max_payload_tokens=self.max_read_tokens,  # corrections within half of it
+            )
         except AgentPayloadError as exc:  # the file was changed into something not editable
             return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
-
-    def _render_current(self, payload: Any) -> Any:
-        """How a correction over ``payload`` writes current values (the handler's way)."""
-        try:
-            return self._handler_of(payload).render_current()
-        except AgentPayloadError:
-            return None
-
-    def _handler_of(self, payload: Any) -> ChangeRequestToolHandler:
-        """The handler judging a request against ``payload`` (its corrections show current
-        values within half ``max_read_tokens``); raises ``AgentPayloadError``."""
-        handler = ChangeRequestToolHandler(
-            payload,
-            marker=self.marker,
-            guards=self.guards(),
-            validators=[self._validate] if self._schema is not None else [],
-            name=APPLY_TOOL,
-            versions=False,  # the server numbers the file's versions itself
-            max_payload_tokens=self.max_read_tokens,  # corrections within half of it
-        )
         # The payload was read from the file for this call and is never mutated: the merge
         # shares what it does not touch (one file's worth in memory, not two).
         handler._share_merge = True
         return handler
 
-    def _error_text(self, problems: Sequence[Problem], content: str) -> str:
-        """The handler's correction; under a read scope, without the current values it shows
-        (they are whole subtrees of the file, hidden keys included: until the handler projects
-        them itself, the model reads them with read_payload, which applies the scope)."""
-        if self.read_scope is None or not any(p.has_current for p in problems):
+    def _correction(
+        self, problems: Sequence[Problem], content: str | None = None, payload: Any = None
+    ) -> str:
+        """The handler's correction ``content``, else one rendered over ``payload``; under a read
+        scope, without current values (the model reads them with read_payload, which applies
+        the scope)."""
+        hide = self.read_scope is not None and any(p.has_current for p in problems)
+        if content is not None and not hide:
             return content
-        bare = [dataclasses.replace(p, current=None, has_current=False) for p in problems]
-        return (
-            _prompts.render_correction(
-                bare,
-                marker=self.marker,
-                output_mode="tool",
-                tool_name=APPLY_TOOL,
-                earlier_calls_kept=True,
-            )
-            + f"(Call {READ_TOOL} with a path to see the current values concerned.)\n"
+        budget, render = self.max_read_tokens, None
+        if hide:
+            problems = [dataclasses.replace(p, current=None, has_current=False) for p in problems]
+        elif _outline.exceeds(payload, budget):
+            render = _outline.current_renderer(budget)
+        text = _prompts.render_correction(
+            problems,
+            marker=self.marker,
+            output_mode="tool",
+            tool_name=APPLY_TOOL,
+            earlier_calls_kept=True,
+            render_current=render,
         )
+        if hide:
+            text += f"(Call {READ_TOOL} with a path to see the current values concerned.)\n"
+        return text
 
     def _outside_text(self, base: str, base_payload: Any, current: str, payload: Any) -> str:
         changed, count = differences(self._view(base_payload), self._view(payload))

@@ -245,13 +245,10 @@ class Versions:
         self._shown_size = 0
         self._cancelled: set[tuple[str, str]] = set()
 
-    def remember(self, data: bytes | Tap) -> str:
+    def remember(self, data: bytes | Tap) -> tuple[str, bytes]:
         """Keep ``data`` (or what a ``Tap`` passed on) as a version shown to the model (the
-        newest ``VERSIONS_KEPT``, within ``SHOWN_BYTES`` compressed); its version."""
-        return self.keep(data)[0]
-
-    def keep(self, data: bytes | Tap) -> tuple[str, bytes]:
-        """``remember``, with the bytes compressed."""
+        newest ``VERSIONS_KEPT``, within ``SHOWN_BYTES`` compressed); its version and bytes
+        compressed."""
         version = data.version() if isinstance(data, Tap) else digest(data)
         packed = self._shown.get(version)
         if packed is not None:
@@ -278,10 +275,6 @@ class Versions:
         ``ConcurrentChangeError`` on a collision (``rebase_change_request``)."""
         applied = [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries]
         return rebase_change_request(base_payload, applied, request, markers={self.marker})
-
-    def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
-        """Journal one write, with ``request`` if it replays it exactly (see ``replayed``)."""
-        self.append(before, after, self.replayed(old, new, request))
 
     def replayed(self, old: Any, new: Any, request: Any) -> dict[str, Any] | None:
         """``request`` as the journal keeps it: its wire form when applying it to ``old`` gives

@@ -3,9 +3,10 @@ to ``read_payload`` and ``find_in_payload`` calls, each a text for the model."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from string import Template
 from typing import Any
 
@@ -364,6 +365,11 @@ def value_text(value: Any, budget: int, *, count: Count | None = None) -> str:
     body_budget = max(budget - count(note + "\n"), MIN_PAYLOAD_TOKENS // 2)
     text, complete = _fit(value, body_budget, count, (FULL, *LEVELS))
     return text if complete else f"{note}\n{text}"
+
+
+def current_renderer(budget: int) -> Callable[[Any], str]:
+    """How an outline mode correction writes a current value: ``value_text`` in half ``budget``."""
+    return functools.partial(value_text, budget=max(budget // 2, MIN_PAYLOAD_TOKENS))
 
 
 def find(

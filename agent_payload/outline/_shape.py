@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -223,9 +222,6 @@ class _TooLong(Exception):
     pass
 
 
-_FENCE_CLOSE = re.compile(r"</(?=payload|schema|task)", re.IGNORECASE)
-
-
 class _Writer:
     """Writes one outline at one level. ``cut`` tells whether anything was left out."""
 
@@ -243,7 +239,7 @@ class _Writer:
         self.out.append(text)
 
     def text(self) -> str:
-        return _FENCE_CLOSE.sub(r"<\\/", "".join(self.out))
+        return _prompts._escape_fences("".join(self.out))
 
     # -- values --
 
