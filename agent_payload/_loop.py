@@ -412,14 +412,18 @@ class RunState:
             self.judge_reply = self._judge_for(self.prepared)
         self.pending = {}
         reply = self.replies[-1] if self.replies else ""
-        self._fail(reply, self.judge_reply.concurrent(error), ModelReplyError)
+        self._fail(reply, self.judge_reply.concurrent(error))
 
     # -- failures ------------------------------------------------------------------------
 
     def _fail(
-        self, reply: str, verdict: _judge.Verdict, error_type: type[ModelReplyError]
+        self,
+        reply: str,
+        verdict: _judge.Verdict,
+        error_type: type[ModelReplyError] = ModelReplyError,
     ) -> NoReturn:
-        """Keep the failed reply and the judge's correction for the next attempt; raise."""
+        """Keep the failed reply and the judge's correction (or request to confirm) for the
+        next attempt; raise."""
         budget = self.settings.max_payload_tokens
         correction = verdict.feedback(
             output_mode=self.settings.output_mode,
@@ -427,17 +431,6 @@ class RunState:
             payload_changed=self.retargeted,
         )
         echo = _echo(reply, truncated=verdict.stage == "truncated")
-        self._correct(reply, echo, correction, verdict, error_type)
-
-    def _correct(
-        self,
-        reply: str,
-        echo: str,
-        correction: str,
-        verdict: _judge.Verdict,
-        error_type: type[ModelReplyError] = ModelReplyError,
-    ) -> NoReturn:
-        """Send ``echo`` (the failed reply) and ``correction`` on the next attempt; raise."""
         self.last_failure = _Failure(echo, correction, verdict.problems)
         self.reads_before_failure = len(self.reads)
         error = error_type(
@@ -473,5 +466,4 @@ class RunState:
 
     def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
         self.pending = {"confirming": verdict.payload_json}
-        correction = verdict.feedback(output_mode=self.settings.output_mode)
-        self._correct(reply, _echo(reply), correction, verdict)
+        self._fail(reply, verdict)

@@ -408,10 +408,6 @@ class Judge:
                     yield outcome
             except Exception as exc:
                 problem = _callables.validator_problem(exc)
-                if problem is None and isinstance(exc, ModelReplyError):
-                    problem = Problem(
-                        kind="custom", message=exc.feedback, path=getattr(exc, "path", None)
-                    )
                 if problem is None:
                     raise
                 return self._no(
