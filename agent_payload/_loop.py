@@ -117,7 +117,6 @@ class RunState:
         self,
         *,
         prepared: _intake.Prepared,
-        task: str,
         system: str,
         user: str,
         schema: Mapping[str, Any] | None,
@@ -128,14 +127,12 @@ class RunState:
         self.prepared = prepared
         """The payload as ``_intake.prepare`` made it (a collision moves it: ``collided``)."""
         self.run_id = ""
-        self.task = task
         self.marker = prepared.marker
         self.messages: tuple[Message, ...] = (
             Message("system", system),
             Message("user", user, stable_prefix=payload_end),
         )
         self.schema = schema
-        self.payload_type = prepared.payload_type
         self.settings = settings
         self.attempt = 0
         self.usage = Usage()
@@ -211,7 +208,6 @@ class RunState:
             schema = _schema.change_request_schema(prepared.payload_type, marker=prepared.marker)
         return cls(
             prepared=prepared,
-            task=task,
             system=parts.system,
             user=parts.user,
             schema=schema,

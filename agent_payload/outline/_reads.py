@@ -511,17 +511,6 @@ def answer(
     with ``arguments`` (the call's JSON text or a mapping): a bad call gets an error text that
     says what was wrong and how to call it, never an exception. Never over ``budget`` tokens,
     and the model's own path or text is repeated only up to ``ECHO_LIMIT`` characters."""
-    text = _answer(name, arguments, shown, budget, count)
-    return _cap(text, budget, count or estimate_tokens)
-
-
-def _answer(
-    name: str,
-    arguments: str | Mapping[str, Any],
-    shown: Any,
-    budget: int,
-    count: Count | None,
-) -> str:
     try:
         if name == READ_PAYLOAD:
             parsed = _arguments(arguments, name, {"path", "start", "end", "keys"})
@@ -546,4 +535,4 @@ def _answer(
             f"{FIND_IN_PAYLOAD}."
         )
     except _ReadError as exc:
-        return str(exc)
+        return _cap(str(exc), budget, count or estimate_tokens)

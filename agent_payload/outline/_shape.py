@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_payload import _jsontext
@@ -222,15 +222,15 @@ class _TooLong(Exception):
     pass
 
 
+@dataclass
 class _Writer:
     """Writes one outline at one level. ``cut`` tells whether anything was left out."""
 
-    def __init__(self, level: Level, cap: int) -> None:
-        self.level = level
-        self.cap = cap
-        self.size = 0
-        self.out: list[str] = []
-        self.cut = False
+    level: Level
+    cap: int
+    size: int = 0
+    out: list[str] = field(default_factory=list)
+    cut: bool = False
 
     def emit(self, text: str) -> None:
         self.size += len(text)
