@@ -111,8 +111,7 @@ class Judge:
 
     def shown(self, data: Any) -> Any:
         """``data`` (JSON data) as the model may see it: projected through the read scope."""
-        scope = self.read_scope
-        return data if scope is None else scope.project(data)
+        return _intake.project(self.read_scope, data)
 
     def hidden(self, path: PayloadPath | None) -> bool:
         """True when the payload node at ``path`` (or an ancestor) is outside the read scope."""

@@ -17,7 +17,7 @@ from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._filelock import locked
 from agent_payload._files import json_file_chunks, loads_json_file
-from agent_payload._intake import prepare
+from agent_payload._intake import prepare, project
 from agent_payload._jsondata import json_equal
 from agent_payload._paths import PathNotFound, echo, lookup, parse_path
 from agent_payload._reply import DEFAULT_TOOL_NAME
@@ -320,7 +320,7 @@ class PayloadFileEditor:
             version, _, _, payload = load(self.path, self._versions)
         except FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
-        return version, self._view(payload)
+        return version, project(self.read_scope, payload)
 
     def _answer(self, name: str, arguments: Mapping[str, Any], version: str, view: Any) -> Outcome:
         text = _outline.answer(name, arguments, view, self.max_read_tokens)
@@ -514,9 +514,6 @@ class PayloadFileEditor:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _view(self, payload: Any) -> Any:
-        return self.read_scope.project(payload) if self.read_scope is not None else payload
-
     def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
         """The handler judging a request against ``payload`` (its corrections show current
         values within half ``max_read_tokens``)."""
@@ -564,7 +561,8 @@ class PayloadFileEditor:
         return text
 
     def _outside_text(self, base: str, base_payload: Any, current: str, payload: Any) -> str:
-        changed, count = differences(self._view(base_payload), self._view(payload))
+        scope = self.read_scope
+        changed, count = differences(project(scope, base_payload), project(scope, payload))
         what = ", ".join(changed) + (f" (and {count - len(changed)} more)" if count > 5 else "")
         return (
             f"Nothing was applied: {self.path.name} was changed by someone else since version "

@@ -33,7 +33,6 @@ __all__ = [
     "Entry",
     "Journal",
     "Versions",
-    "chain",
     "differences",
     "digest",
 ]
@@ -129,31 +128,20 @@ class Journal:
         """The writes that turned version ``base`` into ``current``, in order; else why not:
         ``"outside"`` (an edit no request explains) or ``"older"`` (older than the journal)."""
         entries, compacted = self.entries()
-        return chain(entries, base, current, compacted=compacted)
+        out: list[Entry] = []
+        expect = current
+        while expect != base:  # the latest run of entries leading from base to current
+            if len(out) == len(entries):
+                return "older" if compacted else "outside"
+            entry = entries[-1 - len(out)]
+            if entry.after != expect or entry.request is None:
+                return "outside"
+            out.append(entry)
+            expect = entry.before
+        return out[::-1]
 
 
 _COMPACTED = '{"compacted":true}\n'
-
-
-def chain(
-    entries: Iterable[Entry], base: str, current: str, *, compacted: bool = False
-) -> list[Entry] | str:
-    """The latest run of ``entries`` leading from ``base`` to ``current`` (see ``since``)."""
-    ordered = list(entries)
-    out: list[Entry] = []
-    expect = current
-    index = len(ordered) - 1
-    while expect != base:
-        if index < 0:
-            return "older" if compacted else "outside"
-        entry = ordered[index]
-        if entry.after != expect or entry.request is None:
-            return "outside"
-        out.append(entry)
-        expect = entry.before
-        index -= 1
-    out.reverse()
-    return out
 
 
 class Tap:
