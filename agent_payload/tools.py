@@ -425,18 +425,15 @@ class ChangeRequestToolHandler(OutlineReads):
         """Apply one tool call's arguments (JSON text or mapping), rebased from its base, the
         first known of: ``base_version``, a ``turn()`` block, ``turn`` (a hashable naming the
         model response), the model's ``base_version`` argument (none: the current payload)."""
-        _callables.require_sync(
+        where, fix = (
             "ChangeRequestToolHandler.handle",
-            [("validator", v) for v in self.validators],
             "call await handler.ahandle(arguments) instead",
         )
+        _callables.require_sync(where, [("validator", v) for v in self.validators], fix)
         with self._lock:
-            result = _callables.drive(
-                self._handle(arguments, base_version, turn),
-                "ChangeRequestToolHandler.handle",
-                "call await handler.ahandle(arguments) instead",
+            return self._keep(
+                _callables.drive(self._handle(arguments, base_version, turn), where, fix)
             )
-            return self._keep(result)
 
     async def ahandle(
         self,
