@@ -10,7 +10,6 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 from typing import Any, Final
 
 from agent_payload import outline as _outline
@@ -170,16 +169,11 @@ class PayloadFileEditor:
     def guards(self) -> list[Any]:
         return [g for g in (self.permissions, self.read_scope) if g is not None]
 
-    def _rules_text(self) -> str | None:
-        parts = [g.describe().strip() for g in self.guards()]
-        text = "\n".join(p for p in parts if p)
-        return text or None
-
     def apply_description(self) -> str:
         """The format's instructions (the system prompt's text) and how to call the tool."""
-        system = _prompts.render_system(marker=self.marker, permissions=self._rules_text())
-        reply = Template(_prompts.load_template("reply_tool"))
-        reply_text = reply.substitute(tool_name=APPLY_TOOL, marker=self.marker).strip()
+        rules = _prompts.guard_rules(None, self.guards())
+        system = _prompts.render_system(marker=self.marker, permissions=rules)
+        reply_text = _prompts._reply_contract("tool", self.marker, APPLY_TOOL)
         return (
             f"Edit the JSON file {self.path.name} with a change request. Call {READ_TOOL} "
             "first to see the payload; the file is written after each call that applies, and "

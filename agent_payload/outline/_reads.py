@@ -7,7 +7,6 @@ import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from string import Template
 from typing import Any
 
 from agent_payload import prompts as _prompts
@@ -102,10 +101,8 @@ def tool_specs(*, budget: int, limit: int = FIND_LIMIT) -> tuple[ToolText, ...]:
         },
         "additionalProperties": False,
     }
-    read_text = Template(_prompts.load_template("tool_read_payload")).substitute(budget=str(budget))
-    find_text = Template(_prompts.load_template("tool_find_in_payload")).substitute(
-        limit=str(limit)
-    )
+    read_text = _prompts._render("tool_read_payload", budget=str(budget))
+    find_text = _prompts._render("tool_find_in_payload", limit=str(limit))
     return (
         (READ_PAYLOAD, read_text.strip(), read_schema),
         (FIND_IN_PAYLOAD, find_text.strip(), find_schema),
@@ -114,8 +111,7 @@ def tool_specs(*, budget: int, limit: int = FIND_LIMIT) -> tuple[ToolText, ...]:
 
 def last_read_note(max_reads: int) -> str:
     """Added to the answer of the last read a run allows."""
-    template = Template(_prompts.load_template("read_last"))
-    return template.substitute(max_reads=str(max_reads)).strip()
+    return _prompts._render("read_last", max_reads=str(max_reads)).strip()
 
 
 def not_applied_note() -> str:
