@@ -323,7 +323,7 @@ class _BaseAgent(Generic[M]):
             max_payload_tokens=self.max_payload_tokens,
             max_reads=self.max_reads,
         )
-        state = RunState.start(payload, task, settings)
+        state = RunState(payload, task, settings)
         state.run_id = run_id or uuid.uuid4().hex
         return state
 
