@@ -36,7 +36,7 @@ def use_color(stream: TextIO, *, no_color: bool = False) -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass
 class Style:
     """ANSI styling that collapses to plain text when colour is off."""
 
