@@ -36,7 +36,6 @@ from agent_payload.mcp._journal import (
     Versions,
     differences,
     digest,
-    split_off,
 )
 from agent_payload.mcp._schema import PayloadSchema
 from agent_payload.mcp._undo import UNDO_KEPT, Undo, inverse, keep, revert, undo_of
@@ -86,8 +85,20 @@ _CONCURRENT_IN_SCOPE = (
 
 def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
     """The change request and its ``base_version`` (None when not given; an ``Outcome`` when
-    it is not a string) from the tool's arguments (a mapping, or its JSON text)."""
-    request, base = split_off(arguments, BASE_VERSION)
+    it is not a string) from the tool's arguments (a mapping, or its JSON text; anything else
+    is handed on as it is)."""
+    request: Any = arguments
+    if isinstance(arguments, str):
+        try:
+            request = json.loads(arguments)
+        except ValueError:
+            return arguments, None  # the handler says what is wrong with it
+        if not isinstance(request, dict):
+            return arguments, None
+    if not isinstance(request, Mapping) or BASE_VERSION not in request:
+        return request, None
+    base = request[BASE_VERSION]
+    request = {k: v for k, v in request.items() if k != BASE_VERSION}
     if base is None or (isinstance(base, str) and base.strip()):
         return request, base.strip() if isinstance(base, str) else None
     return request, Outcome(

@@ -15,7 +15,7 @@ import logging
 import os
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,22 +171,6 @@ class Tap:
 def digest(data: bytes) -> str:
     """The version of a file's bytes: the first 12 hex digits of their SHA-256."""
     return hashlib.sha256(data).hexdigest()[:12]
-
-
-def split_off(arguments: Any, key: str) -> tuple[Any, Any]:
-    """``(the arguments without key, its value or None)`` from a tool call's arguments (a
-    mapping, or its JSON text; anything else is handed on as it is)."""
-    if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments)
-        except ValueError:
-            return arguments, None  # the handler says what is wrong with it
-        if not isinstance(decoded, dict):
-            return arguments, None
-        arguments = decoded
-    if not isinstance(arguments, Mapping) or key not in arguments:
-        return arguments, None
-    return {k: v for k, v in arguments.items() if k != key}, arguments[key]
 
 
 _ABSENT: Any = object()
