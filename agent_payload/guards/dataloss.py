@@ -294,20 +294,27 @@ class DataLossGuard:
         )
 
     def _scan(self, change: Change) -> Iterator[_Hit]:
-        shrunk: Any = object()  # the link of the container whose deletions are being judged
-        for linked, op, old, new in fine_changes(change):
-            path = path_below(change.path, linked)
-            if op == "delete" and linked is not None and linked[0] is not shrunk:
-                shrunk = linked[0]  # its first deletion: the container itself is judged first
-                where = materialize(shrunk)
-                old_parent, new_parent = lookup(change.old, where), lookup(change.new, where)
-                yield from self._container_hits(path[:-1], old_parent, new_parent)
-            if op == "delete":
-                found = self._removal(old)
-            else:
-                found = self._leaf(old, new) if op == "update" else None
+        if change.op != "update":  # one node added (nothing lost) or deleted
+            found = self._removal(change.old) if change.op == "delete" else None
             if found is not None:
-                yield _Hit(path, *found)
+                yield _Hit(change.path, *found)
+            return
+        shrunk: Any = object()  # the link of the container whose deletions are being judged
+        parent: PayloadPath = ()
+        for linked, op, old, new in fine_changes(change):
+            if op == "update":
+                found = self._leaf(old, new)
+                if found is not None:
+                    yield _Hit(path_below(change.path, linked), *found)
+            elif op == "delete" and linked is not None:
+                if linked[0] is not shrunk:  # its first deletion: judge the container first
+                    shrunk, where = linked[0], materialize(linked[0])
+                    parent = change.path + where
+                    old_parent, new_parent = lookup(change.old, where), lookup(change.new, where)
+                    yield from self._container_hits(parent, old_parent, new_parent)
+                found = self._removal(old)
+                if found is not None:
+                    yield _Hit((*parent, linked[1]), *found)
 
     def _container_hits(self, path: PayloadPath, old: Any, new: Any) -> Iterator[_Hit]:
         if isinstance(old, list) and self._shrunk(old, len(old) - len(new)):
