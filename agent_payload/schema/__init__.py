@@ -39,7 +39,15 @@ def change_request_schema(payload_type: Any = None, *, marker: str = MARKER) -> 
     if isinstance(payload_type, dict):
         _check_depth(payload_type)
         return Builder(payload_type, marker).build()  # the builder works on a copy
-    return Builder(_payload_json_schema(payload_type), marker, fields_always_present=True).build()
+    try:
+        schema = TypeAdapter(payload_type).json_schema(ref_template="#/$defs/{model}")
+    except Exception as exc:
+        raise ConfigurationError(
+            f"change_request_schema({payload_type!r}): pydantic cannot derive a JSON Schema "
+            f"from this type ({exc}). Pass a pydantic model class, a type pydantic accepts "
+            "(list[Item], a TypedDict, ...), or None for any JSON."
+        ) from exc
+    return Builder(schema, marker, fields_always_present=True).build()
 
 
 MAX_SCHEMA_DEPTH = 200
@@ -60,15 +68,3 @@ def _check_depth(schema: Schema) -> None:
             )
         children = node.values() if isinstance(node, dict) else node
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-
-
-def _payload_json_schema(payload_type: Any) -> Schema:
-    try:
-        result: Schema = TypeAdapter(payload_type).json_schema(ref_template="#/$defs/{model}")
-    except Exception as exc:
-        raise ConfigurationError(
-            f"change_request_schema({payload_type!r}): pydantic cannot derive a JSON Schema "
-            f"from this type ({exc}). Pass a pydantic model class, a type pydantic accepts "
-            "(list[Item], a TypedDict, ...), or None for any JSON."
-        ) from exc
-    return result

@@ -243,26 +243,20 @@ def _restore_opaque(validated: Any, carry: _Carry, type_name: str) -> list[tuple
     wrote them (the mask included), which is never stored."""
     for opaque, target in carry.moves:
         _put_back(validated, opaque, target)
-    owners = carry.owners()
-    refusals = []
-    for opaque in _opaque_fields(validated):
-        if opaque.kind == "secret" and opaque.path[:-1] not in owners and _masked(opaque.value):
-            refusals.append(
-                (
-                    opaque.path,
-                    f"{format_payload_path(opaque.path)} is a secret field of {type_name} in "
-                    f'content you wrote, holding the mask "{MASK}": that is how a hidden '
-                    f"value is shown, never a value to store. {_MOVE_FIX}",
-                )
-            )
-    return refusals
+    owners, masks = carry.owners(), (MASK, MASK.encode())
+    return [
+        (
+            opaque.path,
+            f"{format_payload_path(opaque.path)} is a secret field of {type_name} in "
+            f'content you wrote, holding the mask "{MASK}": that is how a hidden '
+            f"value is shown, never a value to store. {_MOVE_FIX}",
+        )
+        for opaque in _opaque_fields(validated)
+        if opaque.kind == "secret"
+        and opaque.path[:-1] not in owners
+        and opaque.value.get_secret_value() in masks  # the model copied the mask it was shown
+    ]
 
 
 MASK: Final = "**********"
 """How pydantic shows a secret's value in JSON (``SecretStr``, ``SecretBytes``, ``Secret``)."""
-
-
-def _masked(secret: Any) -> bool:
-    """True when a secret holds the mask itself (the model copied what it was shown)."""
-    value = secret.get_secret_value()
-    return bool(value == MASK or value == MASK.encode())

@@ -221,12 +221,8 @@ def clean_loc(loc: Sequence[str | int], data: Any) -> tuple[str | int, ...]:
 
 def validation_errors(exc: ValidationError, data: Any) -> list[tuple[PayloadPath, str]]:
     """``(payload path, message)`` per error, paths cleaned, duplicates dropped."""
-    out: list[tuple[PayloadPath, str]] = []
-    for err in exc.errors(include_url=False):
-        item = (clean_loc(tuple(err["loc"]), data), str(err["msg"]))
-        if item not in out:
-            out.append(item)
-    return out
+    errors = exc.errors(include_url=False)
+    return list(dict.fromkeys((clean_loc(tuple(e["loc"]), data), str(e["msg"])) for e in errors))
 
 
 # --- computed fields -----------------------------------------------------------------------
