@@ -505,14 +505,13 @@ def describe(v: Any, limit: int = 60) -> str:
 
 def kind_word(v: Any) -> str:
     """``an object`` / ``an array`` / ``a primitive``-style noun for messages."""
-    if isinstance(v, dict):
-        return "an object"
-    if isinstance(v, list):
-        return "an array"
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, str):
-        return "a string"
-    return "a number"
+    return next((word for kind, word in _KIND_WORDS if isinstance(v, kind)), "a number")
+
+
+_KIND_WORDS: Final = (
+    (dict, "an object"),
+    (list, "an array"),
+    (type(None), "null"),
+    (bool, "a boolean"),
+    (str, "a string"),
+)

@@ -149,11 +149,11 @@ class Permissions:
         """Whether a change with ``op`` at exactly ``path`` (no contents involved) is permitted."""
         if op not in ALL_OPS:
             raise ConfigurationError(f"op must be add, update or delete, got {op!r}")
-        if any(rule.covers(path, op) for rule in self.deny_rules):
+        if self._deny.covering(self._deny.state_at(path), op) is not None:
             return False
-        if self.allow_rules is None:
-            return True
-        return any(rule.covers(path, op) for rule in self.allow_rules)
+        return self.allow_rules is None or bool(
+            self._allow.covering(self._allow.state_at(path), op)
+        )
 
     def check(self, change: Change) -> PermissionFinding | None:
         """The first violation of ``change`` as a finding, or None."""

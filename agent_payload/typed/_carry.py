@@ -155,9 +155,6 @@ class _Carry:
         if displaced:
             self._match_displaced(displaced)
 
-    def owners(self) -> set[PayloadPath]:
-        return {target for _, target in self.moves}
-
     def _check_in_place(self, opaque: _Opaque, target: PayloadPath) -> None:
         """An owner kept in place: writing or deleting its hidden field is refused."""
         where = format_payload_path(target)
@@ -241,9 +238,11 @@ def _restore_opaque(validated: Any, carry: _Carry, type_name: str) -> list[tuple
     """Put the input's secret and excluded values where ``carry`` says (in place), and return
     the refusals of secrets the validated result holds that no original brought: the model
     wrote them (the mask included), which is never stored."""
+    owners: set[PayloadPath] = set()
     for opaque, target in carry.moves:
         _put_back(validated, opaque, target)
-    owners, masks = carry.owners(), (MASK, MASK.encode())
+        owners.add(target)
+    masks = (MASK, MASK.encode())
     return [
         (
             opaque.path,
