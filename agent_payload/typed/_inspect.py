@@ -270,8 +270,4 @@ def _computed_at(payload_type: Any, path: PayloadPath) -> bool:
     """Whether ``path``'s last key names a computed field of any model of the type."""
     if not path or not isinstance(path[-1], str):
         return False
-    try:
-        classes = _model_classes(payload_type)
-    except Exception:
-        return False
-    return any(path[-1] in _computed_keys(cls) for cls in classes)
+    return any(path[-1] in _computed_keys(cls) for cls in _model_classes(payload_type))
