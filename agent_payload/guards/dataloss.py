@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -220,10 +221,7 @@ class DataLossGuard:
                     findings.append(finding)
                     seen.add((finding.path, finding.rule))
         # Count, never compare lengths: appended items do not make up for deleted ones.
-        removed: dict[PayloadPath, int] = {}
-        for change in changes:
-            if change.op == "delete" and change.path:
-                removed[change.path[:-1]] = removed.get(change.path[:-1], 0) + 1
+        removed = Counter(c.path[:-1] for c in changes if c.op == "delete" and c.path)
         paths = PathMap(changes)
         for parent, count in removed.items():
             old = lookup(before, parent, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -184,13 +185,12 @@ class _Carry:
         new_nodes: dict[str, list[PayloadPath]] = {}
         for path in _new_objects(self.paths, self.merged_json):
             new_nodes.setdefault(_canonical(_lookup(self.merged_json, path)[1]), []).append(path)
-        claims: dict[PayloadPath, int] = {}
+        claims: Counter[PayloadPath] = Counter()
         wanted: list[tuple[PayloadPath, list[_Opaque], bool, list[PayloadPath]]] = []
         for owner, fields, deleted in displaced:
             found, shown = _lookup(self.before_json, owner)
             matches = new_nodes.get(_canonical(shown), []) if found else []
-            for match in matches:
-                claims[match] = claims.get(match, 0) + 1
+            claims.update(matches)
             wanted.append((owner, fields, deleted, matches))
         for owner, fields, deleted, matches in wanted:
             if len(matches) == 1 and claims[matches[0]] == 1:
