@@ -109,8 +109,15 @@ class _ArrayWalker(_Walker):
                     why = f"updateElements deletes the element {self.pp(io)}"
                     self.moot_removal(x_nested, ai, True, xl, io, why)
                 if ni is not None:
-                    self.descent_into_deleted(
-                        nl, io, i, "removeElements" if x_del else "updateElements"
+                    self.conflict(
+                        "shape_mismatch",
+                        nl,
+                        f"{'removeElements' if x_del else 'updateElements'} deletes the element "
+                        f"{self.pp(io)} in this same request, so newElements cannot add inside "
+                        "it; the deletion stands and this part was not applied. To put a changed "
+                        f'copy in its place, insert the full new value with a list: {{"{i}": '
+                        "[...]}.",
+                        io,
                     )
                 if self.commit("delete", io, ai, None, xl if x_del else ul):
                     deleted.append(i)

@@ -48,12 +48,7 @@ class _Reporter:
         self.limits = limits
         self.report = report
         self.path_parts = 0
-        if MARKER in markers:
-            self.marker_name: str | None = MARKER
-        elif markers:
-            self.marker_name = sorted(markers)[0]
-        else:
-            self.marker_name = None
+        self.marker_name = MARKER if MARKER in markers else min(markers, default=None)
 
     # --- report helpers ---------------------------------------------------------------------
 
@@ -159,9 +154,10 @@ class _Reporter:
 
     # --- messages ---------------------------------------------------------------------------
 
-    def shape_message(
-        self, bucket: str, given: Any, current: Any, plink: Link, element: bool
-    ) -> str:
+    def mismatch(
+        self, bucket: str, given: Any, current: Any, rlink: Link, plink: Link, *, element: bool
+    ) -> None:
+        """Conflict ``shape_mismatch``: ``bucket`` gives a value of the wrong kind."""
         where = self.pp(plink)
         found = describe(given)
         if isinstance(current, list) and isinstance(given, dict):
@@ -193,21 +189,11 @@ class _Reporter:
                 "value at the same path in updateElements, or replace the whole top-level value "
                 "with replaceElements."
             )
-        return (
+        message = (
             f"{bucket} gives {found} where the payload holds {kind_word(current)} at {where}; "
             f"expected {expected} here.{detail} Not applied. {fix}"
         )
-
-    def mismatch(
-        self, bucket: str, given: Any, current: Any, rlink: Link, plink: Link, *, element: bool
-    ) -> None:
-        """Conflict ``shape_mismatch``: ``bucket`` gives a value of the wrong kind."""
-        self.conflict(
-            "shape_mismatch",
-            rlink,
-            self.shape_message(bucket, given, current, plink, element),
-            plink,
-        )
+        self.conflict("shape_mismatch", rlink, message, plink)
 
     def moot_removal(
         self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link, why: str
@@ -227,12 +213,14 @@ class _Reporter:
     ) -> bool:
         """True when nested removals ``x`` fit the payload value; else say why (nothing inside
         to delete: a warning; a value of another shape: a conflict)."""
-        fit = self.removal_fit(x, cur, present)
-        if fit == "missing":
+        kc = _kind(cur) if present else None
+        if kc not in (_OBJ, _ARR):
             self.warn_remove_missing_nested(x, cur, present, xlink, plink)
-        elif fit == "mismatch":
+            return False
+        if not _fits(kc, x):
             self.mismatch("removeElements", x, cur, xlink, plink, element=element)
-        return fit == "fits"
+            return False
+        return True
 
     def removal_below(self, x: Any, cur: Any, xlink: Link, plink: Link, *, element: bool) -> Any:
         """``x`` when these nested removals (None: none) fit ``cur``, else None."""
@@ -247,14 +235,6 @@ class _Reporter:
             return x or None
         self.invalid_remove(x, xlink, plink)
         return None
-
-    def removal_fit(self, x: Any, cur: Any, present: bool) -> str:
-        if not present:
-            return "missing"
-        kc = _kind(cur)
-        if kc in (_OBJ, _ARR):
-            return "fits" if _fits(kc, x) else "mismatch"
-        return "missing"
 
     def warn_remove_missing_nested(
         self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link
@@ -321,17 +301,6 @@ class _Reporter:
         )
 
     # --- array node (section 3.2) -----------------------------------------------------------
-
-    def descent_into_deleted(self, nl: Link, io: Link, i: int, bucket: str) -> None:
-        self.conflict(
-            "shape_mismatch",
-            nl,
-            f"{bucket} deletes the element {self.pp(io)} in this same request, so newElements "
-            "cannot add inside it; the deletion stands and this part was not applied. To put "
-            f'a changed copy in its place, insert the full new value with a list: {{"{i}": '
-            "[...]}.",
-            io,
-        )
 
     def removal_beyond_end(
         self, v: Any, rl: Link, index: int | str, length: int, olink: Link

@@ -81,22 +81,18 @@ class _Walker(_Reporter):
 
     # --- values ---------------------------------------------------------------------------
 
-    def own_copy(self, value: Any, plink: Link) -> Any:
-        """A deep copy of a payload value (share mode: the input's; checked on the way)."""
-        return _checked_copy(value, self.limits, at=plink)
-
     def old_value(self, value: Any, plink: Link) -> Any:
         """The old value for a Change. In default mode it is our own copy's object, detached
         from the result once the change applies; in share mode it is the input's: copied."""
         if type(value) in _SCALAR_TYPES or (not self.share and _kind(value) != _BAD):
             return value
-        return self.own_copy(value, plink)
+        return _checked_copy(value, self.limits, at=plink)
 
     def check_payload_value(self, value: Any, plink: Link) -> int:
         """Kind of a payload value read by the walk (share mode may meet unchecked data)."""
         k = _kind(value)
         if k == _BAD or (k == _PRIM and type(value) is float and value - value != 0.0):
-            self.own_copy(value, plink)  # raises with the path
+            _checked_copy(value, self.limits, at=plink)  # raises with the path
         return k
 
     def owned_child(self, value: Any, kind: int) -> Any:
