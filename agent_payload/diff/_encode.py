@@ -11,7 +11,6 @@ from agent_payload._jsondata import json_equal, materialize
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.diff._context import (
-    _BUCKET_COST,
     _INF,
     _PARTS,
     _Ctx,
@@ -270,22 +269,23 @@ def _array_buckets(
     insertion runs as a newElements index map, a positional newElements list or appended past
     the end of a positional updateElements."""
     item_depth = depth + 1  # an element's path depth
+    x_val, x_cost = _cheaper_form(x, n)
+    u_val, u_cost = _cheaper_form(u, n)
+    options: list[_Enc] = []
+
+    def option(uv: Any, cu: int, nv: Any, cn: int) -> None:
+        options.append(_Enc(u=uv, x=x_val, n=nv, cu=cu, cx=x_cost, cn=cn))
+
     # Insertion runs: the key is the next kept original (n at the end), or the first deleted
     # original before it when that element's descent holds its key.
-    out = _Enc()
-    if x:
-        out.x, out.cx = _cheaper_form(x, n)
-    tail = runs.pop(n, None) if n in runs else None
+    tail = runs.pop(n, None)
     for key, targets in runs.items():
         n_entries[key] = _run_value(t, targets, item_depth + 1, ctx)
-    options: list[tuple[int, Any, int, Any, int]] = []  # (total, u, cu, n, cn)
-    u_val, u_cost = _cheaper_form(u, n) if u else (_MISSING, 0)
     if reach_n or tail is None:
         entries = dict(n_entries)
         if tail is not None:
             entries[n] = _run_value(t, tail, item_depth + 1, ctx)
-        n_val, n_cost = _index_map(entries) if entries else (_MISSING, 0)
-        options.append((_total(u_val, u_cost, n_val, n_cost), u_val, u_cost, n_val, n_cost))
+        option(u_val, u_cost, *_index_map(entries))
         if (
             tail is not None
             and list_n
@@ -293,8 +293,7 @@ def _array_buckets(
             and not any(isinstance(t[j], dict) and not t[j] for j in tail)
         ):
             # Appended only: a positional newElements list (its {} items would be skipped).
-            items, n_cost = _run_value(t, tail, item_depth, ctx)
-            options.append((_total(u_val, u_cost, items, n_cost), u_val, u_cost, items, n_cost))
+            option(u_val, u_cost, *_run_value(t, tail, item_depth, ctx))
     if tail is not None and not any(
         ctx.is_sensitive(t[j]) or (isinstance(t[j], dict) and not t[j]) for j in tail
     ):
@@ -307,12 +306,8 @@ def _array_buckets(
         for j in tail:
             positional.append(t[j])
             cost += ctx.lit(t[j], item_depth) + 1
-        n_val, n_cost = _index_map(n_entries) if n_entries else (_MISSING, 0)
-        options.append((_total(positional, cost, n_val, n_cost), positional, cost, n_val, n_cost))
-    if not options:
-        return None
-    _, out.u, out.cu, out.n, out.cn = min(options, key=lambda o: o[0])
-    return out
+        option(positional, cost, *_index_map(n_entries))
+    return min(options, key=_Enc.total) if options else None
 
 
 def _size(value: Any) -> int:
@@ -349,25 +344,20 @@ def _run_value(t: list[Any], targets: list[int], depth: int, ctx: _Ctx) -> tuple
     return items, 1 + sum(ctx.lit(v, depth) + 1 for v in items)
 
 
-def _index_map(entries: Mapping[int, tuple[Any, int]]) -> tuple[dict[str, Any], int]:
+def _index_map(entries: Mapping[int, tuple[Any, int]]) -> tuple[Any, int]:
+    if not entries:
+        return _MISSING, 0
     cost = 1
     for i, (_, vcost) in entries.items():
         cost += vcost + len(str(i)) + 4
     return {str(i): entries[i][0] for i in sorted(entries)}, cost
 
 
-def _total(u_val: Any, u_cost: int, n_val: Any, n_cost: int) -> int:
-    total = 0
-    if u_val is not _MISSING:
-        total += u_cost + _BUCKET_COST
-    if n_val is not _MISSING:
-        total += n_cost + _BUCKET_COST
-    return total
-
-
 def _cheaper_form(entries: Mapping[int, tuple[Any, int]], length: int) -> tuple[Any, int]:
     """A positional array (``{}`` for untouched positions) or an index map, whichever is
-    shorter (ties go to the positional form the seed teaches)."""
+    shorter (ties go to the positional form the seed teaches); ``_MISSING`` for none."""
+    if not entries:
+        return _MISSING, 0
     last = max(entries)
     pos_cost = 1 + sum(cost + 1 for _, cost in entries.values()) + 3 * (last + 1 - len(entries))
     index_map = _index_map(entries)

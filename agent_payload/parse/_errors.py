@@ -15,6 +15,7 @@ from agent_payload.errors import (
     ReplySyntaxError,
     TruncatedReplyError,
 )
+from agent_payload.parse._grammar import MAX_REPLY_DEPTH
 from agent_payload.report import Problem
 
 
@@ -83,6 +84,21 @@ def _no_request(reply: str, why: str) -> NoReturn:
         "({} if nothing should change).",
         cls=NoChangeRequestError,
         kind="no_change_request",
+    )
+
+
+def _too_deep(
+    reply: str, levels: str, where: str = "", also: str = "", cause: BaseException | None = None
+) -> NoReturn:
+    """The change request nests deeper than ``MAX_REPLY_DEPTH`` (``where``: in the reply)."""
+    _reply_error(
+        reply,
+        f"The change request{f' {where} of the reply' if where else ''} is nested {levels} "
+        f"levels deep; at most {MAX_REPLY_DEPTH} levels are read. Ask again with the feedback.",
+        f"your change request is nested {levels} levels deep{f' ({where})' if where else ''}; "
+        f"at most {MAX_REPLY_DEPTH} levels can be read. Change deep values with fewer levels: "
+        f"replace a whole subtree higher up with replaceElements, or split the edit.{also}",
+        cause=cause,
     )
 
 

@@ -19,6 +19,7 @@ from agent_payload.parse._errors import (
     _no_request,
     _refuse,
     _reply_error,
+    _too_deep,
     _truncated,
     _where,
 )
@@ -428,17 +429,7 @@ class _Reader:
             else ""
         )
         if damage.depth:
-            _reply_error(
-                self.reply,
-                f"The change request {where} of the reply is nested more than "
-                f"{MAX_REPLY_DEPTH} levels deep; at most {MAX_REPLY_DEPTH} levels are read. "
-                "Ask again with the feedback.",
-                f"your change request is nested more than {MAX_REPLY_DEPTH} levels deep "
-                f"({where}); at most {MAX_REPLY_DEPTH} levels can be read. Change deep values "
-                "with fewer levels: replace a whole subtree higher up with replaceElements, or "
-                f"split the edit.{also}",
-                cause=damage,
-            )
+            _too_deep(self.reply, f"more than {MAX_REPLY_DEPTH}", where, also, damage)
         hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
         _reply_error(
             self.reply,

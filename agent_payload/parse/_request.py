@@ -24,6 +24,7 @@ from agent_payload.parse._errors import (
     _field_path,
     _raise,
     _reply_error,
+    _too_deep,
     _truncated,
     _where,
 )
@@ -47,14 +48,7 @@ class _Normaliser(Reactions):
         data["reasoning"] = reasoning_text(read.reasoning, self.repairs)
         depth = _depth(data)
         if depth > MAX_REPLY_DEPTH:
-            _reply_error(
-                self.reply,
-                f"The change request is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} "
-                "levels are read. Ask again with the feedback.",
-                f"your change request is nested {depth} levels deep; at most "
-                f"{MAX_REPLY_DEPTH} levels can be read. Change deep values with fewer levels: "
-                "replace a whole subtree higher up with replaceElements, or split the edit.",
-            )
+            _too_deep(self.reply, str(depth))
         try:
             return AgentPayloadChangeRequest.model_validate(data)
         except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
