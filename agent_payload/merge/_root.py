@@ -46,14 +46,9 @@ class _Merger(_ObjectWalker, _ArrayWalker):
             for name in (_U, _X, _N):
                 b = parts[name]
                 if b is not None and k in b:
-                    self.warn(
-                        "shadowed",
-                        ((None, name), k),
-                        f"replaceElements replaces the top-level key "
-                        f"{json.dumps(k, ensure_ascii=False)} as a whole, so what "
-                        f"{name} says of it was not applied. Name a key in one bucket "
-                        "only.",
-                        (None, k),
+                    key = json.dumps(k, ensure_ascii=False)
+                    self.say(
+                        "shadowed:replaced_key", ((None, name), k), (None, k), key=key, bucket=name
                     )
             if not self.replace_index_map(root, k, value):
                 self.set_key(root, k, value, (None, k), ((None, _R), k), (None, k))
@@ -65,13 +60,7 @@ class _Merger(_ObjectWalker, _ArrayWalker):
         """replaceElements at an array root: the whole payload; the other buckets shadowed."""
         for name, value in parts.items():
             if value is not None:
-                self.warn(
-                    "shadowed",
-                    (None, name),
-                    f"replaceElements replaces the whole payload, so {name} was not "
-                    "applied. Send either replaceElements or the other buckets.",
-                    None,
-                )
+                self.say("shadowed:replaced_root", (None, name), None, bucket=name)
         if not json_equal(root, r) and self.commit("update", None, root, r, (None, _R)):
             return r
         return root
