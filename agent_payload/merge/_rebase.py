@@ -83,7 +83,6 @@ class _Effect:
     value: Any = _UNKNOWN  # set: the new value
     old: Any = None
     request_path: str = ""  # the late request's effects: the entry that asked for it
-    step: int = 0  # the applied request (1-based) that made it; 0 for the late request
 
 
 class _Tracer(_Merger):
@@ -188,7 +187,7 @@ class _Rebase:
 
     # --- effects --------------------------------------------------------------------------
 
-    def effects(self, tracer: _Tracer, step: int, late: bool) -> list[_Effect]:
+    def effects(self, tracer: _Tracer, late: bool) -> list[_Effect]:
         """The effects of one merge in base coordinates, and (for an applied request) the
         shadow moved past it."""
         pending: dict[Path, list[int | _New]] = {}
@@ -221,20 +220,20 @@ class _Rebase:
                     layout = pending.get(bpath)
                     token = layout[gpath[-1]] if layout is not None else _New(END)
                     anchor = token.anchor if isinstance(token, _New) else END
-                    out.append(_Effect("insert", bpath, anchor, request_path=rpath, step=step))
+                    out.append(_Effect("insert", bpath, anchor, request_path=rpath))
                     continue
             else:
                 bpath, inside, opaque = self.locate(gpath)
             if inside is not None:
-                out.append(_Effect("insert", bpath, inside.anchor, request_path=rpath, step=step))
+                out.append(_Effect("insert", bpath, inside.anchor, request_path=rpath))
             elif opaque:
-                out.append(_Effect("set", bpath, request_path=rpath, step=step))
+                out.append(_Effect("set", bpath, request_path=rpath))
             elif op == "delete":
-                out.append(_Effect("delete", bpath, END, _GONE, old_value, rpath, step))
+                out.append(_Effect("delete", bpath, END, _GONE, old_value, rpath))
                 if bpath and type(bpath[-1]) is str:  # a key: what is added there later is new
                     opened.append(bpath)
             else:
-                out.append(_Effect("set", bpath, END, new_value, old_value, rpath, step))
+                out.append(_Effect("set", bpath, END, new_value, old_value, rpath))
                 opened.append(bpath)
         if not late:
             for bpath, ids in pending.items():
@@ -313,13 +312,13 @@ def rebase_change_request(
     theirs: list[_Effect] = []
     state = base
     owned: dict[int, Any] = {}  # the containers this rebase copied (edited in place after)
-    for step, item in enumerate(applied, start=1):
+    for item in applied:
         if isinstance(item, Applied):
             request, step_markers = item.change_request, _validate_markers(item.markers)
         else:
             request, step_markers = item, active
         state, tracer, _ = _merge(state, request, step_markers, limits, owned)
-        theirs.extend(rebase.effects(tracer, step, late=False))
+        theirs.extend(rebase.effects(tracer, late=False))
     rebase.state = state
 
     _, tracer, normal = _merge(base, change_request, active, limits, {})
@@ -330,7 +329,7 @@ def rebase_change_request(
             "any rebase): " + _strict_message(report),
             report=report,
         )
-    ours = _Rebase(base, limits).effects(tracer, 0, late=True)  # base coordinates as they are
+    ours = _Rebase(base, limits).effects(tracer, late=True)  # base coordinates as they are
     collisions: dict[str, tuple[_Effect, _Effect]] = {}
     for mine in ours:
         if mine.request_path in collisions:
@@ -352,11 +351,8 @@ def _concurrent_error(
 ) -> ConcurrentChangeError:
     report = MergeReport(reasoning=reasoning)
     for rpath, (mine, other) in collisions.items():
-        path = (
-            mine.path
-            if mine.kind != "insert"
-            else ((*mine.path, mine.anchor) if mine.anchor != END else mine.path)
-        )
+        inserts_before = mine.kind == "insert" and mine.anchor != END
+        path = (*mine.path, mine.anchor) if inserts_before else mine.path
         current, exists = rebase.current_path(path)
         if exists:
             now = f"it is now at {format_payload_path(current)}"
