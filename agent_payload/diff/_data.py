@@ -20,14 +20,7 @@ MAX_DIFF_DEPTH = 200
 no deeper. Payloads may be deeper (as deep as the merge accepts) where nothing changes."""
 
 
-class _Missing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-_MISSING: Any = _Missing()
+_MISSING: Final[Any] = object()
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from agent_payload._jsondata import json_equal, materialize
+from agent_payload._jsondata import json_equal, kind_word, materialize
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
 from agent_payload.diff._context import (
@@ -25,30 +25,6 @@ from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitE
 from agent_payload.merge import _is_index_map
 
 
-class _ObjectBuilder:
-    """Collects the entries of one object node in each bucket, with running costs."""
-
-    __slots__ = ("costs", "parts")
-
-    def __init__(self) -> None:
-        self.parts: dict[_Part, dict[str, Any]] = {"u": {}, "x": {}, "n": {}, "r": {}}
-        self.costs: dict[_Part, int] = {"u": 2, "x": 2, "n": 2, "r": 2}
-
-    def add(self, key: str, key_cost: int, enc: _Enc) -> None:
-        for part in _PARTS:
-            value, cost = enc.get(part)
-            if value is not _MISSING:
-                self.parts[part][key] = value
-                self.costs[part] += key_cost + 2 + cost
-
-    def build(self) -> _Enc:
-        enc = _Enc()
-        for part in _PARTS:
-            if self.parts[part]:
-                enc.set(part, self.parts[part], self.costs[part])
-        return enc
-
-
 def _diff_object(
     c: dict[str, Any], t: dict[str, Any], *, reach_n: bool, top: bool, depth: int, ctx: _Ctx
 ) -> _Enc | None:
@@ -56,11 +32,13 @@ def _diff_object(
     (None: impossible in place)."""
     if depth + 1 > MAX_DIFF_DEPTH:
         return None
-    out = _ObjectBuilder()
+    parts: dict[_Part, dict[str, Any]] = {"u": {}, "x": {}, "n": {}, "r": {}}
+    costs = dict.fromkeys(_PARTS, 2)
     marker_cost = len(ctx.marker) + 2
     for k in c:
         if k not in t:
-            out.add(k, len(_dumps(k)), _Enc(u=ctx.marker, cu=marker_cost))
+            parts["u"][k] = ctx.marker
+            costs["u"] += len(_dumps(k)) + 2 + marker_cost
     for k, tv in t.items():
         if k in c:
             cv = c[k]
@@ -72,8 +50,17 @@ def _diff_object(
         if not cands:
             return None
         key_cost = len(_dumps(k))
-        out.add(k, key_cost, min(cands, key=lambda e: e.entry_cost(key_cost)))
-    return out.build()
+        best = min(cands, key=lambda e: e.entry_cost(key_cost))
+        for part in _PARTS:
+            value, cost = best.get(part)
+            if value is not _MISSING:
+                parts[part][k] = value
+                costs[part] += key_cost + 2 + cost
+    out = _Enc()
+    for part in _PARTS:
+        if parts[part]:
+            out.set(part, parts[part], costs[part])
+    return out
 
 
 def _add_candidates(tv: Any, *, reach_n: bool, top: bool, depth: int, ctx: _Ctx) -> list[_Enc]:
@@ -451,8 +438,8 @@ def diff_payloads(
     after, plain_after, depth_after = _as_data(new, "new payload")
     if isinstance(before, dict) != isinstance(after, dict):
         raise InvalidPayloadError(
-            f"diff_payloads: the old payload is an {_kind(before)} and the new one an "
-            f"{_kind(after)}; a change request cannot change the kind of the root. Wrap both "
+            f"diff_payloads: the old payload is {kind_word(before)} and the new one "
+            f"{kind_word(after)}; a change request cannot change the kind of the root. Wrap both "
             "in an object to replace one by the other.",
             path=(),
         )
@@ -472,10 +459,6 @@ def diff_payloads(
             break
     assert best is not None
     return best
-
-
-def _kind(value: Any) -> str:
-    return "object" if isinstance(value, dict) else "array"
 
 
 def _diff_root(before: Any, after: Any, ctx: _Ctx) -> _Enc:
