@@ -54,8 +54,7 @@ class _Token:
 def _element_keys(values: list[Any], plain: bool) -> list[Any]:
     """One key per element, equal for JSON-equal elements (``1`` and ``1.0`` may differ: the diff
     then finds nothing to change): ``marshal`` bytes for plain data (fast, exact about types),
-    else canonical JSON, where a subclass could hide behind equal bytes.
-    """
+    else canonical JSON, where a subclass could hide behind equal bytes."""
     if plain:
         try:
             return list(map(marshal.dumps, values, repeat(2, len(values))))
@@ -90,8 +89,7 @@ programming; larger ones patience anchors (elements unique on both sides)."""
 def _lcs_pairs(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
     """Pairs ``(i, j)`` with ``a[i] == b[j]``, increasing in both: an exact LCS for small
     regions, patience anchors for large ones, in O((n + m) log(n + m)) within a work budget
-    (past it, the rest stays unmatched: correct, just less minimal).
-    """
+    (past it, the rest stays unmatched: correct, just less minimal)."""
     out: list[tuple[int, int]] = []
     budget = 32 * (len(a) + len(b)) + _SMALL_LCS
     stack = [(0, len(a), 0, len(b))]

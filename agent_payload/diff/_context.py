@@ -195,8 +195,7 @@ class _Shared:
     ) -> list[tuple[int, int, int, int]]:
         """``(i, j, pi, pj)`` for each pair where something may happen (it or the pair before it
         differs, or a gap lies before it), with the pair before it; ``(len(c), len(t), ...)`` ends
-        the list. The encoder skips the other pairs: few edits in a long array cost one pass.
-        """
+        the list. The encoder skips the other pairs: few edits in a long array cost one pass."""
         found = self.event_lists.get((id(c), id(t), kind))
         if found is not None:
             return found

@@ -49,8 +49,7 @@ _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
 def _plain_json(value: Any) -> int | None:
     """The depth of ``value`` when it is JSON data of the exact types (string keys, finite
     floats); None: look closer. Level by level, bounded by ``Limits.max_nodes`` (so a cycle ends
-    it).
-    """
+    it)."""
     level = [value]
     depth = 0
     budget = DEFAULT_LIMITS.max_nodes

@@ -422,8 +422,7 @@ def diff_payloads(
     will run with (default: ``DEFAULT_MARKERS`` plus ``marker``). Payloads: dicts, lists, ``None``
     (``{}``) or pydantic models. Raises ``InvalidPayloadError`` for non-JSON data or roots of
     different kinds, ``ConfigurationError`` for a bad marker, ``LimitExceededError`` for a change
-    nested deeper than ``MAX_DIFF_DEPTH`` or a payload larger than the merge accepts.
-    """
+    nested deeper than ``MAX_DIFF_DEPTH`` or a payload larger than the merge accepts."""
     if not isinstance(marker, str) or not marker:
         raise ConfigurationError(
             f"diff_payloads: expected a non-empty string as marker, found {marker!r}."

@@ -21,8 +21,7 @@ def undo_change_request(
 
     ``after`` is the merged payload or the ``MergeResult``. Applying the returned request to
     the merged payload (with markers holding ``marker``) gives back ``before``: it is
-    ``diff_payloads(after, before)``, with a reasoning that says so.
-    """
+    ``diff_payloads(after, before)``, with a reasoning that says so."""
     merged = after.payload if isinstance(after, MergeResult) else after
     return diff_payloads(
         merged, before, marker=marker, markers=markers, reasoning="Undo the previous change."

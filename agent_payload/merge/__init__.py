@@ -1,10 +1,6 @@
-"""The pure merge engine: apply a change request to a payload (docs/MERGE.md is the contract).
-
-``apply_change_request`` returns a ``MergeResult``: the merged payload and a report of effective
-changes, warnings and conflicts. No I/O. Modules: ``_apply`` (the entry point), ``_request``,
-``_limits``, ``_markers``, the walk (``_root``, ``_objects``, ``_arrays``, ``_walk``), ``_messages``
-(every message the model reads), ``_nodes``, ``_rebase``, ``_reconcile``.
-"""
+"""The pure merge engine (no I/O): ``apply_change_request`` merges a change request into a
+payload and reports effective changes, warnings and conflicts; docs/MERGE.md is the contract. The
+walk is ``_root``, ``_objects`` and ``_arrays``; ``_messages`` holds every text the model reads."""
 
 from agent_payload._jsondata import format_request_path
 from agent_payload._normalise import WRAPPERS

@@ -78,37 +78,26 @@ def apply_change_request(
 ) -> MergeResult[Any]:
     """Merge ``change_request`` into ``payload`` as docs/MERGE.md says; return payload and report.
 
-    ``payload``: a dict or a list (JSON data), ``None`` (``{}``), or a pydantic model instance
-    (dumped in JSON mode by alias, merged, validated back into its class; its type must round-trip
-    exactly, see :mod:`agent_payload.typed`; a validation failure raises
-    ``PayloadValidationError`` with ``(payload_path, message)`` errors, and a refused consequence
-    of validation refuses the whole typed result). Anything else, or data that is not JSON
-    anywhere inside (a tuple, a non-string key, NaN, a cycle), raises ``InvalidPayloadError``
-    naming its path.
+    ``payload``: a dict or a list (JSON data), ``None`` (``{}``) or a pydantic model instance
+    (dumped in JSON mode by alias, merged and validated back into its class, which must round-trip
+    exactly: :mod:`agent_payload.typed`; a validation failure raises ``PayloadValidationError``).
+    Anything else, or data that is not JSON anywhere inside (a tuple, NaN, a cycle), raises
+    ``InvalidPayloadError`` naming its path. ``change_request``: an ``AgentPayloadChangeRequest``,
+    a mapping in wire form (wrappers unwrapped, snake_case accepted) or ``None``; anything else
+    raises ``InvalidChangeRequestError``. Neither input is mutated.
 
-    ``change_request``: an ``AgentPayloadChangeRequest``, a mapping in wire form (wrappers
-    unwrapped, snake_case accepted, other top-level fields are conflicts ``unknown_field``) or
-    ``None``; anything else, or data in it that is not JSON, raises ``InvalidChangeRequestError``.
+    The report lists effective ``changes`` in walk order, ``warnings`` (auto-corrections applied),
+    ``conflicts`` (parts not applied) and ``reasoning``.
 
-    Neither input is mutated. The report lists effective ``changes`` in walk order (a ``delete``
-    at its path in the original payload, an ``add`` or ``update`` at its path in the result),
-    ``warnings`` (auto-corrections applied), ``conflicts`` (parts not applied) and ``reasoning``.
-
-    * ``strict``: raise ``MergeConflictError`` (carrying the report) on any conflict; nothing is
-      applied.
+    * ``strict``: raise ``MergeConflictError`` (with the report) on any conflict; nothing applied.
     * ``markers``: the DELETE markers in force (a single string is one marker; empty: none).
-    * ``share``: ``True`` copies only the containers the request walks and shares every other
-      subtree with the input (both must then be treated as immutable; only what the walk touches
-      is checked, and ``Limits.max_nodes`` is not). Default: the result shares nothing.
-    * ``guards``: each effective change is judged at the original node it touches before it is
-      applied (docs/guards.md); a ``"conflict"`` finding refuses it, others become warnings. A
-      guard's ``review(before, after, changes, per_change=False)`` judges the whole merge: its
-      conflicts refuse every change at or below their path (the merge runs again without them).
+    * ``share``: copy only the containers the request walks and share every other subtree with
+      the input (treat both as immutable; only what the walk touches is checked).
+    * ``guards``: judge each effective change at the original node it touches before it is
+      applied, and (``review``) the whole merge: docs/guards.md.
     * ``limits``: :class:`Limits`; exceeding one raises ``LimitExceededError``.
-    * ``refuse_stale_markers``: a library marker written out of habit in updateElements (over an
-      object or array, or inside content added where nothing exists) is a conflict
-      ``stale_marker`` instead of literal data.
-    """
+    * ``refuse_stale_markers``: a library marker written out of habit in updateElements is a
+      conflict ``stale_marker`` instead of literal data."""
     return merge_checked(
         payload,
         change_request,
@@ -278,8 +267,7 @@ def ineffective_parts(report: MergeReport, reasoning: str | None) -> list[Issue]
     agent's rule): every warning when the request made no effective change; the ``no_effect``
     warnings when it changed something else but its ``reasoning`` claims a change (does not say
     "no change", "already", "unchanged", "nothing to ...", "keep/leave it"). Empty for a request
-    with conflicts (judged by them) or with no warnings.
-    """
+    with conflicts (judged by them) or with no warnings."""
     if report.conflicts or not report.warnings:
         return []
     if not report.changes:

@@ -34,8 +34,7 @@ class Limits:
       copies it; ``share=True`` checks only where the walk copies).
     * ``max_request_nodes``: values in the change request.
     * ``max_report_path_parts``: the lengths of the paths of all warnings and conflicts, added up
-      (it bounds the report of a hostile request wrong at every level of a very deep path).
-    """
+      (it bounds the report of a hostile request wrong at every level of a very deep path)."""
 
     max_depth: int = 20_000
     max_nodes: int = 10_000_000

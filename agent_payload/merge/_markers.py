@@ -65,8 +65,7 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
     """The payload as JSON data, as the merge sees it (and prompts should show it): ``None``
     becomes ``{}``, a pydantic model is dumped in JSON mode by alias, dicts and lists are checked
     and copied. ``copy=False`` returns a dict or list that already is plain JSON data within
-    ``limits`` itself (the caller must not mutate it).
-    """
+    ``limits`` itself (the caller must not mutate it)."""
     limits = _check_limits(limits)
     if payload is None:
         return {}
@@ -118,8 +117,7 @@ def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
     first that the payload's data does not hold as a string.
 
     ``avoid``: texts the marker must not occur in, typically the task (one that asks for the
-    value ``"DELETE"`` must not have that string active as the marker).
-    """
+    value ``"DELETE"`` must not have that string active as the marker)."""
     held = _strings_holding(payload, "DELETE")
     texts = [text for text in avoid if "DELETE" in text]
 

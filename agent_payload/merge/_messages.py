@@ -255,8 +255,7 @@ class _Reporter:
     def stale_marker(self, op: ChangeOp, old: Any, new: Any, plink: Link, rlink: Link) -> bool:
         """A marker out of habit in updateElements (conflict ``stale_marker``, not applied): a
         library marker replacing an object or an array, or inside content added where nothing
-        exists. newElements and replaceElements stay literal (MERGE.md section 5).
-        """
+        exists. newElements and replaceElements stay literal (MERGE.md section 5)."""
         if op == "update":
             if type(new) is not str or not _in_update(rlink):
                 return False

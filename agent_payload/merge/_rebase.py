@@ -2,8 +2,7 @@
 
 A *shadow* tree follows every array element of the base through the applied requests (each merged
 by the walk, which records its changes and array layouts), so each effect is anchored in the base's
-coordinates and every base position can be mapped to the current payload.
-"""
+coordinates and every base position can be mapped to the current payload."""
 
 from __future__ import annotations
 
@@ -300,8 +299,7 @@ def rebase_change_request(
     Raises :class:`~agent_payload.errors.ConcurrentChangeError` (one ``concurrent_change``
     conflict per colliding entry) when the request collides with what was applied since, and
     :class:`~agent_payload.errors.MergeConflictError` when it conflicts with its own base.
-    Pure: no I/O, no input is mutated.
-    """
+    Pure: no I/O, no input is mutated."""
     limits = _check_limits(limits)
     active = _validate_markers(markers)
     if base is None:

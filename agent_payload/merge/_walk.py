@@ -35,8 +35,7 @@ def _run(walk: _Walk) -> None:
 class _Site:
     """A container being merged, what each bucket says of it (``None``: nothing), and their
     places: ``at`` in the original payload, ``result_at`` in the result, ``update_at``,
-    ``new_at``, ``remove_at`` in the change request.
-    """
+    ``new_at``, ``remove_at`` in the change request."""
 
     node: Any
     update: Any
@@ -112,8 +111,7 @@ class _Walker(_Reporter):
 
         ``plink`` is the change's path in the report (MERGE.md section 4); ``glink`` (default
         ``plink``) where the guard judges it and its findings are recorded: the original node the
-        change touches, or an appended or inserted element's position in the result.
-        """
+        change touches, or an appended or inserted element's position in the result."""
         if self.refuse_stale and self.stale_marker(op, old, new, plink, rlink):
             return False
         if glink is _SAME:
