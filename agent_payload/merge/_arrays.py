@@ -127,7 +127,10 @@ class _ArrayWalker(_Walker):
                 self.mismatch("updateElements", ui, ai, ul, io, element=True)
             if fits_u or x_desc is not None or ni is not None:
                 u_desc = (ui or None) if fits_u else None
-                yield self.descend_element(a, i, _Site(ai, u_desc, ni, x_desc, io, ir, ul, nl, xl))
+                kind = _kind(ai)
+                a[i] = child = self.owned_child(ai, kind)  # our own, to edit in place
+                below = _Site(child, u_desc, ni, x_desc, io, ir, ul, nl, xl)
+                yield self.walk_object(below) if kind == _OBJ else self.walk_array(below)
 
         if placed:
             self.rebuild(a, length, deleted, placed)
@@ -223,15 +226,6 @@ class _ArrayWalker(_Walker):
             start = i + 1 if i in gone else i
         out.extend(a[start:length])
         a[:] = out
-
-    def descend_element(self, a: list[Any], i: int, site: _Site) -> _Walk:
-        """Walk into element ``i`` of ``a`` (``site.node``), made our own to edit in place."""
-        kind = _kind(site.node)
-        child = self.owned_child(site.node, kind)
-        a[i] = site.node = child
-        if kind == _OBJ:
-            return self.walk_object(site)
-        return self.walk_array(site)
 
     def new_descent(self, ni: dict[str, Any], ai: Any, nl: Link, io: Link, i: int) -> Any:
         """``ni`` when it can descend into element ``ai``; else report why and None."""

@@ -48,7 +48,6 @@ _OPENER: Final = re.compile(_JSON_START.pattern + r'|(?<!\\)"(?=[ \t]*\{)', re.V
 _THINKING_TAGS = "thinking|think|scratchpad|reflection|analysis"
 _THINKING_OPEN: Final = re.compile(rf"^[ \t]*<({_THINKING_TAGS})>", re.IGNORECASE | re.MULTILINE)
 _THINKING_CLOSE: Final = re.compile(rf"</({_THINKING_TAGS})\s*>", re.IGNORECASE)
-_CLOSE_TAGS: dict[str, re.Pattern[str]] = {}
 # gpt-oss "harmony": <|start|>assistant<|channel|>NAME<|message|>BODY<|end|> (or <|return|>,
 # <|call|>, or the end of the reply); only the final channel's body is the answer.
 _HARMONY_HEAD: Final = r"(?:[^<]|<\|constrain\|>)*<\|message\|>"
@@ -61,15 +60,6 @@ _HARMONY_PART: Final = re.compile(
 )
 _ANSWER_BLOCK: Final = re.compile(r"<(final_answer|answer)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _DRAFT_BLOCK: Final = re.compile(r"<draft>.*?</draft\s*>", re.IGNORECASE | re.DOTALL)
-
-
-def _close_tag(name: str) -> re.Pattern[str]:
-    pattern = _CLOSE_TAGS.get(name)
-    if pattern is None:
-        pattern = re.compile(rf"</{re.escape(name)}\s*>", re.IGNORECASE)
-        if len(_CLOSE_TAGS) < 64:
-            _CLOSE_TAGS[name] = pattern
-    return pattern
 
 
 _FENCE_BEFORE: Final = re.compile(r"(?:```|~~~)[^\n`~]*\n\s*\Z")
@@ -510,7 +500,8 @@ class _Reader:
             match = _THINKING_OPEN.search(text, pos)
             if match is None:
                 break
-            end = _close_tag(match.group(1)).search(text, match.end())
+            closing = re.compile(rf"</{re.escape(match.group(1))}\s*>", re.IGNORECASE)  # cached
+            end = closing.search(text, match.end())
             pieces.append(text[pos : match.start()])
             if end is None:
                 pieces.append(_BLANK.sub(" ", text[match.start() :]))
