@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
+from agent_payload._files import loads_json_file
 from agent_payload._render import Style, render_changes, summarize, use_color
 from agent_payload._reply import OUTPUT_MODES
 from agent_payload.agent import PayloadAgent
@@ -128,16 +129,12 @@ def _create(
         except OSError as exc:
             raise UsageError(f"cannot read {args.payload}: {exc.strerror or exc}") from exc
     try:
-        payload = json.loads(text, parse_constant=_no_constant)
+        payload = loads_json_file(text)
     except ValueError as exc:
         raise UsageError(f"{name}: not JSON ({exc})") from exc
     stored = store.create(args.key, payload)
     stderr.write(f"created {args.key} at version {stored.version}\n")
     return EXIT_OK
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _show(

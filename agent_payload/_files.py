@@ -1,21 +1,11 @@
 """The one reader and the one writer of JSON files (the CLI, the MCP server, sessions).
 
-Reading (``loads_json_file``): UTF-8 text (a BOM is skipped) read by ``_jsontext.loads_file``:
-numbers exactly as written (a number a float would change is a ``JsonNumber`` that keeps its
-text), a duplicate key or ``NaN`` refused as a ``JSONDecodeError`` with its line and column.
-
-Writing (``json_file_text`` and ``atomic_write_text``): the text keeps the input's layout
-(``JsonLayout``) and writes every number read from a file as it was read. A write goes to a
-temporary file in the target's folder, is flushed and fsynced, and then replaces the target
-with ``os.replace`` (atomic on POSIX and Windows). Refused before anything is written: a
-target that is a directory or not a regular file, a read-only target or folder (no write
-permission bit, or not writable by this process: a rename would bypass the file's mode), a
-target with more than one hard link (replacing it would split the links). A symlink is
-followed: its target is replaced in its own folder and the link stays. A replaced file keeps
-its permission bits (and owner, where allowed); a new file gets the mode the umask gives. On
-any failure (disk full, ``RLIMIT_FSIZE``, permissions, an exception while encoding) the
-temporary file is removed and the target is exactly as it was; the error is a
-``FileWriteError`` naming the path, chained to the cause where there is one.
+Read exactly (``_jsontext.loads_file``: numbers as written, duplicate keys and ``NaN`` refused
+with line and column); written in the input's layout (``JsonLayout``) with numbers as read.
+A write goes to a temporary file beside the target, fsynced, then ``os.replace``: on any
+failure the target is as it was (``FileWriteError`` naming the path). Refused before writing:
+a target that is not a regular file, read-only or hard-linked, or a read-only folder. A
+symlink's target is replaced; a replaced file keeps its mode (and owner, where allowed).
 """
 
 from __future__ import annotations
@@ -49,7 +39,7 @@ __all__ = [
 
 
 def loads_json_file(text: str, *, max_depth: int | None = None) -> Any:
-    """The JSON data of a file's text, read exactly (see the module docstring). Raises
+    """The JSON data of a file's text, read exactly (a BOM skipped). Raises
     ``json.JSONDecodeError`` (line, column, what) or ``_jsontext.TooDeepError``."""
     return _jsontext.loads_file(text.removeprefix("\ufeff"), max_depth=max_depth)
 
@@ -59,17 +49,15 @@ def loads_json_file(text: str, *, max_depth: int | None = None) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class JsonLayout:
-    """How a JSON file is laid out, so that a rewrite keeps it (a file under version control
-    re-indented is a diff of every line)."""
+    """How a JSON file is laid out, so that a rewrite keeps it (no diff of every line)."""
 
     indent: int | str | None = 2
     separators: tuple[str, str] | None = None
 
 
 def json_layout(text: str) -> JsonLayout:
-    """The layout of ``text``: the leading whitespace of its first indented line (spaces or a
-    tab); one line (``{"a": 1}`` or minified) stays one line, with the same separators. Reads
-    ``text`` in place (no copy of a large file's text)."""
+    """The layout of ``text``: the indent of its first indented line (spaces or a tab); one
+    line (``{"a": 1}`` or minified) stays one line, with the same separators."""
     first = _NON_SPACE.search(text)
     start = first.start() if first is not None else len(text)
     end = len(text)
@@ -108,10 +96,9 @@ def json_file_chunks(value: Any, layout: JsonLayout | None = None) -> Iterator[b
     non-ASCII characters as they are; a lone surrogate, which UTF-8 cannot carry, as its JSON
     escape (``\\ud800``)."""
     layout = layout or JsonLayout()
-    options: dict[str, Any] = {"indent": layout.indent, "literals": True}
-    if layout.separators is not None:
-        options["separators"] = layout.separators
-    pieces = _jsontext.dump_pieces(value, ensure_ascii=False, **options)
+    pieces = _jsontext.dump_pieces(
+        value, indent=layout.indent, separators=layout.separators, literals=True
+    )
     del value  # the caller may let its payload go while the pieces are written
     pieces.append("\n")
     pieces.reverse()
@@ -177,7 +164,7 @@ def _refuse(given: Path, why: str, code: int) -> FileWriteError:
 
 def _check_target(given: Path, target: Path) -> os.stat_result | None:
     """The target's status (None: a new file), or ``FileWriteError`` for a target the
-    rename must not replace (see the module docstring)."""
+    rename must not replace."""
     linked = given.is_symlink()
     shown = f"{target} (the symlink {given} points there)" if linked else ""
     try:
@@ -218,8 +205,8 @@ def _check_target(given: Path, target: Path) -> os.stat_result | None:
 
 
 def _create_temporary(target: Path, existing: os.stat_result | None) -> tuple[int, str]:
-    """A new temporary file beside ``target``: the existing file's mode and owner, or (for a
-    new file) the mode the umask gives."""
+    """A new temporary file beside ``target`` with the existing file's mode and owner (a new
+    file: the umask's mode)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(100):
         name = str(target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp")
@@ -245,12 +232,9 @@ def _create_temporary(target: Path, existing: os.stat_result | None) -> tuple[in
 
 def _fsync_directory(directory: Path) -> None:
     """Make the rename durable where the platform allows it (best effort: not on Windows)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
+        try:
             os.fsync(fd)
-    finally:
-        os.close(fd)
+        finally:
+            os.close(fd)

@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agent_payload._jsontext import JsonNumber
-from agent_payload._paths import format_payload_path
+from agent_payload._paths import counted, format_payload_path
+
+if TYPE_CHECKING:
+    from agent_payload.report import Change, PayloadPath
 
 __all__ = [
     "JSON_TYPES",
     "Link",
+    "PathMap",
     "Problem",
     "container_positions",
     "copy_tree",
@@ -30,6 +36,7 @@ __all__ = [
     "json_equal",
     "locate_problem",
     "materialize",
+    "not_json_message",
     "plain_size",
 ]
 
@@ -38,11 +45,9 @@ Link = tuple[Any, str | int] | None
 
 
 def json_data(value: Any) -> Any:
-    """The one way a payload becomes JSON data, in every module (prompts, tools, session,
-    diff, CLI, guards): a pydantic model (anything with ``model_dump`` that is not a dict or a
-    list) is dumped in JSON mode **by alias**, the form the merge accepts and validates back;
-    anything else is returned as given (``None`` stays ``None``; callers that treat a missing
-    payload as ``{}`` say so themselves)."""
+    """The one way a payload becomes JSON data: a pydantic model (anything with
+    ``model_dump`` that is not a dict or a list) dumped in JSON mode by alias, the form the
+    merge accepts and validates back; anything else (``None`` too) as given."""
     if isinstance(value, dict | list) or value is None:
         return value
     dump = getattr(value, "model_dump", None)
@@ -55,17 +60,66 @@ class _Bad(Exception):
     """Raised by the fast copy when the data is not JSON or exceeds a limit (no path known)."""
 
 
+@dataclass(slots=True)
 class Problem:
     """What :func:`locate_problem` found: ``kind`` is ``type``, ``key``, ``float``, ``cycle``,
     ``depth`` or ``nodes``; ``path`` the parts leading to it; ``detail`` a short description."""
 
-    __slots__ = ("detail", "kind", "path", "value")
+    kind: str
+    path: tuple[str | int, ...]
+    detail: str
+    value: int = 0
 
-    def __init__(self, kind: str, path: tuple[str | int, ...], detail: str, value: int = 0):
-        self.kind = kind
-        self.path = path
-        self.detail = detail
-        self.value = value
+
+class PathMap:
+    """Where a node of the payload before a merge stands after it, from the merge's changes
+    (a delete names an original path, an add or update a result path)."""
+
+    def __init__(self, changes: Iterable[Change]) -> None:
+        self.deleted: dict[PayloadPath, list[int]] = {}  # original parent -> positions, sorted
+        self.added: dict[PayloadPath, list[int]] = {}  # result parent -> positions, sorted
+        self.written: list[PayloadPath] = []  # result paths set whole (add / update)
+        self.removed: set[PayloadPath] = set()  # original paths deleted
+        for change in changes:
+            path = change.path
+            if path and isinstance(path[-1], int) and change.op != "update":
+                table = self.deleted if change.op == "delete" else self.added
+                table.setdefault(path[:-1], []).append(path[-1])
+            if change.op == "delete":
+                self.removed.add(path)
+            else:
+                self.written.append(path)
+        for table in (self.deleted, self.added):
+            for parent, positions in table.items():
+                table[parent] = sorted(set(positions))
+
+    def result_path(self, original: PayloadPath) -> PayloadPath | None:
+        """None when the node (or an ancestor) was deleted. An index shifts down by the
+        deletions before it, then up by each item added at or before the place it reached."""
+        if any(original[:n] in self.removed for n in range(len(original) + 1)):
+            return None
+        out: list[str | int] = []
+        for n, part in enumerate(original):
+            if isinstance(part, int):
+                gone = self.deleted.get(original[:n])
+                part -= bisect_left(gone, part) if gone else 0
+                for added in self.added.get(tuple(out), ()):
+                    if added > part:
+                        break
+                    part += 1
+            out.append(part)
+        return tuple(out)
+
+    def touches(self, path: PayloadPath) -> str | None:
+        """``"below"`` when a written path is ``path`` or below it, ``"above"`` when one is a
+        proper prefix of it (its container set whole), else None."""
+        kind = None
+        for written in self.written:
+            if written[: len(path)] == path:
+                return "below"
+            if path[: len(written)] == written:
+                kind = "above"
+        return kind
 
 
 def materialize(link: Link) -> tuple[str | int, ...]:
@@ -82,9 +136,8 @@ def materialize(link: Link) -> tuple[str | int, ...]:
 
 
 def _plain_scalar(v: Any) -> Any:
-    """A subclass of str/int/float (an enum member, say) as the plain value; else raise. A
-    ``JsonNumber`` (a number read from a file, with its text) is kept: it is written back as
-    it was read."""
+    """A subclass of str/int/float (an enum member) as the plain value, else ``_Bad``; a
+    ``JsonNumber`` is kept (it is written back as it was read)."""
     if type(v) is JsonNumber:
         return v
     if isinstance(v, bool):
@@ -106,14 +159,11 @@ JSON_TYPES: Final = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 def container_positions(items: Sequence[Any]) -> Iterator[int]:
-    """The positions of the dicts and lists (exactly those types) among ``items``, found at C
-    speed: a list of a million scalars and a few containers is not walked element by element
-    in Python."""
+    """The positions of the dicts and lists (exactly those types) among ``items``, at C speed."""
     return compress(range(len(items)), map(_CONTAINER_TYPES.__contains__, map(type, items)))
 
 
-_FAST_DEPTH = 100
-"""Levels the recursive fast copy goes down before it hands over to the explicit stack."""
+_FAST_DEPTH = 100  # levels the recursive fast copy goes down before the explicit stack
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 
 
@@ -121,13 +171,22 @@ class _Slow(Exception):
     """The fast copy met something unusual (a subclass, a bad value, great depth, a limit)."""
 
 
-def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
-    """The fast copy: recursive functions specialised to plain dicts and lists.
+def _scalars_only(items: list[Any]) -> bool:
+    """Whether a list of exact JSON types holds no container; ``_Slow`` for anything else (a
+    subclass, NaN or an infinity), all at C speed."""
+    kinds = set(map(type, items))
+    if kinds <= _PLAIN_SCALARS:
+        return True
+    floats = compress(items, map(is_, map(type, items), repeat(float)))
+    if not kinds <= JSON_TYPES or (float in kinds and not all(map(math.isfinite, floats))):
+        raise _Slow
+    return False
 
-    C-level ``dict.copy`` and slicing copy each container; a loop then checks the types and
-    replaces nested containers by their copies (``set(map(type, ...))`` settles a list of plain
-    scalars at C speed). Anything unusual raises ``_Slow``.
-    """
+
+def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
+    """The fast copy: recursive, specialised to plain dicts and lists (C-level ``dict.copy``
+    and slicing, then a loop that checks types and copies nested containers); anything
+    unusual raises ``_Slow``."""
     budget = max_nodes - 1
 
     def copy_dict(src: dict[Any, Any], depth: int) -> dict[str, Any]:
@@ -163,15 +222,8 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
         budget -= len(src)
         if budget < 0:
             raise _Slow
-        kinds = set(map(type, src))
-        if kinds <= _PLAIN_SCALARS:
+        if _scalars_only(src):
             return src[:]
-        if not kinds <= JSON_TYPES:
-            raise _Slow
-        if float in kinds and not all(
-            map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
-        ):
-            raise _Slow
         dst = src[:]
         for i in container_positions(src):  # only the containers need a copy of their own
             v = src[i]
@@ -187,13 +239,10 @@ def _fast_copier(max_nodes: int) -> Callable[[Any], Any]:
 def plain_size(
     root: Any, max_list: float = math.inf, big: dict[int, int] | None = None, over: int = 0
 ) -> int | None:
-    """The number of values in ``root`` (a dict or a list, itself included) when it is JSON
-    data of the exact types only (string keys, finite floats, no subclass), nested at most
-    ``_FAST_DEPTH`` levels (so it holds no cycle), with no list longer than ``max_list``: data
-    that ``json.dumps`` writes exactly as it is, at C speed. ``None`` says only "not sure": a
-    slower walk must look (and say where, if anything is wrong). ``big``: filled with the size
-    of each container holding more than ``over`` values, by ``id``. A check without a copy, in
-    the manner of the fast copy."""
+    """The number of values in ``root`` (itself included) when it is JSON data of the exact
+    types, at most ``_FAST_DEPTH`` levels deep, with no list longer than ``max_list`` (data
+    ``json.dumps`` writes as it is); ``None``: not sure, a slower walk must look. ``big`` is
+    filled with the size of each container holding more than ``over`` values, by ``id``."""
 
     def plain_dict(src: dict[Any, Any], depth: int) -> int:
         if depth >= _FAST_DEPTH:
@@ -219,16 +268,7 @@ def plain_size(
         if depth >= _FAST_DEPTH or len(src) > max_list:
             raise _Slow
         size = 1 + len(src)
-        kinds = set(map(type, src))
-        if kinds <= _PLAIN_SCALARS:
-            pass
-        elif not kinds <= JSON_TYPES:
-            raise _Slow
-        else:
-            if float in kinds and not all(
-                map(math.isfinite, compress(src, map(is_, map(type, src), repeat(float))))
-            ):
-                raise _Slow
+        if not _scalars_only(src):
             for i in container_positions(src):
                 v = src[i]
                 inner = plain_dict(v, depth + 1) if type(v) is dict else plain_list(v, depth + 1)
@@ -247,18 +287,10 @@ def plain_size(
 
 
 def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
-    """An independent copy of JSON data ``root``, checked on the way.
-
-    Raises ``_Bad`` (without a path) for data that is not JSON (a tuple, a set, a non-string key,
-    NaN or an infinity), for nesting deeper than ``max_depth`` containers (a cycle ends up
-    here), or for more than ``max_nodes`` values. dict and list subclasses are copied as plain
-    dicts and lists, str/int/float subclasses (enum members) as plain values.
-
-    A recursive copy specialised to plain dicts and lists (C-level ``dict.copy`` and slicing,
-    then a loop that checks types and copies the containers) does the common case; anything
-    unusual, or nesting beyond ``_FAST_DEPTH`` levels, makes it start over with the general
-    copy below, which uses an explicit stack and handles any depth.
-    """
+    """An independent copy of JSON data ``root``, checked on the way: ``_Bad`` (no path) for
+    data that is not JSON, nesting deeper than ``max_depth`` (a cycle too) or more than
+    ``max_nodes`` values. Subclasses (a str enum) are copied as the plain types. The fast copy
+    does the common case; anything unusual starts over with the general copy (any depth)."""
     t = type(root)
     if (t is dict or t is list) and max_depth >= _FAST_DEPTH:
         try:
@@ -270,82 +302,34 @@ def copy_tree(root: Any, max_depth: int, max_nodes: int) -> Any:
 
 def _copy_general(root: Any, max_depth: int, max_nodes: int) -> Any:
     """The general copy: an explicit stack, subclasses converted, any depth."""
-    t = type(root)
-    if t is dict or t is list or isinstance(root, dict | list):
-        pass
-    elif root is None or t is str or t is int or t is bool or (t is float and root - root == 0.0):
-        return root
-    else:
-        return _plain_scalar(root)
+    if not isinstance(root, dict | list):
+        return None if root is None else _plain_scalar(root)
     new_root: Any = {} if isinstance(root, dict) else []
     nodes = 1
     stack: list[tuple[Any, Any, int]] = [(root, new_root, 1)]
-    pop = stack.pop
-    push = stack.append
     while stack:
-        src, dst, depth = pop()
+        src, dst, depth = stack.pop()
         if depth > max_depth:
             raise _Bad
         nodes += len(src)
         if nodes > max_nodes:
             raise _Bad
-        deeper = depth + 1
-        if type(dst) is dict:
-            for k, v in src.items():
-                if type(k) is not str:
-                    if isinstance(k, str):
-                        k = str.__str__(k)
-                    else:
-                        raise _Bad
-                t = type(v)
-                if t is str or t is int or v is None or t is bool:
-                    dst[k] = v
-                elif t is dict:
-                    d: dict[str, Any] = {}
-                    dst[k] = d
-                    push((v, d, deeper))
-                elif t is list:
-                    lst: list[Any] = []
-                    dst[k] = lst
-                    push((v, lst, deeper))
-                elif t is float and v - v == 0.0:
-                    dst[k] = v
-                elif isinstance(v, dict):
-                    d = {}
-                    dst[k] = d
-                    push((v, d, deeper))
-                elif isinstance(v, list):
-                    lst = []
-                    dst[k] = lst
-                    push((v, lst, deeper))
-                else:
-                    dst[k] = _plain_scalar(v)
-        else:
-            append = dst.append
-            for v in src:
-                t = type(v)
-                if t is str or t is int or v is None or t is bool:
-                    append(v)
-                elif t is dict:
-                    d = {}
-                    append(d)
-                    push((v, d, deeper))
-                elif t is list:
-                    lst = []
-                    append(lst)
-                    push((v, lst, deeper))
-                elif t is float and v - v == 0.0:
-                    append(v)
-                elif isinstance(v, dict):
-                    d = {}
-                    append(d)
-                    push((v, d, deeper))
-                elif isinstance(v, list):
-                    lst = []
-                    append(lst)
-                    push((v, lst, deeper))
-                else:
-                    append(_plain_scalar(v))
+        in_dict = type(dst) is dict
+        if not in_dict:
+            dst.extend(src)  # the places; each is written below
+        for k, v in src.items() if in_dict else enumerate(src):
+            if in_dict and type(k) is not str:
+                if not isinstance(k, str):
+                    raise _Bad
+                k = str.__str__(k)
+            t = type(v)
+            if t is str or t is int or v is None or t is bool or (t is float and v - v == 0.0):
+                dst[k] = v
+            elif isinstance(v, dict | list):
+                dst[k] = {} if isinstance(v, dict) else []
+                stack.append((v, dst[k], depth + 1))
+            else:
+                dst[k] = _plain_scalar(v)
     return new_root
 
 
@@ -367,6 +351,21 @@ def _scalar_problem(v: Any) -> str | None:
     if isinstance(v, set | frozenset):
         return f"a {type(v).__name__} (use a list)"
     return f"a value of type {_type_name(v)}"
+
+
+def not_json_message(problem: Problem, subject: str, where: str) -> str:
+    """The one message for data that is not JSON (``problem``: from :func:`locate_problem`,
+    not a limit); ``subject`` names the input (``The payload``), ``where`` the path."""
+    if problem.kind == "cycle":
+        return (
+            f"{subject} holds a cycle at {where}: a container that contains itself. JSON data "
+            "is a tree; break the cycle first."
+        )
+    return (
+        f"{subject} holds {problem.detail} at {where}; expected JSON data (dict with string "
+        "keys, list, str, int, finite float, bool, None). Convert it first, or pass a pydantic "
+        "model to have it dumped in JSON mode."
+    )
 
 
 def _items(v: Any) -> Any:
@@ -458,13 +457,8 @@ def _key_text(key: str) -> str:
 
 
 def format_request_path(parts: Sequence[str | int]) -> str:
-    """A change-request path written as MERGE.md section 6 says.
-
-    The first part is a bucket name or a top-level field and stands bare when it is an
-    identifier; identifiers follow a dot, any other key is a JSON string in brackets, indices
-    are ``[3]``: ``format_request_path(["updateElements", "items", 3, "a.b"])`` is
-    ``'updateElements.items[3]["a.b"]'`` (``""`` for no part).
-    """
+    """A change-request path as MERGE.md section 6 writes it, ``""`` for no part:
+    ``["updateElements", "items", 3, "a.b"]`` is ``updateElements.items[3]["a.b"]``."""
     return format_payload_path(parts, root="")
 
 
@@ -501,11 +495,11 @@ def describe(v: Any, limit: int = 60) -> str:
         keys = list(v)[:4]
         shown = ", ".join(_key_text(k if len(k) <= 30 else k[:30] + "…") for k in keys)
         more = ", …" if len(v) > 4 else ""
-        return f"an object with {len(v)} key{'s' if len(v) != 1 else ''} ({shown}{more})"
+        return f"an object with {counted(len(v), 'key')} ({shown}{more})"
     if isinstance(v, list):
         if not v:
             return "an empty array []"
-        return f"an array of {len(v)} item{'s' if len(v) != 1 else ''}"
+        return f"an array of {counted(len(v), 'item')}"
     return f"a value of type {_type_name(v)}"
 
 

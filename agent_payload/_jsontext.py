@@ -1,17 +1,10 @@
-"""JSON text for data of any depth: ``dumps`` and ``loads`` as the ``json`` module writes and
-reads it, without its recursion limit.
+"""JSON text of any depth: ``dumps`` as ``json.dumps`` writes it and ``loads_file`` as a file
+holds it, without ``json``'s recursion limit (about 1,000 levels; the merge accepts 20,000).
 
-The standard ``json`` module recurses once per level and stops with ``RecursionError`` near
-1,000 levels, while the merge accepts payloads 20,000 levels deep (``merge.Limits``). Both
-functions here use ``json`` (fast, in C) and fall back to an explicit-stack writer or reader
-only when it runs out of recursion, so ordinary data costs nothing extra and deep data gives
-the same text (``dumps``) or the same value (``loads``).
-
-Files are read with ``loads_file`` and written with ``dumps(..., literals=True)`` (through
-``agent_payload._files``, the one reader and writer of JSON files): a number whose shortest
-float form is not the text it was read from (``12345678901234567890123.45``, ``1E-400``,
-``12.50``) is read as a ``JsonNumber`` (a float that keeps its text) and written back as that
-text; a duplicate key, or a number beyond any float, is a ``JSONDecodeError`` at its position.
+Both use ``json`` (in C) and fall back to an explicit-stack writer or reader only when it runs
+out of recursion (or, reading, meets something to refuse). Files (through ``_files``) keep
+their numbers: a number whose shortest float form is not its text (``1E-400``, ``12.50``) is
+read as a ``JsonNumber`` and written back as that text (``dumps(..., literals=True)``).
 """
 
 from __future__ import annotations
@@ -27,7 +20,16 @@ from typing import Any
 
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
-__all__ = ["JsonNumber", "TooDeepError", "dumps", "loads", "loads_file"]
+__all__ = [
+    "JsonNumber",
+    "NotJsonData",
+    "TooDeepError",
+    "dump_pieces",
+    "dumps",
+    "loads_file",
+    "reject_constant",
+    "unique_object",
+]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
@@ -84,31 +86,9 @@ def _decimal(number: object) -> Decimal | None:
     return Decimal(float.__repr__(number))
 
 
-def dumps(
-    value: Any,
-    *,
-    indent: int | str | None = None,
-    ensure_ascii: bool = False,
-    separators: tuple[str, str] | None = None,
-    literals: bool = False,
-    allow_nan: bool = True,
-) -> str:
-    """``json.dumps(value, indent=..., ensure_ascii=..., separators=...)`` at any depth.
-
-    Data too deep for ``json`` is written without ``indent`` and with compact separators (the
-    indentation of data nested N levels deep alone takes about N squared characters). With
-    ``literals``, a ``JsonNumber`` is written as the text it was read from; ``allow_nan`` as
-    for ``json.dumps``."""
-    return "".join(
-        dump_pieces(
-            value,
-            indent=indent,
-            ensure_ascii=ensure_ascii,
-            separators=separators,
-            literals=literals,
-            allow_nan=allow_nan,
-        )
-    )
+def dumps(value: Any, **options: Any) -> str:
+    """``json.dumps`` at any depth: ``dump_pieces`` joined (the same options)."""
+    return "".join(dump_pieces(value, **options))
 
 
 def dump_pieces(
@@ -120,38 +100,24 @@ def dump_pieces(
     literals: bool = False,
     allow_nan: bool = True,
 ) -> list[str]:
-    """``dumps`` as pieces of a few tens of KB whose concatenation is the text: a large
-    payload's text is written out without ever being whole in memory."""
-    if literals:
-        depth = _literal_depth(value)
-        if depth is not None:
-            if depth >= _INDENT_DEPTH and indent is not None:
-                indent, separators = None, (",", ":")
-            default = (",", ": ") if indent is not None else (", ", ": ")
-            item_sep, key_sep = separators or default
-            return _pieces(
-                _chunks_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan)
-            )
-    try:
-        if indent is None or isinstance(value, str):
-            return [
-                json.dumps(
-                    value,
-                    indent=indent,
-                    ensure_ascii=ensure_ascii,
-                    separators=separators,
-                    allow_nan=allow_nan,
-                )
-            ]
+    """``json.dumps`` at any depth, as pieces of a few tens of KB whose concatenation is the
+    text (a large payload's text is never whole in memory). Data too deep for ``json`` is
+    written without ``indent`` (N levels of indentation cost about N squared characters). With
+    ``literals``, a ``JsonNumber`` is written as the text it was read from."""
+    depth = _literal_depth(value) if literals else None
+    if depth is None:
         encoder = json.JSONEncoder(
             indent=indent, ensure_ascii=ensure_ascii, separators=separators, allow_nan=allow_nan
         )
-        return _pieces(encoder.iterencode(value))
-    except RecursionError:
-        pass
-    if indent is not None:
+        try:
+            if indent is None or isinstance(value, str):
+                return [encoder.encode(value)]
+            return _pieces(encoder.iterencode(value))
+        except RecursionError:
+            depth = _INDENT_DEPTH
+    if depth >= _INDENT_DEPTH and indent is not None:
         indent, separators = None, (",", ":")
-    item_sep, key_sep = separators or (", ", ": ")
+    item_sep, key_sep = separators or ((",", ": ") if indent is not None else (", ", ": "))
     return _pieces(_chunks_iterative(value, indent, ensure_ascii, item_sep, key_sep, allow_nan))
 
 
@@ -169,16 +135,12 @@ def _pieces(chunks: Iterable[str], batch: int = 8192) -> list[str]:
     return parts
 
 
-_INDENT_DEPTH = 900
-"""Data with numbers to write as read is indented only up to this depth (as ``json`` would)."""
+_INDENT_DEPTH = 900  # data with literals is indented up to this depth (as ``json`` would)
 
 
 def _literal_depth(value: Any) -> int | None:
-    """The nesting depth of ``value`` if it holds a ``JsonNumber`` (None if it holds none).
-
-    ``marshal`` answers at C speed for most data: it writes exact JSON types only (a float
-    subclass such as ``JsonNumber`` is "unmarshallable") and a few hundred levels deep; the
-    walk below answers for the rest."""
+    """The nesting depth of ``value`` if it holds a ``JsonNumber`` (None if it holds none);
+    ``marshal`` (exact types only, a few hundred levels) answers most data at C speed."""
     try:
         marshal.dumps(value, 2)
         return None
@@ -207,7 +169,7 @@ def _chunks_iterative(
     ensure_ascii: bool,
     item_sep: str,
     key_sep: str,
-    allow_nan: bool = True,
+    allow_nan: bool,
 ) -> Iterator[str]:
     # Items: ("v", value, level) to write a value; ("t", text, 0) to emit text.
     stack: list[tuple[str, Any, int]] = [("v", value, 0)]
@@ -267,52 +229,39 @@ def _key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
-def loads(
-    text: str,
-    *,
-    parse_constant: Callable[[str], Any] | None = None,
-    max_depth: int | None = None,
-) -> Any:
-    """``json.loads(text, parse_constant=...)`` at any depth (``JSONDecodeError`` for text
-    that is not JSON, with the same line and column). With ``max_depth``, text nested deeper
-    than that raises ``TooDeepError`` as soon as the reader gets there."""
-    try:
-        return json.loads(text, parse_constant=parse_constant)
-    except RecursionError:
-        return _loads_iterative(text, parse_constant, max_depth)
-
-
 def loads_file(text: str, *, max_depth: int | None = None) -> Any:
-    """JSON text as a file holds it, read exactly (see the module docstring): numbers that a
-    float would change are ``JsonNumber``; ``NaN``/``Infinity``, a duplicate key and a number
-    beyond any float (or an integer longer than Python reads) are ``JSONDecodeError`` at their
-    line and column. Any depth; ``max_depth`` as for ``loads``."""
+    """JSON text as a file holds it, read exactly at any depth: numbers a float would change
+    are ``JsonNumber``; ``NaN``, a duplicate key and a number beyond any float (or an integer
+    longer than Python reads) are ``JSONDecodeError`` at their line and column; text nested
+    deeper than ``max_depth`` raises ``TooDeepError`` as soon as the reader gets there."""
     try:
         return json.loads(
             text,
-            parse_constant=_retry,
+            parse_constant=reject_constant,
             parse_float=_exact_float,
             parse_int=_exact_int,
-            object_pairs_hook=_unique_object,
+            object_pairs_hook=unique_object,
         )
-    except (_Retry, RecursionError):
+    except (NotJsonData, RecursionError):
         # The fast reader met something to refuse (it has no position to give) or great
         # depth: the explicit-stack reader reads again and says where.
-        return _loads_iterative(text, None, max_depth, exact=True)
+        return _loads_iterative(text, max_depth)
 
 
-class _Retry(Exception):
-    """Raised by the fast reader's hooks for what the explicit-stack reader refuses."""
+class NotJsonData(ValueError):
+    """Raised by the strict decoding hooks (``json``'s, here and in the reply parser) for
+    text ``json`` reads that is not JSON data: a slower reader then says where and why."""
 
 
-def _retry(_text: str) -> Any:
-    raise _Retry
+def reject_constant(name: str) -> Any:
+    """``parse_constant`` for strict decoding: ``NaN`` and the infinities are not JSON."""
+    raise NotJsonData(name)
 
 
 def _exact_float(text: str) -> float:
     number = float(text)
     if number - number != 0.0:
-        raise _Retry
+        raise NotJsonData
     return number if float.__repr__(number) == text else JsonNumber(text)
 
 
@@ -320,13 +269,14 @@ def _exact_int(text: str) -> int:
     try:
         return int(text)
     except ValueError:  # longer than sys.get_int_max_str_digits()
-        raise _Retry from None
+        raise NotJsonData from None
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for strict decoding: a key given twice is refused."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        raise _Retry
+        raise NotJsonData("duplicate key")
     return obj
 
 
@@ -339,16 +289,9 @@ class TooDeepError(ValueError):
         self.pos = pos
 
 
-def _loads_iterative(
-    text: str,
-    parse_constant: Callable[[str], Any] | None,
-    max_depth: int | None = None,
-    *,
-    exact: bool = False,
-) -> Any:
-    """The explicit-stack reader (only reached for text ``json`` already read up to its
-    recursion limit, so syntax errors are reported as ``json`` would report them; with
-    ``exact``, what ``loads_file`` refuses is a ``JSONDecodeError`` at its position)."""
+def _loads_iterative(text: str, max_depth: int | None = None) -> Any:
+    """The explicit-stack reader: syntax errors as ``json`` reports them, and what
+    ``loads_file`` refuses as a ``JSONDecodeError`` at its position."""
     end = len(text)
     # Each frame is [container, key, where the key starts] (key: the member being read).
     stack: list[list[Any]] = []
@@ -396,7 +339,7 @@ def _loads_iterative(
         elif char == '"':
             value, pos = scanstring(text, pos + 1)
         else:
-            value, pos = _scalar_at(text, pos, parse_constant, exact)
+            value, pos = _scalar_at(text, pos)
         # A value is complete: put it in its container, then close containers that end here.
         while True:
             if not stack:
@@ -407,7 +350,7 @@ def _loads_iterative(
             frame = stack[-1]
             container = frame[0]
             if isinstance(container, dict):
-                if exact and frame[1] in container:
+                if frame[1] in container:
                     name = json.dumps(frame[1], ensure_ascii=False)
                     raise JSONDecodeError(
                         f"the key {name} given twice in one object", text, frame[2]
@@ -430,19 +373,13 @@ def _loads_iterative(
             raise JSONDecodeError("Expecting ',' delimiter", text, pos)
 
 
-def _scalar_at(
-    text: str, pos: int, parse_constant: Callable[[str], Any] | None, exact: bool = False
-) -> tuple[Any, int]:
+def _scalar_at(text: str, pos: int) -> tuple[Any, int]:
     for word, value in _CONSTANTS.items():
         if text.startswith(word, pos):
             return value, pos + len(word)
     for word in _NON_FINITE:
         if text.startswith(word, pos):
-            if exact:
-                raise JSONDecodeError(f"{word} is not valid JSON (use null or a string)", text, pos)
-            if parse_constant is not None:
-                return parse_constant(word), pos + len(word)
-            return float(word.replace("Infinity", "inf")), pos + len(word)
+            raise JSONDecodeError(f"{word} is not valid JSON (use null or a string)", text, pos)
     match = _NUMBER.match(text, pos)
     if match is None:
         raise JSONDecodeError("Expecting value", text, pos)
@@ -452,8 +389,6 @@ def _scalar_at(
         try:
             return int(integer), match.end()
         except ValueError:  # longer than sys.get_int_max_str_digits()
-            if not exact:
-                raise
             raise JSONDecodeError(
                 f"an integer of {len(integer):,} digits, longer than can be read "
                 f"({sys.get_int_max_str_digits():,} digits at most)",
@@ -461,8 +396,6 @@ def _scalar_at(
                 pos,
             ) from None
     number = float(literal)
-    if not exact:
-        return number, match.end()
     if number - number != 0.0:
         raise JSONDecodeError(
             f"the number {literal} is beyond the range of a 64-bit float (about 1.8e308), so it "

@@ -1,21 +1,8 @@
-"""The one change-request normaliser: wrappers, snake_case bucket names, unknown fields.
-
-Used by the parser (``agent_payload.parse``) and by the merge (``agent_payload.merge``), so a
-change request's top level is judged by one policy whichever door it came through. It never
-guesses:
-
-* a wrapper (``WRAPPERS``) is unwrapped when the top level has no bucket of its own (a bucket
-  given as ``null``, ``{}`` or ``[]`` is absent); a ``reasoning`` beside it is kept (the inner
-  one wins); a ``null`` wrapper is the empty request; a wrapper that holds no object is not
-  read (reported);
-* a bucket in snake_case is read as its camelCase name; both spellings of one bucket holding
-  the same content are read as one, with different content neither is applied;
-* any other top-level field is unknown: never data, reported with the nearest valid name;
-* a ``reasoning`` that is not a string becomes text (a list of strings joined by lines).
-
-The decisions are made here; how a layer reacts to them (the parser raises a ``ModelReplyError``
-for the model, the merge reports a conflict) is the ``Reactions`` it passes. Core: it imports
-only ``changes`` and ``_jsondata``.
+"""The one change-request normaliser (the parser's and the merge's): wrappers unwrapped when
+no bucket stands beside them, snake_case bucket names read as camelCase (both spellings with
+the same content read as one), any other top-level field unknown (reported with the nearest
+valid name, never data). It decides; each layer reacts through its ``Reactions`` (the parser
+raises ``ModelReplyError`` for the model, the merge reports a conflict). See MERGE.md.
 """
 
 from __future__ import annotations
@@ -53,21 +40,14 @@ WRAPPERS: Final[tuple[str, ...]] = (
     "changeRequest",
     "change_request",
     "payload_change_request",
-)
-"""Top-level keys that wrap a whole change request (unwrapped when no bucket stands beside)."""
-
-FIELDS: Final[tuple[str, ...]] = (*BUCKETS, "reasoning")
-"""The top-level fields of the format, in wire (camelCase) spelling."""
+)  # keys that wrap a whole change request
+FIELDS: Final[tuple[str, ...]] = (*BUCKETS, "reasoning")  # in wire (camelCase) spelling
 CAMEL_TO_SNAKE: Final[dict[str, str]] = {
     wire: py for py, wire in WIRE_NAMES.items() if wire in BUCKETS
 }
-"""camelCase bucket name -> its snake_case spelling."""
 SNAKE_TO_CAMEL: Final[dict[str, str]] = {snake: camel for camel, snake in CAMEL_TO_SNAKE.items()}
-"""snake_case bucket name -> its camelCase spelling."""
 BUCKET_SPELLINGS: Final[frozenset[str]] = frozenset((*BUCKETS, *CAMEL_TO_SNAKE.values()))
-"""Every accepted spelling of a bucket."""
-KNOWN: Final[frozenset[str]] = frozenset((*BUCKET_SPELLINGS, "reasoning"))
-"""Every accepted top-level field name (wrappers aside)."""
+KNOWN: Final[frozenset[str]] = frozenset((*BUCKET_SPELLINGS, "reasoning"))  # wrappers aside
 
 
 def _norm(name: str) -> str:
@@ -75,12 +55,10 @@ def _norm(name: str) -> str:
 
 
 _SHAPE_NAMES: Final[tuple[str, ...]] = tuple({_norm(n) for n in (*KNOWN, *WRAPPERS)})
-
-
+# Each accepted field name, normalised -> its camelCase spelling.
 _BY_NORM: Final[dict[str, str]] = {
     _norm(n): (n if n in FIELDS else WIRE_NAMES.get(n, n)) for n in KNOWN
 }
-"""Each accepted field name, normalised -> its camelCase spelling."""
 
 
 # A model repeats its misspellings (a batch job judges the same one for many items): the
@@ -115,8 +93,7 @@ def absent(value: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class UnknownField:
-    """A top-level field that is not part of the format; ``beside`` names the wrapper it stood
-    beside (``None`` at the top level)."""
+    """A top-level field that is not part of the format (``beside``: the wrapper it stood by)."""
 
     name: str
     beside: str | None = None
@@ -134,16 +111,16 @@ class UnknownField:
 
 @dataclass(frozen=True, slots=True)
 class Normalised:
-    """The top level read: each bucket (camelCase, ``None`` when absent; a bucket whose two
-    spellings differ is left out) and the reasoning as given."""
+    """The top level read: the buckets (camelCase, ``None`` when absent, left out when the two
+    spellings differ) and the reasoning as given."""
 
     buckets: dict[str, Any]
     reasoning: Any
 
 
 class Reactions:
-    """How a layer reacts to what ``normalise_request`` finds: values are kept as given and the
-    findings ignored unless the layer says otherwise (the parser raises, the merge reports)."""
+    """How a layer reacts to what ``normalise_request`` finds (by default: values as given,
+    findings ignored)."""
 
     def text(self, name: str, value: str) -> Any:
         """A string given for the wrapper or bucket ``name`` (the parser decodes JSON text)."""
@@ -166,8 +143,8 @@ class Reactions:
 def normalise_request(
     obj: dict[str, Any], react: Reactions, repairs: list[str] | None = None
 ) -> Normalised:
-    """The top level of the change request ``obj`` (see the module docstring). What was
-    normalised on the way is appended to ``repairs`` in words."""
+    """The top level of the change request ``obj``; what was normalised is appended to
+    ``repairs`` in words."""
     notes: list[str] = [] if repairs is None else repairs
     obj, unknown = _unwrap(obj, react, notes)
     unknown += [UnknownField(k) for k in obj if k not in KNOWN]

@@ -31,6 +31,7 @@ from agent_payload._reply import DEFAULT_TOOL_NAME, OutputMode
 from agent_payload.changes import MARKER
 from agent_payload.errors import ConfigurationError, InvalidPayloadError
 from agent_payload.report import Change, Finding, Issue, PayloadPath, Problem
+from agent_payload.schema._compact import map_subschemas
 
 __all__ = [
     "DEFAULT_INDENT",
@@ -347,30 +348,13 @@ def strip_index_comments(text: str) -> str:
 
 # --- schema -------------------------------------------------------------------------------
 
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
-_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
-_SCHEMA_ONE = frozenset(
-    {"items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else"}
-)
-
 
 def _strip_titles(schema: Any) -> Any:
     """A JSON Schema without its ``title`` keywords (they repeat the property names)."""
     if not isinstance(schema, dict):
         return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_strip_titles(sub) for sub in value]
-        elif key in _SCHEMA_ONE:
-            out[key] = _strip_titles(value)
-        else:
-            out[key] = value
-    return out
+    kept = {k: v for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    return map_subschemas(kept, _strip_titles)
 
 
 def payload_schema(payload_type: Any) -> dict[str, Any]:

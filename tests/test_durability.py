@@ -34,7 +34,7 @@ from agent_payload import (
     cli,
     payload_version,
 )
-from agent_payload._jsontext import dumps, loads
+from agent_payload._jsontext import dumps, loads_file
 from agent_payload.diff import to_json_patch
 from agent_payload.errors import LimitExceededError, SessionFileError
 from agent_payload.report import Change
@@ -348,7 +348,7 @@ def test_json_text_of_any_depth_is_what_json_writes() -> None:
     deep: Any = [0]
     for _ in range(20_000):
         deep = {"k": [deep]}
-    back = loads(dumps(deep, indent=2))
+    back = loads_file(dumps(deep, indent=2))
     assert payload_version(back) == payload_version(deep)
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any, Final
+from typing import Any
 
-from agent_payload._jsondata import json_data, locate_problem
+from agent_payload._jsondata import json_data, locate_problem, not_json_message
 from agent_payload._paths import format_payload_path
 from agent_payload.errors import InvalidPayloadError, LimitExceededError
 from agent_payload.merge import DEFAULT_LIMITS
@@ -99,19 +99,7 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             maximum=DEFAULT_LIMITS.max_nodes,
             path=where,
         )
-    template = _NOT_DATA.get(problem.kind, _NOT_DATA["value"])
-    parent = format_payload_path(problem.path[:-1])
-    message = template.format(what=what, where=where, parent=parent, found=problem.detail)
-    raise InvalidPayloadError(message, path=problem.path)
-
-
-_NOT_DATA: Final = {
-    "key": "{what}: expected string keys at {parent}, found {found}; convert the keys to strings.",
-    "float": "{what}: expected a finite number at {where}, found {found}; JSON has no NaN or "
-    "infinity.",
-    "value": "{what}: expected JSON data at {where}, found {found}; pass dicts, lists, strings, "
-    "numbers, booleans and None (or a pydantic model).",
-}
+    raise InvalidPayloadError(not_json_message(problem, f"The {what}", where), path=problem.path)
 
 
 def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:

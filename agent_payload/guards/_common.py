@@ -1,6 +1,4 @@
-"""Helpers shared by the guards: payload paths written as text, JSON equality of primitives,
-and a bounded size estimate. Everything here is iterative: a 10,000-level payload never
-reaches Python's recursion limit."""
+"""Helpers shared by the guards: payload paths as text and a JSON size estimate (iterative)."""
 
 from __future__ import annotations
 
@@ -16,23 +14,19 @@ __all__ = ["format_path", "json_size", "path_below", "verb"]
 
 
 def path_below(base: PayloadPath, linked: Link) -> PayloadPath:
-    """``base`` followed by the segments of ``linked``, a path below it kept as a linked list
-    of ``(parent, segment)`` pairs (``None`` is ``base`` itself)."""
+    """``base`` followed by the segments of the linked path ``linked``."""
     return base + materialize(linked)
 
 
 def json_size(value: Any) -> int:
-    """The approximate length of ``value`` serialised as compact JSON, counted without
-    serialising (iteratively)."""
+    """The approximate length of ``value`` as compact JSON, counted without serialising."""
     total = 0
     stack: list[Any] = [value]
     while stack:
         node = stack.pop()
-        if isinstance(node, dict):
-            total += 2 + max(len(node) - 1, 0)
-            for key, child in node.items():
-                total += len(key) + 3
-                stack.append(child)
+        if isinstance(node, dict):  # braces, commas, and each key with its quotes and colon
+            total += 2 + max(len(node) - 1, 0) + sum(map(len, node)) + 3 * len(node)
+            stack.extend(node.values())
         elif isinstance(node, list):
             total += 2 + max(len(node) - 1, 0)
             total += _count_plain_elements(node, stack)
@@ -45,15 +39,12 @@ def json_size(value: Any) -> int:
     return total
 
 
-_MAX_KINDS = 6
-"""Element types of one list counted kind by kind (more: the list is walked element by
-element)."""
+_MAX_KINDS = 6  # element types of one list counted kind by kind (more: element by element)
 
 
 def _count_plain_elements(items: list[Any], stack: list[Any]) -> int:
-    """What :func:`json_size` counts for the plain scalars of ``items`` (exactly ``str``,
-    ``int``, ``float``, ``bool``, ``None``), counted a kind at a time at C speed; every other
-    element is put on ``stack`` for the walk. (A list of a million numbers is one pass.)"""
+    """What :func:`json_size` counts for the plain scalars of ``items``, a kind at a time at C
+    speed; every other element goes on ``stack`` for the walk."""
     kinds = set(map(type, items))
     if len(kinds) > _MAX_KINDS:
         stack.extend(items)

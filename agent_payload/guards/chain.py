@@ -1,5 +1,5 @@
-"""Several guards asked as one: ``combine_guards`` (``GuardChain`` itself is core, in
-``agent_payload.report``, because the merge combines ``guards=[...]`` with it)."""
+"""Several guards asked as one: ``combine_guards`` (``GuardChain`` is in ``report``: the merge
+uses it)."""
 
 from __future__ import annotations
 

@@ -1,75 +1,42 @@
-"""The data-loss guard: flag effective changes that look like content lost by accident.
-
-Models that edit a large payload sometimes shorten what they were not asked to touch: a long
-description comes back as its first sentence and ``...``, a list of forty items as three, an
-object as ``"see above"``. ``DataLossGuard`` looks at every effective change (at any depth,
-inside arrays too) and flags:
-
-========================== =================================================================
-rule                       fires when
-========================== =================================================================
-``string_cut``             a text of >= ``min_string_length`` (100) characters loses more
-                           than ``max_string_cut`` (70%) of its length
-``truncation_marker``      a text is replaced by a shorter one ending in a truncation marker
-                           (``...``, ``…``, ``[truncated]``, ``etc.``, ``and more``), or by
-                           the marker alone
-``placeholder``            a value is replaced by a placeholder (``TODO``, ``<...>``,
-                           ``[...]``, ``...rest unchanged``, ``<unchanged>``), or a text
-                           gains one it did not hold
-``array_shrunk``           an array of >= ``min_items`` (2) elements loses more than
-                           ``max_array_shrink`` (50%) of them
-``object_keys_lost``       an object of >= ``min_keys`` (2) keys loses more than
-                           ``max_key_loss`` (50%) of them
-``container_to_primitive`` a non-empty object or array is replaced by a primitive
-``wiped``                  a non-trivial value (not null, not blank, not empty) becomes
-                           ``""`` or ``null``
-``large_removal``          a deleted value is >= ``large_removal_chars`` (2000) characters
-                           of JSON
-========================== =================================================================
-
-Policies: ``allow`` (nothing is flagged), ``warn`` (findings of severity ``warning``: the
-merge applies the change and records a ``data_loss`` warning), ``confirm`` (severity
-``confirm``: applied and recorded; the agent asks the model once to confirm, showing before
-and after), ``reject`` (severity ``conflict``: the merge refuses the change).
-
-The merge reports each deleted array element and each deleted key as its own change, so a
-per-change guard cannot see that an array lost 40 of its 45 elements. ``review(before, after,
-changes)`` sees the whole merge: it returns the per-change findings and, for every container
-that lost elements or keys one by one, an ``array_shrunk`` / ``object_keys_lost`` finding. It
-**counts** the deletions in ``changes`` against the container's size before the merge, so
-deleting all ten items and appending ten others is the loss of ten items, not an array of the
-same length. ``apply_change_request(..., guards=[...])`` runs the review after every merge with a
-guard that has one (a ``review`` conflict refuses every change at or below the container), so
-the agent, the tool handler, the session and direct merges all get it.
-
-Sizes: this module is one guard whose per-change rules and whole-merge review share their
-thresholds and messages (606 lines, kept together); ``_leaf`` (89 lines) is one check per rule
-for a changed leaf, read top to bottom in the order of ``DATA_LOSS_RULES``.
+"""The data-loss guard: flag effective changes that look like content lost by accident (a long
+text cut to ``...``, forty items to three, an object to ``"see above"``); the rules and
+policies are in docs/guards.md. ``review`` sees the whole merge, where each deleted element is
+its own change: it counts deletions against each container's size before the merge.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_payload._config import check_number
-from agent_payload._jsondata import Link, json_data
+from agent_payload._jsondata import Link, PathMap, json_data
+from agent_payload._paths import lookup
 from agent_payload.errors import ConfigurationError
 from agent_payload.guards._common import format_path, json_size, path_below
-from agent_payload.guards.rules import PathRule, RuleSet, parse_rule
+from agent_payload.guards.rules import PathRule, RuleSet, _parse_rules
 from agent_payload.report import Change, Finding, PayloadPath
 
 __all__ = ["DATA_LOSS_RULES", "DataLossFinding", "DataLossGuard", "Policy"]
 
 Policy = Literal["allow", "warn", "confirm", "reject"]
-_SEVERITY: dict[str, Literal["warning", "confirm", "conflict"]] = {
-    "warn": "warning",
-    "confirm": "confirm",
-    "reject": "conflict",
+# policy -> (the findings' severity, the prompt's word for it, the advice in a finding)
+_POLICIES: dict[str, tuple[Literal["warning", "confirm", "conflict"], str, str]] = {
+    "warn": ("warning", "reported", "It was applied; make sure the task asked for it."),
+    "confirm": (
+        "confirm",
+        "sent back to you to confirm",
+        "If this is what the task asks for, confirm it; otherwise restore the content.",
+    ),
+    "reject": (
+        "conflict",
+        "refused",
+        "This change was refused: write the complete value, and delete only what the task asks "
+        "to delete.",
+    ),
 }
 
 DATA_LOSS_RULES: tuple[str, ...] = (
@@ -115,13 +82,15 @@ _TAIL = 200
 @dataclass(frozen=True, slots=True)
 class DataLossFinding(Finding):
     """A ``data_loss`` finding: the payload ``path``, the ``rule`` that fired and the sizes
-    before and after (characters for text and removed content, elements for arrays, keys for
-    objects)."""
+    before and after (characters, elements or keys)."""
 
     path: PayloadPath = ()
     rule: str = ""
     before_size: int = 0
     after_size: int = 0
+
+
+_Found = tuple[str, int, int, str]  # rule, size before, size after, detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,13 +132,10 @@ def _short(value: Any, limit: int = 40) -> str:
 
 
 class DataLossGuard:
-    """Flag changes that look like accidental loss of content (see the module docstring).
-
-    A ``Guard`` (``guard(change)``) for ``apply_change_request(guards=[...])``, plus
-    ``review(before, after, changes)`` for what only the whole merge shows. ``ignore`` takes
-    path rules (the permission grammar, no operation suffix needed) where nothing is flagged;
-    ``rules`` limits the rules that run (default: all of ``DATA_LOSS_RULES``).
-    """
+    """Flag changes that look like accidental loss of content (see the module docstring): a
+    ``Guard`` for ``apply_change_request(guards=[...])``, with ``review`` for the whole merge.
+    ``ignore``: path rules where nothing is flagged; ``rules``: the rules that run (default:
+    all of ``DATA_LOSS_RULES``)."""
 
     code = "data_loss"
 
@@ -220,9 +186,7 @@ class DataLossGuard:
                 f"unknown data-loss rules {sorted(unknown)}; known: {', '.join(DATA_LOSS_RULES)}"
             )
         self.rules = frozenset(enabled)
-        if isinstance(ignore, str):
-            raise ConfigurationError(f"ignore must be a list of path rules, got {ignore!r}")
-        self.ignore_rules: tuple[PathRule, ...] = tuple(parse_rule(r) for r in ignore or ())
+        self.ignore_rules: tuple[PathRule, ...] = _parse_rules(ignore, "ignore")
         self._ignore = RuleSet(self.ignore_rules)
 
     def __repr__(self) -> str:
@@ -240,27 +204,14 @@ class DataLossGuard:
         return [self._finding(hit) for hit in self._scan(change) if not self._ignored(hit.path)]
 
     def review(
-        self,
-        before: Any,
-        after: Any,
-        changes: Sequence[Change],
-        *,
-        per_change: bool = True,
+        self, before: Any, after: Any, changes: Sequence[Change], *, per_change: bool = True
     ) -> list[DataLossFinding]:
-        """Findings for a whole merge: ``before`` is the payload given to the merge, ``after``
-        the merged payload, ``changes`` the report's effective changes.
-
-        With ``per_change=True`` the result holds each change's own findings and the
-        container findings; with ``per_change=False`` only the container findings (use this
-        when the guard already ran inside the merge, so nothing is reported twice). A
-        container finding is given for every object or array that lost elements or keys
-        through separate ``delete`` changes when, before against after, it shrank past the
-        thresholds.
-        """
+        """Findings for a whole merge (``changes``: the report's effective changes): each
+        change's own findings (unless ``per_change=False``, for a guard that already ran in
+        the merge) and one per container that separate deletions shrank past the thresholds."""
         if self.policy == "allow":
             return []
-        before = _dump(before)
-        after = _dump(after)
+        before, after = json_data(before), json_data(after)
         findings: list[DataLossFinding] = []
         seen: set[tuple[PayloadPath, str]] = set()
         if per_change:
@@ -268,71 +219,50 @@ class DataLossGuard:
                 for finding in self.check_change(change):
                     findings.append(finding)
                     seen.add((finding.path, finding.rule))
-        # Count, never compare lengths: every element or key deleted by its own change
-        # counts, whatever was appended after it (deleting all ten items and appending ten
-        # others is the loss of ten items, not an array of the same length).
-        deleted: dict[PayloadPath, list[int]] = {}
-        inserted: dict[PayloadPath, list[int]] = {}  # result parent -> added positions
+        # Count, never compare lengths: appended items do not make up for deleted ones.
         removed: dict[PayloadPath, int] = {}
         for change in changes:
-            if change.op == "add" and change.path and isinstance(change.path[-1], int):
-                inserted.setdefault(change.path[:-1], []).append(change.path[-1])
-            if change.op != "delete" or not change.path:
-                continue
-            parent = change.path[:-1]
-            removed[parent] = removed.get(parent, 0) + 1
-            last = change.path[-1]
-            if isinstance(last, int):
-                deleted.setdefault(parent, []).append(last)
-        for indices in (*deleted.values(), *inserted.values()):
-            indices.sort()
+            if change.op == "delete" and change.path:
+                removed[change.path[:-1]] = removed.get(change.path[:-1], 0) + 1
+        paths = PathMap(changes)
         for parent, count in removed.items():
-            old = _get(before, parent)
-            new = _get(after, _map_path(parent, deleted, inserted))
-            for hit in self._counted_hits(parent, old, new, count):
-                if (hit.path, hit.rule) in seen or self._ignored(hit.path):
-                    continue
+            old = lookup(before, parent, None)
+            now = paths.result_path(parent)
+            new = None if now is None else lookup(after, now, None)
+            hit = self._counted_hit(parent, old, new, count)
+            if hit is not None and (hit.path, hit.rule) not in seen and not self._ignored(hit.path):
                 seen.add((hit.path, hit.rule))
                 findings.append(self._finding(hit))
         return findings
 
-    def _counted_hits(self, path: PayloadPath, old: Any, new: Any, count: int) -> Iterator[_Hit]:
+    def _counted_hit(self, path: PayloadPath, old: Any, new: Any, count: int) -> _Hit | None:
         """A container of ``old`` that lost ``count`` elements or keys through separate
         deletions (``new``: the container after the merge, for the message)."""
+        rule = self._shrunk(old, count)
+        if rule is None:
+            return None
         now = ""
-        if isinstance(new, list | dict) and isinstance(old, list | dict):
+        if isinstance(new, list | dict):
             added = len(new) - (len(old) - count)
-            what = "elements" if isinstance(new, list) else "keys"
-            now = f"; it now holds {len(new)} {what}"
+            now = f"; it now holds {len(new)} {'elements' if isinstance(new, list) else 'keys'}"
             if added > 0:
                 now += f", {added} of them new"
+        if rule == "array_shrunk":
+            lost = f"an array of {len(old)} elements lost {count} of them"
+            lost += f" ({_percent(count, len(old))}%)"
+        else:
+            lost = f"an object lost {count} of its {len(old)} keys"
+        return _Hit(path, rule, len(old), len(old) - count, f"{lost} to separate deletions{now}")
+
+    def _shrunk(self, old: Any, lost: int) -> str | None:
+        """The rule that fires for an array or object of ``old`` losing ``lost`` of its items."""
         if isinstance(old, list):
-            if (
-                "array_shrunk" in self.rules
-                and len(old) >= self.min_items
-                and count > self.max_array_shrink * len(old)
-            ):
-                yield _Hit(
-                    path,
-                    "array_shrunk",
-                    len(old),
-                    len(old) - count,
-                    f"an array of {len(old)} elements lost {count} of them "
-                    f"({_percent(count, len(old))}%) to separate deletions{now}",
-                )
-        elif (
-            isinstance(old, dict)
-            and "object_keys_lost" in self.rules
-            and len(old) >= self.min_keys
-            and count > self.max_key_loss * len(old)
-        ):
-            yield _Hit(
-                path,
-                "object_keys_lost",
-                len(old),
-                len(old) - count,
-                f"an object lost {count} of its {len(old)} keys to separate deletions{now}",
-            )
+            rule, least, most = "array_shrunk", self.min_items, self.max_array_shrink
+        elif isinstance(old, dict):
+            rule, least, most = "object_keys_lost", self.min_keys, self.max_key_loss
+        else:
+            return None
+        return rule if rule in self.rules and len(old) >= least and lost > most * len(old) else None
 
     def describe(self) -> str:
         """A sentence for the system prompt (empty under policy ``allow``)."""
@@ -341,41 +271,17 @@ class DataLossGuard:
         return (
             "Keep existing content complete: never shorten a text or replace it with '...', "
             "'etc.' or a placeholder, and do not drop elements or keys unless the task asks "
-            "for it. Suspected data loss is "
-            + {"warn": "reported", "confirm": "sent back to you to confirm", "reject": "refused"}[
-                self.policy
-            ]
-            + "."
+            f"for it. Suspected data loss is {_POLICIES[self.policy][1]}."
         )
 
     # -- internals --------------------------------------------------------------------------
 
     def _ignored(self, path: PayloadPath) -> bool:
-        if not self.ignore_rules:
-            return False
-        state = self._ignore.start()
-        if state[1]:
-            return True
-        for segment in path:
-            state = self._ignore.step(state, segment)
-            if state[1]:
-                return True
-            if not RuleSet.alive(state):
-                return False
-        return bool(state[1])
+        return bool(self.ignore_rules) and bool(self._ignore.state_at(path)[1])
 
     def _finding(self, hit: _Hit) -> DataLossFinding:
-        severity = _SEVERITY[self.policy]
+        severity, _, advice = _POLICIES[self.policy]
         where = format_path(hit.path)
-        if severity == "conflict":
-            advice = (
-                "This change was refused: write the complete value, and delete only what the "
-                "task asks to delete."
-            )
-        elif severity == "confirm":
-            advice = "If this is what the task asks for, confirm it; otherwise restore the content."
-        else:
-            advice = "It was applied; make sure the task asked for it."
         message = f"Possible data loss at `{where}` (rule {hit.rule}): {hit.detail}. {advice}"
         return DataLossFinding(
             code=self.code,
@@ -391,9 +297,9 @@ class DataLossGuard:
         if change.op == "add":
             return
         if change.op == "delete":
-            hit = self._removal(change.path, change.old)
-            if hit is not None:
-                yield hit
+            found = self._removal(change.old)
+            if found is not None:
+                yield _Hit(change.path, *found)
             return
         stack: list[tuple[Link, Any, Any]] = [(None, change.old, change.new)]
         while stack:
@@ -403,10 +309,9 @@ class DataLossGuard:
                     path = path_below(change.path, linked)
                     yield from self._container_hits(path, old, new)
                     for key, value in old.items():
-                        if key not in new:
-                            hit = self._removal((*path, key), value)
-                            if hit is not None:
-                                yield hit
+                        found = None if key in new else self._removal(value)
+                        if found is not None:
+                            yield _Hit((*path, key), *found)
                 for key, value in old.items():
                     if key in new:
                         stack.append(((linked, key), value, new[key]))
@@ -415,88 +320,49 @@ class DataLossGuard:
                     path = path_below(change.path, linked)
                     yield from self._container_hits(path, old, new)
                     for i in range(len(new), len(old)):
-                        hit = self._removal((*path, i), old[i])
-                        if hit is not None:
-                            yield hit
+                        found = self._removal(old[i])
+                        if found is not None:
+                            yield _Hit((*path, i), *found)
                 for i in range(min(len(old), len(new))):
                     stack.append(((linked, i), old[i], new[i]))
             else:
-                hit = self._leaf(change.path, linked, old, new)
-                if hit is not None:
-                    yield hit
+                found = self._leaf(old, new)
+                if found is not None:
+                    yield _Hit(path_below(change.path, linked), *found)
 
     def _container_hits(self, path: PayloadPath, old: Any, new: Any) -> Iterator[_Hit]:
-        if isinstance(old, list) and isinstance(new, list):
-            if (
-                "array_shrunk" in self.rules
-                and len(old) >= self.min_items
-                and len(old) - len(new) > self.max_array_shrink * len(old)
-            ):
-                yield _Hit(
-                    path,
-                    "array_shrunk",
-                    len(old),
-                    len(new),
-                    f"an array of {len(old)} elements shrank to {len(new)} "
-                    f"({_percent(len(old) - len(new), len(old))}% fewer)",
-                )
-        elif isinstance(old, dict) and isinstance(new, dict):
+        if isinstance(old, list) and self._shrunk(old, len(old) - len(new)):
+            shrunk = _percent(len(old) - len(new), len(old))
+            detail = f"an array of {len(old)} elements shrank to {len(new)} ({shrunk}% fewer)"
+            yield _Hit(path, "array_shrunk", len(old), len(new), detail)
+        elif isinstance(old, dict):
             lost = [key for key in old if key not in new]
-            if (
-                "object_keys_lost" in self.rules
-                and len(old) >= self.min_keys
-                and len(lost) > self.max_key_loss * len(old)
-            ):
+            if self._shrunk(old, len(lost)):
                 sample = ", ".join(json.dumps(k, ensure_ascii=False) for k in lost[:5])
                 more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
-                yield _Hit(
-                    path,
-                    "object_keys_lost",
-                    len(old),
-                    len(new),
-                    f"an object lost {len(lost)} of its {len(old)} keys ({sample}{more})",
-                )
+                detail = f"an object lost {len(lost)} of its {len(old)} keys ({sample}{more})"
+                yield _Hit(path, "object_keys_lost", len(old), len(new), detail)
 
-    def _removal(self, path: PayloadPath, value: Any) -> _Hit | None:
+    def _removal(self, value: Any) -> _Found | None:
         if "large_removal" not in self.rules:
             return None
         full = json_size(value)
         if full < self.large_removal_chars:
             return None
-        return _Hit(
-            path,
-            "large_removal",
-            full,
-            0,
-            f"{_kind(value)} ({full:,} characters of JSON) was deleted",
-        )
+        return "large_removal", full, 0, f"{_kind(value)} ({full:,} characters of JSON) was deleted"
 
-    def _leaf(self, base: PayloadPath, linked: Link, old: Any, new: Any) -> _Hit | None:
+    def _leaf(self, old: Any, new: Any) -> _Found | None:
         rules = self.rules
-        if isinstance(old, dict | list) and old and not isinstance(new, dict | list):
-            if "container_to_primitive" not in rules:
-                return self._removal(path_below(base, linked), old)
-            return _Hit(
-                path_below(base, linked),
-                "container_to_primitive",
-                len(old),
-                0,
-                f"{_kind(old)} ({json_size(old):,} characters of JSON) was replaced by "
-                f"{_short(new)}",
-            )
         if isinstance(old, dict | list) and isinstance(new, dict | list):
-            # a container replaced by one of the other kind: judged as a removal
-            return self._removal(path_below(base, linked), old)
+            return self._removal(old)  # replaced by a container of the other kind
+        if isinstance(old, dict | list) and old:  # replaced by a primitive
+            if "container_to_primitive" not in rules:
+                return self._removal(old)
+            detail = f"{_kind(old)} ({json_size(old):,} characters of JSON) was replaced by"
+            return "container_to_primitive", len(old), 0, f"{detail} {_short(new)}"
         if _nontrivial(old) and (new is None or (isinstance(new, str) and not new.strip())):
-            if "wiped" in rules:
-                return _Hit(
-                    path_below(base, linked),
-                    "wiped",
-                    json_size(old),
-                    json_size(new),
-                    f"{_kind(old)} was wiped to {_short(new)}",
-                )
-            return None
+            detail = f"{_kind(old)} was wiped to {_short(new)}"
+            return ("wiped", json_size(old), json_size(new), detail) if "wiped" in rules else None
         if not isinstance(new, str) or not _nontrivial(old):
             return None
         old_text = old if isinstance(old, str) else None
@@ -506,104 +372,43 @@ class DataLossGuard:
             is_marker = bool(_TRUNCATION_SUFFIX.fullmatch(new.strip()))
             rule = "truncation_marker" if is_marker else "placeholder"
             if rule in rules:
-                return _Hit(
-                    path_below(base, linked),
-                    rule,
-                    json_size(old),
-                    len(new),
-                    f"{_kind(old)} was replaced by the "
-                    f"{'truncation marker' if is_marker else 'placeholder'} {_short(new)}",
-                )
+                detail = f"{_kind(old)} was replaced by the {rule.replace('_', ' ')} {_short(new)}"
+                return rule, json_size(old), len(new), detail
         if old_text is None:
             return None
-        tail = new[-_TAIL:]
-        match = _TRUNCATION_SUFFIX.search(tail)
+        before, after = len(old_text), len(new)
+        text = f"a {before:,}-character text"
+        match = _TRUNCATION_SUFFIX.search(new[-_TAIL:])
         if (
             "truncation_marker" in rules
             and match is not None
             and not _TRUNCATION_SUFFIX.search(old_text[-_TAIL:])
-            and len(new) - len(match.group(0)) < len(old_text)
+            and after - len(match.group(0)) < before
         ):
-            return _Hit(
-                path_below(base, linked),
-                "truncation_marker",
-                len(old_text),
-                len(new),
-                f"a {len(old_text):,}-character text was replaced by {len(new):,} characters "
-                f"ending in the truncation marker {match.group(0).strip()!r}",
-            )
-        contained = _CONTAINED_PLACEHOLDER.search(new) if len(new) <= len(old_text) * 4 else None
+            detail = f"{text} was replaced by {after:,} characters ending in the truncation marker"
+            return "truncation_marker", before, after, f"{detail} {match.group(0).strip()!r}"
+        contained = _CONTAINED_PLACEHOLDER.search(new) if after <= before * 4 else None
         if (
             "placeholder" in rules
             and contained is not None
             and contained.group(0).lower() not in old_text.lower()
         ):
-            return _Hit(
-                path_below(base, linked),
+            return (
                 "placeholder",
-                len(old_text),
-                len(new),
-                f"a {len(old_text):,}-character text now holds the placeholder "
-                f"{contained.group(0)!r}",
+                before,
+                after,
+                f"{text} now holds the placeholder {contained[0]!r}",
             )
         if (
             "string_cut" in rules
-            and len(old_text) >= self.min_string_length
-            and len(old_text) - len(new) > self.max_string_cut * len(old_text)
+            and before >= self.min_string_length
+            and before - after > self.max_string_cut * before
         ):
-            return _Hit(
-                path_below(base, linked),
-                "string_cut",
-                len(old_text),
-                len(new),
-                f"a {len(old_text):,}-character text was cut to {len(new):,} characters "
-                f"({_percent(len(old_text) - len(new), len(old_text))}% shorter)",
-            )
+            shorter = _percent(before - after, before)
+            detail = f"{text} was cut to {after:,} characters ({shorter}% shorter)"
+            return "string_cut", before, after, detail
         return None
 
 
 def _percent(part: int, whole: int) -> int:
     return round(100 * part / whole) if whole else 0
-
-
-_dump = json_data
-
-
-_ABSENT = object()
-
-
-def _get(data: Any, path: PayloadPath) -> Any:
-    node = data
-    for segment in path:
-        if isinstance(node, list) and isinstance(segment, int) and 0 <= segment < len(node):
-            node = node[segment]
-            continue
-        if isinstance(node, dict) and isinstance(segment, str) and segment in node:
-            node = node[segment]
-            continue
-        return _ABSENT
-    return node
-
-
-def _map_path(
-    path: PayloadPath,
-    deleted: dict[PayloadPath, list[int]],
-    inserted: dict[PayloadPath, list[int]],
-) -> PayloadPath:
-    """Map a path of the original payload to the result, given the deleted array positions
-    (by original parent path) and the added ones (by result parent path, MERGE.md section 8):
-    every index shifts down by the deletions before it, then up by each item added at or
-    before the position it has reached."""
-    out: list[str | int] = []
-    for n, segment in enumerate(path):
-        if isinstance(segment, int):
-            gone = deleted.get(path[:n])
-            index = segment - bisect_left(gone, segment) if gone else segment
-            for added in inserted.get(tuple(out), ()):
-                if added > index:
-                    break
-                index += 1
-            out.append(index)
-        else:
-            out.append(segment)
-    return tuple(out)

@@ -1,27 +1,6 @@
-"""Read scope: which object keys the model sees, and the write protection that follows.
-
-``ReadScope(include=[...], exclude=[...])`` takes path rules in the grammar of
-``agent_payload.guards.permissions`` (without an operation suffix).
-
-* An object key is **shown** when no ``exclude`` rule matches it or an ancestor, and either no
-  ``include`` list is given, or an ``include`` rule matches it or an ancestor, or it is a
-  container on the way to something an ``include`` rule can match (``customer`` for
-  ``include=["customer.name"]``; it is then shown with only the included keys).
-* Arrays are shown whole: every element stays at its real position, so indices in the
-  model's change request mean what they mean in the payload. Keys inside elements are
-  filtered like any keys; an element that is itself out of scope (``exclude=["tags[0]"]``,
-  or not included) is shown as an empty value of its kind, ``{}``, ``[]`` or ``null``, so
-  nothing of it leaks (and it stays protected).
-* What the model does not see is protected: ``ReadScope`` is a ``Guard`` refusing
-  (``permission_denied``) every change that would add, change or delete a node that is out of
-  scope, including nodes inside a container that a change deletes or replaces. With an
-  ``include`` list, new keys outside it are refused too. Like ``Permissions``, it judges a
-  change at the original node it touches (an element's position as shown to the model, not
-  its position after earlier deletions in the same request).
-* **No oracle.** ``named_outside(request, shown)`` lists every entry of a change request that
-  *names* a path outside the scope, judged on the request and the projection alone (never on
-  the hidden data): the judge refuses each the same way, whatever its value and whether or
-  not the key exists, so guessing a hidden value or probing for a hidden key learns nothing.
+"""Read scope: which object keys the model sees (arrays whole, an element out of scope as
+``{}``, ``[]`` or ``null``), and the write protection that follows (docs/guards.md). Requests
+are judged on the request and the projection alone, never on hidden data (no oracle).
 """
 
 from __future__ import annotations
@@ -51,18 +30,12 @@ def _rules(rules: Iterable[str] | None, what: str) -> tuple[PathRule, ...]:
 
 
 class ReadScope:
-    """Select which object keys the model sees; protect the rest from writes.
-
-    ``project(payload)`` gives the payload as the model should see it; the scope itself is a
-    ``Guard`` (``guard()`` returns it) and has ``describe()`` for the system prompt.
-    """
+    """Select which object keys the model sees (``project``); a ``Guard`` protecting the rest."""
 
     code = "permission_denied"
 
     def __init__(
-        self,
-        include: Iterable[str] | None = None,
-        exclude: Iterable[str] | None = None,
+        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
     ) -> None:
         self.include_rules: tuple[PathRule, ...] | None = (
             None if include is None else _rules(include, "include")
@@ -78,8 +51,8 @@ class ReadScope:
     # -- the decision -----------------------------------------------------------------------
 
     def _hidden(self, state: _State, value: Any) -> tuple[bool, PathRule | None]:
-        """Whether the node reached with ``state`` (holding ``value``) is out of scope, and
-        the exclude rule responsible (None when it is simply not included)."""
+        """Whether the node (holding ``value``) is out of scope, and the exclude rule that hides
+        it (None: not included)."""
         states, covered = state
         n = self._n_include
         for i in sorted(covered):
@@ -99,22 +72,15 @@ class ReadScope:
         return self._hidden(state, value)
 
     def visible(self, path: PayloadPath, value: Any = None) -> bool:
-        """True when the node at ``path`` (holding ``value``) is in scope. Array elements are
-        always displayed, but this still says whether they are in scope."""
-        state = self._rules.start()
-        for segment in path:
-            state = self._rules.step(state, segment)
-            if not RuleSet.alive(state):
-                break
-        return not self._hidden(state, value)[0]
+        """Whether the node at ``path`` (holding ``value``) is in scope (array elements too)."""
+        return not self._hidden(self._rules.state_at(path), value)[0]
 
     # -- the view ---------------------------------------------------------------------------
 
     def project(self, payload: Any) -> Any:
-        """The payload as the model should see it: a new object (or array) holding only the
-        keys in scope; arrays keep every element at its position. A pydantic model is dumped
-        in JSON mode first. The input is never changed and shares nothing with the result."""
-        data = _dump(payload)
+        """The payload as the model sees it: a new value holding only what is in scope (a
+        pydantic model is dumped in JSON mode first); it shares nothing with the input."""
+        data = json_data(payload)
         if not isinstance(data, dict | list):
             return data
         root: Any = {} if isinstance(data, dict) else []
@@ -184,11 +150,9 @@ class ReadScope:
     def named_outside(
         self, request: Mapping[str, Any], shown: Any
     ) -> list[tuple[tuple[str | int, ...], PayloadPath]]:
-        """Every entry of ``request`` (wire form: bucket names as keys) that names a payload
-        path outside the scope, as (its request path, the payload path it names). Only the
-        request and ``shown`` (the projection the model saw) are read: a hidden key answers
-        like a missing one. ``{}`` placeholders in updateElements and removeElements name
-        nothing; below a named path that is outside, nothing more is listed."""
+        """Every entry of ``request`` (wire form) naming a path outside the scope, as (its
+        request path, the payload path), judged on ``request`` and ``shown`` (the projection
+        the model saw) only. ``{}`` placeholders name nothing; nothing below an entry listed."""
         found: list[tuple[tuple[str | int, ...], PayloadPath]] = []
         for bucket in _BUCKETS:
             value = request.get(bucket)
@@ -230,8 +194,6 @@ class ReadScope:
         return text
 
 
-_dump = json_data
-
 _BUCKETS = ("updateElements", "newElements", "removeElements", "replaceElements")
 _PLACEHOLDING = ("updateElements", "removeElements")
 
@@ -243,9 +205,8 @@ def _index(key: str) -> bool:
 
 def _named(bucket: str, node: Any, seen: Any) -> Iterator[tuple[str | int, str | int, Any, Any]]:
     """The entries of a request node: (request part, payload part, value, shown value there).
-    ``seen`` is the projection at the same place (None when the model saw nothing there); it
-    decides only what the model could see: whether a dict stands over an array (an index
-    map) and where newElements appends."""
+    ``seen`` (the projection there) decides whether a dict is an index map and where
+    newElements appends."""
     seen_list = seen if isinstance(seen, list) else None
     if isinstance(node, dict):
         over_array = seen_list is not None and all(_index(k) for k in node)
@@ -268,10 +229,5 @@ def _named(bucket: str, node: Any, seen: Any) -> Iterator[tuple[str | int, str |
 
 
 def _emptied(value: Any) -> Any:
-    """An out-of-scope array element as shown: an empty value of its kind (``{}``, ``[]``,
-    or ``null`` for a primitive), so its position stays and nothing of it leaks."""
-    if isinstance(value, dict):
-        return {}
-    if isinstance(value, list):
-        return []
-    return None
+    """An out-of-scope array element as shown: ``{}``, ``[]`` or ``null``."""
+    return {} if isinstance(value, dict) else [] if isinstance(value, list) else None

@@ -1,15 +1,12 @@
-"""Path rules: parsing the rule grammar and walking rules down a payload together.
-
-The grammar is described in :mod:`agent_payload.guards.permissions`. ``parse_rule`` turns a
-rule's text into a :class:`PathRule` (segment matchers and operations), with an error naming
-the position and what was expected; a :class:`RuleSet` walks several rules at once down a
-payload as a small NFA (``(states, covered)`` per node). Used by ``Permissions``,
-``ReadScope`` and ``DataLossGuard``'s rules.
+"""Path rules (grammar: :mod:`agent_payload.guards.permissions`): ``parse_rule`` turns a
+rule's text into a :class:`PathRule`; a :class:`RuleSet` walks several rules at once down a
+payload as a small NFA. Used by ``Permissions``, ``ReadScope`` and ``DataLossGuard(ignore=)``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +20,10 @@ ALL_OPS: frozenset[str] = frozenset({"add", "update", "delete"})
 
 # Segment matchers: ("key", name), ("index", n), ("any", None), ("any_index", None), ("deep", None)
 _Matcher = tuple[str, Any]
+# A walk state: the NFA states of every rule, and the rules that matched the node or an ancestor.
+_State = tuple[tuple[frozenset[int], ...], frozenset[int]]
 _FORBIDDEN_IN_NAME = frozenset('.[]:*"')
+_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +35,38 @@ class PathRule:
     ops: frozenset[str] = ALL_OPS
 
     def start(self) -> frozenset[int]:
-        return _closure(self.matchers, {0})
+        return self._closure({0})
 
     def step(self, states: frozenset[int], segment: str | int) -> frozenset[int]:
-        return _step(self.matchers, states, segment)
+        matchers = self.matchers
+        nxt: set[int] = set()
+        is_index = isinstance(segment, int)
+        for i in states:
+            if i >= len(matchers):
+                continue
+            kind, value = matchers[i]
+            if kind == "deep":
+                nxt.add(i)
+            elif (
+                kind == "any"
+                or (kind == "any_index" and is_index)
+                or (kind == "key" and not is_index and segment == value)
+                or (kind == "index" and is_index and segment == value)
+            ):
+                nxt.add(i + 1)
+        return self._closure(nxt) if nxt else frozenset()
+
+    def _closure(self, states: Iterable[int]) -> frozenset[int]:
+        """``states`` and those a ``**`` (zero or more segments) lets through without one."""
+        out: set[int] = set()
+        todo = list(states)
+        while todo:
+            i = todo.pop()
+            if i not in out:
+                out.add(i)
+                if i < len(self.matchers) and self.matchers[i][0] == "deep":
+                    todo.append(i + 1)
+        return frozenset(out)
 
     def accepts(self, states: frozenset[int]) -> bool:
         return len(self.matchers) in states
@@ -54,52 +82,7 @@ class PathRule:
 
     def covers(self, path: PayloadPath, op: str = "update") -> bool:
         """True when the rule matches ``path`` or one of its ancestors and concerns ``op``."""
-        if op not in self.ops:
-            return False
-        states = self.start()
-        if self.accepts(states):
-            return True
-        for segment in path:
-            states = self.step(states, segment)
-            if not states:
-                return False
-            if self.accepts(states):
-                return True
-        return False
-
-
-def _closure(matchers: Sequence[_Matcher], states: Iterable[int]) -> frozenset[int]:
-    out: set[int] = set()
-    todo = list(states)
-    while todo:
-        i = todo.pop()
-        if i in out:
-            continue
-        out.add(i)
-        if i < len(matchers) and matchers[i][0] == "deep":
-            todo.append(i + 1)
-    return frozenset(out)
-
-
-def _step(
-    matchers: Sequence[_Matcher], states: frozenset[int], segment: str | int
-) -> frozenset[int]:
-    nxt: set[int] = set()
-    is_index = isinstance(segment, int)
-    for i in states:
-        if i >= len(matchers):
-            continue
-        kind, value = matchers[i]
-        if kind == "deep":
-            nxt.add(i)
-        elif (
-            kind == "any"
-            or (kind == "any_index" and is_index)
-            or (kind == "key" and not is_index and segment == value)
-            or (kind == "index" and is_index and segment == value)
-        ):
-            nxt.add(i + 1)
-    return _closure(matchers, nxt) if nxt else frozenset()
+        return op in self.ops and bool(RuleSet((self,)).state_at(path)[1])
 
 
 # --- parsing -------------------------------------------------------------------------------
@@ -115,16 +98,13 @@ def _error(rule: str, pos: int, expected: str) -> ConfigurationError:
 
 
 def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
-    """Parse ``[...]`` starting at ``rule[pos] == "["``; return the matcher and the position
-    after ``]``."""
+    """The matcher of ``[...]`` at ``pos`` and the position after ``]``."""
     i = pos + 1
     if rule.startswith("*]", i):
         return ("any_index", None), i + 2
-    if i < len(rule) and rule[i].isdigit():
-        j = i
-        while j < len(rule) and rule[j].isdigit() and rule[j].isascii():
-            j += 1
-        digits = rule[i:j]
+    number = _DIGITS.match(rule, i)
+    if number is not None:
+        digits, j = number.group(), number.end()
         if len(digits) > 1 and digits[0] == "0":
             raise _error(rule, i, "an index without leading zeros")
         if j >= len(rule) or rule[j] != "]":
@@ -145,16 +125,12 @@ def _parse_bracket(rule: str, pos: int) -> tuple[_Matcher, int]:
 
 def _parse_name(rule: str, pos: int) -> tuple[_Matcher, int]:
     """Parse a bare name, ``*`` or ``**`` at ``pos``."""
-    if rule.startswith("**", pos):
-        end = pos + 2
-        if end < len(rule) and rule[end] not in ".[:":
-            raise _error(rule, end, "'.', '[' or ':' after '**'")
-        return ("deep", None), end
-    if rule.startswith("*", pos):
-        end = pos + 1
-        if end < len(rule) and rule[end] not in ".[:":
-            raise _error(rule, end, "'.', '[' or ':' after '*'")
-        return ("any", None), end
+    for stars, kind in (("**", "deep"), ("*", "any")):
+        if rule.startswith(stars, pos):
+            end = pos + len(stars)
+            if end < len(rule) and rule[end] not in ".[:":
+                raise _error(rule, end, f"'.', '[' or ':' after '{stars}'")
+            return (kind, None), end
     j = pos
     while j < len(rule) and rule[j] not in _FORBIDDEN_IN_NAME and not rule[j].isspace():
         j += 1
@@ -164,10 +140,8 @@ def _parse_name(rule: str, pos: int) -> tuple[_Matcher, int]:
 
 
 def parse_rule(text: str) -> PathRule:
-    """Parse one rule (see the module docstring for the grammar).
-
-    Raises ``ConfigurationError`` naming the position of the first problem.
-    """
+    """Parse one rule (grammar: :mod:`agent_payload.guards.permissions`); raises
+    ``ConfigurationError`` naming the position of the first problem."""
     if not isinstance(text, str):
         raise ConfigurationError(
             f"a path rule must be a string such as 'items[*].price', got {type(text).__name__}"
@@ -177,13 +151,8 @@ def parse_rule(text: str) -> PathRule:
         raise ConfigurationError(
             "empty path rule: write a path such as 'items[*].price' (use '**' for everything)"
         )
-    matchers: list[_Matcher] = []
-    pos = 0
-    if rule[0] == "[":
-        matcher, pos = _parse_bracket(rule, 0)
-    else:
-        matcher, pos = _parse_name(rule, 0)
-    matchers.append(matcher)
+    matcher, pos = (_parse_bracket if rule[0] == "[" else _parse_name)(rule, 0)
+    matchers = [matcher]
     ops: frozenset[str] = ALL_OPS
     while pos < len(rule):
         char = rule[pos]
@@ -229,9 +198,7 @@ def _parse_rules(rules: Iterable[str] | str | None, what: str) -> tuple[PathRule
 
 
 class RuleSet:
-    """Rules walked together down a payload. A walk state is ``(states, covered)``: the NFA
-    states of every rule still alive and the indices of the rules that matched this node or
-    an ancestor."""
+    """Rules walked together down a payload, one cached ``_State`` per node."""
 
     __slots__ = ("_cache", "_indices", "_keys", "_other_key", "_start", "rules")
 
@@ -251,14 +218,10 @@ class RuleSet:
             other += "\x00"
         self._other_key = other
 
-    def start(self) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+    def start(self) -> _State:
         return self._start
 
-    def step(
-        self,
-        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
-        segment: str | int,
-    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+    def step(self, state: _State, segment: str | int) -> _State:
         if isinstance(segment, int):
             if segment not in self._indices:
                 segment = -1
@@ -272,11 +235,7 @@ class RuleSet:
             cached = self._cache[key] = self._step(state, segment)
         return cached
 
-    def _step(
-        self,
-        state: tuple[tuple[frozenset[int], ...], frozenset[int]],
-        segment: str | int,
-    ) -> tuple[tuple[frozenset[int], ...], frozenset[int]]:
+    def _step(self, state: _State, segment: str | int) -> _State:
         states, covered = state
         new_states: list[frozenset[int]] = []
         new_covered = set(covered)
@@ -292,24 +251,26 @@ class RuleSet:
             new_states.append(nxt)
         return tuple(new_states), frozenset(new_covered)
 
+    def state_at(self, path: PayloadPath) -> _State:
+        """The walk state at ``path`` (no further than where every rule is dead)."""
+        state = self._start
+        for segment in path:
+            if not RuleSet.alive(state):
+                break
+            state = self.step(state, segment)
+        return state
+
     def names_an_index_below(self, length: int) -> bool:
         """True when a rule names a literal index of an array of ``length`` elements: else
         every element steps alike (one state for all of them, see ``step``)."""
         return any(0 <= index < length for index in self._indices)
 
     @staticmethod
-    def alive(state: tuple[tuple[frozenset[int], ...], frozenset[int]]) -> bool:
+    def alive(state: _State) -> bool:
         return any(state[0])
 
-    def covering(
-        self, state: tuple[tuple[frozenset[int], ...], frozenset[int]], op: str
-    ) -> PathRule | None:
-        if not state[1]:
-            return None
+    def covering(self, state: _State, op: str) -> PathRule | None:
         for i in sorted(state[1]):
             if op in self.rules[i].ops:
                 return self.rules[i]
         return None
-
-
-_State = tuple[tuple[frozenset[int], ...], frozenset[int]]

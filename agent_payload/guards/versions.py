@@ -1,15 +1,7 @@
-"""Optimistic concurrency: a payload's version and applying a change only to that version.
-
-``payload_version(payload)`` is the SHA-256 (hex) of the payload's canonical JSON: keys sorted,
-no white space, non-ASCII characters as they are (UTF-8), pydantic models dumped in JSON mode.
-Two payloads that serialise the same have the same version, whatever their key order;
-``1`` and ``1.0`` serialise differently and so have different versions.
-
-A run remembers the version of the payload it started from; before its change request is
-applied to the *stored* payload, ``check_version(stored, expected)`` raises
-``StalePayloadError`` if someone else changed it meanwhile, so no edit is overwritten.
-``agent_payload.store`` builds on these: ``apply_if_version`` does both in one call;
-``VersionedStore`` keeps a payload in memory and makes the check and the write one atomic step.
+"""Optimistic concurrency: a payload's version (``payload_version``: the SHA-256 of its
+canonical JSON, keys sorted, no white space, UTF-8; ``1`` and ``1.0`` differ) and
+``check_version``, which ``agent_payload.store`` builds on (``apply_if_version``,
+``VersionedStore``).
 """
 
 from __future__ import annotations
@@ -27,23 +19,17 @@ from agent_payload.guards._common import format_path
 
 __all__ = ["check_version", "payload_version"]
 
-_CHUNK = 1 << 16
 _VALUE, _TEXT, _CLOSE = 0, 1, 2
-# The walk writes each value as ``json.dumps(value, ensure_ascii=False)`` writes it, through
-# the functions json.dumps itself ends in (a call of json.dumps builds an encoder each time,
-# the most of what a node of a deep payload cost): ``encode_basestring`` for strings,
-# ``int.__repr__`` and ``float.__repr__`` for numbers.
+# The walk writes values as ``json.dumps(value, ensure_ascii=False)`` does, through the
+# functions it ends in (``json.dumps`` builds an encoder per call: too slow per node).
 _WORDS = {None: "null", True: "true", False: "false"}
 
 
 def payload_version(payload: Any) -> str:
-    """The SHA-256 hex digest of ``payload``'s canonical JSON (see the module docstring).
-
-    Any depth works. Raises ``InvalidPayloadError`` (with the path) for data it cannot hash: not
-    JSON (a set, a datetime, NaN, a key that is not a string, number, bool or null), a cycle, an
-    integer longer than Python writes as text (``sys.get_int_max_str_digits()``, 4,300 digits by
-    default), a pydantic model that cannot be dumped. Keys that are numbers, bools or null are
-    written as ``json.dumps`` writes them."""
+    """The SHA-256 hex digest of ``payload``'s canonical JSON (any depth; keys that are
+    numbers, bools or null written as ``json.dumps`` writes them). Raises
+    ``InvalidPayloadError`` (with the path) for what it cannot hash: data that is not JSON, a
+    cycle, an integer longer than Python writes as text, a model that cannot be dumped."""
     data = _dump(payload)
     try:
         text = json.dumps(
@@ -60,11 +46,7 @@ def payload_version(payload: Any) -> str:
 def _key_text(key: Any, linked: Link) -> str:
     if isinstance(key, str):
         return key
-    if (
-        key is None
-        or isinstance(key, bool | int)
-        or (isinstance(key, float) and math.isfinite(key))
-    ):
+    if key is None or isinstance(key, bool | int) or _finite(key):
         return json.dumps(key)
     path = materialize(linked)
     raise InvalidPayloadError(
@@ -76,12 +58,9 @@ def _key_text(key: Any, linked: Link) -> str:
 
 def _iterative_version(data: Any) -> str:
     """The same digest as the fast path, written without recursion (for any depth)."""
-    digest = hashlib.sha256()
-    buffer: list[str] = []
-    size = 0
-    # The stack holds a value to write (with its linked path), a text to emit, or the end of a
-    # container (its closing text; the container leaves ``open`` then: a value met again while
-    # it is open is a cycle).
+    pieces: list[str] = []  # the canonical text, as the fast path holds it whole
+    # A value to write, a text to emit, or the end of a container (which leaves ``open_ids``:
+    # a container met again while open is a cycle).
     stack: list[tuple[int, Any, Link]] = [(_VALUE, data, None)]
     open_ids: set[int] = set()
     while stack:
@@ -128,14 +107,8 @@ def _iterative_version(data: Any) -> str:
             text = "["
         else:
             text = _scalar(item, linked)
-        buffer.append(text)
-        size += len(text)
-        if size >= _CHUNK:
-            digest.update("".join(buffer).encode("utf-8", "surrogatepass"))
-            buffer.clear()
-            size = 0
-    digest.update("".join(buffer).encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+        pieces.append(text)
+    return hashlib.sha256("".join(pieces).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _scalar(value: Any, linked: Link) -> str:
@@ -155,7 +128,7 @@ def _scalar(value: Any, linked: Link) -> str:
         return encode_basestring(value)
     if value is None or isinstance(value, bool):
         return _WORDS[value]
-    if isinstance(value, float) and math.isfinite(value):
+    if _finite(value):
         return float.__repr__(value)
     path = materialize(linked)
     if isinstance(value, float):
@@ -171,9 +144,12 @@ def _scalar(value: Any, linked: Link) -> str:
     )
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
+
+
 def _dump(payload: Any) -> Any:
-    """``json_data`` (by alias, the one dump helper), with a model that cannot be dumped
-    reported as ``InvalidPayloadError`` rather than pydantic's own error."""
+    """``json_data``, with a model that cannot be dumped as ``InvalidPayloadError``."""
     try:
         return json_data(payload)
     except Exception as exc:  # pydantic's serialisation errors, a failing serializer
@@ -184,8 +160,7 @@ def _dump(payload: Any) -> Any:
 
 
 def check_version(payload: Any, expected: str) -> str:
-    """Raise ``StalePayloadError`` unless ``payload`` is at version ``expected``; return the
-    version otherwise."""
+    """Raise ``StalePayloadError`` unless ``payload`` is at version ``expected``; return it."""
     check_expected(expected, "check_version(expected=...)")
     actual = payload_version(payload)
     if actual != expected:

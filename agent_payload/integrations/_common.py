@@ -1,6 +1,5 @@
-"""What the framework integrations share: the lazy import, the tool's name, description and
-schema taken from the handler (and the read tools' for ``payload_tools``), and ``Same``, for
-``turn`` keys naming a framework's object."""
+"""What the framework integrations share: the lazy import, the tools' name, description and
+schema taken from the handler, and ``Same``, for ``turn`` keys naming a framework's object."""
 
 from __future__ import annotations
 
@@ -32,6 +31,10 @@ class ToolSpec:
     name: str
     description: str
     schema: dict[str, Any]
+
+    def kwargs(self, schema_key: str) -> dict[str, Any]:
+        """``name``, ``description`` and the schema under the framework's ``schema_key``."""
+        return {"name": self.name, "description": self.description, schema_key: self.schema}
 
 
 def tool_spec(
@@ -68,15 +71,14 @@ def tool_spec(
 
 
 def read_specs(handler: ChangeRequestToolHandler, caller: str) -> list[ToolSpec]:
-    """The read tools of ``payload_tools``: ``read_payload`` and ``find_in_payload`` when the
-    handler is ``outlined`` (its payload is over ``max_payload_tokens``), else none."""
+    """``payload_tools``' read tools: ``read_payload`` and ``find_in_payload`` when outlined."""
     tool_spec(handler, name=None, description=None, caller=caller)  # checks the handler
     return [ToolSpec(n, d, dict(p)) for n, d, p in handler.read_tool_specs()]
 
 
 class Same:
     """A ``turn`` key part that compares by identity and keeps its object alive while the
-    handler remembers the key (so its ``id`` is never reused by another object meanwhile)."""
+    handler remembers the key (so its ``id`` is not reused meanwhile)."""
 
     __slots__ = ("obj",)
 

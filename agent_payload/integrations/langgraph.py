@@ -1,38 +1,10 @@
-"""The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``)::
+"""The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``; guide:
+docs/frameworks.md, how the calls of one message combine: MERGE.md section 9).
 
-    from agent_payload.integrations.langgraph import (
-        PayloadState, change_request_tool, payload_prompt)
-
-    tool = change_request_tool(payload_type=Invoice)
-    prompt = payload_prompt(tool)           # each turn: the current payload, then the chat
-    ...                                     # a StateGraph(PayloadState) with ToolNode([tool])
-    graph.invoke({"messages": [("user", "...")], "payload": invoice}, config)
-    graph.get_state(config).values["payload"]  # the current payload, checkpointed
-
-The payload is JSON data in the graph's state (``PayloadState["payload"]``), so the checkpointer
-keeps it with the thread: every turn's model sees the current version (``payload_prompt`` /
-``payload_message`` render it, or its outline when large, read with ``read_tools``) and a
-resumed thread has it.
-
-How the calls of one ``AIMessage`` combine (MERGE.md section 9). ``ToolNode`` runs them
-together, each with the state the message saw. The tool finds that message in the state (by
-the call's id) and keeps, per message, a *turn record* in this process: a
-``ChangeRequestToolHandler`` over the payload the message saw, and each call's answer. The calls
-are judged in the message's order, whichever thread runs first (it judges the calls before its
-own, from the message's arguments), each with that payload as its base (``handle(arguments,
-base_version=0)``): rebased over the calls applied before it, or sent back as this call's own
-error ``ToolMessage`` (``concurrent_change``) when it collides. An accepted call returns a
-``Command`` whose payload update is an *edit* (``{EDIT: {...}}``): the message, the
-``payload_version`` (``agent_payload.guards.versions``, a string) of the payload it saw, the
-call's place among the accepted calls (``step``), the request as applied and the payload after
-it. The payload key's channel (``PayloadChannel``) receives the edits of a step together and
-keeps the furthest step of the message when the message's base is the payload it holds; a plain
-write replaces the payload. Anything else (edits of two messages in one step, a base that is not
-the current payload) raises ``InvalidUpdateError`` and changes nothing: no edit the model was
-told about is lost in silence. A call seen again (a step run twice) gets its first answer again;
-a guard's confirmation (``confirm``) is kept for the model's next message, where the same call
-confirms it. Each edit carries the payload after it: a message of n accepted calls writes n
-copies of the payload to the checkpoint's pending writes.
+The payload is JSON data under a state key, checkpointed with the thread. The tool judges the
+calls of one ``AIMessage`` in order against the payload it saw (a turn record per message); an
+accepted call's ``Command`` writes an edit (``{EDIT: {...}}``) that ``PayloadChannel`` combines
+per step, or refuses with ``InvalidUpdateError``.
 """
 
 from __future__ import annotations
@@ -57,16 +29,20 @@ from agent_payload.integrations._common import require
 from agent_payload.tools import DEFAULT_TOOL_NAME, ChangeRequestToolHandler, openai_tool
 from agent_payload.usage import estimate_tokens
 
-_graph = require("langgraph.graph.message", package="langgraph", extra="langgraph")
-_channels = require("langgraph.channels.base", package="langgraph", extra="langgraph")
-_errors = require("langgraph.errors", package="langgraph", extra="langgraph")
-_types = require("langgraph.types", package="langgraph", extra="langgraph")
-_prebuilt = require("langgraph.prebuilt", package="langgraph", extra="langgraph")
+_graph, _channels, _errors, _types, _prebuilt, _typing = (
+    require(f"langgraph.{name}", package="langgraph", extra="langgraph")
+    for name in (
+        "graph.message",
+        "channels.base",
+        "errors",
+        "types",
+        "prebuilt",
+        "_internal._typing",
+    )
+)
 _lc_tools = require("langchain_core.tools", package="langchain-core", extra="langgraph")
 _lc_messages = require("langchain_core.messages", package="langchain-core", extra="langgraph")
-_LG_MISSING: Any = require(
-    "langgraph._internal._typing", package="langgraph", extra="langgraph"
-).MISSING
+_LG_MISSING: Any = _typing.MISSING
 _BaseChannel: Any = _channels.BaseChannel
 _BaseTool: Any = _lc_tools.BaseTool
 
@@ -90,7 +66,7 @@ _FIXED = ("payload", "versions", "history")
 
 class PayloadChannel(_BaseChannel):  # type: ignore[misc]
     """The payload key's channel: holds the payload (JSON data); a plain write replaces it,
-    the edits of ``change_request_tool`` are combined per step (module docstring)."""
+    the edits of ``change_request_tool`` are combined per step."""
 
     __slots__ = ("value",)
 
@@ -108,14 +84,10 @@ class PayloadChannel(_BaseChannel):  # type: ignore[misc]
     def ValueType(self) -> Any:
         return self.typ
 
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
+    UpdateType = ValueType
 
     def copy(self) -> PayloadChannel:
-        new = PayloadChannel(self.typ, self.key)
-        new.value = self.value
-        return new
+        return self.from_checkpoint(self.checkpoint())
 
     def checkpoint(self) -> Any:
         return _LG_MISSING if self.value is _MISSING else self.value
@@ -176,8 +148,8 @@ class PayloadState(TypedDict):
 
 @dataclass
 class _Turn:
-    """The calls of one ``AIMessage``: a handler over the payload it saw, the message's calls of
-    this tool in order (id, arguments) and each judged call's answer by id."""
+    """The calls of one ``AIMessage``: a handler over the payload it saw, its calls of this tool
+    in order (id, arguments) and each judged call's answer by id."""
 
     message: str
     handler: ChangeRequestToolHandler
@@ -191,49 +163,48 @@ class _Turn:
         """The calls to judge now, in the message's order: those before ``call_id`` not judged
         yet, then ``call_id`` itself (with the arguments it was given)."""
         ids = [c for c, _ in self.calls]
-        if call_id not in ids:
-            return [] if call_id in self.answers else [(call_id, arguments)]
-        before = self.calls[: ids.index(call_id)]
+        before = self.calls[: ids.index(call_id)] if call_id in ids else []
         due = [(c, a) for c, a in before if c not in self.answers]
         return due + ([] if call_id in self.answers else [(call_id, arguments)])
 
 
 class _Turns:
     """The tool's turn records (the last ``_TURNS_KEPT``), and the confirmations a guard asked
-    for, by the version of the payload they were asked on: the model confirms by sending the
-    same call again, in its next message (a new turn)."""
+    for by the version of the payload they were asked on (the model confirms by sending the
+    same call in its next message)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # ``get`` makes a turn, whose handler reads _confirming
         self._turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
         self._confirming: OrderedDict[str, Any] = OrderedDict()
-        self._confirming_lock = threading.Lock()  # taken inside ``get`` (making a turn)
 
     def handler(self, settings: _Options, payload: Any, version: str) -> ChangeRequestToolHandler:
         handler = settings.handler(payload)
-        with self._confirming_lock:
+        with self._lock:
             handler._confirming = self._confirming.get(version)  # the handler's own record
         return handler
 
     def asked(self, handler: ChangeRequestToolHandler) -> None:
         """After a call: keep the confirmation it asked for, if any."""
-        if handler._confirming is None:
-            return
-        with self._confirming_lock:
-            self._confirming[payload_version(handler.payload)] = handler._confirming
-            while len(self._confirming) > _TURNS_KEPT:
-                self._confirming.popitem(last=False)
+        if handler._confirming is not None:
+            with self._lock:
+                _keep(self._confirming, payload_version(handler.payload), handler._confirming)
 
     def get(self, key: tuple[str, str], make: Callable[[], _Turn]) -> _Turn:
         with self._lock:
             turn = self._turns.get(key)
             if turn is None:
-                turn = self._turns[key] = make()
-                while len(self._turns) > _TURNS_KEPT:
-                    self._turns.popitem(last=False)
+                _keep(self._turns, key, turn := make())
             else:
                 self._turns.move_to_end(key)
             return turn
+
+
+def _keep(records: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """``records[key] = value``, the oldest records beyond ``_TURNS_KEPT`` dropped."""
+    records[key] = value
+    while len(records) > _TURNS_KEPT:
+        records.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,91 +231,87 @@ class _Injected(BaseModel):
     state: Annotated[dict[str, Any], _prebuilt.InjectedState]
 
 
-def _tool_class() -> type[Any]:
-    class PayloadStateTool(_BaseTool):  # type: ignore[misc]
-        """Applies the model's change requests to the payload in the graph state."""
+class PayloadStateTool(_BaseTool):  # type: ignore[misc]
+    """Applies the model's change requests to the payload in the graph state."""
 
-        model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
-        settings: _Options
-        turns: _Turns
+    settings: _Options
+    turns: _Turns
 
-        def get_input_schema(self, config: Any = None) -> Any:
-            return _Injected  # ToolNode reads the injected arguments from here
+    def get_input_schema(self, config: Any = None) -> Any:
+        return _Injected  # ToolNode reads the injected arguments from here
 
-        def _to_args_and_kwargs(self, tool_input: Any, tool_call_id: Any) -> Any:
-            args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
-            return args, {**kwargs, "tool_call_id": tool_call_id}
+    def _to_args_and_kwargs(self, tool_input: Any, tool_call_id: Any) -> Any:
+        args, kwargs = super()._to_args_and_kwargs(tool_input, tool_call_id)
+        return args, {**kwargs, "tool_call_id": tool_call_id}
 
-        def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
-            turn, call_id, arguments = self._turn(kwargs)
-            with turn.lock:
-                for due_id, due_arguments in turn.due(call_id, arguments):
-                    result = turn.handler.handle(due_arguments, base_version=0)
-                    turn.answers[due_id] = self._command(turn, due_id, result)
-                return turn.answers[call_id]
+    def _run(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+        turn, call_id, arguments = self._turn(kwargs)
+        with turn.lock:
+            for due_id, due_arguments in turn.due(call_id, arguments):
+                result = turn.handler.handle(due_arguments, base_version=0)
+                turn.answers[due_id] = self._command(turn, due_id, result)
+            return turn.answers[call_id]
 
-        async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
-            turn, call_id, arguments = self._turn(kwargs)
-            with turn.lock:
-                if turn.alock is None:
-                    turn.alock = asyncio.Lock()
-            async with turn.alock:
-                for due_id, due_arguments in turn.due(call_id, arguments):
-                    result = await turn.handler.ahandle(due_arguments, base_version=0)
-                    turn.answers[due_id] = self._command(turn, due_id, result)
-                return turn.answers[call_id]
+    async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
+        turn, call_id, arguments = self._turn(kwargs)
+        with turn.lock:
+            if turn.alock is None:
+                turn.alock = asyncio.Lock()
+        async with turn.alock:
+            for due_id, due_arguments in turn.due(call_id, arguments):
+                result = await turn.handler.ahandle(due_arguments, base_version=0)
+                turn.answers[due_id] = self._command(turn, due_id, result)
+            return turn.answers[call_id]
 
-        def _turn(self, kwargs: dict[str, Any]) -> tuple[_Turn, str, dict[str, Any]]:
-            state = kwargs.pop("state", None)
-            call_id = kwargs.pop("tool_call_id", None)
-            key = self.settings.state_key
-            where = f"langgraph.change_request_tool ({self.name!r})"
-            if not isinstance(state, dict) or call_id is None:
-                raise UsageError(
-                    f"{where}: no graph state; the tool reads the payload from LangGraph state, "
-                    "so run it in a ToolNode (create_react_agent, create_agent) with a tool call "
-                    "(an AIMessage's tool_calls entry)"
-                )
-            if key not in state:
-                raise UsageError(
-                    f"{where}: the graph state has no {key!r} key (keys: {sorted(state)}); use "
-                    f"PayloadState (or a state with a {key!r} key of PayloadChannel) and put the "
-                    f"payload in the input: {{'messages': [...], {key!r}: payload}}"
-                )
-            payload = json_data(state[key])
-            version = payload_version(payload)
-            message, calls = _message_of(state.get("messages") or (), str(call_id), self.name)
-
-            def make() -> _Turn:
-                handler = self.turns.handler(self.settings, payload, version)
-                return _Turn(message, handler, version, calls)
-
-            return self.turns.get((message, version), make), str(call_id), kwargs
-
-        def _command(self, turn: _Turn, call_id: str, result: Any) -> Any:
-            self.turns.asked(turn.handler)
-            message = _lc_messages.ToolMessage(
-                content=result.content,
-                name=self.name,
-                tool_call_id=call_id,
-                status="error" if result.is_error else "success",
+    def _turn(self, kwargs: dict[str, Any]) -> tuple[_Turn, str, dict[str, Any]]:
+        state = kwargs.pop("state", None)
+        call_id = kwargs.pop("tool_call_id", None)
+        key = self.settings.state_key
+        where = f"langgraph.change_request_tool ({self.name!r})"
+        if not isinstance(state, dict) or call_id is None:
+            raise UsageError(
+                f"{where}: no graph state; the tool reads the payload from LangGraph state, "
+                "so run it in a ToolNode (create_react_agent, create_agent) with a tool call "
+                "(an AIMessage's tool_calls entry)"
             )
-            update: dict[str, Any] = {"messages": [message]}
-            if not result.is_error:
-                edit = {
-                    "turn": turn.message,
-                    "version": turn.version,
-                    "step": result.version,
-                    "call": call_id,
-                    "request": result.change_request.to_wire(),
-                    "payload": json_data(result.payload),
-                }
-                update[self.settings.state_key] = {EDIT: edit}
-            return _types.Command(update=update)
+        if key not in state:
+            raise UsageError(
+                f"{where}: the graph state has no {key!r} key (keys: {sorted(state)}); use "
+                f"PayloadState (or a state with a {key!r} key of PayloadChannel) and put the "
+                f"payload in the input: {{'messages': [...], {key!r}: payload}}"
+            )
+        payload = json_data(state[key])
+        version = payload_version(payload)
+        message, calls = _message_of(state.get("messages") or (), str(call_id), self.name)
 
-    PayloadStateTool.__module__ = __name__
-    return PayloadStateTool
+        def make() -> _Turn:
+            handler = self.turns.handler(self.settings, payload, version)
+            return _Turn(message, handler, version, calls)
+
+        return self.turns.get((message, version), make), str(call_id), kwargs
+
+    def _command(self, turn: _Turn, call_id: str, result: Any) -> Any:
+        self.turns.asked(turn.handler)
+        message = _lc_messages.ToolMessage(
+            content=result.content,
+            name=self.name,
+            tool_call_id=call_id,
+            status="error" if result.is_error else "success",
+        )
+        update: dict[str, Any] = {"messages": [message]}
+        if not result.is_error:
+            edit = {
+                "turn": turn.message,
+                "version": turn.version,
+                "step": result.version,
+                "call": call_id,
+                "request": result.change_request.to_wire(),
+                "payload": json_data(result.payload),
+            }
+            update[self.settings.state_key] = {EDIT: edit}
+        return _types.Command(update=update)
 
 
 def _message_of(messages: Sequence[Any], call_id: str, name: str) -> tuple[str, list[Any]]:
@@ -367,15 +334,12 @@ def change_request_tool(
     description: str | None = None,
     **handler_options: Any,
 ) -> Any:
-    """A LangChain tool editing the payload held in the graph state under ``state_key``.
-
-    ``handler_options`` are ``ChangeRequestToolHandler``'s (``payload_type``, ``marker``,
-    ``guards``, ``validators``, ``permissions``, ``read_scope``); each model message's calls
-    are judged by a handler built with them over the payload that message saw. ``marker``
-    defaults to ``"DELETE"`` (fixed: the tool's description names it). Run it in LangGraph's
-    ``ToolNode`` (``create_react_agent``, LangChain's ``create_agent``); it returns a
-    ``Command`` updating the payload and answering the call (``status="error"`` and nothing
-    applied for a refused call).
+    """A LangChain tool for LangGraph's ``ToolNode`` editing the payload held in the graph state
+    under ``state_key``: it returns a ``Command`` updating the payload and answering the call
+    (``status="error"``, nothing applied, for a refused call). ``handler_options`` are
+    ``ChangeRequestToolHandler``'s (``payload_type``, ``marker``, ``guards``, ``validators``,
+    ``permissions``, ``read_scope``); ``marker`` defaults to ``"DELETE"`` (fixed: the tool's
+    description names it).
     """
     caller = "langgraph.change_request_tool"
     if not isinstance(state_key, str) or not state_key or state_key == "messages":
@@ -394,7 +358,6 @@ def change_request_tool(
         )
     marker = handler_options.pop("marker", None) or MARKER
     tool_name = name or DEFAULT_TOOL_NAME
-    handler_options.pop("name", None)
     if description is not None and (not isinstance(description, str) or not description.strip()):
         raise ConfigurationError(f"{caller}: description must be a non-empty string")
     definition = openai_tool(
@@ -404,7 +367,7 @@ def change_request_tool(
     # the options checked now (the payload comes with each message; its type is checked above)
     probe = {k: v for k, v in handler_options.items() if k != "payload_type"}
     _Options(state_key, tool_name, marker, probe).handler({})
-    return _tool_class()(
+    return PayloadStateTool(
         name=tool_name,
         description=description or str(definition["description"]),
         args_schema=dict(definition["parameters"]),
@@ -440,10 +403,9 @@ def _shown(state: Any, settings: _Options, where: str) -> Any:
 
 
 def read_tools(tool: Any = None, *, max_payload_tokens: int) -> list[Any]:
-    """The two read tools of outline mode (``read_payload``, ``find_in_payload``: README
-    "Payloads larger than the context") over the state's payload, for the model shown an
-    outline by ``payload_message(..., max_payload_tokens=)`` (the same budget): add them to
-    the ``ToolNode`` and the model's tools beside ``tool``. A bad call gets an error text."""
+    """Outline mode's read tools (``read_payload``, ``find_in_payload``) over the state's
+    payload, for the model shown an outline by ``payload_message(..., max_payload_tokens=)``
+    (the same budget): add them to the ``ToolNode`` and the model's tools beside ``tool``."""
     settings = _settings(tool)
     if isinstance(max_payload_tokens, bool) or not isinstance(max_payload_tokens, int):
         raise ConfigurationError(
@@ -481,11 +443,9 @@ def payload_message(
     max_payload_tokens: int | None = None,
 ) -> Any:
     """The system message showing the state's current payload (``tool``'s state key, marker,
-    name and read scope; the defaults without one) and how to edit it: the instructions to
-    call the tool, ``instructions`` added. Longer than ``max_payload_tokens``: the payload's
-    outline (``agent_payload.outline``) instead, which tells the model to read the rest with
-    ``read_tools`` (give it those; the number of reads it is told of is not counted here: the
-    graph's ``recursion_limit`` bounds the loop). Render it on every turn (``payload_prompt``)."""
+    name and read scope; the defaults without one) and how to edit it, ``instructions`` added;
+    longer than ``max_payload_tokens``, its outline instead (to be read with ``read_tools``).
+    Render it on every turn (``payload_prompt``)."""
     settings = _settings(tool)
     shown = _shown(state, settings, "payload_message")
     outlined = None

@@ -14,6 +14,7 @@ from agent_payload._jsondata import (
     format_request_path,
     locate_problem,
     materialize,
+    not_json_message,
 )
 from agent_payload._paths import format_payload_path
 from agent_payload.errors import (
@@ -125,24 +126,9 @@ def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
             path=where,
         )
     if subject == "request":
-        return InvalidChangeRequestError(
-            f"The change request holds {problem.detail} at {where}; expected JSON data "
-            "(dict with string keys, list, str, int, float, bool, None). Convert it to JSON data "
-            "first.",
-            path=where,
-        )
-    if problem.kind == "cycle":
-        return InvalidPayloadError(
-            f"The payload holds a cycle at {where}: a container that contains itself. JSON data "
-            "is a tree; break the cycle before merging.",
-            path=problem.path,
-        )
-    return InvalidPayloadError(
-        f"The payload holds {problem.detail} at {where}; expected JSON data (dict with string "
-        "keys, list, str, int, finite float, bool, None). Convert it first, or pass a pydantic "
-        "model to have it dumped in JSON mode.",
-        path=problem.path,
-    )
+        message = not_json_message(problem, "The change request", where)
+        return InvalidChangeRequestError(message, path=where)
+    return InvalidPayloadError(not_json_message(problem, "The payload", where), path=problem.path)
 
 
 def _root_error(payload: Any) -> InvalidPayloadError:

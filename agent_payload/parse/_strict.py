@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any, Final
 
+from agent_payload._jsontext import NotJsonData, reject_constant, unique_object
 from agent_payload.parse._grammar import (
     _LITERALS,
     _MAX_DIGITS,
@@ -21,31 +22,17 @@ from agent_payload.parse._grammar import (
 def _finite_float(text: str) -> float:
     """A float literal; one too large for a float (``1e400``) or too long is not JSON data."""
     if len(text) > _MAX_DIGITS:
-        raise _NotData(text)
+        raise NotJsonData(text)
     value = float(text)
     if value - value != 0.0:
-        raise _NotData(text)
+        raise NotJsonData(text)
     return value
 
 
-class _NotData(ValueError):
-    """Strict JSON that Python reads but that is not JSON data (NaN, 1e400, a duplicate key):
-    the grammar reader tells where and why."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NotData(name)
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        raise _NotData("duplicate key")
-    return value
-
-
+# Strict JSON that Python reads but that is not JSON data (NaN, 1e400, a duplicate key) raises
+# NotJsonData: the grammar reader tells where and why.
 _STRICT: Final = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs
+    parse_constant=reject_constant, parse_float=_finite_float, object_pairs_hook=unique_object
 )
 _SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 

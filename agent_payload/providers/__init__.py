@@ -1,20 +1,6 @@
-"""Model providers: one module per SDK behind the small ``Model`` / ``AsyncModel`` protocols of
-``base``.
-
-``openai`` and ``anthropic`` import their SDK lazily; the core works with neither installed.
-``infer_model`` turns what a user has at hand into a ``Model``:
-
-* a ``Model`` or ``AsyncModel`` (an adapter, ``agent_payload.testing.ScriptedModel``, your
-  own): returned as is (one written for 0.1, naming the model ``name`` instead of
-  ``model_name``, is wrapped, with a ``DeprecationWarning``);
-* ``"openai:gpt-4.1-mini"`` (Chat Completions), ``"openai-responses:gpt-4.1"`` (Responses API),
-  ``"anthropic:claude-sonnet-4-6"``: a client is built from the environment by the SDK itself
-  (``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; ``ANTHROPIC_API_KEY`` and
-  ``ANTHROPIC_BASE_URL``), sync or async per ``async_client``. A bare ``claude-...`` or
-  ``gpt-...`` / ``o3...`` name picks its provider by the prefix;
-* an SDK client (``openai.OpenAI``, ``openai.AsyncOpenAI``, ``anthropic.Anthropic``,
-  ``anthropic.AsyncAnthropic``) plus a model name: wrapped in the matching adapter.
-"""
+"""Model providers: one module per SDK behind the ``Model`` / ``AsyncModel`` protocols of
+``base`` (``openai`` and ``anthropic`` import their SDK lazily: the core works with neither),
+and ``infer_model``, which turns what a user has at hand into a model."""
 
 from __future__ import annotations
 
@@ -22,6 +8,7 @@ import inspect
 import re
 from typing import Any, Literal
 
+from agent_payload._reply import OutputMode
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import (
     AsyncModel,
@@ -30,7 +17,6 @@ from agent_payload.providers.base import (
     Model,
     ModelReply,
     ModelRequest,
-    OutputMode,
     StreamingModel,
 )
 
@@ -55,11 +41,7 @@ _OPENAI_NAMES = re.compile(r"^(gpt-|chatgpt-|o\d)")
 def as_model(model: object) -> Model | AsyncModel | None:
     """``model`` as a ``Model`` / ``AsyncModel`` (it has ``model_name``, ``provider`` and
     ``request`` or ``arequest``), or ``None`` when it is not one."""
-    if isinstance(model, str):
-        return None
-    if isinstance(model, Model | AsyncModel):
-        return model
-    return None
+    return model if isinstance(model, Model | AsyncModel) else None
 
 
 def infer_model(
@@ -70,14 +52,12 @@ def infer_model(
     api: Literal["chat", "responses"] | None = None,
     **client_kwargs: Any,
 ) -> Any:
-    """A model from a ``Model`` / ``AsyncModel``, a ``"provider:model"`` string, or an SDK
-    client + ``model_name``. A string or a client gives an adapter, which is both a ``Model``
-    and an ``AsyncModel`` (the client, sync or async, decides which one works).
-
-    ``async_client`` picks ``AsyncOpenAI`` / ``AsyncAnthropic`` when a client is built from a
-    string; ``client_kwargs`` go to that client (``max_retries``, ``timeout``, ``base_url``...).
-    ``api`` chooses the OpenAI API for an OpenAI client or string (default: Chat Completions;
-    the ``openai-responses:`` prefix means ``"responses"``).
+    """A model from a ``Model`` / ``AsyncModel`` (returned as is), a ``"provider:model"``
+    string (``"openai:gpt-4.1-mini"``, ``"openai-responses:..."``, ``"anthropic:..."``; a bare
+    ``claude-...`` / ``gpt-...`` / ``o3...`` picks its provider), or an SDK client +
+    ``model_name``. A string builds the client from the environment (async with
+    ``async_client``, with ``client_kwargs``; close it with ``close_client``). ``api``: the
+    OpenAI API, ``"chat"`` (default) or ``"responses"``.
     """
     name = model_name
     if isinstance(model, str):
@@ -87,10 +67,10 @@ def infer_model(
                 "model; pass model_name= only together with an SDK client."
             )
         provider, model_name = _split(model)
-        if provider == "anthropic":
-            return _anthropic_from_env(model_name, async_client, client_kwargs)
-        chosen_api = api or ("responses" if provider == "openai-responses" else "chat")
-        return _openai_from_env(model_name, async_client, chosen_api, client_kwargs)
+        package = "anthropic" if provider == "anthropic" else "openai"
+        if provider == "openai-responses":
+            api = api or "responses"
+        return _adapter(package, None, model_name, api, async_client=async_client, **client_kwargs)
     known = as_model(model)
     if known is not None:
         if name is not None or client_kwargs:
@@ -112,15 +92,7 @@ def infer_model(
                 "infer_model(client, model_name, ...): client options apply when building a client "
                 "from a string; configure your own client directly instead."
             )
-        if package == "anthropic":
-            from agent_payload.providers.anthropic import AnthropicModel
-
-            return AnthropicModel(model, name)
-        from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
-
-        if api == "responses":
-            return OpenAIResponsesModel(model, name)
-        return OpenAIChatModel(model, name)
+        return _adapter(package, model, name, api)
     raise ConfigurationError(
         f"infer_model(): expected a Model, a 'provider:model' string (providers: "
         f"{', '.join(_PREFIXES)}) or an openai/anthropic SDK client, got "
@@ -129,10 +101,8 @@ def infer_model(
 
 
 def close_client(model: object) -> None:
-    """Close the sync SDK client an adapter holds (``model.client``) with its open connections;
-    nothing for a model without a client or with an async one (``await model.client.close()``
-    in its own event loop). A client ``infer_model`` built from a ``"provider:model"`` string
-    is yours to close."""
+    """Close the sync SDK client an adapter holds (``model.client``), as a client
+    ``infer_model`` built needs; nothing for an async one (``await model.client.close()``)."""
     close = getattr(getattr(model, "client", None), "close", None)
     if callable(close) and not inspect.iscoroutinefunction(close):
         close()
@@ -165,25 +135,20 @@ def _split(spec: str) -> tuple[str, str]:
     return provider, model_name
 
 
-def _openai_from_env(
-    model_name: str, async_client: bool, api: str, client_kwargs: dict[str, Any]
-) -> Model:
+def _adapter(package: str, client: Any, model_name: str, api: str | None, **build: Any) -> Model:
+    """The adapter of ``package`` on ``client`` (None: built from the environment, ``build``
+    being ``async_client`` and the client's options)."""
+    if package == "anthropic":
+        from agent_payload.providers.anthropic import AnthropicModel, build_anthropic_client
+
+        client = build_anthropic_client(**build) if client is None else client
+        return AnthropicModel(client, model_name)
     from agent_payload.providers.openai import (
         OpenAIChatModel,
         OpenAIResponsesModel,
         build_openai_client,
     )
 
-    client = build_openai_client(async_client=async_client, **client_kwargs)
-    if api == "responses":
-        return OpenAIResponsesModel(client, model_name)
-    return OpenAIChatModel(client, model_name)
-
-
-def _anthropic_from_env(
-    model_name: str, async_client: bool, client_kwargs: dict[str, Any]
-) -> Model:
-    from agent_payload.providers.anthropic import AnthropicModel, build_anthropic_client
-
-    client = build_anthropic_client(async_client=async_client, **client_kwargs)
-    return AnthropicModel(client, model_name)
+    client = build_openai_client(**build) if client is None else client
+    adapter = OpenAIResponsesModel if api == "responses" else OpenAIChatModel
+    return adapter(client, model_name)

@@ -1,37 +1,16 @@
-"""Pieces shared by the provider adapters (no SDK imports here).
-
-* ``ensure_requests_allowed``: the one check behind the "no real model requests" switch:
-  while real model requests are forbidden (the environment says
-  ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0``, or a gate installed with ``set_request_gate``
-  says no: ``agent_payload.testing`` installs ``block_model_requests``'s), only clients whose
-  base URL is a loopback address (``127.0.0.1``, ``localhost``, ``::1``) may be used.
-* ``check_client_kind``: the ``ConfigurationError`` for a sync client asked for ``arequest()``
-  or an async one for ``request()``.
-* ``missing_sdk``: the ``ConfigurationError`` raised when an SDK extra is not installed.
-* ``split_system``: the leading system message(s) apart from the conversation.
-* ``retryable_status``: whether an HTTP status is worth retrying later (429, 408, 409, 5xx).
-* ``ResponseShape``: reads the fields an adapter needs from a parsed 200 response, checking
-  each; a field missing, null where a value is needed or of the wrong type (``"message":
-  null``, no ``content``, ``"output": null``) is a ``ProviderError`` naming it
-  (``choices[0].message``), chained; ``ResponseShape.guarded()`` turns anything else the
-  adapter trips over while reading into the same error.
-* ``SdkErrors``: how one SDK's exceptions become ``ProviderError`` / ``ConfigurationError``
-  (the SDK's classes and the wording that names it are parameters; the SDK module passes them,
-  so this module imports no SDK). Each provider module keeps its one context manager
-  (``map_openai_errors``, ``map_anthropic_errors``) on top of ``SdkErrors.mapped``.
-* ``StreamProgress`` and ``StreamBroken``: what the adapters' streaming calls share: the
-  characters of the reply received so far (told to the caller's ``on_progress`` after each
-  piece), and the error a stream reader raises for a stream that ended without a whole reply;
-  ``SdkErrors.streamed`` turns it, and whatever else breaks a stream that began, into a
-  retryable ``ProviderError`` (nothing of a partial reply is ever used).
-"""
+"""What the provider adapters share (no SDK imports here): the request switch
+(``ensure_requests_allowed``), the ``Adapter`` base with its sync, async and streamed calls,
+``ResponseShape`` (checked reads of a 200 response) and ``SdkErrors`` (an SDK's exceptions as
+``ProviderError`` / ``ConfigurationError``)."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import ipaddress
 import json
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,21 +22,18 @@ from agent_payload.errors import (
     ModelRequestsBlockedError,
     ProviderError,
 )
-from agent_payload.providers.base import Message
+from agent_payload.providers.base import Message, ModelReply, ModelRequest
 
 __all__ = [
     "REQUESTS_ENV_SWITCH",
+    "Adapter",
     "ResponseShape",
     "SdkErrors",
     "StreamBroken",
-    "StreamProgress",
-    "check_client_kind",
     "ensure_requests_allowed",
     "environment_allows_requests",
     "is_loopback_url",
     "missing_sdk",
-    "model_name_argument",
-    "not_an_api_response",
     "retryable_status",
     "set_request_gate",
     "split_system",
@@ -66,10 +42,8 @@ __all__ = [
 
 def is_loopback_url(url: object) -> bool:
     """True when ``url``'s host is ``localhost`` or a loopback IP address (127.0.0.0/8, ::1)."""
-    host = urlsplit(str(url)).hostname
-    if host is None:
-        return False
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+    host = urlsplit(str(url)).hostname or ""  # lower-cased
+    if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -89,15 +63,13 @@ _request_gate: Callable[[], bool] = _always
 
 
 def environment_allows_requests() -> bool:
-    """False when the environment says ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0`` (or ``false``,
-    ``no``, ``off``); read at each call."""
+    """False when the environment says ``AGENT_PAYLOAD_ALLOW_MODEL_REQUESTS=0`` (or false, no)."""
     return os.environ.get(REQUESTS_ENV_SWITCH, "").strip().lower() not in _FALSE_WORDS
 
 
 def set_request_gate(gate: Callable[[], bool]) -> None:
-    """Install the function asked before each real model request (True: allowed). The layer
-    above (``agent_payload.testing``) installs its switch here, so the adapters never import
-    it."""
+    """Install the function asked before each real model request (True: allowed); the layer
+    above (``agent_payload.testing``) installs its switch here, so the adapters never import it."""
     global _request_gate
     _request_gate = gate
 
@@ -117,32 +89,6 @@ def ensure_requests_allowed(base_url: object, *, provider: str, model: str) -> N
     )
 
 
-def check_client_kind(
-    adapter: str,
-    model: str,
-    *,
-    is_async: bool,
-    wanted_async: bool,
-    sync_client: str,
-    async_client: str,
-) -> None:
-    """Raise ``ConfigurationError`` when the adapter's client cannot serve the call: a sync
-    client (``sync_client``, e.g. ``"openai.OpenAI"``) asked for ``arequest()``, or an async one
-    (``async_client``) asked for ``request()``."""
-    if wanted_async and not is_async:
-        raise ConfigurationError(
-            f"{adapter} for {model!r} holds a synchronous {sync_client} client, so it cannot "
-            f"serve arequest(); pass an {async_client} client (or use PayloadAgent instead of "
-            "AsyncPayloadAgent)."
-        )
-    if not wanted_async and is_async:
-        raise ConfigurationError(
-            f"{adapter} for {model!r} holds an {async_client} client, so it cannot serve "
-            f"request(); pass an {sync_client} client (or use AsyncPayloadAgent instead of "
-            "PayloadAgent)."
-        )
-
-
 def missing_sdk(package: str, exc: ImportError) -> ConfigurationError:
     """The error for a missing SDK, to be raised ``from exc``."""
     return ConfigurationError(
@@ -157,11 +103,8 @@ def retryable_status(status_code: int) -> bool:
 
 
 def split_system(messages: Sequence[Message]) -> tuple[str | None, list[Message]]:
-    """The system text (leading system messages joined by a blank line) and the rest.
-
-    A system message after the first non-system message is a ``ConfigurationError``: providers
-    that take the system prompt apart (Anthropic, the Responses API) cannot express it.
-    """
+    """The system text (leading system messages joined by a blank line) and the rest; a later
+    system message is a ``ConfigurationError`` (Anthropic and the Responses API cannot say it)."""
     system: list[str] = []
     rest: list[Message] = []
     for message in messages:
@@ -177,43 +120,15 @@ def split_system(messages: Sequence[Message]) -> tuple[str | None, list[Message]
     return ("\n\n".join(system) if system else None), rest
 
 
-def not_an_api_response(
-    *, provider: str, api: str, model: str, kind: str, result: object
-) -> ProviderError:
-    """The error for a 200 response whose body is not a JSON object (the SDK hands back raw
-    text, or the bare JSON value, instead of raising, so the ``ProviderError`` is chained to a
-    ``ValueError`` describing the body: every ``ProviderError`` has a cause)."""
-    if isinstance(result, str):
-        shown = result if len(result) <= 200 else result[:200] + "..."
-        got = f"a body that is not JSON: {shown!r}"
-    else:
-        got = f"a JSON {_json_kind(result)} instead of an object"
-    error = ProviderError(
-        f"{api} model {model!r}: expected a {kind} JSON response, got {got}. A proxy or "
-        "gateway may have answered instead of the API; try again later or check the client's "
-        "base_url.",
-        provider=provider,
-        status_code=200,
-        retryable=True,
-    )
-    error.__cause__ = ValueError(
-        f"the {api} SDK returned {type(result).__name__} instead of a parsed {kind}"
-    )
-    return error
+_JSON_KINDS = ((bool, "boolean"), (list | tuple, "array"), (str, "string"), (int | float, "number"))
 
 
 def _json_kind(value: object) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, int | float):
-        return "number"
-    return type(value).__name__
+    return next(
+        (name for kinds, name in _JSON_KINDS if isinstance(value, kinds)), type(value).__name__
+    )
 
 
 def _shown(value: object) -> str:
@@ -225,27 +140,17 @@ def _shown(value: object) -> str:
     return f"{_json_kind(value)} {text}"
 
 
-_MISSING: Any = object()
-
-
 @dataclass(frozen=True)
 class ResponseShape:
-    """Reads the fields an adapter needs from one parsed 200 response, checking each.
-
-    The SDKs build their response objects without validation, so ``"message": null`` or a
-    missing ``content`` arrive as ``None`` (and a string where an object belongs stays a
-    string). Each ``field``/``items`` call names the field as it is in the JSON body
-    (``choices[0].message.content``); whatever does not fit raises ``ProviderError``
-    (``status_code=200``, not retryable) naming it, what was expected and what was found,
-    chained to a ``ValueError`` describing it.
-    """
+    """Reads the fields an adapter needs from one parsed 200 response, checking each (the SDKs
+    build their response objects unvalidated): a field that does not fit is a ``ProviderError``
+    (``status_code=200``, not retryable) naming it as in the JSON body
+    (``choices[0].message.content``), what was expected and what was found."""
 
     provider: str
     api: str
-    """Names the API in messages: ``"OpenAI"``."""
     model: str
-    kind: str
-    """What the body should be: ``"chat completion"``, ``"response"``, ``"message"``."""
+    kind: str  # what the body should be: "chat completion", "response", "message"
     expected_server: str
 
     def error(self, where: str, expected: str, found: object) -> ProviderError:
@@ -272,16 +177,20 @@ class ResponseShape:
         *,
         optional: bool = False,
     ) -> Any:
-        """``obj.name`` if it is of ``kinds`` (``None`` too when ``optional``), else the error.
-        A bool is never taken for an int."""
+        """``obj.name`` if it is of ``kinds`` (``None`` too when ``optional``), else the error."""
         value = getattr(obj, name, None) if obj is not None else None
         if value is None:
             if optional:
                 return None
             raise self.error(where, expected, None)
-        if not isinstance(value, kinds) or (isinstance(value, bool) and not _allows_bool(kinds)):
+        if not isinstance(value, kinds) or isinstance(value, bool):  # no field of ours is a bool
             raise self.error(where, expected, value)
         return value
+
+    def text(self, obj: object, name: str, at: str = "", *, optional: bool = False) -> Any:
+        """``obj.name`` as text; ``at``: where ``obj`` stands in the body (for the error)."""
+        where = f"{at}.{name}" if at else name
+        return self.field(obj, name, where, str, "text", optional=optional)
 
     def items(self, obj: object, name: str, where: str, expected: str) -> list[Any]:
         """``obj.name`` as a list whose elements are all present (no ``null``), else the error."""
@@ -291,8 +200,10 @@ class ResponseShape:
                 raise self.error(f"{where}[{n}]", expected, item)
         return value
 
-    def tokens(self, obj: object, name: str, where: str, *, optional: bool = True) -> int:
-        """A token count: an int >= 0 (``0`` when absent and ``optional``)."""
+    def tokens(self, obj: object, name: str, at: str = "usage", *, optional: bool = True) -> int:
+        """A token count: an int >= 0 (``0`` when absent and ``optional``); ``at``: where
+        ``obj`` stands in the body."""
+        where = f"{at}.{name}"
         value = self.field(obj, name, where, int, "a token count (an integer)", optional=optional)
         if value is None:
             return 0
@@ -302,9 +213,8 @@ class ResponseShape:
 
     @contextlib.contextmanager
     def guarded(self) -> Iterator[None]:
-        """Anything the adapter trips over while reading the response (an ``AttributeError``,
-        a ``TypeError`` ... from a shape no ``field`` call foresaw) becomes the same kind of
-        ``ProviderError``, chained to it; our own errors pass through."""
+        """Whatever else the adapter trips over while reading (an ``AttributeError`` ...) becomes
+        the same kind of ``ProviderError``, chained; our own errors pass through."""
         try:
             yield
         except AgentPayloadError:
@@ -320,19 +230,14 @@ class ResponseShape:
             ) from exc
 
 
-def _allows_bool(kinds: type | tuple[type, ...]) -> bool:
-    return bool in (kinds if isinstance(kinds, tuple) else (kinds,))
-
-
 class StreamBroken(Exception):
-    """A stream that ended without a whole reply, or said it failed (raised by the adapters'
-    stream readers inside ``SdkErrors.streamed``, which makes it a ``ProviderError``)."""
+    """A stream that ended without a whole reply, or said it failed (``SdkErrors.streamed``
+    makes it a retryable ``ProviderError``)."""
 
 
 class StreamProgress:
-    """The characters of a streamed reply (text, refusal, tool-call arguments) received so
-    far; ``add(piece)`` counts a piece and returns what ``on_progress(characters)`` returned
-    (an awaitable from an async hook, which the async reader awaits)."""
+    """The characters of a streamed reply received so far; ``add(piece)`` counts a piece and
+    returns what ``on_progress(characters)`` returned (an awaitable from an async hook)."""
 
     def __init__(self, on_progress: Callable[[int], Any] | None) -> None:
         self.characters = 0
@@ -351,34 +256,23 @@ def _status_message(exc: Any) -> str:
 
 @dataclass(frozen=True)
 class SdkErrors:
-    """How one SDK's exceptions become ours: its exception classes and the words naming it.
-
-    ``mapped(model, client)`` is the context manager behind each provider module's own
-    (``map_openai_errors``, ``map_anthropic_errors``), used around every SDK call, sync and
-    async alike (a ``with`` around an ``await`` works). Checked in this order: ``timeout``
-    (a subclass of ``connection`` in both SDKs), ``connection``, ``status``, ``validation``,
-    a ``TypeError`` from an option the SDK does not accept, any other ``base`` error, and a body
-    that is not JSON. Anything else passes through unchanged.
-    """
+    """How one SDK's exceptions become ours (``mapped`` goes around every SDK call): its
+    exception classes, checked in ``translate``'s order (``timeout`` is a ``connection`` error
+    in both SDKs), and the words naming it."""
 
     provider: str
-    """``ProviderError.provider``: ``"openai"``."""
-    api: str
-    """Names the API in messages: ``"OpenAI"`` (``"OpenAI model 'm'"``, ``"an OpenAI API ..."``)."""
-    client_class: str
-    """The client to configure, in the timeout hint: ``"openai.OpenAI"``."""
-    expected_server: str
-    """What ``base_url`` should point at, for a response of the wrong shape."""
+    api: str  # names the API in messages: "OpenAI" ("OpenAI model 'm'")
+    client_class: str  # the client to configure, in the timeout hint: "openai.OpenAI"
+    expected_server: str  # what base_url should point at, for a response of the wrong shape
     timeout: type[Exception]
     connection: type[Exception]
     status: type[Exception]
     validation: type[Exception]
     base: type[Exception]
     status_detail: Callable[[Any], str] = _status_message
-    """The text of an HTTP status error (its ``message`` unless the SDK has better)."""
     missing_credentials: str | None = None
     """The hint for a ``TypeError`` naming an "authentication method" (a client without
-    credentials, raised at request time); ``None`` when the SDK does not raise one."""
+    credentials); ``None`` when the SDK raises none."""
 
     @contextlib.contextmanager
     def mapped(self, model: str, client: Any = None) -> Iterator[None]:
@@ -393,9 +287,8 @@ class SdkErrors:
 
     @contextlib.contextmanager
     def streamed(self, model: str, progress: StreamProgress) -> Iterator[None]:
-        """Around the reading of a stream that began (its HTTP 200 came): a connection cut, a
-        timeout, an error event, an undecodable event or a stream that ended early
-        (``StreamBroken``) is a retryable ``ProviderError`` (chained), since the SDK does not
+        """Around the reading of a stream that began: whatever breaks it (a cut, a timeout, an
+        error event, ``StreamBroken``) is a retryable ``ProviderError``, since the SDK does not
         retry a stream that began; our own errors and the caller's pass through."""
         try:
             yield
@@ -418,21 +311,24 @@ class SdkErrors:
         retries = getattr(client, "max_retries", None)
         after = f" after the client's retries (max_retries={retries})" if retries else ""
         where = f"{self.api} model {model!r}"
+
+        def failed(text: str, retryable: bool, status: int | None = None) -> ProviderError:
+            return ProviderError(
+                f"{where}: {text}", provider=self.provider, status_code=status, retryable=retryable
+            )
+
         err: Any = exc  # the SDK's classes are parameters: their attributes are not typed here
         if isinstance(exc, self.timeout):
-            return ProviderError(
-                f"{where}: the request timed out{after}. Raise the client's timeout or "
-                f"max_retries ({self.client_class}(timeout=..., max_retries=...)), or try again "
-                "later.",
-                provider=self.provider,
-                retryable=True,
+            return failed(
+                f"the request timed out{after}. Raise the client's timeout or max_retries "
+                f"({self.client_class}(timeout=..., max_retries=...)), or try again later.",
+                True,
             )
         if isinstance(exc, self.connection):
-            return ProviderError(
-                f"{where}: the connection failed{after} ({exc.__cause__ or exc}). Check the "
-                "client's base_url and the network, or try again later.",
-                provider=self.provider,
-                retryable=True,
+            return failed(
+                f"the connection failed{after} ({exc.__cause__ or exc}). Check the client's "
+                "base_url and the network, or try again later.",
+                True,
             )
         if isinstance(exc, self.status):
             status = err.status_code
@@ -443,21 +339,18 @@ class SdkErrors:
                 else "check the model name, the API key and the request options"
             )
             detail = self.status_detail(exc).rstrip(".")
-            return ProviderError(
-                f"{where}: HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx "
-                f"response; {hint}.",
-                provider=self.provider,
-                status_code=status,
-                retryable=retryable,
+            return failed(
+                f"HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx response; "
+                f"{hint}.",
+                retryable,
+                status,
             )
         if isinstance(exc, self.validation):
-            return ProviderError(
-                f"{where}: the response body does not have the expected shape (HTTP "
-                f"{err.status_code}): {err.message}. Is the client's base_url "
-                f"{self.expected_server}?",
-                provider=self.provider,
-                status_code=err.status_code,
-                retryable=False,
+            return failed(
+                f"the response body does not have the expected shape (HTTP {err.status_code}): "
+                f"{err.message}. Is the client's base_url {self.expected_server}?",
+                False,
+                err.status_code,
             )
         if isinstance(exc, TypeError):
             if self.missing_credentials is not None and "authentication method" in str(exc):
@@ -472,30 +365,189 @@ class SdkErrors:
                 "inside extra_body={...}."
             )
         if isinstance(exc, self.base):
-            return ProviderError(
-                f"{where}: the SDK failed: {exc}", provider=self.provider, retryable=False
-            )
+            return failed(f"the SDK failed: {exc}", False)
         if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
-            return ProviderError(
-                f"{where}: the response body is not valid JSON ({exc}); expected an {self.api} "
-                "API response. A proxy or gateway may have answered instead of the API; try "
-                "again later or check the client's base_url.",
-                provider=self.provider,
-                status_code=200,
-                retryable=True,
+            return failed(
+                f"the response body is not valid JSON ({exc}); expected an {self.api} API "
+                "response. A proxy or gateway may have answered instead of the API; try again "
+                "later or check the client's base_url.",
+                True,
+                200,
             )
         return None
 
 
-# --- constructor arguments both adapters take ----------------------------------------------------
+class Adapter(ABC):
+    """What the SDK adapters share: the constructor's checks, the request switch and the sync,
+    async and streamed calls; each adapter supplies ``build_params``, ``_read`` (a checked
+    response into a ``ModelReply``), ``_create``, ``_open_stream`` and ``_reader``."""
 
+    provider: str
+    _errors: SdkErrors
+    _api: str  # names the API in a ``ResponseShape``'s errors
+    _sync_client: str
+    _async_client: str
+    _build_hint: str  # how to build a client, in the error for a wrong one
+    _example_model: str
+    _result_type: type
+    _result_kind: str  # the name of ``_result_type`` in the errors: ``"chat.completion"``
 
-def model_name_argument(adapter: str, model_name: str | None, defaults: dict[str, Any]) -> Any:
-    """The adapter's ``model_name``; ``model=`` (which would otherwise land in ``defaults`` and
-    be sent twice) is a ``ConfigurationError`` naming ``model_name=``."""
-    if "model" in defaults:
-        raise ConfigurationError(
-            f"{adapter}(model=...): name the model with model_name=..., e.g. "
-            f"{adapter}(client, model_name={defaults['model']!r})."
+    def __init__(self, client: Any, model_name: str | None = None, **defaults: Any) -> None:
+        adapter = type(self).__name__
+        if "model" in defaults:  # would be sent twice
+            raise ConfigurationError(
+                f"{adapter}(model=...): name the model with model_name=..., e.g. "
+                f"{adapter}(client, model_name={defaults['model']!r})."
+            )
+        is_async = self._client_is_async(client)
+        if is_async is None:
+            raise ConfigurationError(
+                f"{adapter}(client=...): expected an {self._sync_client} or {self._async_client} "
+                f"client, got {type(client).__module__}.{type(client).__qualname__}. Build one "
+                f"with {self._build_hint} or use agent_payload.providers.infer_model("
+                f"'{self.provider}:MODEL')."
+            )
+        if not isinstance(model_name, str) or not model_name:
+            raise ConfigurationError(
+                f"{adapter}(model_name=...): expected a model name such as "
+                f"{self._example_model!r}, got {model_name!r}."
+            )
+        self.client = client
+        self.model_name = model_name
+        self.defaults: dict[str, Any] = dict(defaults)
+        self.is_async = is_async
+
+    @abstractmethod
+    def _client_is_async(self, client: Any) -> bool | None:
+        """True/False for an async/sync client of this SDK, None for anything else."""
+
+    def _check(self, wanted_async: bool) -> None:
+        """The client can serve this call (sync or async) and requests are allowed."""
+        adapter, model = type(self).__name__, self.model_name
+        if wanted_async and not self.is_async:
+            raise ConfigurationError(
+                f"{adapter} for {model!r} holds a synchronous {self._sync_client} client, so it "
+                f"cannot serve arequest(); pass an {self._async_client} client (or use "
+                "PayloadAgent instead of AsyncPayloadAgent)."
+            )
+        if not wanted_async and self.is_async:
+            raise ConfigurationError(
+                f"{adapter} for {model!r} holds an {self._async_client} client, so it cannot "
+                f"serve request(); pass an {self._sync_client} client (or use AsyncPayloadAgent "
+                "instead of PayloadAgent)."
+            )
+        ensure_requests_allowed(self.client.base_url, provider=self.provider, model=model)
+
+    @abstractmethod
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for the API call (pure; public for tests)."""
+
+    def parse_reply(self, result: object, request: ModelRequest) -> ModelReply:
+        """A ``ModelReply`` from the API call's result (pure; public for tests)."""
+        if not isinstance(result, self._result_type):
+            raise self._not_a_response(result)
+        kind = self._result_kind.replace(".", " ")
+        shape = ResponseShape(
+            self.provider, self._api, self.model_name, kind, self._errors.expected_server
         )
-    return model_name
+        with shape.guarded():
+            return self._read(result, request, shape)
+
+    def _not_a_response(self, result: object) -> ProviderError:
+        """The error for a 200 whose body is not a JSON object (the SDK hands back the raw text
+        or the bare JSON value instead of raising), chained to a ``ValueError`` saying so."""
+        api, kind = self._errors.api, self._result_kind
+        if isinstance(result, str):
+            shown = result if len(result) <= 200 else result[:200] + "..."
+            got = f"a body that is not JSON: {shown!r}"
+        else:
+            got = f"a JSON {_json_kind(result)} instead of an object"
+        error = ProviderError(
+            f"{api} model {self.model_name!r}: expected a {kind} JSON response, got {got}. A "
+            "proxy or gateway may have answered instead of the API; try again later or check "
+            "the client's base_url.",
+            provider=self.provider,
+            status_code=200,
+            retryable=True,
+        )
+        error.__cause__ = ValueError(
+            f"the {api} SDK returned {type(result).__name__} instead of a parsed {kind}"
+        )
+        return error
+
+    @abstractmethod
+    def _read(self, result: Any, request: ModelRequest, shape: ResponseShape) -> ModelReply:
+        """The ``ModelReply`` of a result of the right type (its fields read through ``shape``)."""
+
+    @abstractmethod
+    def _create(self, params: dict[str, Any]) -> Any:
+        """Call the API with ``params`` (a coroutine on an async client)."""
+
+    def _stream_params(self, request: ModelRequest) -> dict[str, Any]:
+        return self.build_params(request)
+
+    @abstractmethod
+    def _open_stream(self, params: dict[str, Any]) -> Any:
+        """The streamed call: a context manager over the events (an awaitable of an async one,
+        or the async one itself, on an async client)."""
+
+    @abstractmethod
+    def _reader(self) -> Any:
+        """A fresh reader of this API's events: ``feed(event)`` returns the characters the event
+        added, ``result()`` the whole reply object (or raises ``StreamBroken``)."""
+
+    def request(self, request: ModelRequest) -> ModelReply:
+        self._check(wanted_async=False)
+        params = self.build_params(request)
+        with self._errors.mapped(self.model_name, self.client):
+            result = self._create(params)
+        return self.parse_reply(result, request)
+
+    async def arequest(self, request: ModelRequest) -> ModelReply:
+        self._check(wanted_async=True)
+        params = self.build_params(request)
+        with self._errors.mapped(self.model_name, self.client):
+            result = await self._create(params)
+        return self.parse_reply(result, request)
+
+    def stream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``request`` with the reply streamed: ``on_progress(characters so far)`` after each
+        piece; the ``ModelReply`` once it is whole (a broken stream: a retryable
+        ``ProviderError``, nothing of it used)."""
+        self._check(wanted_async=False)
+        params = self._stream_params(request)
+        progress, reader = StreamProgress(on_progress), self._reader()
+        with contextlib.ExitStack() as stack:
+            with self._errors.mapped(self.model_name, self.client):
+                stream = stack.enter_context(self._open_stream(params))
+            with self._errors.streamed(self.model_name, progress):
+                for event in stream:
+                    progress.add(reader.feed(event))
+                result = reader.result()
+        return self.parse_reply(result, request)
+
+    async def astream_request(
+        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
+    ) -> ModelReply:
+        """``stream_request`` on an async client (an awaitable from ``on_progress`` is awaited)."""
+        self._check(wanted_async=True)
+        params = self._stream_params(request)
+        progress, reader = StreamProgress(on_progress), self._reader()
+        async with contextlib.AsyncExitStack() as stack:
+            with self._errors.mapped(self.model_name, self.client):
+                opened = self._open_stream(params)
+                if inspect.isawaitable(opened):
+                    opened = await opened
+                stream = await stack.enter_async_context(opened)
+            with self._errors.streamed(self.model_name, progress):
+                async for event in stream:
+                    outcome = progress.add(reader.feed(event))
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                result = reader.result()
+        return self.parse_reply(result, request)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_name={self.model_name!r}, async={self.is_async})"

@@ -1,59 +1,27 @@
 """Anthropic adapter: the Messages API (``AnthropicModel``) on the user's own
-``anthropic.Anthropic`` / ``anthropic.AsyncAnthropic`` client (or Bedrock / Vertex / Foundry
-clients, which expose the same ``messages.create``).
-
-The client keeps its auth, ``base_url``, proxies, timeout and transport retries
-(``max_retries``): this module never retries. SDK exceptions become ``ProviderError`` (chained)
-in one place, ``map_anthropic_errors``, used by the sync and the async call sites.
-
-Output modes (``ModelRequest.output_mode``):
-
-* ``"text"``: the text blocks of the reply, joined.
-* ``"tool"``: one tool whose ``input_schema`` is ``ModelRequest.schema``, forced with
-  ``tool_choice={"type": "tool", "name": ...}``; the ``tool_use`` block's ``input`` (dumped to a
-  JSON string) becomes ``ModelReply.text``.
-* ``"json_schema"``: **falls back to ``"tool"``** (a forced tool call carries the same schema;
-  the reply is read the same way). Pass ``output_config`` through ``ModelRequest.extra`` if you
-  want Anthropic's own structured outputs instead.
-
-The system message goes to ``system``. Prompt caching (``ModelRequest.prompt_caching``, on by
-default; ``PayloadAgent(prompt_caching=False)`` turns it off): the system prompt is sent as one
-text block and the payload block of the first user message (``Message.stable_prefix``) as a
-text block of its own, each with ``cache_control={"type": "ephemeral"}``, so the next attempt
-and the next task on the same payload read them from the cache (prompts shorter than the
-model's minimum cacheable length are simply not cached). Cache reads and writes are reported in
-``Usage.cached_input_tokens`` and ``Usage.cache_write_input_tokens`` and counted in
-``Usage.input_tokens``. ``temperature`` is sent through ``extra_body`` (this SDK
-version has no ``temperature`` parameter). ``finish_reason`` is the ``stop_reason``;
-``"max_tokens"`` (and ``"model_context_window_exceeded"``) mark a truncated reply and
-``"refusal"`` a refusal (``ModelReply.refusal`` holds the text, or the refusal's explanation).
-
-Streaming (``stream_request`` / ``astream_request``, for ``PayloadAgent(stream=True)``):
-``messages.stream`` with the same parameters; the SDK's stream assembles the ``Message`` that
-``parse_reply`` reads, once ``message_stop`` has arrived.
+``anthropic.Anthropic`` / ``anthropic.AsyncAnthropic`` client (or a Bedrock / Vertex / Foundry
+client with the same ``messages.create``), which keeps its auth, ``base_url``, timeout and
+retries (this module never retries). ``"json_schema"`` output falls back to a forced tool;
+``temperature`` goes through ``extra_body`` (this SDK version has no such parameter). Output
+modes and streaming: docs/agent.md; the ``cache_control`` breakpoints: docs/outline.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
 from agent_payload._reply import is_refusal, is_truncation
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers._common import (
+    Adapter,
     ResponseShape,
     SdkErrors,
     StreamBroken,
-    StreamProgress,
-    check_client_kind,
-    ensure_requests_allowed,
     missing_sdk,
-    model_name_argument,
-    not_an_api_response,
     split_system,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
@@ -106,10 +74,8 @@ _ERRORS = SdkErrors(
 
 
 def map_anthropic_errors(model: str, client: Any = None) -> AbstractContextManager[None]:
-    """Map the anthropic SDK's exceptions raised inside the block to ``ProviderError`` (chained).
-
-    Used around every SDK call, sync and async alike (a ``with`` around an ``await`` works).
-    """
+    """Map the anthropic SDK's exceptions raised inside the block (sync or async calls) to
+    ``ProviderError`` (chained)."""
     return _ERRORS.mapped(model, client)
 
 
@@ -127,18 +93,6 @@ def build_anthropic_client(*, async_client: bool = False, **kwargs: Any) -> Any:
     return client
 
 
-def _is_async_client(client: Any) -> bool | None:
-    """True/False for an async/sync Anthropic-style client, None for something else."""
-    if isinstance(client, anthropic.AsyncAnthropic):
-        return True
-    if isinstance(client, anthropic.Anthropic):
-        return False
-    create = getattr(getattr(client, "messages", None), "create", None)
-    if create is None or not hasattr(client, "base_url"):
-        return None
-    return inspect.iscoroutinefunction(create)
-
-
 MAX_CACHE_BREAKPOINTS = 4
 """Anthropic accepts at most this many ``cache_control`` breakpoints in one request."""
 
@@ -147,8 +101,7 @@ CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
 
 
 def _cached_blocks(message: Message) -> list[dict[str, Any]]:
-    """``message.content`` as text blocks: its stable start marked as a cache breakpoint, then
-    the rest (left out when empty: the API refuses empty text blocks)."""
+    """``message.content`` as text blocks: its stable start, marked for the cache, then the rest."""
     cut = min(message.stable_prefix, len(message.content))
     blocks: list[dict[str, Any]] = [
         {"type": "text", "text": message.content[:cut], "cache_control": dict(CACHE_CONTROL)}
@@ -158,13 +111,23 @@ def _cached_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-class AnthropicModel:
+class AnthropicModel(Adapter):
     """A ``Model`` on the Messages API (``client.messages.create``).
 
     ``max_tokens`` is sent when the request sets none (the API requires one); strict tool use
-    is never asked for (the change-request schema cannot be strict: ``agent_payload.schema``).
-    ``defaults`` are passed to every call (``ModelRequest.extra`` overrides them).
+    is never asked for. ``defaults`` are passed to every call (``ModelRequest.extra`` overrides
+    them).
     """
+
+    provider = PROVIDER
+    _errors = _ERRORS
+    _api = "Anthropic"
+    _sync_client = "anthropic.Anthropic"
+    _async_client = "anthropic.AsyncAnthropic"
+    _build_hint = "anthropic.Anthropic(api_key=...)"
+    _example_model = "claude-sonnet-4-6"
+    _result_type = AnthropicMessage
+    _result_kind = "message"
 
     def __init__(
         self,
@@ -174,44 +137,18 @@ class AnthropicModel:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         **defaults: Any,
     ) -> None:
-        model_name = model_name_argument("AnthropicModel", model_name, defaults)
-        is_async = _is_async_client(client)
-        if is_async is None:
-            raise ConfigurationError(
-                f"AnthropicModel(client=...): expected an anthropic.Anthropic or "
-                f"anthropic.AsyncAnthropic client, got {type(client).__module__}."
-                f"{type(client).__qualname__}. Build one with anthropic.Anthropic(api_key=...) "
-                "or use agent_payload.providers.infer_model('anthropic:MODEL')."
-            )
-        if not isinstance(model_name, str) or not model_name:
-            raise ConfigurationError(
-                f"AnthropicModel(model_name=...): expected a model name such as "
-                f"'claude-sonnet-4-6', got {model_name!r}."
-            )
-        self.client = client
-        self.model_name = model_name
+        super().__init__(client, model_name, **defaults)
         self.max_tokens = max_tokens
-        self.defaults: dict[str, Any] = dict(defaults)
-        self._is_async = is_async
 
-    @property
-    def provider(self) -> str:
-        return PROVIDER
-
-    @property
-    def is_async(self) -> bool:
-        return self._is_async
-
-    def _check(self, wanted_async: bool) -> None:
-        check_client_kind(
-            "AnthropicModel",
-            self.model_name,
-            is_async=self._is_async,
-            wanted_async=wanted_async,
-            sync_client="anthropic.Anthropic",
-            async_client="anthropic.AsyncAnthropic",
-        )
-        ensure_requests_allowed(self.client.base_url, provider=PROVIDER, model=self.model_name)
+    def _client_is_async(self, client: Any) -> bool | None:
+        if isinstance(client, anthropic.AsyncAnthropic):
+            return True
+        if isinstance(client, anthropic.Anthropic):
+            return False
+        create = getattr(getattr(client, "messages", None), "create", None)
+        if create is None or not hasattr(client, "base_url"):
+            return None
+        return inspect.iscoroutinefunction(create)
 
     def build_params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments for ``messages.create`` (pure; public for tests)."""
@@ -238,28 +175,20 @@ class AnthropicModel:
                 if caching
                 else system
             )
-        if request.output_mode in ("tool", "json_schema"):
-            schema: Mapping[str, Any] = (
-                request.schema if request.schema is not None else _ANY_OBJECT
+        forced = request.output_mode in ("tool", "json_schema")
+        schema = request.schema if request.schema is not None else _ANY_OBJECT
+        tools = [(request.tool_name, request.tool_description, schema)] if forced else []
+        tools += [(t.name, t.description, t.parameters) for t in request.tools]  # outline's reads
+        if tools:
+            params["tools"] = [
+                {"name": name, "description": text, "input_schema": dict(parameters)}
+                for name, text, parameters in tools
+            ]
+        if forced:
+            choice = (
+                {"type": "any"} if request.tools else {"type": "tool", "name": request.tool_name}
             )
-            tool: dict[str, Any] = {
-                "name": request.tool_name,
-                "description": request.tool_description,
-                "input_schema": dict(schema),
-            }
-            params["tools"] = [tool]
-            params["tool_choice"] = {
-                "type": "tool",
-                "name": request.tool_name,
-                "disable_parallel_tool_use": True,
-            }
-        if request.tools:  # outline mode's read tools, after the change-request tool
-            params.setdefault("tools", []).extend(
-                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-                for t in request.tools
-            )
-            if request.output_mode in ("tool", "json_schema"):
-                params["tool_choice"] = {"type": "any", "disable_parallel_tool_use": True}
+            params["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
         params.update(self.defaults)
         params.update(request.extra)
         if request.temperature is not None:
@@ -268,70 +197,42 @@ class AnthropicModel:
             params["extra_body"] = extra_body
         return params
 
-    def parse_reply(self, message: object, request: ModelRequest) -> ModelReply:
-        """A ``ModelReply`` from an Anthropic ``Message`` (pure; public for tests)."""
-        if not isinstance(message, AnthropicMessage):
-            raise not_an_api_response(
-                provider=PROVIDER,
-                api="Anthropic",
-                model=self.model_name,
-                kind="message",
-                result=message,
-            )
-        shape = ResponseShape(
-            provider=PROVIDER,
-            api="Anthropic",
-            model=self.model_name,
-            kind="message",
-            expected_server=_ERRORS.expected_server,
-        )
-        with shape.guarded():
-            return self._read_message(message, request, shape)
-
-    def _read_message(
+    def _read(
         self, message: AnthropicMessage, request: ModelRequest, shape: ResponseShape
     ) -> ModelReply:
         texts: list[str] = []
         tool_input: str | None = None
         calls: list[ToolCall] = []
+        forced = request.output_mode in ("tool", "json_schema")
         for n, block in enumerate(shape.items(message, "content", "content", "content blocks")):
-            kind = shape.field(block, "type", f"content[{n}].type", str, "text")
+            kind = shape.text(block, "type", f"content[{n}]")
             if kind == "text":
-                texts.append(shape.field(block, "text", f"content[{n}].text", str, "text"))
-            elif kind == "tool_use" and request.tools:
-                name = shape.field(block, "name", f"content[{n}].name", str, "text")
-                block_id = shape.field(block, "id", f"content[{n}].id", str, "text")
-                arguments = shape.field(block, "input", f"content[{n}].input", dict, "an object")
-                dumped = json.dumps(arguments, ensure_ascii=False)
-                calls.append(ToolCall(block_id, name, dumped))
-                if request.output_mode in ("tool", "json_schema") and name == request.tool_name:
-                    tool_input = dumped
-            elif kind == "tool_use" and request.output_mode in ("tool", "json_schema"):
-                name = shape.field(block, "name", f"content[{n}].name", str, "text")
-                if tool_input is None or name == request.tool_name:
+                texts.append(shape.text(block, "text", f"content[{n}]"))
+            elif kind == "tool_use" and (request.tools or forced):
+                name = shape.text(block, "name", f"content[{n}]")
+                block_id = shape.text(block, "id", f"content[{n}]") if request.tools else ""
+                if request.tools or tool_input is None or name == request.tool_name:
                     arguments = shape.field(
                         block, "input", f"content[{n}].input", dict, "an object"
                     )
-                    tool_input = json.dumps(arguments, ensure_ascii=False)
+                    dumped = json.dumps(arguments, ensure_ascii=False)
+                    if request.tools:
+                        calls.append(ToolCall(block_id, name, dumped))
+                    if forced and (name == request.tool_name or not request.tools):
+                        tool_input = dumped
         text = "".join(texts)
-        stop = shape.field(message, "stop_reason", "stop_reason", str, "text", optional=True)
+        stop = shape.text(message, "stop_reason", optional=True)
         refusal: str | None = None
         if is_refusal(stop):
             details = message.stop_details
             explanation = details.explanation if details is not None else None
             refusal = text or explanation or "The model refused (stop_reason 'refusal')."
         usage = shape.field(message, "usage", "usage", AnthropicUsage, "a usage object")
-        cache_write = shape.tokens(
-            usage, "cache_creation_input_tokens", "usage.cache_creation_input_tokens"
-        )
-        cache_read = shape.tokens(usage, "cache_read_input_tokens", "usage.cache_read_input_tokens")
+        cache_write = shape.tokens(usage, "cache_creation_input_tokens")
+        cache_read = shape.tokens(usage, "cache_read_input_tokens")
         # Anthropic's input_tokens leaves out the cache reads and writes: Usage counts them in.
-        input_tokens = (
-            shape.tokens(usage, "input_tokens", "usage.input_tokens", optional=False)
-            + cache_write
-            + cache_read
-        )
-        model = shape.field(message, "model", "model", str, "text", optional=True)
+        inputs = shape.tokens(usage, "input_tokens", optional=False) + cache_write + cache_read
+        model = shape.text(message, "model", optional=True)
         return ModelReply(
             text=tool_input if tool_input is not None else text,
             tool_calls=tuple(calls),
@@ -339,8 +240,8 @@ class AnthropicModel:
             truncated=is_truncation(stop),
             refusal=refusal,
             usage=Usage(
-                input_tokens,
-                shape.tokens(usage, "output_tokens", "usage.output_tokens", optional=False),
+                inputs,
+                shape.tokens(usage, "output_tokens", optional=False),
                 1,
                 cached_input_tokens=cache_read,
                 cache_write_input_tokens=cache_write,
@@ -349,67 +250,22 @@ class AnthropicModel:
             raw=message,
         )
 
-    def request(self, request: ModelRequest) -> ModelReply:
-        self._check(wanted_async=False)
-        params = self.build_params(request)
-        with map_anthropic_errors(self.model_name, self.client):
-            message = self.client.messages.create(**params)
-        return self.parse_reply(message, request)
+    def _create(self, params: dict[str, Any]) -> Any:
+        return self.client.messages.create(**params)
 
-    async def arequest(self, request: ModelRequest) -> ModelReply:
-        self._check(wanted_async=True)
-        params = self.build_params(request)
-        with map_anthropic_errors(self.model_name, self.client):
-            message = await self.client.messages.create(**params)
-        return self.parse_reply(message, request)
+    def _open_stream(self, params: dict[str, Any]) -> Any:
+        return self.client.messages.stream(**params)
 
-    def stream_request(
-        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
-    ) -> ModelReply:
-        """``request`` with the reply streamed (``messages.stream``): ``on_progress(characters)``
-        after each text or tool-input piece; the ``ModelReply`` once ``message_stop`` came (a
-        broken stream: a retryable ``ProviderError``)."""
-        self._check(wanted_async=False)
-        params = self.build_params(request)
-        progress, reader = StreamProgress(on_progress), _MessageStreamReader()
-        with contextlib.ExitStack() as stack:
-            with map_anthropic_errors(self.model_name, self.client):
-                stream = stack.enter_context(self.client.messages.stream(**params))
-            with _ERRORS.streamed(self.model_name, progress):
-                for event in stream:
-                    progress.add(reader.feed(event))
-                message = reader.result(stream)
-        return self.parse_reply(message, request)
-
-    async def astream_request(
-        self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
-    ) -> ModelReply:
-        """``stream_request`` on an async client (an awaitable from ``on_progress`` is awaited)."""
-        self._check(wanted_async=True)
-        params = self.build_params(request)
-        progress, reader = StreamProgress(on_progress), _MessageStreamReader()
-        async with contextlib.AsyncExitStack() as stack:
-            with map_anthropic_errors(self.model_name, self.client):
-                manager = self.client.messages.stream(**params)
-                stream = await stack.enter_async_context(manager)
-            with _ERRORS.streamed(self.model_name, progress):
-                async for event in stream:
-                    outcome = progress.add(reader.feed(event))
-                    if inspect.isawaitable(outcome):
-                        await outcome
-                message = reader.result(stream)
-        return self.parse_reply(message, request)
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel(model_name={self.model_name!r}, async={self._is_async})"
+    def _reader(self) -> _MessageStreamReader:
+        return _MessageStreamReader()
 
 
 class _MessageStreamReader:
-    """Counts the pieces of a ``messages.stream`` (the SDK's stream assembles the message)
-    and checks that it came whole: ``message_stop`` arrived."""
+    """Counts a ``messages.stream``'s pieces (the SDK assembles the message ``message_stop``
+    carries: without one, the stream broke off)."""
 
     def __init__(self) -> None:
-        self.stopped = False
+        self.message: Any = None
 
     def feed(self, event: Any) -> str:
         kind = getattr(event, "type", None)
@@ -417,13 +273,13 @@ class _MessageStreamReader:
             delta = event.delta
             return str(getattr(delta, "text", None) or getattr(delta, "partial_json", None) or "")
         if kind == "message_stop":
-            self.stopped = True
+            self.message = event.message
         return ""
 
-    def result(self, stream: Any) -> Any:
-        if not self.stopped:
+    def result(self) -> Any:
+        if self.message is None:
             raise StreamBroken("the stream ended before message_stop")
-        return stream.current_message_snapshot
+        return self.message
 
 
 def _append_tool_message(out: list[dict[str, Any]], m: Message) -> None:
@@ -432,14 +288,9 @@ def _append_tool_message(out: list[dict[str, Any]], m: Message) -> None:
     one, as the Messages API requires) to ``out``."""
     if m.role == "tool":
         block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
-        previous = out[-1] if out else None
-        if (
-            previous is not None
-            and previous["role"] == "user"
-            and isinstance(previous["content"], list)
-            and all(b.get("type") == "tool_result" for b in previous["content"])
-        ):
-            previous["content"].append(block)
+        last = out[-1]["content"] if out and out[-1]["role"] == "user" else None
+        if isinstance(last, list) and all(b.get("type") == "tool_result" for b in last):
+            last.append(block)
         else:
             out.append({"role": "user", "content": [block]})
         return

@@ -1,11 +1,7 @@
-"""Anthropic's Message Batches API behind ``providers.batching.BatchBackend``.
-
-A message batch carries no metadata, so a job that crashed between the create call and
-recording its answer looks for the batch by what it knows: created since the job's own record
-of the attempt, with exactly its number of requests; such a candidate is the job's only when its
-results name the job's custom ids (which carry the job's own tag), so a candidate still running
-cannot tell yet. Results are read line by line: a line that does not parse is that request's
-error (or, naming no request, an error of its own), and the lines after it are still read.
+"""Anthropic's Message Batches API behind ``BatchBackend``. A message batch carries no
+metadata: a job that crashed before recording its batch looks for one created since its attempt
+with exactly its number of requests, and takes it when its results name the job's custom ids
+(which carry the job's tag). A results line that does not parse is that request's error.
 """
 
 from __future__ import annotations
@@ -23,6 +19,8 @@ from agent_payload.providers.base import ModelReply, ModelRequest
 from agent_payload.providers.batching import BatchStatus, LineError, custom_id_of, request_body
 
 __all__ = ["AnthropicBatchBackend"]
+
+_COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")
 
 
 class AnthropicBatchBackend:
@@ -56,13 +54,7 @@ class AnthropicBatchBackend:
                 if created < since - 300:
                     break  # newest first
                 counts = batch.request_counts
-                total = (
-                    counts.processing
-                    + counts.succeeded
-                    + counts.errored
-                    + counts.canceled
-                    + counts.expired
-                )
+                total = sum(getattr(counts, n) for n in _COUNTS)
                 if created >= since - 5 and total == len(ids):
                     candidates.append(str(batch.id))
             for batch_id in candidates:

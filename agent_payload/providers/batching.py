@@ -1,11 +1,7 @@
-"""The small protocol between ``agent_payload.batch`` and a provider's batch API (no SDK here).
-
-One backend per SDK (``providers/openai_batch.py``: Files + Batch API for Chat Completions and
-Responses; ``providers/anthropic_batch.py``: Message Batches). ``backend_for(model)`` picks the
-one that matches an adapter. Each backend turns the adapter's own request parameters into batch
-lines (so a batch line is exactly the request the agent would send), submits them tagged, finds
-a batch by its tag after a crash, polls, and reads results back through the adapter's own
-``parse_reply`` (so a batch reply is judged exactly as a live one).
+"""The protocol between ``agent_payload.batch`` and a provider's batch API (no SDK here), with
+one backend per SDK (``openai_batch``, ``anthropic_batch``): a batch line is the adapter's own
+request parameters and a result is read by its own ``parse_reply``, so a batch reply is judged
+exactly as a live one. Guide: docs/batch.md.
 """
 
 from __future__ import annotations
@@ -70,31 +66,25 @@ class BatchBackend(Protocol):
 
     def entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
         """One batch line for ``request`` (JSON data)."""
-        ...
 
     def submit(self, entries: Sequence[str], *, tag: str) -> str:
         """Create a batch of ``entries`` (each the JSON text of an ``entry()``) tagged
         ``tag``; return its id."""
-        ...
 
     def find(
         self, tag: str, entries: Sequence[str], *, since: float
     ) -> list[tuple[str, bool | None]]:
-        """Batches created at or after ``since`` (a Unix time) that may be the one submitted
-        under ``tag`` with ``entries``, each with whether it is: True when its request hash or
-        custom ids are these, None when it cannot tell yet (still running); batches known not
-        to be it are left out. Empty when none was created."""
-        ...
+        """Batches created since ``since`` (a Unix time) that may be the one submitted under
+        ``tag`` with ``entries``, each with whether it is (None: cannot tell yet, still
+        running); those known not to be it are left out."""
 
     def poll(self, batch_id: str) -> BatchStatus: ...
 
     def results(
         self, batch_id: str, request: ModelRequest
     ) -> Iterator[tuple[str | None, ModelReply | LineError]]:
-        """``(custom_id, reply or error)`` for every line of an ended batch; a line that cannot
-        be read is a ``LineError`` for its custom id, or for ``None`` when it names none (the
-        message says which line and why). Never stops at a bad line."""
-        ...
+        """``(custom_id, reply or error)`` for every line of an ended batch; an unreadable line
+        is a ``LineError`` for its custom id (``None`` when it names none), never a stop."""
 
 
 def custom_id_of(line: str) -> str | None:

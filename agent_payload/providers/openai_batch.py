@@ -1,10 +1,6 @@
-"""OpenAI's Batch API behind ``providers.batching.BatchBackend`` (Chat Completions, Responses).
-
-A batch is a JSONL file uploaded with ``purpose="batch"`` and a ``batches.create`` naming the
-endpoint; the tag goes into the batch's ``metadata`` so that a job that crashed between the
-create call and recording its answer finds the batch again instead of submitting it twice.
-Output and error files are read back line by line; each line's body is validated as the SDK's
-own response type and handed to the adapter's ``parse_reply``.
+"""OpenAI's Batch API (Files + Batches, for Chat Completions and Responses) behind
+``BatchBackend``; the tag and the entries' hash go into the batch's ``metadata``, so that a job
+that crashed before recording its batch finds it again instead of submitting twice.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Reading the OpenAI APIs' event streams into the objects the adapters already parse (pure:
-the adapters in ``providers/openai.py`` drive them, sync or async).
-
-* ``ChatStreamReader``: ``chat.completion.chunk`` objects into a ``ChatCompletion`` (content
-  and refusal deltas joined, ``tool_calls`` deltas gathered by ``index``, the last
-  ``finish_reason``, the usage chunk). A stream without a ``finish_reason`` ended early.
-* ``ResponsesStreamReader``: Responses events into the ``Response`` of the terminal event
-  (``response.completed``, or ``response.incomplete`` for a truncated reply), its output
-  recovered from the ``response.output_item.done`` events when a server leaves it out; an
-  ``error`` event, ``response.failed`` or no terminal event is a broken stream.
-
-``feed(event)`` returns the characters the event added (text, refusal, tool-call arguments;
-``""`` for none), ``result()`` the whole object or raises ``StreamBroken``.
+"""The OpenAI APIs' event streams read into the objects the adapters already parse (pure; the
+adapters drive the readers, sync or async): ``feed(event)`` returns the characters the event
+added, ``result()`` the whole ``ChatCompletion`` / ``Response`` or raises ``StreamBroken`` (a
+stream without a ``finish_reason`` or terminal event, an ``error`` or ``response.failed``
+event).
 """
 
 from __future__ import annotations
@@ -29,12 +21,12 @@ __all__ = ["ChatStreamReader", "ResponsesStreamReader"]
 
 
 class ChatStreamReader:
-    """Chat Completions chunks into one ``ChatCompletion`` (see the module docstring)."""
+    """Chat Completions chunks into one ``ChatCompletion``: content and refusal joined, tool
+    calls gathered by ``index``, the last ``finish_reason``, the usage chunk."""
 
     def __init__(self) -> None:
         self.head: dict[str, Any] = {}
-        self.content: list[str] = []
-        self.refusal: list[str] = []
+        self.texts: dict[str, list[str]] = {"content": [], "refusal": []}
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.usage: Any = None
@@ -61,12 +53,11 @@ class ChatStreamReader:
 
     def _delta(self, delta: Any) -> list[str]:
         added: list[str] = []
-        if delta.content:
-            self.content.append(delta.content)
-            added.append(delta.content)
-        if getattr(delta, "refusal", None):
-            self.refusal.append(delta.refusal)
-            added.append(delta.refusal)
+        for key, pieces in self.texts.items():
+            piece = getattr(delta, key, None)
+            if piece:
+                pieces.append(piece)
+                added.append(piece)
         for call in getattr(delta, "tool_calls", None) or []:
             entry = self.calls.setdefault(
                 call.index, {"id": None, "type": "function", "name": "", "arguments": ""}
@@ -83,11 +74,8 @@ class ChatStreamReader:
     def result(self) -> ChatCompletion:
         if self.finish_reason is None:
             raise StreamBroken("the stream ended before a chunk with a finish_reason")
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": "".join(self.content) if self.content else None,
-            "refusal": "".join(self.refusal) if self.refusal else None,
-        }
+        message: dict[str, Any] = {"role": "assistant"}
+        message.update((key, "".join(pieces) or None) for key, pieces in self.texts.items())
         if self.calls:
             message["tool_calls"] = [
                 {
@@ -113,7 +101,8 @@ _DELTAS = (
 
 
 class ResponsesStreamReader:
-    """Responses events into the ``Response`` of the terminal event (see the module docstring)."""
+    """Responses events into the ``Response`` of the terminal event (``response.completed`` or
+    ``.incomplete``), its output rebuilt from ``output_item.done`` when a server leaves it out."""
 
     def __init__(self) -> None:
         self.response: Response | None = None

@@ -41,11 +41,10 @@ _DESCRIPTIONS = {
 
 
 def envelope(buckets: dict[str, Schema], defs: dict[str, Schema], marker: str) -> Schema:
-    properties: dict[str, Any] = {}
-    for name, sub in buckets.items():
-        described = dict(sub)
-        described["description"] = _DESCRIPTIONS[name].format(marker=marker)
-        properties[name] = described
+    properties: dict[str, Any] = {
+        name: {**sub, "description": _DESCRIPTIONS[name].format(marker=marker)}
+        for name, sub in buckets.items()
+    }
     properties["reasoning"] = {"type": "string", "description": _DESCRIPTIONS["reasoning"]}
     schema: Schema = {
         "title": "AgentPayloadChangeRequest",
@@ -112,7 +111,7 @@ class Builder:
                 result["additionalProperties"] = copy.deepcopy(extra)
             return result
         if _is_array(root):
-            return _strip_title(copy.deepcopy(root))
+            return copy.deepcopy(root)
         return copy.deepcopy(ANY_CONTAINER)
 
     def _full_refs_needed(self) -> set[str]:
@@ -122,12 +121,10 @@ class Builder:
         while stack:
             node = stack.pop()
             if isinstance(node, dict):
-                ref = node.get("$ref")
-                if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                    name = ref[len("#/$defs/") :]
-                    if name in self.source_defs and name not in needed:
-                        needed.add(name)
-                        stack.append(self.source_defs[name])
+                name = self._ref_name(node)
+                if name is not None and name not in needed:
+                    needed.add(name)
+                    stack.append(self.source_defs[name])
                 stack.extend(node.values())
             elif isinstance(node, list):
                 stack.extend(node)
@@ -137,10 +134,7 @@ class Builder:
 
     def _resolve(self, schema: Schema) -> Schema:
         seen: set[str] = set()
-        while "$ref" in schema and isinstance(schema["$ref"], str):
-            name = schema["$ref"].removeprefix("#/$defs/")
-            if name in seen or name not in self.source_defs:
-                break
+        while (name := self._ref_name(schema)) is not None and name not in seen:
             seen.add(name)
             schema = self.source_defs[name]
         return schema
@@ -172,6 +166,10 @@ class Builder:
         """Where a property or element stands in updateElements: its partial or the marker."""
         return _any_of([partial, self.marker_schema])
 
+    def _array_or_map(self, element: Schema) -> Schema:
+        """Where an array stands in updateElements and removeElements."""
+        return {"anyOf": [{"type": "array", "items": element}, self._index_map(element)]}
+
     def _index_map(self, value: Schema) -> Schema:
         return {
             "type": "object",
@@ -193,11 +191,9 @@ class Builder:
     # -- updateElements: the deep partial with markers, placeholders and index maps --
 
     def update(self, schema: Schema) -> Schema:
-        if self._ref_name(schema) is not None:
-            return self._via_def(schema, "update", self.update)
-        combined = self._combinator(schema, self.update)
-        if combined is not None:
-            return combined
+        shared = self._ref_or_branches(schema, "update", self.update)
+        if shared is not None:
+            return shared
         if _is_object(schema):
             required = set(schema.get("required", ()))
             return self._partial_object(
@@ -205,16 +201,12 @@ class Builder:
                 lambda v, key=None: (
                     self.update(v) if key in required else self._slot(self.update(v))
                 ),
-                self.update_extra,
+                lambda extra: self._slot(self.update(extra)),
             )
         if _is_array(schema):
             element = _any_of([self.update(_items(schema)), self.placeholder, self.marker_schema])
-            positional = {"type": "array", "items": element}
-            return {"anyOf": [positional, self._index_map(element)]}
+            return self._array_or_map(element)
         return _leaf(schema)
-
-    def update_extra(self, extra: Schema) -> Schema:
-        return self._slot(self.update(extra))
 
     # -- removeElements: the same shape, leaves are markers --
 
@@ -224,16 +216,7 @@ class Builder:
         if name is not None:
             if not self._can_hold(name):
                 return None
-            return self._via_def(schema, "remove", self._remove_body)
-        return self._remove_inner(schema)
-
-    def _remove_body(self, schema: Schema) -> Schema:
-        result = self._remove_inner(schema)
-        return result if result is not None else {"type": "object"}
-
-    def _remove_inner(self, schema: Schema) -> Schema | None:
-        if self._ref_name(schema) is not None:
-            return self.remove(schema)
+            return self._via_def(schema, "remove", lambda s: self.remove(s) or {"type": "object"})
         branches = _branches(schema)
         if branches is not None:
             parts = [p for p in (self.remove(b) for b in branches) if p is not None]
@@ -254,17 +237,14 @@ class Builder:
             inner = self.remove(_items(schema))
             if inner is not None:
                 options.append(inner)
-            element = _any_of(options)
-            return {"anyOf": [{"type": "array", "items": element}, self._index_map(element)]}
+            return self._array_or_map(_any_of(options))
         if not schema:  # any JSON: a removal may nest anything
             return copy.deepcopy(ANY_CONTAINER)
         return None
 
     def _remove_slot(self, schema: Schema) -> Schema:
         inner = self.remove(schema)
-        if inner is None:
-            return self.marker_schema
-        return _any_of([self.marker_schema, inner])
+        return self.marker_schema if inner is None else _any_of([self.marker_schema, inner])
 
     def _can_hold(self, name: str) -> bool:
         """Whether def ``name`` can be (or contain at its top) an object or array."""
@@ -289,11 +269,9 @@ class Builder:
     # -- newElements: a deep partial without markers; appended and inserted items are whole --
 
     def new(self, schema: Schema) -> Schema:
-        if self._ref_name(schema) is not None:
-            return self._via_def(schema, "new", self.new)
-        combined = self._combinator(schema, self.new)
-        if combined is not None:
-            return combined
+        shared = self._ref_or_branches(schema, "new", self.new)
+        if shared is not None:
+            return shared
         if _is_object(schema):
             return self._partial_object(schema, self._new_property, self.new)
         if _is_array(schema):
@@ -304,7 +282,7 @@ class Builder:
         """An array in newElements: items to append (``{}`` skipped), or an index map whose
         values insert whole items or descend into the element (section 8)."""
         items = _items(schema)
-        whole = _strip_title(copy.deepcopy(items))
+        whole = copy.deepcopy(items)
         values: list[Schema] = [{"type": "array", "items": copy.deepcopy(whole)}]
         if self._ref_name(items) is None and _is_array(items):
             values.append(self._new_array(items, append=False))  # into an array: a map only
@@ -326,7 +304,10 @@ class Builder:
 
     # -- shared shapes --
 
-    def _combinator(self, schema: Schema, transform: Any) -> Schema | None:
+    def _ref_or_branches(self, schema: Schema, mode: str, transform: Any) -> Schema | None:
+        """The partial of a ``$ref`` or of a union (None: ``schema`` is neither)."""
+        if self._ref_name(schema) is not None:
+            return self._via_def(schema, mode, transform)
         branches = _branches(schema)
         if branches is None:
             return None
@@ -335,22 +316,22 @@ class Builder:
             part = transform(branch)
             if part not in parts:
                 parts.append(part)
-        result = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}
-        result = {k: v for k, v in result.items() if k not in _DROPPED_IN_PARTIALS}
+        dropped = _DROPPED_IN_PARTIALS | {"anyOf", "oneOf", "allOf"}
+        result = {k: v for k, v in schema.items() if k not in dropped}
         if not result:
             return _any_of(parts)
         result["anyOf"] = _any_of(parts).get("anyOf", parts)
         return result
 
     def _partial_object(self, schema: Schema, value: Any, extra: Any) -> Schema:
-        """``value(sub)`` or ``value(sub, key)`` per property (None: the property is left
-        out), ``extra(sub)`` for free keys."""
+        """``value(sub, key)`` per property (None: the property is left out), ``extra(sub)``
+        for free keys."""
         result: Schema = {"type": "object"}
         if "description" in schema:
             result["description"] = schema["description"]
         properties = schema.get("properties", {})
         if properties:
-            built = {k: _call(value, v, k) for k, v in properties.items()}
+            built = {k: value(v, k) for k, v in properties.items()}
             result["properties"] = {k: v for k, v in built.items() if v is not None}
         patterns = schema.get("patternProperties")
         if isinstance(patterns, dict):
@@ -422,15 +403,3 @@ def _items(schema: Schema) -> Schema:
 
 def _leaf(schema: Schema) -> Schema:
     return {k: copy.deepcopy(v) for k, v in schema.items() if k not in _DROPPED_IN_PARTIALS}
-
-
-def _strip_title(schema: Schema) -> Schema:
-    schema.pop("title", None)
-    return schema
-
-
-def _call(function: Any, sub: Schema, key: str) -> Any:
-    try:
-        return function(sub, key)
-    except TypeError:
-        return function(sub)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["free_name", "hoist_repeats", "strip_annotations"]
+__all__ = ["free_name", "hoist_repeats", "map_subschemas", "strip_annotations"]
 
 Schema = dict[str, Any]
 
@@ -20,24 +20,38 @@ _SCHEMA_ONE = frozenset(
 _ANNOTATION_KEYS = frozenset({"title", "default", "examples"})
 
 
+def map_subschemas(
+    schema: Schema, transform: Callable[[Any], Any], other: Callable[[Any], Any] = lambda v: v
+) -> Schema:
+    """``schema`` with ``transform`` applied to each direct sub-schema, ``other`` to the rest."""
+    out: Schema = {}
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: transform(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [transform(sub) for sub in value]
+        else:
+            out[key] = transform(value) if key in _SCHEMA_ONE else other(value)
+    return out
+
+
+def _subschemas(schema: Schema) -> Iterator[Any]:
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            yield from value.values()
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            yield from value
+        elif key in _SCHEMA_ONE:
+            yield value
+
+
 def strip_annotations(schema: Any) -> Any:
-    """A copy of a JSON Schema without ``title``, ``default`` and ``examples`` keywords (they
-    repeat the property names or the data and cost tokens); properties so named are kept."""
+    """A deep copy of a JSON Schema without ``title``, ``default`` and ``examples`` keywords
+    (they repeat the property names or the data and cost tokens); properties so named stay."""
     if not isinstance(schema, dict):
         return copy.deepcopy(schema)
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _ANNOTATION_KEYS:
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: strip_annotations(sub) for name, sub in value.items()}
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [strip_annotations(sub) for sub in value]
-        elif key in _SCHEMA_ONE:
-            out[key] = strip_annotations(value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+    kept = {k: v for k, v in schema.items() if k not in _ANNOTATION_KEYS}
+    return map_subschemas(kept, strip_annotations, copy.deepcopy)
 
 
 _HOIST_MIN = 40
@@ -63,15 +77,8 @@ def hoist_repeats(
             key = text(node)
             if len(key) >= _HOIST_MIN:
                 counts[key] = counts.get(key, 0) + 1
-        for k, v in node.items():
-            if k in _SCHEMA_MAPS and isinstance(v, dict):
-                for sub in v.values():
-                    count(sub, False)
-            elif k in _SCHEMA_LISTS and isinstance(v, list):
-                for sub in v:
-                    count(sub, False)
-            elif k in _SCHEMA_ONE and isinstance(v, dict):
-                count(v, False)
+        for sub in _subschemas(node):
+            count(sub, False)
 
     for bucket in buckets.values():
         count(bucket, True)
@@ -94,17 +101,7 @@ def hoist_repeats(
             name = names.get(text(node)) if "$ref" not in node else None
             if name is not None:
                 return {"$ref": f"#/$defs/{name}"}
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            if k in _SCHEMA_MAPS and isinstance(v, dict):
-                out[k] = {n: rewrite(sub, False) for n, sub in v.items()}
-            elif k in _SCHEMA_LISTS and isinstance(v, list):
-                out[k] = [rewrite(sub, False) for sub in v]
-            elif k in _SCHEMA_ONE and isinstance(v, dict):
-                out[k] = rewrite(v, False)
-            else:
-                out[k] = v
-        return out
+        return map_subschemas(node, lambda sub: rewrite(sub, False))
 
     new_defs = {name: rewrite(sub, True) for name, sub in defs.items()}
     for key, name in names.items():

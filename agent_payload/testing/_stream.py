@@ -1,24 +1,7 @@
-"""The event streams ``FakeProviderServer`` answers with when a request asks for ``"stream":
-true``: a settled ``Reply`` as server-sent events in each API's own format, built from the same
-body ``testing.wire`` answers without streaming (same ids, text, tool calls and usage), so a
-streamed reply assembles to the non-streamed one. Pure functions; the HTTP side (chunked
-transfer, faults mid-stream) is ``testing.server``.
-
-* Chat Completions: ``chat.completion.chunk`` objects (a role chunk, ``content`` / ``refusal``
-  deltas, ``tool_calls`` deltas by ``index``: id, type and name first, then the arguments), a
-  last chunk with ``finish_reason``, a usage chunk (``choices: []``) when
-  ``stream_options.include_usage`` asks for one, then ``data: [DONE]``.
-* Responses: ``response.created``, ``response.in_progress``, per output item
-  ``response.output_item.added`` / ``.done`` around ``response.content_part.added`` /
-  ``.done`` with ``response.output_text.delta`` / ``.done`` (or ``response.refusal.delta`` /
-  ``.done``), or ``response.function_call_arguments.delta`` / ``.done``; then
-  ``response.completed`` (``response.incomplete`` for a truncated reply), each with a
-  ``sequence_number``.
-* Anthropic Messages: ``message_start``, ``ping``, per block ``content_block_start`` /
-  ``content_block_delta`` (``text_delta`` or ``input_json_delta``) / ``content_block_stop``,
-  ``message_delta`` (``stop_reason``, ``stop_details``, usage) and ``message_stop``.
-
-Text and arguments are sent in pieces of ``CHUNK_CHARS`` characters.
+"""The event streams ``FakeProviderServer`` answers a ``"stream": true`` request with: a
+settled ``Reply`` as each API's server-sent events, built from the body ``testing.wire`` sends
+without streaming (same ids, text, calls and usage), text and arguments in ``CHUNK_CHARS``
+pieces. Pure functions; the HTTP side is ``testing.server``.
 """
 
 from __future__ import annotations
@@ -29,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_payload.testing.script import CHUNK_CHARS, Api, FakeRequest, Reply
-from agent_payload.testing.wire import BUILDERS
+from agent_payload.testing.wire import BUILDERS, error_body
 
 __all__ = ["CHUNK_CHARS", "error_event", "stream_events"]
 
@@ -60,18 +43,13 @@ def _chat_events(completion: dict[str, Any], request: FakeRequest) -> list[bytes
     choice = completion["choices"][0]
     message = choice["message"]
 
+    keys = ("id", "created", "model", "system_fingerprint")
+    base = {**{key: completion[key] for key in keys}, "object": "chat.completion.chunk"}
+    usage: dict[str, Any] = {"usage": None} if include_usage else {}
+
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        data = {
-            "id": completion["id"],
-            "object": "chat.completion.chunk",
-            "created": completion["created"],
-            "model": completion["model"],
-            "system_fingerprint": completion["system_fingerprint"],
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-        if include_usage:
-            data["usage"] = None
-        return _frame(data)
+        delta_choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return _frame({**base, "choices": [delta_choice], **usage})
 
     first = "" if message["content"] is not None else None  # null beside tool calls, refusals
     events = [chunk({"role": "assistant", "content": first, "refusal": None})]
@@ -92,9 +70,7 @@ def _chat_events(completion: dict[str, Any], request: FakeRequest) -> list[bytes
         ]
     events.append(chunk({}, choice["finish_reason"]))
     if include_usage:
-        last = {key: completion[key] for key in ("id", "created", "model", "system_fingerprint")}
-        last.update(object="chat.completion.chunk", choices=[], usage=completion["usage"])
-        events.append(_frame(last))
+        events.append(_frame({**base, "choices": [], "usage": completion["usage"]}))
     events.append(_frame("[DONE]"))
     return events
 
@@ -108,14 +84,8 @@ def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[by
     def emit(kind: str, **fields: Any) -> None:
         events.append(_frame({"type": kind, "sequence_number": len(events), **fields}, kind))
 
-    started = {
-        **response,
-        "status": "in_progress",
-        "output": [],
-        "usage": None,
-        "completed_at": None,
-        "incomplete_details": None,
-    }
+    unknown_yet = dict.fromkeys(("usage", "completed_at", "incomplete_details"))
+    started = {**response, **unknown_yet, "status": "in_progress", "output": []}
     emit("response.created", response=started)
     emit("response.in_progress", response=started)
     for n, item in enumerate(response["output"]):
@@ -142,17 +112,13 @@ def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[by
             )
             for m, part in enumerate(item["content"]):
                 at = {**where, "content_index": m}
-                if part["type"] == "refusal":
-                    emit("response.content_part.added", **at, part={**part, "refusal": ""})
-                    for piece in _pieces(part["refusal"]):
-                        emit("response.refusal.delta", **at, delta=piece)
-                    emit("response.refusal.done", **at, refusal=part["refusal"])
-                else:
-                    empty = {**part, "text": "", "logprobs": []}
-                    emit("response.content_part.added", **at, part=empty)
-                    for piece in _pieces(part["text"]):
-                        emit("response.output_text.delta", **at, delta=piece, logprobs=[])
-                    emit("response.output_text.done", **at, text=part["text"], logprobs=[])
+                key = "refusal" if part["type"] == "refusal" else "text"
+                kind = "refusal" if key == "refusal" else "output_text"
+                logprobs: dict[str, Any] = {} if key == "refusal" else {"logprobs": []}
+                emit("response.content_part.added", **at, part={**part, key: "", **logprobs})
+                for piece in _pieces(part[key]):
+                    emit(f"response.{kind}.delta", **at, delta=piece, **logprobs)
+                emit(f"response.{kind}.done", **at, **{key: part[key]}, **logprobs)
                 emit("response.content_part.done", **at, part=part)
         emit("response.output_item.done", output_index=n, item=item)
     final = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
@@ -170,17 +136,11 @@ def _anthropic_events(message: dict[str, Any], request: FakeRequest) -> list[byt
         events.append(_frame({"type": kind, **fields}, kind))
 
     usage = message["usage"]
+    stop = ("stop_reason", "stop_sequence", "stop_details")  # told in message_delta
     start_usage = {**usage, "output_tokens": min(1, usage["output_tokens"])}
     emit(
         "message_start",
-        message={
-            **message,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "stop_details": None,
-            "usage": start_usage,
-        },
+        message={**message, **dict.fromkeys(stop), "content": [], "usage": start_usage},
     )
     emit("ping")
     for index, block in enumerate(message["content"]):
@@ -193,19 +153,10 @@ def _anthropic_events(message: dict[str, Any], request: FakeRequest) -> list[byt
         else:
             emit("content_block_start", index=index, content_block={**block, "text": ""})
             for piece in _pieces(block["text"]):
-                emit(
-                    "content_block_delta", index=index, delta={"type": "text_delta", "text": piece}
-                )
+                delta = {"type": "text_delta", "text": piece}
+                emit("content_block_delta", index=index, delta=delta)
         emit("content_block_stop", index=index)
-    emit(
-        "message_delta",
-        delta={
-            "stop_reason": message["stop_reason"],
-            "stop_sequence": message["stop_sequence"],
-            "stop_details": message["stop_details"],
-        },
-        usage=copy.deepcopy(usage),
-    )
+    emit("message_delta", delta={key: message[key] for key in stop}, usage=copy.deepcopy(usage))
     emit("message_stop")
     return events
 
@@ -218,20 +169,11 @@ _STREAMS: dict[Api, Callable[[dict[str, Any], FakeRequest], list[bytes]]] = {
 
 
 def error_event(api: Api, message: str, *, sequence_number: int = 0) -> bytes:
-    """The event an API sends when it fails mid-stream: Chat Completions a ``data:`` line with
-    an ``error`` object, Responses an ``error`` event, Anthropic an ``error`` event
-    (``overloaded_error``)."""
-    if api == "messages":
-        overloaded = {"type": "overloaded_error", "message": message}
-        return _frame({"type": "error", "error": overloaded}, "error")
+    """The event an API sends when it fails mid-stream: its error body (Anthropic's
+    ``overloaded_error``) as a ``data:`` line (Chat Completions) or an ``error`` event."""
     if api == "responses":
-        data = {
-            "type": "error",
-            "code": "server_error",
-            "message": message,
-            "param": None,
-            "sequence_number": sequence_number,
-        }
-        return _frame(data, "error")
-    error = {"message": message, "type": "server_error", "param": None, "code": "server_error"}
-    return _frame({"error": error})
+        data = {"type": "error", "code": "server_error", "message": message, "param": None}
+        return _frame({**data, "sequence_number": sequence_number}, "error")
+    if api == "messages":
+        return _frame(error_body(api, 529, message), "error")
+    return _frame(error_body(api, 500, message))

@@ -1,34 +1,8 @@
-"""The batch APIs of ``agent_payload.testing.FakeProviderServer`` (the server routes here).
-
-Enough of OpenAI's Files + Batch API and Anthropic's Message Batches API for the real SDKs:
-
-* OpenAI: ``POST /v1/files`` (multipart upload), ``GET /v1/files/{id}/content``,
-  ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches`` (cursor pages),
-  ``POST /v1/batches/{id}/cancel``.
-* Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``,
-  ``GET /v1/messages/batches`` (pages), ``GET /v1/messages/batches/{id}/results`` (JSONL).
-
-Every request line of a batch is answered with the server's own script (the reply queue, then
-the ``handler``), exactly as a live request would be, when the batch ends: a ``str`` or ``Reply``
-is a succeeded line, a ``Fault.status(code)`` an error line, any other fault an error line with
-status 500. The lines are recorded in ``FakeProviderServer.batch_requests`` (``FakeRequest``
-objects with the line's body), not in ``requests`` (which holds the HTTP requests).
-
-Knobs on the server (plain attributes, settable at any time):
-
-* ``batch_polls``: how many retrieves of a batch answer "in progress" before it ends (0: it
-  ends at the first retrieve);
-* ``batch_expire``: a function of the batch's number (1, 2, ... in creation order) returning
-  True when that batch expires instead of completing: OpenAI reports ``expired`` with every line
-  in the error file (code ``batch_expired``); Anthropic ends it with every result ``expired``;
-* ``batch_fail``: a function of the batch's number returning a message when that batch fails
-  as a whole: OpenAI reports ``failed`` with the message in ``errors`` and no output or error
-  file; Anthropic ends it with every result ``errored`` with the message;
-* ``batch_result_line``: a function every line of a batch's results passes through as it is
-  served (an OpenAI output or error file, Anthropic's results), e.g. one that cuts a line short;
-* ``batch_faults``: ``{"upload" | "create" | "retrieve" | "results": [Fault, ...]}``, faults
-  consumed one per call of that operation. A ``create`` fault is sent AFTER the batch was
-  created (the client never learns its id): the case a resumable job must not submit twice.
+"""The batch APIs of ``FakeProviderServer`` (OpenAI's Files + Batches, Anthropic's Message
+Batches), enough for the real SDKs. Each request line of a batch is answered from the server's
+own script when the batch ends and recorded in ``FakeProviderServer.batch_requests``; the
+server's ``batch_*`` attributes script polls, expiry, failures, mangled result lines and faults
+(docs/batch.md).
 """
 
 from __future__ import annotations
@@ -44,19 +18,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_payload.testing.script import Fault
-from agent_payload.testing.wire import BUILDERS, error_body, resolve_reply
+from agent_payload.testing.script import Api, Fault
+from agent_payload.testing.wire import BUILDERS, error_body, new_id, resolve_reply
 
 if TYPE_CHECKING:
-    from agent_payload.testing.script import FakeRequest
     from agent_payload.testing.server import FakeProviderServer
 
 __all__ = ["BatchFakes", "Route"]
 
-_ENDPOINT_API = {
+_ENDPOINT_API: dict[str, Api] = {
     "/v1/chat/completions": "chat.completions",
     "/v1/responses": "responses",
 }
+
+
+_COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")  # Anthropic's
 
 
 @dataclass(slots=True)
@@ -67,23 +43,17 @@ class Route:
     body: bytes = b""
     content_type: str = "application/json"
     fault: Fault | None = None
-    after: Route | None = None
-    """With ``fault``: the answer the fault replaces (``delay(then=...)`` sends it late)."""
+    after: Route | None = None  # with ``fault``: the answer it replaces (a delay sends it late)
 
 
 @dataclass(slots=True)
-class _OpenAIBatch:
+class _Batch:
+    """One batch: its number (1, 2, ... in creation order), its JSON, its request lines and,
+    once ended, its results (Anthropic's)."""
+
     number: int
     data: dict[str, Any]
     lines: list[dict[str, Any]]
-    polls: int = 0
-
-
-@dataclass(slots=True)
-class _AnthropicBatch:
-    number: int
-    data: dict[str, Any]
-    requests: list[dict[str, Any]]
     results: list[dict[str, Any]] = field(default_factory=list)
     polls: int = 0
 
@@ -124,10 +94,9 @@ class BatchFakes:
         self._lock = threading.Lock()
         self._files: dict[str, bytes] = {}
         self._result_files: set[str] = set()
-        self._openai: dict[str, _OpenAIBatch] = {}
-        self._anthropic: dict[str, _AnthropicBatch] = {}
+        self._openai: dict[str, _Batch] = {}
+        self._anthropic: dict[str, _Batch] = {}
         self._numbers = itertools.count(1)
-        self._ids = itertools.count(1)
 
     # -- routing --
 
@@ -137,32 +106,29 @@ class BatchFakes:
         """The answer for a batch-API request, or None when the path is not a batch API."""
         parts = [p for p in path.split("/") if p]
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
-        if parts[:2] == ["v1", "files"]:
-            if method == "POST" and len(parts) == 2:
+        match (method, *parts):
+            case ("POST", "v1", "files"):
                 return self._faulted("upload", lambda: self._upload(headers, raw))
-            if method == "GET" and len(parts) == 4 and parts[3] == "content":
-                return self._faulted("results", lambda: self._file_content(parts[2]))
-            return None
-        if parts[:2] == ["v1", "batches"]:
-            if method == "POST" and len(parts) == 2:
+            case ("GET", "v1", "files", file_id, "content"):
+                return self._faulted("results", lambda: self._file_content(file_id))
+            case ("POST", "v1", "batches"):
                 return self._faulted("create", lambda: self._openai_create(raw), after=True)
-            if method == "GET" and len(parts) == 2:
-                return self._openai_list(params)
-            if method == "GET" and len(parts) == 3:
-                return self._faulted("retrieve", lambda: self._openai_retrieve(parts[2]))
-            if method == "POST" and len(parts) == 4 and parts[3] == "cancel":
-                return self._openai_cancel(parts[2])
-            return None
-        if parts[:3] == ["v1", "messages", "batches"]:
-            if method == "POST" and len(parts) == 3:
+            case ("GET", "v1", "batches"):
+                page = _page(self._listed(self._openai), params.get("after"), params)
+                return _json(200, {"object": "list", **page})
+            case ("GET", "v1", "batches", batch_id):
+                return self._faulted("retrieve", lambda: self._retrieve(True, batch_id))
+            case ("POST", "v1", "batches", batch_id, "cancel"):
+                return self._openai_cancel(batch_id)
+            case ("POST", "v1", "messages", "batches"):
                 return self._faulted("create", lambda: self._anthropic_create(raw), after=True)
-            if method == "GET" and len(parts) == 3:
-                return self._anthropic_list(params)
-            if method == "GET" and len(parts) == 4:
-                return self._faulted("retrieve", lambda: self._anthropic_retrieve(parts[3]))
-            if method == "GET" and len(parts) == 5 and parts[4] == "results":
-                return self._faulted("results", lambda: self._anthropic_results(parts[3]))
-            return None
+            case ("GET", "v1", "messages", "batches"):
+                page = _page(self._listed(self._anthropic), params.get("after_id"), params)
+                return _json(200, page)
+            case ("GET", "v1", "messages", "batches", batch_id):
+                return self._faulted("retrieve", lambda: self._retrieve(False, batch_id))
+            case ("GET", "v1", "messages", "batches", batch_id, "results"):
+                return self._faulted("results", lambda: self._anthropic_results(batch_id))
         return None
 
     def _faulted(
@@ -181,9 +147,6 @@ class BatchFakes:
             if queue:
                 return queue.pop(0)
         return None
-
-    def _new_id(self, prefix: str) -> str:
-        return f"{prefix}{next(self._ids):06d}fake"
 
     # -- OpenAI: files --
 
@@ -205,7 +168,7 @@ class BatchFakes:
                 purpose = payload.decode()
         if data is None:
             return _json(400, {"error": {"message": "FakeProviderServer: no file part"}})
-        file_id = self._new_id("file-")
+        file_id = new_id("file-")
         with self._lock:
             self._files[file_id] = data
         return _json(
@@ -245,9 +208,9 @@ class BatchFakes:
         if data is None:
             return _not_found(f"file {file_id}")
         lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-        batch_id = self._new_id("batch_")
+        batch_id = new_id("batch_")
         now = int(time.time())
-        batch = _OpenAIBatch(
+        batch = _Batch(
             number=next(self._numbers),
             data={
                 "id": batch_id,
@@ -261,21 +224,12 @@ class BatchFakes:
                 "expires_at": now + 86400,
                 "metadata": body.get("metadata"),
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
-                "output_file_id": None,
-                "error_file_id": None,
+                **dict.fromkeys(("output_file_id", "error_file_id")),
             },
             lines=lines,
         )
         with self._lock:
             self._openai[batch_id] = batch
-        return _json(200, batch.data)
-
-    def _openai_retrieve(self, batch_id: str) -> Route:
-        with self._lock:
-            batch = self._openai.get(batch_id)
-        if batch is None:
-            return _not_found(f"batch {batch_id}")
-        self._maybe_finish_openai(batch)
         return _json(200, batch.data)
 
     def _openai_cancel(self, batch_id: str) -> Route:
@@ -287,21 +241,25 @@ class BatchFakes:
             self._finish_openai(batch, cancelled=True)
         return _json(200, batch.data)
 
-    def _openai_list(self, params: dict[str, str]) -> Route:
+    def _listed(self, batches: dict[str, _Batch]) -> list[dict[str, Any]]:
         with self._lock:
-            batches = [b.data for b in sorted(self._openai.values(), key=lambda b: -b.number)]
-        return _json(200, {"object": "list", **_page(batches, params.get("after"), params)})
+            return [b.data for b in sorted(batches.values(), key=lambda b: -b.number)]
 
-    def _maybe_finish_openai(self, batch: _OpenAIBatch) -> None:
+    def _retrieve(self, openai: bool, batch_id: str) -> Route:
+        """A batch as it stands; the retrieve that ends it (after ``batch_polls``) runs it."""
         with self._lock:
-            if batch.data["status"] != "in_progress":
-                return
-            batch.polls += 1
-            if batch.polls <= self._server.batch_polls:
-                return
-        self._finish_openai(batch)
+            batch = (self._openai if openai else self._anthropic).get(batch_id)
+            if batch is None:
+                return _not_found(f"{'batch' if openai else 'message batch'} {batch_id}")
+            due = batch.data["status" if openai else "processing_status"] == "in_progress"
+            if due:
+                batch.polls += 1
+                due = batch.polls > self._server.batch_polls
+        if due:
+            (self._finish_openai if openai else self._finish_anthropic)(batch)
+        return _json(200, batch.data)
 
-    def _finish_openai(self, batch: _OpenAIBatch, *, cancelled: bool = False) -> None:
+    def _finish_openai(self, batch: _Batch, *, cancelled: bool = False) -> None:
         failure = None if cancelled else self._server.batch_fail(batch.number)
         if failure is not None:
             with self._lock:
@@ -315,58 +273,45 @@ class BatchFakes:
                 )
             return
         expired = not cancelled and bool(self._server.batch_expire(batch.number))
-        endpoint = str(batch.data["endpoint"])
-        api = _ENDPOINT_API.get(endpoint, "chat.completions")
+        api = _ENDPOINT_API.get(str(batch.data["endpoint"]), "chat.completions")
         out: list[str] = []
         err: list[str] = []
         for line in batch.lines:
-            custom_id = line.get("custom_id")
-            if expired or cancelled:
-                code = "batch_expired" if expired else "batch_cancelled"
-                err.append(
-                    json.dumps(
-                        {
-                            "id": self._new_id("batch_req_"),
-                            "custom_id": custom_id,
-                            "response": None,
-                            "error": {"code": code, "message": f"This request was not run: {code}"},
-                        }
-                    )
-                )
-                continue
-            status, body = self._answer_line(api, line.get("body"))
-            record = {
-                "id": self._new_id("batch_req_"),
-                "custom_id": custom_id,
-                "response": {
-                    "status_code": status,
-                    "request_id": self._new_id("req_"),
-                    "body": body,
-                },
+            record: dict[str, Any] = {
+                "id": new_id("batch_req_"),
+                "custom_id": line.get("custom_id"),
+                "response": None,
                 "error": None,
             }
+            status = None
+            if expired or cancelled:
+                code = "batch_expired" if expired else "batch_cancelled"
+                record["error"] = {"code": code, "message": f"This request was not run: {code}"}
+            else:
+                status, body = self._answer_line(api, line.get("body"))
+                request_id = new_id("req_")
+                record["response"] = {"status_code": status, "request_id": request_id, "body": body}
             (out if status == 200 else err).append(json.dumps(record))
-        now = int(time.time())
+        ended = "cancelled" if cancelled else ("expired" if expired else "completed")
         with self._lock:
-            output_id = self._store("\n".join(out)) if out else None
-            error_id = self._store("\n".join(err)) if err else None
             batch.data.update(
-                status="cancelled" if cancelled else ("expired" if expired else "completed"),
-                output_file_id=output_id,
-                error_file_id=error_id,
+                status=ended,
+                output_file_id=self._store(out),
+                error_file_id=self._store(err),
                 request_counts={
                     "total": len(batch.lines),
                     "completed": len(out),
                     "failed": len(err),
                 },
             )
-            batch.data[
-                "cancelled_at" if cancelled else ("expired_at" if expired else "completed_at")
-            ] = now
+            batch.data[f"{ended}_at"] = int(time.time())
 
-    def _store(self, text: str) -> str:
-        file_id = self._new_id("file-")
-        self._files[file_id] = (text + "\n").encode()
+    def _store(self, lines: list[str]) -> str | None:
+        """A results file of these lines (None for none)."""
+        if not lines:
+            return None
+        file_id = new_id("file-")
+        self._files[file_id] = "".join(line + "\n" for line in lines).encode()
         self._result_files.add(file_id)
         return file_id
 
@@ -375,46 +320,24 @@ class BatchFakes:
     def _anthropic_create(self, raw: bytes) -> Route:
         body = json.loads(raw or b"{}")
         requests = list(body.get("requests") or [])
-        batch_id = self._new_id("msgbatch_")
+        batch_id = new_id("msgbatch_")
         now = time.time()
-        batch = _AnthropicBatch(
+        batch = _Batch(
             number=next(self._numbers),
             data={
                 "id": batch_id,
                 "type": "message_batch",
                 "processing_status": "in_progress",
-                "request_counts": {
-                    "processing": len(requests),
-                    "succeeded": 0,
-                    "errored": 0,
-                    "canceled": 0,
-                    "expired": 0,
-                },
+                "request_counts": {**dict.fromkeys(_COUNTS, 0), "processing": len(requests)},
                 "created_at": _iso(now),
                 "expires_at": _iso(now + 86400),
-                "ended_at": None,
-                "archived_at": None,
-                "cancel_initiated_at": None,
-                "results_url": None,
+                **dict.fromkeys(("ended_at", "archived_at", "cancel_initiated_at", "results_url")),
             },
-            requests=requests,
+            lines=requests,
         )
         with self._lock:
             self._anthropic[batch_id] = batch
         return _json(200, batch.data)
-
-    def _anthropic_retrieve(self, batch_id: str) -> Route:
-        with self._lock:
-            batch = self._anthropic.get(batch_id)
-        if batch is None:
-            return _not_found(f"message batch {batch_id}")
-        self._maybe_finish_anthropic(batch)
-        return _json(200, batch.data)
-
-    def _anthropic_list(self, params: dict[str, str]) -> Route:
-        with self._lock:
-            batches = [b.data for b in sorted(self._anthropic.values(), key=lambda b: -b.number)]
-        return _json(200, _page(batches, params.get("after_id"), params))
 
     def _anthropic_results(self, batch_id: str) -> Route:
         with self._lock:
@@ -424,40 +347,28 @@ class BatchFakes:
         text = "".join(json.dumps(r) + "\n" for r in batch.results)
         return Route(200, self._served(text).encode(), "application/binary")
 
-    def _maybe_finish_anthropic(self, batch: _AnthropicBatch) -> None:
-        with self._lock:
-            if batch.data["processing_status"] != "in_progress":
-                return
-            batch.polls += 1
-            if batch.polls <= self._server.batch_polls:
-                return
+    def _finish_anthropic(self, batch: _Batch) -> None:
         expired = bool(self._server.batch_expire(batch.number))
         failure = self._server.batch_fail(batch.number)
         results: list[dict[str, Any]] = []
-        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
-        for entry in batch.requests:
-            custom_id = entry.get("custom_id")
+        counts = dict.fromkeys(_COUNTS, 0)
+        for entry in batch.lines:
+            result: dict[str, Any]
             if expired:
-                results.append({"custom_id": custom_id, "result": {"type": "expired"}})
-                counts["expired"] += 1
-                continue
-            if failure is not None:
+                result = {"type": "expired"}
+            elif failure is not None:
                 error = {"type": "error", "error": {"type": "api_error", "message": failure}}
                 result = {"type": "errored", "error": error}
-                results.append({"custom_id": custom_id, "result": result})
-                counts["errored"] += 1
-                continue
-            status, body = self._answer_line("messages", entry.get("params"))
-            if status == 200:
-                results.append(
-                    {"custom_id": custom_id, "result": {"type": "succeeded", "message": body}}
-                )
-                counts["succeeded"] += 1
             else:
-                results.append(
-                    {"custom_id": custom_id, "result": {"type": "errored", "error": body}}
+                status, body = self._answer_line("messages", entry.get("params"))
+                ok = status == 200
+                result = (
+                    {"type": "succeeded", "message": body}
+                    if ok
+                    else {"type": "errored", "error": body}
                 )
-                counts["errored"] += 1
+            counts[result["type"]] += 1
+            results.append({"custom_id": entry.get("custom_id"), "result": result})
         with self._lock:
             batch.results = results
             batch.data.update(
@@ -469,16 +380,18 @@ class BatchFakes:
 
     # -- one line through the script --
 
-    def _answer_line(self, api: str, body: Any) -> tuple[int, Any]:
+    def _answer_line(self, api: Api, body: Any) -> tuple[int, Any]:
         server = self._server
-        request: FakeRequest = server._record_batch(api=api, body=body)  # type: ignore[arg-type]
+        request = server._record(
+            batch=True, api=api, method="POST", path="(batch line)", headers={}, body=body, raw=b""
+        )
         try:
             item = server._next_item(request)
         except Exception as exc:
             server.errors.append(exc)
-            return 500, error_body(api, 500, f"FakeProviderServer script error: {exc}")  # type: ignore[arg-type]
+            return 500, error_body(api, 500, f"FakeProviderServer script error: {exc}")
         if isinstance(item, Fault):
             code = item.status_code if item.kind == "status" else 500
             message = item.body or f"FakeProviderServer injected HTTP {code}"
-            return code, error_body(api, code, message)  # type: ignore[arg-type]
-        return 200, BUILDERS[api](resolve_reply(item, request), request)  # type: ignore[index]
+            return code, error_body(api, code, message)
+        return 200, BUILDERS[api](resolve_reply(item, request), request)

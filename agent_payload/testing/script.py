@@ -1,13 +1,12 @@
-"""The vocabulary of ``FakeProviderServer``: what a test scripts (``Reply``, ``Fault``, a
-``ScriptItem``, a ``Handler``) and what the server received (``FakeRequest``, read in any of
-the three APIs' shapes)."""
+"""What a test scripts for ``FakeProviderServer`` (``Reply``, ``Fault``, a ``Handler``) and
+what the server received (``FakeRequest``, read in any of the three APIs' shapes)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict, Unpack
 
 from agent_payload.outline import FIND_IN_PAYLOAD, READ_PAYLOAD
 
@@ -22,6 +21,7 @@ __all__ = [
     "Reply",
     "ReplyKind",
     "ScriptItem",
+    "Tokens",
     "content_text",
 ]
 
@@ -32,27 +32,25 @@ CHUNK_CHARS = 16
 of ``FakeProviderServer``'s streams, per ``on_progress`` call of ``ScriptedModel``'s."""
 
 
+class Tokens(TypedDict, total=False):
+    """The token counts a ``Reply`` constructor takes (see ``Reply``)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_input_tokens: int
+    cache_write_input_tokens: int
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """One scripted model answer for ``FakeProviderServer``.
 
     ``kind="auto"`` (what a bare ``str`` means): the arguments of a tool call when the request
-    forces a tool (OpenAI ``tool_choice`` naming a function or ``"required"``, Anthropic
-    ``tool_choice`` ``tool``/``any``), the message content otherwise (structured-output requests
-    included). ``length_limited`` marks the reply as cut by the token limit (``finish_reason
-    "length"``, Responses ``status "incomplete"`` with ``max_output_tokens``, ``stop_reason
-    "max_tokens"``). Token counts default to an estimate from the lengths.
-
-    ``cached_input_tokens`` / ``cache_write_input_tokens``: the part of the input read from /
-    written to the prompt cache, counted in ``input_tokens`` as ``agent_payload.Usage`` counts
-    them, and sent in each API's own shape: OpenAI ``prompt_tokens_details.cached_tokens`` /
-    ``input_tokens_details.cached_tokens`` (and ``cache_write_tokens``) inside the input count,
-    Anthropic ``cache_read_input_tokens`` / ``cache_creation_input_tokens`` beside an
-    ``input_tokens`` that leaves them out.
-
-    ``calls``: the tool calls of a reply that makes several in one response
-    (``Reply.tool_calls``), each a ``tool_call`` reply; empty for one call (``text`` and
-    ``tool_name`` are then the call).
+    forces a tool, the message content otherwise. ``length_limited`` marks the reply as cut by
+    the token limit (in each API's own words). Token counts default to an estimate from the
+    lengths; ``cached_input_tokens`` / ``cache_write_input_tokens`` (the part of the input read
+    from / written to the prompt cache) are counted in ``input_tokens`` and sent in each API's
+    own shape. ``calls``: the tool calls of a reply that makes several (``Reply.tool_calls``).
     """
 
     text: str = ""
@@ -66,24 +64,9 @@ class Reply:
     calls: tuple[Reply, ...] = ()
 
     @classmethod
-    def message(
-        cls,
-        text: str,
-        *,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-        cached_input_tokens: int = 0,
-        cache_write_input_tokens: int = 0,
-    ) -> Reply:
+    def message(cls, text: str, **tokens: Unpack[Tokens]) -> Reply:
         """Plain assistant text, even when the request forces a tool."""
-        return cls(
-            text=text,
-            kind="text",
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cached_input_tokens=cached_input_tokens,
-            cache_write_input_tokens=cache_write_input_tokens,
-        )
+        return cls(text=text, kind="text", **tokens)
 
     @classmethod
     def tool_call(
@@ -91,116 +74,64 @@ class Reply:
         arguments: str | Mapping[str, Any],
         *,
         name: str | None = None,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-        cached_input_tokens: int = 0,
-        cache_write_input_tokens: int = 0,
+        **tokens: Unpack[Tokens],
     ) -> Reply:
         """A tool call with these arguments (a JSON string, or a mapping dumped to JSON); ``name``
         defaults to the forced tool, else the first tool offered."""
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        return cls(
-            text=text,
-            kind="tool_call",
-            tool_name=name,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cached_input_tokens=cached_input_tokens,
-            cache_write_input_tokens=cache_write_input_tokens,
-        )
+        return cls(text=text, kind="tool_call", tool_name=name, **tokens)
 
     @classmethod
     def tool_calls(
-        cls,
-        calls: Sequence[Reply | str | Mapping[str, Any]],
-        *,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
+        cls, calls: Sequence[Reply | str | Mapping[str, Any]], **tokens: Unpack[Tokens]
     ) -> Reply:
-        """Several tool calls in one response (parallel tool calls), in order, in each API's
-        own shape: Chat Completions ``message.tool_calls``, Responses ``function_call`` output
-        items, Anthropic ``tool_use`` blocks. Each item is a ``Reply.tool_call(...)`` (its name
-        and arguments) or the arguments alone (a JSON string or a mapping) of a call of the
-        forced tool, else the first tool offered."""
+        """Several tool calls in one response, in order, in each API's own shape. Each is a
+        ``Reply.tool_call(...)`` or the arguments alone (a JSON string or a mapping) of a call of
+        the forced tool, else the first tool offered."""
         if isinstance(calls, str | Mapping) or not calls:
             raise TypeError(
                 "Reply.tool_calls: expected a non-empty list of calls (Reply.tool_call(...), "
                 f"or each call's arguments), found {calls!r}"
             )
-        items: list[Reply] = []
-        for call in calls:
-            if isinstance(call, Reply):
-                if call.kind != "tool_call" or call.calls:
-                    raise TypeError(
-                        "Reply.tool_calls: each call must be a Reply.tool_call(...), "
-                        f"found {call!r}"
-                    )
-                items.append(call)
-            else:
-                items.append(cls.tool_call(call))
-        return cls(
-            text="\n".join(item.text for item in items),
-            kind="tool_call",
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            calls=tuple(items),
-        )
+        items = [c if isinstance(c, Reply) else cls.tool_call(c) for c in calls]
+        for item in items:
+            if item.kind != "tool_call" or item.calls:
+                raise TypeError(
+                    f"Reply.tool_calls: each call must be a Reply.tool_call(...), found {item!r}"
+                )
+        text = "\n".join(item.text for item in items)
+        return cls(text=text, kind="tool_call", calls=tuple(items), **tokens)
 
     @classmethod
     def read_payload(cls, path: str, *, start: int | None = None, end: int | None = None) -> Reply:
         """A call of outline mode's ``read_payload`` tool (in each API's wire format)."""
-        arguments: dict[str, Any] = {"path": path}
-        if start is not None:
-            arguments["start"] = start
-        if end is not None:
-            arguments["end"] = end
-        return cls.tool_call(arguments, name=READ_PAYLOAD)
+        arguments = {"path": path, "start": start, "end": end}
+        return cls.tool_call(_given(arguments), name=READ_PAYLOAD)
 
     @classmethod
     def find_in_payload(
         cls, text: str | None = None, *, number: float | None = None, path: str | None = None
     ) -> Reply:
         """A call of outline mode's ``find_in_payload`` tool (``text`` or ``number``)."""
-        arguments: dict[str, Any] = {}
-        if text is not None:
-            arguments["text"] = text
-        if number is not None:
-            arguments["number"] = number
-        if path is not None:
-            arguments["path"] = path
-        return cls.tool_call(arguments, name=FIND_IN_PAYLOAD)
+        arguments = {"text": text, "number": number, "path": path}
+        return cls.tool_call(_given(arguments), name=FIND_IN_PAYLOAD)
 
     @classmethod
     def refusal(
-        cls,
-        text: str = "I'm sorry, but I can't help with that.",
-        *,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
+        cls, text: str = "I'm sorry, but I can't help with that.", **tokens: Unpack[Tokens]
     ) -> Reply:
         """A refusal: OpenAI ``message.refusal`` / a Responses ``refusal`` content part /
         Anthropic ``stop_reason "refusal"``."""
-        return cls(
-            text=text, kind="refusal", input_tokens=input_tokens, output_tokens=output_tokens
-        )
+        return cls(text=text, kind="refusal", **tokens)
 
     @classmethod
-    def truncated(
-        cls,
-        text: str,
-        *,
-        kind: ReplyKind = "auto",
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-    ) -> Reply:
+    def truncated(cls, text: str, *, kind: ReplyKind = "auto", **tokens: Unpack[Tokens]) -> Reply:
         """A reply cut by the output token limit (``text`` is what got out)."""
-        return cls(
-            text=text,
-            kind=kind,
-            length_limited=True,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
+        return cls(text=text, kind=kind, length_limited=True, **tokens)
+
+
+def _given(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in arguments.items() if value is not None}
 
 
 FaultKind = Literal[
@@ -218,7 +149,7 @@ FaultKind = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """An injected transport fault for one HTTP request (see the module docstring)."""
+    """An injected transport fault for one HTTP request, made by the constructors below."""
 
     kind: FaultKind
     status_code: int = 200
@@ -269,27 +200,23 @@ class Fault:
         *,
         content_type: str = "text/html",
     ) -> Fault:
-        """A 200 whose body is not JSON. With ``content_type="application/json"`` the SDK's JSON
-        decoding fails; with a non-JSON type (the default, like a proxy's error page) the SDK
-        hands back the raw text."""
+        """A 200 whose body is not JSON: with ``content_type="application/json"`` the SDK's
+        decoding fails; with another type (a proxy's error page) it hands back the raw text."""
         return cls(kind="not_json", body=body, content_type=content_type)
 
     @classmethod
     def malformed(
         cls, transform: Callable[[dict[str, Any]], Any], *, then: Reply | str = "{}"
     ) -> Fault:
-        """A 200 whose JSON body is a well-formed answer (to ``then``, in the request's API)
-        passed through ``transform``: a shape the adapters do not understand, such as
-        ``lambda body: {**body, "output": None}``. ``transform`` gets a copy it may change in
-        place (return it) or replace."""
+        """A 200 whose JSON body is a good answer (to ``then``) passed through ``transform`` (it
+        gets a copy, to change and return or replace), e.g. ``lambda b: {**b, "output": None}``."""
         return cls(kind="malformed", then=then, transform=transform)
 
     @classmethod
     def stream_cut(cls, after: int = 3, *, then: Reply | str = "{}", clean: bool = False) -> Fault:
-        """A streamed answer (to ``then``) whose connection is reset (TCP RST) after its first
-        ``after`` events; ``clean=True`` ends the body properly there instead, without the
-        API's closing events (a server that gave up). To a request that does not stream, the
-        same as ``reset()``."""
+        """A streamed answer (to ``then``) whose connection is reset after its first ``after``
+        events (``clean=True``: the body just ends there); ``reset()`` to a request that does
+        not stream."""
         return cls(kind="stream_cut", after=after, then=then, clean=clean)
 
     @classmethod
@@ -297,17 +224,14 @@ class Fault:
         cls, after: int = 3, *, message: str | None = None, then: Reply | str = "{}"
     ) -> Fault:
         """A streamed answer (to ``then``) that sends the API's own error event after its first
-        ``after`` events and ends there (Chat Completions ``data: {"error": ...}``, a Responses
-        ``error`` event, an Anthropic ``error`` event of type ``overloaded_error``); to a request
-        that does not stream, an HTTP 500 with that message (and ``x-should-retry: false``)."""
+        ``after`` events and ends there; to a request that does not stream, an HTTP 500 with
+        that message (``x-should-retry: false``)."""
         return cls(kind="stream_error", after=after, then=then, body=message)
 
     @classmethod
     def trickle(cls, seconds: float, *, then: Reply | str = "{}") -> Fault:
         """A slow server: a streamed answer (to ``then``) whose events come ``seconds`` apart;
-        to a request that does not stream, the whole answer after as long as all the events
-        would take (so a client's read timeout shorter than that fires only without
-        streaming)."""
+        to a request that does not stream, the whole answer after as long as they would take."""
         return cls(kind="trickle", seconds=seconds, then=then)
 
     @classmethod
@@ -368,16 +292,18 @@ class FakeRequest:
     raw: bytes = field(repr=False)
 
     @property
+    def _json(self) -> dict[str, Any]:
+        return self.body if isinstance(self.body, dict) else {}
+
+    @property
     def model_name(self) -> str:
         """The model the request names (``"fake-model"`` when it names none)."""
-        body = self.body if isinstance(self.body, dict) else {}
-        return str(body.get("model", "fake-model"))
+        return str(self._json.get("model", "fake-model"))
 
     @property
     def stream(self) -> bool:
         """True when the request asks for an event stream (``"stream": true``)."""
-        body = self.body if isinstance(self.body, dict) else {}
-        return body.get("stream") is True
+        return self._json.get("stream") is True
 
     @property
     def retry_count(self) -> int:
@@ -390,18 +316,12 @@ class FakeRequest:
     @property
     def messages(self) -> list[tuple[str, str]]:
         """``(role, text)`` of every message, system first, in any of the three APIs' shapes."""
-        body = self.body if isinstance(self.body, dict) else {}
-        out: list[tuple[str, str]] = []
-        if self.api == "messages" and body.get("system") is not None:
-            out.append(("system", content_text(body["system"])))
-        if self.api == "responses":
-            if body.get("instructions") is not None:
-                out.append(("system", content_text(body["instructions"])))
-            items = body.get("input", [])
-            if isinstance(items, str):
-                items = [{"role": "user", "content": items}]
-        else:
-            items = body.get("messages", [])
+        body = self._json
+        system = body.get({"messages": "system", "responses": "instructions"}.get(self.api, ""))
+        out = [("system", content_text(system))] if system is not None else []
+        items = body.get("input", []) if self.api == "responses" else body.get("messages", [])
+        if isinstance(items, str) and self.api == "responses":  # an input may be one text
+            items = [{"role": "user", "content": items}]
         for item in items if isinstance(items, list) else []:
             if isinstance(item, dict):
                 role = str(item.get("role") or item.get("type") or "user")
@@ -414,7 +334,7 @@ class FakeRequest:
         """Where the request carries an Anthropic ``cache_control`` breakpoint, in order:
         ``"system[0]"``, ``"messages[0].content[0]"``, ``"tools[0]"``, ``"cache_control"``
         (the top-level one); ``[]`` when there is none."""
-        body = self.body if isinstance(self.body, dict) else {}
+        body = self._json
         found = ["cache_control"] if body.get("cache_control") is not None else []
         for key in ("tools", "system", "messages"):
             items = body.get(key)
@@ -432,8 +352,7 @@ class FakeRequest:
     @property
     def prompt_cache_key(self) -> str | None:
         """OpenAI's ``prompt_cache_key`` as sent (None when absent)."""
-        body = self.body if isinstance(self.body, dict) else {}
-        key = body.get("prompt_cache_key")
+        key = self._json.get("prompt_cache_key")
         return key if isinstance(key, str) else None
 
     @property
@@ -452,9 +371,8 @@ class FakeRequest:
     @property
     def tools(self) -> list[str]:
         """Names of the tools offered."""
-        body = self.body if isinstance(self.body, dict) else {}
         names: list[str] = []
-        for tool in body.get("tools") or []:
+        for tool in self._json.get("tools") or []:
             if isinstance(tool, dict):
                 function = tool.get("function")
                 name = function.get("name") if isinstance(function, dict) else tool.get("name")
@@ -465,8 +383,7 @@ class FakeRequest:
     @property
     def forced_tool(self) -> str | None:
         """The tool the request forces the model to call, or None."""
-        body = self.body if isinstance(self.body, dict) else {}
-        choice = body.get("tool_choice")
+        choice = self._json.get("tool_choice")
         tools = self.tools
         if isinstance(choice, dict):
             kind = choice.get("type")
@@ -487,17 +404,14 @@ class FakeRequest:
         """How the request asks for the answer: a forced tool, a JSON schema, or text."""
         if self.forced_tool is not None:
             return "tool"
-        body = self.body if isinstance(self.body, dict) else {}
-        response_format = body.get("response_format")
-        text_config = body.get("text")
-        output_config = body.get("output_config")
-        for config in (
-            response_format,
-            text_config.get("format") if isinstance(text_config, dict) else None,
-            output_config.get("format") if isinstance(output_config, dict) else None,
-        ):
-            if isinstance(config, dict) and config.get("type") == "json_schema":
-                return "json_schema"
+        body = self._json
+        nested = (body.get("text"), body.get("output_config"))  # Responses, Anthropic
+        formats = [
+            body.get("response_format"),
+            *(c.get("format") for c in nested if isinstance(c, dict)),
+        ]
+        if any(isinstance(f, dict) and f.get("type") == "json_schema" for f in formats):
+            return "json_schema"
         return "text"
 
 

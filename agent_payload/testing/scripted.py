@@ -18,28 +18,25 @@ __all__ = ["ScriptExhaustedError", "ScriptedModel", "estimate_tokens"]
 
 
 class ScriptExhaustedError(AssertionError):
-    """A test double was asked for more replies than its script holds (a test failure, not an
-    error of the library, hence an ``AssertionError``)."""
+    """A test double ran out of script: a test failure, hence an ``AssertionError``."""
 
 
 ScriptedReply: TypeAlias = "str | ModelReply | BaseException"
 
 
 def estimate_tokens(text: str) -> int:
-    """A rough token count for fake usage numbers: ``usage.length_estimate`` (4 characters a
-    token), at least 1."""
+    """Fake usage numbers: ``usage.length_estimate`` (4 characters a token), at least 1."""
     return max(1, length_estimate(text))
 
 
 class ScriptedModel:
-    """A ``Model`` that answers from a script and records each ``ModelRequest`` in ``requests``.
+    """A ``Model`` (sync, async and streaming) that answers from a script and records each
+    ``ModelRequest`` in ``requests``; thread-safe.
 
-    ``replies`` is either a sequence consumed in order — a ``str`` (the reply text), a
-    ``ModelReply`` (returned as is) or an exception (raised, e.g. ``ProviderError``) — or a
-    function of the ``ModelRequest`` returning a ``str`` or ``ModelReply`` (or raising). A ``str``
-    becomes ``ModelReply(text, finish_reason="stop")`` with usage estimated from the lengths.
-    Running out of replies raises ``ScriptExhaustedError``. Works with both agents:
-    ``request`` and ``arequest`` share the script. Thread-safe.
+    ``replies``: a sequence consumed in order (a ``str``, the reply text; a ``ModelReply``,
+    returned as is; an exception, raised) or a function of the ``ModelRequest`` returning a
+    ``str`` or ``ModelReply``. A ``str`` becomes ``ModelReply(text, finish_reason="stop")`` with
+    usage estimated from the lengths. Running out raises ``ScriptExhaustedError``.
     """
 
     def __init__(
@@ -49,32 +46,18 @@ class ScriptedModel:
         model_name: str = "scripted",
         provider: str = "test",
     ) -> None:
-        self._function: Callable[[ModelRequest], str | ModelReply] | None
-        self._script: deque[ScriptedReply]
-        if callable(replies):
-            self._function = replies
-            self._script = deque()
-        else:
-            if isinstance(replies, str):
-                raise TypeError(
-                    "ScriptedModel(replies): expected a sequence of replies, got one str; "
-                    "wrap it in a list: ScriptedModel([reply])."
-                )
-            self._function = None
-            self._script = deque(replies)
-        self._name = model_name
-        self._provider = provider
+        if isinstance(replies, str):
+            raise TypeError(
+                "ScriptedModel(replies): expected a sequence of replies, got one str; "
+                "wrap it in a list: ScriptedModel([reply])."
+            )
+        self._function = replies if callable(replies) else None
+        self._script: deque[ScriptedReply] = deque(() if callable(replies) else replies)
+        self.model_name = model_name
+        self.provider = provider
         self._lock = threading.Lock()
         self.requests: list[ModelRequest] = []
         """Every request received, in order (also the ones answered with an exception)."""
-
-    @property
-    def model_name(self) -> str:
-        return self._name
-
-    @property
-    def provider(self) -> str:
-        return self._provider
 
     @property
     def remaining(self) -> int:
@@ -87,17 +70,14 @@ class ScriptedModel:
         with self._lock:
             self.requests.append(request)
             number = len(self.requests)
-            if self._function is None:
-                if not self._script:
-                    raise ScriptExhaustedError(
-                        f"ScriptedModel {self._name!r}: request #{number} arrived but the script "
-                        f"held only {number - 1} replies; add more replies to the script or "
-                        "check why the code under test asked again."
-                    )
-                item: ScriptedReply = self._script.popleft()
-            else:
-                item = ""  # replaced below, outside the lock
-        if self._function is not None:
+            if self._function is None and not self._script:
+                raise ScriptExhaustedError(
+                    f"ScriptedModel {self.model_name!r}: request #{number} arrived but the "
+                    f"script held only {number - 1} replies; add more replies to the script "
+                    "or check why the code under test asked again."
+                )
+            item: object = self._script.popleft() if self._function is None else None
+        if self._function is not None:  # called outside the lock
             item = self._function(request)
         if isinstance(item, BaseException):
             raise item
@@ -109,10 +89,10 @@ class ScriptedModel:
                 text=item,
                 finish_reason="stop",
                 usage=Usage(estimate_tokens(prompt), estimate_tokens(item), 1),
-                model_name=self._name,
+                model_name=self.model_name,
             )
         raise TypeError(
-            f"ScriptedModel {self._name!r}: reply #{number} is a {type(item).__name__}; "
+            f"ScriptedModel {self.model_name!r}: reply #{number} is a {type(item).__name__}; "
             "expected a str, a ModelReply or an exception."
         )
 
@@ -124,8 +104,8 @@ class ScriptedModel:
     def stream_request(
         self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
     ) -> ModelReply:
-        """``request``, as if streamed (``PayloadAgent(stream=True)``): ``on_progress`` is told
-        the characters of the reply text so far, ``CHUNK_CHARS`` more each time."""
+        """``request``, as if streamed: ``on_progress`` is told the characters of the reply
+        text so far, ``CHUNK_CHARS`` more each time."""
         reply = self.request(request)
         for characters in _pieces(reply):
             if on_progress is not None:
@@ -135,8 +115,7 @@ class ScriptedModel:
     async def astream_request(
         self, request: ModelRequest, on_progress: Callable[[int], Any] | None = None
     ) -> ModelReply:
-        """``stream_request`` for ``AsyncPayloadAgent(stream=True)`` (``on_progress`` awaited
-        when it returns an awaitable)."""
+        """``stream_request`` for ``AsyncPayloadAgent`` (an awaitable ``on_progress`` awaited)."""
         reply = await self.arequest(request)
         for characters in _pieces(reply):
             outcome = on_progress(characters) if on_progress is not None else None

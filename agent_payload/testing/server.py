@@ -1,7 +1,5 @@
-"""``FakeProviderServer``: a real HTTP server on 127.0.0.1 that the real OpenAI and Anthropic
-SDKs talk to (see the ``agent_payload.testing`` docstring): the threaded server, the request
-handler that turns a script item or a ``Fault`` into bytes on the wire, and the public class
-(addresses, ready-made SDK clients, scripting, what was received, lifecycle)."""
+"""``FakeProviderServer``: the threaded HTTP server on 127.0.0.1, the request handler that
+turns a script item or a ``Fault`` into bytes on the wire, and the public class."""
 
 from __future__ import annotations
 
@@ -101,9 +99,7 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):
-            return  # the client went away (timeout, reset): expected in fault tests
-        if exc is not None:
+        if exc is not None and not isinstance(exc, OSError):  # OSError: the client went away
             self.fake.errors.append(exc)
 
 
@@ -118,12 +114,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return  # quiet: tests read server.requests instead
 
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_POST(self) -> None:
-        self._handle()
-
     def _handle(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -134,43 +124,28 @@ class _RequestHandler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         api: Api = API_PATHS.get(path, "unknown") if self.command == "POST" else "unknown"
         fake = self.server.fake
-        if api == "unknown":
-            headers = {k.lower(): v for k, v in self.headers.items()}
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        route = None
+        if api == "unknown":  # the batch APIs (agent_payload.testing.batch), or no route
             route = fake._batches.route(self.command, path, query, headers, raw)
-            if route is not None:  # the batch APIs (agent_payload.testing.batch)
-                fake._record(
-                    api=api, method=self.command, path=path, headers=headers, body=body, raw=raw
-                )
-                self._send_route(route)
-                return
         request = fake._record(
-            api=api,
-            method=self.command,
-            path=path,
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-            raw=raw,
+            api=api, method=self.command, path=path, headers=headers, body=body, raw=raw
         )
-        if api == "unknown":
-            self._send_json(
-                404,
-                error_body(
-                    "chat.completions", 404, f"FakeProviderServer: no route {self.command} {path}"
-                ),
-                {"x-should-retry": "false"},
-            )
-            return
-        try:
-            item = fake._next_item(request)
-        except Exception as exc:  # a script error must reach the test, not hang the client
-            fake.errors.append(exc)
-            self._send_json(
-                500,
-                error_body(api, 500, f"FakeProviderServer script error: {exc}"),
-                {"x-should-retry": "false"},
-            )
-            return
-        self._answer(item, request)
+        if route is not None:
+            self._send_route(route)
+        elif api == "unknown":
+            message = f"FakeProviderServer: no route {self.command} {path}"
+            self._send_error("chat.completions", 404, message)
+        else:
+            try:
+                item = fake._next_item(request)
+            except Exception as exc:  # a script error must reach the test, not hang the client
+                fake.errors.append(exc)
+                self._send_error(api, 500, f"FakeProviderServer script error: {exc}")
+                return
+            self._answer(item, request)
+
+    do_GET = do_POST = _handle
 
     def _answer(self, item: str | Reply | Fault, request: FakeRequest) -> None:
         if isinstance(item, Fault):
@@ -182,9 +157,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 f"{type(item).__name__}; expected a str, a Reply or a Fault."
             )
             self.server.fake.errors.append(exc)
-            self._send_json(
-                500, error_body(request.api, 500, str(exc)), {"x-should-retry": "false"}
-            )
+            self._send_error(request.api, 500, str(exc))
             return
         reply = resolve_reply(item, request)
         if request.stream:
@@ -193,30 +166,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_json(200, BUILDERS[request.api](reply, request))
 
     def _fault(self, fault: Fault, request: FakeRequest) -> None:
+        reply = resolve_reply(fault.then or "{}", request)  # what the fault spoils, if anything
         if fault.kind == "status":
-            message = fault.body or f"FakeProviderServer injected HTTP {fault.status_code}"
-            self._send_json(
-                fault.status_code,
-                error_body(request.api, fault.status_code, message),
-                dict(fault.headers),
-            )
+            self._send_status(fault, request.api)
         elif fault.kind == "delay":
-            wake = self.server.fake._wake
-            wake.wait(fault.seconds)
-            if fault.then is None or wake.is_set():
+            if self._waited(fault.seconds) and fault.then is not None:
+                with contextlib.suppress(OSError):
+                    self._answer(fault.then, request)
+            else:
                 self.close_connection = True
-                return
-            with contextlib.suppress(OSError):
-                self._answer(fault.then, request)
         elif fault.kind == "malformed" and fault.transform is not None:
-            body = BUILDERS[request.api](resolve_reply(fault.then or "{}", request), request)
-            self._send_json(200, fault.transform(copy.deepcopy(body)))
+            body = copy.deepcopy(BUILDERS[request.api](reply, request))
+            self._send_json(200, fault.transform(body))
         elif fault.kind == "not_json":
-            data = (fault.body or "").encode()
-            self._send_raw(200, data, fault.content_type, {})
+            self._send_raw(200, (fault.body or "").encode(), fault.content_type, {})
         elif fault.kind in ("stream_cut", "stream_error") and request.stream:
-            events = stream_events(resolve_reply(fault.then or "{}", request), request)
-            sent = events[: fault.after]
+            sent = stream_events(reply, request)[: fault.after]
             if fault.kind == "stream_cut":
                 self._send_stream(sent, end=fault.clean)
                 if not fault.clean:
@@ -226,24 +191,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 error = error_event(request.api, message, sequence_number=len(sent))
                 self._send_stream([*sent, error])
         elif fault.kind == "trickle":
-            reply = resolve_reply(fault.then or "{}", request)
             events = stream_events(reply, request)
             if request.stream:
                 self._send_stream(events, pace=fault.seconds)
-            elif self.server.fake._wake.wait(fault.seconds * len(events)):
-                self.close_connection = True  # the server is closing or resetting
-            else:
+            elif self._waited(fault.seconds * len(events)):
                 with contextlib.suppress(OSError):
                     self._send_json(200, BUILDERS[request.api](reply, request))
         elif fault.kind == "stream_error":
             message = fault.body or "FakeProviderServer injected an error mid-stream"
-            self._send_json(500, error_body(request.api, 500, message), {"x-should-retry": "false"})
+            self._send_error(request.api, 500, message)
         elif fault.kind in ("reset", "cut_short", "stream_cut"):
-            data = json.dumps(BUILDERS[request.api](resolve_reply("{}", request), request)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
+            data = json.dumps(BUILDERS[request.api](reply, request)).encode()
+            self._head(200, {"content-type": "application/json", "content-length": str(len(data))})
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
             self.close_connection = True
@@ -255,20 +214,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if fault is None:
             self._send_raw(route.status, route.body, route.content_type, {})
         elif fault.kind == "status":
-            message = fault.body or f"FakeProviderServer injected HTTP {fault.status_code}"
-            body = error_body("chat.completions", fault.status_code, message)
-            self._send_json(fault.status_code, body, dict(fault.headers))
-        elif fault.kind == "delay":
-            wake = self.server.fake._wake
-            wake.wait(fault.seconds)
-            if route.after is not None and not wake.is_set():
-                with contextlib.suppress(OSError):
-                    self._send_route(route.after)
-            else:
-                self.close_connection = True
-        else:  # reset, cut_short, not_json: the connection drops without an answer
+            self._send_status(fault, "chat.completions")
+        elif fault.kind == "delay" and self._waited(fault.seconds) and route.after is not None:
+            with contextlib.suppress(OSError):
+                self._send_route(route.after)
+        else:  # reset, cut_short, not_json (or a delay with no answer): the connection drops
             self.close_connection = True
-            self._abort()
+            if fault.kind != "delay":
+                self._abort()
+
+    def _waited(self, seconds: float) -> bool:
+        """Wait ``seconds``; False (the connection to be closed) when the server woke it first
+        (it is closing or resetting)."""
+        if self.server.fake._wake.wait(seconds):
+            self.close_connection = True
+            return False
+        return True
 
     def _abort(self) -> None:
         """Reset the connection (TCP RST) when the handler ends, instead of closing it."""
@@ -281,14 +242,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         """A 200 ``text/event-stream`` in chunked transfer encoding, one chunk per event
         (flushed, ``pace`` seconds after the one before), closed by the last chunk unless
         ``end`` is False."""
-        request_id = new_id("req_")
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("x-request-id", request_id)
-        self.send_header("request-id", request_id)
-        self.end_headers()
+        content_type = "text/event-stream; charset=utf-8"
+        chunked = {"cache-control": "no-cache", "transfer-encoding": "chunked"}
+        self._head(200, {"content-type": content_type, **chunked})
         wake = self.server.fake._wake
         for n, event in enumerate(events):
             if n and pace and wake.wait(pace):
@@ -305,50 +261,60 @@ class _RequestHandler(BaseHTTPRequestHandler):
     ) -> None:
         self._send_raw(status, json.dumps(payload).encode(), "application/json", headers or {})
 
+    def _send_error(self, api: Api, status: int, message: str) -> None:
+        """The API's error body, which the SDK must not retry."""
+        self._send_json(status, error_body(api, status, message), {"x-should-retry": "false"})
+
+    def _send_status(self, fault: Fault, api: Api) -> None:
+        message = fault.body or f"FakeProviderServer injected HTTP {fault.status_code}"
+        self._send_json(
+            fault.status_code, error_body(api, fault.status_code, message), dict(fault.headers)
+        )
+
     def _send_raw(
         self, status: int, data: bytes, content_type: str, headers: Mapping[str, str]
     ) -> None:
-        request_id = new_id("req_")
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.send_header("x-request-id", request_id)
-        self.send_header("request-id", request_id)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
+        self._head(
+            status, {"content-type": content_type, "content-length": str(len(data)), **headers}
+        )
         self.wfile.write(data)
         self.wfile.flush()
 
-
-def _never(number: int) -> bool:
-    return False
-
-
-def _no_failure(number: int) -> str | None:
-    return None
-
-
-def _same_line(line: str) -> str:
-    return line
+    def _head(self, status: int, headers: Mapping[str, str]) -> None:
+        """The status line and headers, with a fresh request id as both SDKs read it."""
+        request_id = new_id("req_")
+        self.send_response(status)
+        ids = {"x-request-id": request_id, "request-id": request_id}
+        for name, value in {**headers, **ids}.items():
+            self.send_header(name, value)
+        self.end_headers()
 
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """One default SSL context for every client the fake server builds (the server speaks
-    plain HTTP; the SDK's HTTP client still wants a context, and each costs ~0.2 s to build)."""
+    """One SSL context for every client built here (each costs ~0.2 s; plain HTTP wants one too)."""
     return ssl.create_default_context()
 
 
-class FakeProviderServer:
-    """A fake OpenAI + Anthropic HTTP server on 127.0.0.1 for the real SDKs (see module doc).
+def _client(sdk: Any, name: str, base_url: str, async_client: bool, kwargs: dict[str, Any]) -> Any:
+    """The SDK's client class ``name`` (``Async`` + it with ``async_client``) on ``base_url``."""
+    kwargs.setdefault("api_key", "test")
+    kwargs.setdefault("max_retries", 2)
+    kwargs.setdefault("timeout", 10.0)
+    if "http_client" not in kwargs:
+        http = sdk.DefaultAsyncHttpxClient if async_client else sdk.DefaultHttpxClient
+        kwargs["http_client"] = http(verify=_ssl_context())
+    cls = getattr(sdk, f"Async{name}" if async_client else name)
+    return cls(base_url=base_url, **kwargs)
 
-    ``replies``: script items consumed one per HTTP request; ``handler``: a function of the
-    ``FakeRequest`` returning an item, used when the queue is empty (or always, without a queue).
-    With neither left, the server answers HTTP 500 with ``x-should-retry: false`` and records a
-    ``ScriptExhaustedError`` in ``errors``. The server starts at construction; use it as a
-    context manager or call ``close()``; ``reset()`` gives it a fresh script between tests that
-    share it. Thread-safe: ``add()`` may be called while it serves.
+
+class FakeProviderServer:
+    """A fake OpenAI + Anthropic HTTP server on 127.0.0.1 for the real SDKs (docs/testing.md),
+    serving from construction until ``close()`` (or the ``with`` block's end); thread-safe.
+
+    ``replies``: script items consumed one per HTTP request; then ``handler``, a function of the
+    ``FakeRequest`` returning one. With neither, the answer is an HTTP 500 (not retried) and a
+    ``ScriptExhaustedError`` in ``errors``.
     """
 
     def __init__(
@@ -361,25 +327,9 @@ class FakeProviderServer:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         """Set (and replaced) by ``reset()`` and ``close()``: wakes the delayed answers."""
-        self._queue: deque[ScriptItem] = deque()
-        self._handler: Handler | None = None
         self._requests: list[FakeRequest] = []
         self._batch_requests: list[FakeRequest] = []
-        self.errors: list[BaseException] = []
-        """Script errors (exhausted script, a handler that raised, a bad item), in order."""
-        self.batch_polls = 0
-        """Batch APIs: retrieves that answer "in progress" before a batch ends."""
-        self.batch_expire: Callable[[int], bool] = _never
-        """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
-        self.batch_faults: dict[str, list[Fault]] = {}
-        """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``);
-        a ``create`` fault is sent after the batch was created (``agent_payload.testing.batch``)."""
-        self.batch_fail: Callable[[int], str | None] = _no_failure
-        """Batch APIs: ``batch_fail(n)`` a message makes the n-th batch fail as a whole."""
-        self.batch_result_line: Callable[[str], str] = _same_line
-        """Batch APIs: every line of a batch's results passes through it as it is served."""
-        self._batches = BatchFakes(self)
-        self._script(replies, handler, caller="FakeProviderServer(replies)")
+        self._forget(replies, handler, caller="FakeProviderServer(replies)")
         self._server = _Server(self)
         host, port = self._server.server_address[:2]
         self.url = f"http://{host!s}:{port}"
@@ -409,62 +359,52 @@ class FakeProviderServer:
         sharing one SSL context: building a fresh one costs ~0.2 s per client)."""
         import openai  # noqa: TID251 (testing helper)
 
-        kwargs.setdefault("api_key", "test")
-        kwargs.setdefault("max_retries", 2)
-        kwargs.setdefault("timeout", 10.0)
-        if "http_client" not in kwargs:
-            http = openai.DefaultAsyncHttpxClient if async_client else openai.DefaultHttpxClient
-            kwargs["http_client"] = http(verify=_ssl_context())
-        cls = openai.AsyncOpenAI if async_client else openai.OpenAI
-        return cls(base_url=self.openai_base_url, **kwargs)
+        return _client(openai, "OpenAI", self.openai_base_url, async_client, kwargs)
 
     def anthropic_client(self, *, async_client: bool = False, **kwargs: Any) -> Any:
         """An ``anthropic.Anthropic`` (or ``AsyncAnthropic``) pointed here (same defaults)."""
         import anthropic  # noqa: TID251 (testing helper)
 
-        kwargs.setdefault("api_key", "test")
-        kwargs.setdefault("max_retries", 2)
-        kwargs.setdefault("timeout", 10.0)
-        if "http_client" not in kwargs:
-            http = (
-                anthropic.DefaultAsyncHttpxClient if async_client else anthropic.DefaultHttpxClient
-            )
-            kwargs["http_client"] = http(verify=_ssl_context())
-        cls = anthropic.AsyncAnthropic if async_client else anthropic.Anthropic
-        return cls(base_url=self.anthropic_base_url, **kwargs)
+        return _client(anthropic, "Anthropic", self.anthropic_base_url, async_client, kwargs)
 
     # -- scripting --
 
     def reset(self, replies: Iterable[ScriptItem] = (), *, handler: Handler | None = None) -> None:
-        """Make the server as if just started with this script, keeping its address: forget the
-        queue, the handler, the requests, the errors, the batches and the batch knobs; wake
-        the delayed answers and drop the open connections of earlier clients. For a test suite
-        that shares one server between tests (each server costs a thread and a port)."""
+        """The server as if just started with this script, on the same address (for tests that
+        share one): delayed answers woken, open connections dropped, all else forgotten."""
         self._wake.set()
         self._drop_connections()
         with self._lock:
             self._wake = threading.Event()
             self._requests = []
             self._batch_requests = []
-        self.errors = []
-        self.batch_polls = 0
-        self.batch_expire = _never
-        self.batch_faults = {}
-        self.batch_fail = _no_failure
-        self.batch_result_line = _same_line
-        self._batches = BatchFakes(self)
-        self._script(replies, handler, caller="FakeProviderServer.reset(replies)")
+        self._forget(replies, handler, caller="FakeProviderServer.reset(replies)")
 
-    def _script(
+    def _forget(
         self, replies: Iterable[ScriptItem], handler: Handler | None, *, caller: str
     ) -> None:
+        """A fresh script, errors, batches and batch knobs."""
         if isinstance(replies, str):
             raise TypeError(
                 f"{caller}: expected a sequence of script items, got one str; wrap it in a list."
             )
+        self.errors: list[BaseException] = []
+        """Script errors (exhausted script, a handler that raised, a bad item), in order."""
+        self.batch_polls = 0
+        """Batch APIs: retrieves that answer "in progress" before a batch ends."""
+        self.batch_expire: Callable[[int], bool] = lambda number: False
+        """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
+        self.batch_faults: dict[str, list[Fault]] = {}
+        """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``),
+        one per call; a ``create`` fault is sent after the batch was created."""
+        self.batch_fail: Callable[[int], str | None] = lambda number: None
+        """Batch APIs: ``batch_fail(n)`` a message makes the n-th batch fail as a whole."""
+        self.batch_result_line: Callable[[str], str] = lambda line: line
+        """Batch APIs: every line of a batch's results passes through it as it is served."""
+        self._batches = BatchFakes(self)
         with self._lock:
-            self._queue = deque(replies)
-            self._handler = handler
+            self._queue: deque[ScriptItem] = deque(replies)
+            self._handler: Handler | None = handler
 
     def add(self, *items: ScriptItem) -> None:
         """Append items to the reply queue."""
@@ -493,30 +433,15 @@ class FakeProviderServer:
     @property
     def batches_created(self) -> int:
         """How many batches were created (OpenAI and Anthropic), faulted answers included."""
-        return sum(
-            1
-            for r in self.requests
-            if r.method == "POST" and r.path in ("/v1/batches", "/v1/messages/batches")
-        )
+        creates = ("/v1/batches", "/v1/messages/batches")
+        return len([r for r in self.requests if r.method == "POST" and r.path in creates])
 
-    def _record_batch(self, *, api: Api, body: Any) -> FakeRequest:
+    def _record(self, *, batch: bool = False, **fields: Any) -> FakeRequest:
+        """Record a request (``batch``: a batch's request line, in ``batch_requests``)."""
         with self._lock:
-            request = FakeRequest(
-                index=len(self._batch_requests),
-                api=api,
-                method="POST",
-                path="(batch line)",
-                headers={},
-                body=body,
-                raw=b"",
-            )
-            self._batch_requests.append(request)
-            return request
-
-    def _record(self, **fields: Any) -> FakeRequest:
-        with self._lock:
-            request = FakeRequest(index=len(self._requests), **fields)
-            self._requests.append(request)
+            log = self._batch_requests if batch else self._requests
+            request = FakeRequest(index=len(log), **fields)
+            log.append(request)
             return request
 
     def _next_item(self, request: FakeRequest) -> ScriptItem:

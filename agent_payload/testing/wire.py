@@ -52,9 +52,15 @@ def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
             reply.cached_input_tokens + reply.cache_write_input_tokens,
         )
     output_tokens = reply.output_tokens
-    if output_tokens is None:
-        output_tokens = estimate_tokens(reply.text)
-    return input_tokens, output_tokens
+    return input_tokens, estimate_tokens(reply.text) if output_tokens is None else output_tokens
+
+
+def _cache_details(reply: Reply) -> dict[str, int]:
+    """OpenAI's input token details: the cache reads and writes (counted in the input)."""
+    return {
+        "cached_tokens": reply.cached_input_tokens,
+        "cache_write_tokens": reply.cache_write_input_tokens,
+    }
 
 
 def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
@@ -90,11 +96,7 @@ def _chat_completion(reply: Reply, request: FakeRequest) -> dict[str, Any]:
             "prompt_tokens": input_tokens,
             "completion_tokens": output_tokens,
             "total_tokens": input_tokens + output_tokens,
-            "prompt_tokens_details": {
-                "cached_tokens": reply.cached_input_tokens,
-                "cache_write_tokens": reply.cache_write_input_tokens,
-                "audio_tokens": 0,
-            },
+            "prompt_tokens_details": {**_cache_details(reply), "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         },
     }
@@ -153,10 +155,7 @@ def _response(reply: Reply, request: FakeRequest) -> dict[str, Any]:
         "text": body.get("text") or {"format": {"type": "text"}},
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {
-                "cached_tokens": reply.cached_input_tokens,
-                "cache_write_tokens": reply.cache_write_input_tokens,
-            },
+            "input_tokens_details": _cache_details(reply),
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,
@@ -175,20 +174,11 @@ def _anthropic_message(reply: Reply, request: FakeRequest) -> dict[str, Any]:
                 arguments = json.loads(call.text)
             except ValueError:
                 arguments = None
-            if isinstance(arguments, dict):
-                content.append(
-                    {
-                        "type": "tool_use",
-                        "id": new_id("toolu_"),
-                        "name": call.tool_name,
-                        "input": arguments,
-                    }
-                )
+            if isinstance(arguments, dict) or reply.length_limited:
+                # (cut by max_tokens, the call still comes, with what input it has)
+                block = {"type": "tool_use", "id": new_id("toolu_"), "name": call.tool_name}
+                content.append({**block, "input": arguments if isinstance(arguments, dict) else {}})
                 stop_reason = "tool_use"
-            elif reply.length_limited:
-                # A tool call cut by max_tokens: the API returns the block with what it has.
-                block = {"type": "tool_use", "id": new_id("toolu_"), "input": {}}
-                content.append({**block, "name": call.tool_name})
             else:
                 # Tool input is always an object in this API; anything else is sent as text.
                 content.append({"type": "text", "text": call.text, "citations": None})

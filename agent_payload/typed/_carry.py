@@ -1,5 +1,5 @@
 """Fields carried through the merge (secrets, excluded fields: refused when written, restored
-after validation) and where an original path lands in the result (``_PathMap``)."""
+after validation) and where an original path lands in the result (``PathMap``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from pydantic.types import _SecretBase
 
-from agent_payload._jsondata import describe
+from agent_payload._jsondata import PathMap, describe
 from agent_payload._paths import format_payload_path, lookup
 from agent_payload.report import Change, PayloadPath
 from agent_payload.typed._inspect import _fields, _is_model_class, _json_key
@@ -19,10 +19,6 @@ _MISSING: Any = object()
 
 
 # --- opaque fields (secrets, excluded) -----------------------------------------------------
-
-
-def _is_secret(value: Any) -> bool:
-    return isinstance(value, _SecretBase)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,7 +48,7 @@ def _opaque_fields(root: Any) -> list[_Opaque]:
                 key = _json_key(name, info)
                 if info.exclude is True:
                     found.append(_Opaque((*path, key), type(node), name, "excluded", value))
-                elif _is_secret(value):
+                elif isinstance(value, _SecretBase):
                     found.append(_Opaque((*path, key), type(node), name, "secret", value))
                 else:
                     stack.append((value, (*path, key)))
@@ -76,63 +72,26 @@ def _child(node: Any, part: str | int) -> Any:
     return _MISSING
 
 
-def _set_field(node: Any, name: str, value: Any) -> None:
-    object.__setattr__(node, name, value)
-    fields_set = getattr(node, "__pydantic_fields_set__", None)
-    if isinstance(fields_set, set):
-        fields_set.add(name)
+def _put_back(root: Any, opaque: _Opaque, owner: PayloadPath) -> None:
+    """Set ``opaque``'s value on the object at ``owner`` in the typed value ``root`` (nothing
+    when the object is gone or became another type)."""
+    for part in owner:
+        root = _child(root, part)
+        if root is _MISSING:
+            return
+    if isinstance(root, opaque.owner_class):
+        object.__setattr__(root, opaque.name, opaque.value)
+        fields_set = getattr(root, "__pydantic_fields_set__", None)
+        if isinstance(fields_set, set):
+            fields_set.add(opaque.name)
 
 
-# --- index maps: original paths -> result paths --------------------------------------------
+_KINDS: Final = {"secret": "a secret", "excluded": "exclude=True"}
 
 
-class _PathMap:
-    """Maps a path in the input to the same node's path in the merged result, following array
-    deletions and additions recorded in a merge report (deletes carry original paths, adds and
-    updates result paths)."""
-
-    def __init__(self, changes: Sequence[Change]) -> None:
-        self.deleted: dict[PayloadPath, set[int]] = {}
-        self.added: dict[PayloadPath, set[int]] = {}
-        self.written: list[PayloadPath] = []  # result paths set whole (add / update)
-        self.removed: list[PayloadPath] = []  # original paths deleted
-        for change in changes:
-            if change.path and isinstance(change.path[-1], int):
-                table = self.deleted if change.op == "delete" else self.added
-                if change.op != "update":
-                    table.setdefault(change.path[:-1], set()).add(change.path[-1])
-            (self.removed if change.op == "delete" else self.written).append(change.path)
-
-    def result_path(self, original: PayloadPath) -> PayloadPath | None:
-        """None when the node (or an ancestor) was deleted."""
-        if any(original[: len(p)] == p for p in self.removed):
-            return None
-        out: list[str | int] = []
-        for depth, part in enumerate(original):
-            if isinstance(part, int):
-                deleted = self.deleted.get(original[:depth], set())
-                added = self.added.get(tuple(out), set())
-                j = part - sum(1 for d in deleted if d < part)
-                index = -1
-                while j >= 0:
-                    index += 1
-                    if index not in added:
-                        j -= 1
-                out.append(index)
-            else:
-                out.append(part)
-        return tuple(out)
-
-    def touches(self, path: PayloadPath) -> str | None:
-        """``"below"`` when a written path is ``path`` or below it, ``"above"`` when one is a
-        proper prefix of it (its container set whole), else None."""
-        kind = None
-        for written in self.written:
-            if written[: len(path)] == path:
-                return "below"
-            if path[: len(written)] == written:
-                kind = "above"
-        return kind
+def _listed(fields: Sequence[_Opaque]) -> str:
+    """The first five of ``fields`` named for a message: ``a.b (a secret), c (exclude=True)``."""
+    return ", ".join(f"{format_payload_path(o.path)} ({_KINDS[o.kind]})" for o in fields[:5])
 
 
 def _lookup(data: Any, path: PayloadPath) -> tuple[bool, Any]:
@@ -149,23 +108,11 @@ _MOVE_FIX: Final = (
 )
 
 
-@dataclasses.dataclass(slots=True)
-class _Carry:
-    """Where each hidden value of the input goes in the result (``moves``: the field and its
-    owner's result path), the owners' result paths, and the refusals found on the way."""
-
-    moves: list[tuple[_Opaque, PayloadPath]] = dataclasses.field(default_factory=list)
-    refusals: list[tuple[PayloadPath, str]] = dataclasses.field(default_factory=list)
-
-    def owners(self) -> set[PayloadPath]:
-        return {target for _, target in self.moves}
-
-
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _positional(paths: _PathMap, target: PayloadPath) -> bool:
+def _positional(paths: PathMap, target: PayloadPath) -> bool:
     """True when a path written whole (an add or update) covers ``target`` through an array
     position: the element there is new content, not the original by identity."""
     for written in paths.written:
@@ -176,133 +123,105 @@ def _positional(paths: _PathMap, target: PayloadPath) -> bool:
     return False
 
 
-def _plan_carry(
-    original: Any,
-    before_json: Any,
-    merged_json: Any,
-    changes: Sequence[Change],
-    type_name: str,
-) -> _Carry:
-    """Where the input's secret and excluded values go (issue 30: each with its element).
+class _Carry:
+    """Where each hidden value of the input goes in the result (``moves``: the field and its
+    owner's result path), and the refusals: an owner kept in place keeps its values (writing
+    them is refused); a displaced owner goes to the one new node equal to its JSON form."""
 
-    An owner object that stays where it was (array shifts followed), or whose content is
-    rewritten at the same keys, keeps its values there; a request that writes or deletes a
-    secret or excluded field itself is refused. An owner deleted, or rewritten through an
-    array position (a reorder by replaceElements, an element replaced whole), goes to the one
-    new node of the result that equals its JSON form exactly (the mask included); a rewrite, a
-    copy, or identical originals that cannot be told apart are refused, as is a new node that
-    holds a secret the model wrote (the mask included: it is never stored as a value)."""
-    carry = _Carry()
-    paths = _PathMap(changes)
-    owners: dict[PayloadPath, list[_Opaque]] = {}
-    for opaque in _opaque_fields(original):
-        owners.setdefault(opaque.path[:-1], []).append(opaque)
-    displaced: list[tuple[PayloadPath, list[_Opaque], bool]] = []  # (path, fields, deleted)
-    for owner, fields in owners.items():
-        target = paths.result_path(owner)
-        if target is None or _positional(paths, target):
-            displaced.append((owner, fields, target is None))
-            continue
-        for opaque in fields:
-            _check_in_place(
-                carry,
-                paths,
-                opaque,
-                (*target, opaque.path[-1]),
-                before_json,
-                merged_json,
-                type_name,
+    def __init__(
+        self,
+        original: Any,
+        before_json: Any,
+        merged_json: Any,
+        changes: Sequence[Change],
+        name: str,
+    ) -> None:
+        self.moves: list[tuple[_Opaque, PayloadPath]] = []
+        self.refusals: list[tuple[PayloadPath, str]] = []
+        self.paths = PathMap(changes)
+        self.before_json, self.merged_json, self.name = before_json, merged_json, name
+        owners: dict[PayloadPath, list[_Opaque]] = {}
+        for opaque in _opaque_fields(original):
+            owners.setdefault(opaque.path[:-1], []).append(opaque)
+        displaced: list[tuple[PayloadPath, list[_Opaque], bool]] = []  # (path, fields, deleted)
+        for owner, fields in owners.items():
+            target = self.paths.result_path(owner)
+            if target is None or _positional(self.paths, target):
+                displaced.append((owner, fields, target is None))
+                continue
+            for opaque in fields:
+                self._check_in_place(opaque, (*target, opaque.path[-1]))
+                self.moves.append((opaque, target))
+        if displaced:
+            self._match_displaced(displaced)
+
+    def owners(self) -> set[PayloadPath]:
+        return {target for _, target in self.moves}
+
+    def _check_in_place(self, opaque: _Opaque, target: PayloadPath) -> None:
+        """An owner kept in place: writing or deleting its hidden field is refused."""
+        where = format_payload_path(target)
+        paths = self.paths
+        touch = "below" if paths.result_path(opaque.path) is None else paths.touches(target)
+        if opaque.kind == "secret":
+            had, old_shown = _lookup(self.before_json, opaque.path)
+            has, new_shown = _lookup(self.merged_json, target)
+            if touch is None or (had and has and new_shown == old_shown):
+                return
+            why = (
+                f"{where} is a secret field of {self.name}: its value is hidden from you (shown "
+                f"as {describe(old_shown)}) and cannot be written or deleted here. Leave it out "
+                "of the change (the application sets secrets in code)."
             )
-            carry.moves.append((opaque, target))
-    if displaced:
-        _match_displaced(carry, paths, displaced, before_json, merged_json, type_name)
-    return carry
+        elif touch == "below":
+            why = (
+                f"{where} is excluded from {self.name}'s JSON form (exclude=True): it is not "
+                "shown and cannot be changed by a change request. Leave it out of the change."
+            )
+        else:
+            return
+        self.refusals.append((target, why))
 
-
-def _check_in_place(
-    carry: _Carry,
-    paths: _PathMap,
-    opaque: _Opaque,
-    target: PayloadPath,
-    before_json: Any,
-    merged_json: Any,
-    type_name: str,
-) -> None:
-    """An owner kept in place: writing or deleting its hidden field is refused."""
-    where = format_payload_path(target)
-    touch = "below" if paths.result_path(opaque.path) is None else paths.touches(target)
-    if opaque.kind == "secret":
-        had, old_shown = _lookup(before_json, opaque.path)
-        has, new_shown = _lookup(merged_json, target)
-        if touch is not None and not (had and has and new_shown == old_shown):
-            carry.refusals.append(
+    def _match_displaced(self, displaced: list[tuple[PayloadPath, list[_Opaque], bool]]) -> None:
+        """Each displaced owner to the one new node equal to its JSON form, or a refusal."""
+        new_nodes: dict[str, list[PayloadPath]] = {}
+        for path in _new_objects(self.paths, self.merged_json):
+            new_nodes.setdefault(_canonical(_lookup(self.merged_json, path)[1]), []).append(path)
+        claims: dict[PayloadPath, int] = {}
+        wanted: list[tuple[PayloadPath, list[_Opaque], bool, list[PayloadPath]]] = []
+        for owner, fields, deleted in displaced:
+            found, shown = _lookup(self.before_json, owner)
+            matches = new_nodes.get(_canonical(shown), []) if found else []
+            for match in matches:
+                claims[match] = claims.get(match, 0) + 1
+            wanted.append((owner, fields, deleted, matches))
+        for owner, fields, deleted, matches in wanted:
+            if len(matches) == 1 and claims[matches[0]] == 1:
+                self.moves.extend((opaque, matches[0]) for opaque in fields)
+                continue
+            if (not matches and deleted) or all(o.value is None for o in fields):
+                continue  # deleted with its element and not re-inserted, or nothing to carry
+            if not matches:
+                why = "comes back changed or not at all (a rewrite)"
+            elif len(matches) > 1:
+                why = "is inserted more than once (a copy)"
+            else:
+                why = "cannot be told apart from another element with the same fields"
+            names = ", ".join(sorted({str(o.path[-1]) for o in fields}))
+            self.refusals.append(
                 (
-                    target,
-                    f"{where} is a secret field of {type_name}: its value is hidden from you "
-                    f"(shown as {describe(old_shown)}) and cannot be written or deleted here. "
-                    "Leave it out of the change (the application sets secrets in code).",
+                    owner,
+                    f"{format_payload_path(owner)} holds fields of {self.name} you were not shown "
+                    f"({names}); this request moves it, but it {why}, so they cannot follow it. "
+                    f"{_MOVE_FIX}",
                 )
             )
-    elif touch == "below":
-        carry.refusals.append(
-            (
-                target,
-                f"{where} is excluded from {type_name}'s JSON form (exclude=True): it is not "
-                "shown and cannot be changed by a change request. Leave it out of the change.",
-            )
-        )
 
 
-def _match_displaced(
-    carry: _Carry,
-    paths: _PathMap,
-    displaced: list[tuple[PayloadPath, list[_Opaque], bool]],
-    before_json: Any,
-    merged_json: Any,
-    type_name: str,
-) -> None:
-    """Each displaced owner to the one new node equal to its JSON form, or a refusal."""
-    new_nodes: dict[str, list[PayloadPath]] = {}
-    for path in _new_objects(paths, merged_json):
-        new_nodes.setdefault(_canonical(_lookup(merged_json, path)[1]), []).append(path)
-    claims: dict[PayloadPath, int] = {}
-    wanted: list[tuple[PayloadPath, list[_Opaque], bool, list[PayloadPath]]] = []
-    for owner, fields, deleted in displaced:
-        found, shown = _lookup(before_json, owner)
-        matches = new_nodes.get(_canonical(shown), []) if found else []
-        for match in matches:
-            claims[match] = claims.get(match, 0) + 1
-        wanted.append((owner, fields, deleted, matches))
-    for owner, fields, deleted, matches in wanted:
-        where = format_payload_path(owner)
-        names = ", ".join(sorted({str(o.path[-1]) for o in fields}))
-        if len(matches) == 1 and claims[matches[0]] == 1:
-            carry.moves.extend((opaque, matches[0]) for opaque in fields)
-            continue
-        if not matches and deleted:
-            continue  # deleted with its element, not re-inserted: nothing to carry
-        if not any(o.value is not None for o in fields):
-            continue
-        if not matches:
-            why = "comes back changed or not at all (a rewrite)"
-        elif len(matches) > 1:
-            why = "is inserted more than once (a copy)"
-        else:
-            why = "cannot be told apart from another element with the same fields"
-        carry.refusals.append(
-            (
-                owner,
-                f"{where} holds fields of {type_name} you were not shown ({names}); this "
-                f"request moves it, but it {why}, so they cannot follow it. {_MOVE_FIX}",
-            )
-        )
-
-
-def _new_objects(paths: _PathMap, merged_json: Any) -> list[PayloadPath]:
+def _new_objects(paths: PathMap, merged_json: Any) -> list[PayloadPath]:
     """Result paths of every object inside content the request wrote whole (adds and
     updates), each once (iterative)."""
-    out: list[PayloadPath] = []
-    seen: set[PayloadPath] = set()
+    out: dict[PayloadPath, None] = {}  # in the order found, each once
     for written in paths.written:
         found, node = _lookup(merged_json, written)
         if not found:
@@ -311,13 +230,11 @@ def _new_objects(paths: _PathMap, merged_json: Any) -> list[PayloadPath]:
         while stack:
             value, at = stack.pop()
             if isinstance(value, dict):
-                if at not in seen:
-                    seen.add(at)
-                    out.append(at)
+                out[at] = None
                 stack.extend((v, (*at, k)) for k, v in value.items())
             elif isinstance(value, list):
                 stack.extend((v, (*at, i)) for i, v in enumerate(value))
-    return out
+    return list(out)
 
 
 def _restore_opaque(validated: Any, carry: _Carry, type_name: str) -> list[tuple[PayloadPath, str]]:
@@ -325,14 +242,7 @@ def _restore_opaque(validated: Any, carry: _Carry, type_name: str) -> list[tuple
     the refusals of secrets the validated result holds that no original brought: the model
     wrote them (the mask included), which is never stored."""
     for opaque, target in carry.moves:
-        parent = validated
-        for part in target:
-            parent = _child(parent, part)
-            if parent is _MISSING:
-                break
-        if parent is _MISSING or not isinstance(parent, opaque.owner_class):
-            continue  # the object became another type: nothing to carry
-        _set_field(parent, opaque.name, opaque.value)
+        _put_back(validated, opaque, target)
     owners = carry.owners()
     refusals = []
     for opaque in _opaque_fields(validated):

@@ -8,7 +8,7 @@ import functools
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -16,6 +16,8 @@ from pydantic.fields import FieldInfo
 from agent_payload._jsondata import json_data
 from agent_payload.errors import ConfigurationError
 from agent_payload.report import PayloadPath
+
+_T = TypeVar("_T")
 
 # --- the type, inspected -------------------------------------------------------------------
 
@@ -25,16 +27,13 @@ def _type_name(payload_type: Any) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _adapter_cached(payload_type: Any) -> TypeAdapter[Any]:
+def _adapter(payload_type: Any) -> TypeAdapter[Any]:
     return TypeAdapter(payload_type)
 
 
 def adapter(payload_type: Any) -> TypeAdapter[Any]:
     """A (cached when the type is hashable) ``TypeAdapter`` for ``payload_type``."""
-    try:
-        return _adapter_cached(payload_type)
-    except TypeError:  # an unhashable type expression
-        return TypeAdapter(payload_type)
+    return _cached(_adapter, payload_type)
 
 
 def dump_json(value: Any, payload_type: Any = None) -> Any:
@@ -57,21 +56,16 @@ def _read_keys(cls: Any, name: str, info: FieldInfo) -> set[str]:
         cls, "__pydantic_config__", {}
     )
     keys: set[str] = set()
-    if config.get("validate_by_alias", True):
-        va = info.validation_alias
-        if isinstance(va, str):
-            keys.add(va)
-        elif va is not None and hasattr(va, "choices"):
-            for choice in va.choices:
-                if isinstance(choice, str):
-                    keys.add(choice)
-                elif hasattr(choice, "path") and len(choice.path) == 1:
-                    keys.add(str(choice.path[0]))
-        elif va is not None and hasattr(va, "path"):
-            if len(va.path) == 1:
-                keys.add(str(va.path[0]))
-        else:
-            keys.add(info.alias or name)
+    va = info.validation_alias
+    by_alias = config.get("validate_by_alias", True)
+    if by_alias and not (isinstance(va, str) or hasattr(va, "choices") or hasattr(va, "path")):
+        keys.add(info.alias or name)
+    elif by_alias:  # a name, AliasChoices or AliasPath: keys of one part only
+        for choice in getattr(va, "choices", [va]):
+            if isinstance(choice, str):
+                keys.add(choice)
+            elif len(getattr(choice, "path", ())) == 1:
+                keys.add(str(choice.path[0]))
     if config.get("validate_by_name", False) or config.get("populate_by_name", False):
         keys.add(name)
     return keys
@@ -137,11 +131,16 @@ def _static_problems(payload_type: Any) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def _static_check(payload_type: Any) -> None:
+def _cached(function: functools._lru_cache_wrapper[_T], payload_type: Any) -> _T:
+    """``function(payload_type)`` through its ``lru_cache`` when the type is hashable."""
     try:
-        problems = _static_problems(payload_type)
-    except TypeError:  # unhashable type expression
-        problems = _static_problems.__wrapped__(payload_type)
+        return function(payload_type)
+    except TypeError:  # an unhashable type expression
+        return function.__wrapped__(payload_type)
+
+
+def _static_check(payload_type: Any) -> None:
+    problems = _cached(_static_problems, payload_type)
     if problems:
         raise ConfigurationError(
             f"payload type {_type_name(payload_type)} cannot round-trip through JSON: "
@@ -159,12 +158,7 @@ def type_strings(payload_type: Any) -> frozenset[str]:
     """Every string value the type admits explicitly: ``enum`` and ``const`` values anywhere
     in its JSON Schema (``Literal``, ``Enum``), validation and serialization forms. The DELETE
     marker must be none of these. A type without a schema gives the empty set."""
-    if payload_type is None:
-        return frozenset()
-    try:
-        return _type_strings(payload_type)
-    except TypeError:
-        return _type_strings.__wrapped__(payload_type)
+    return frozenset() if payload_type is None else _cached(_type_strings, payload_type)
 
 
 @functools.lru_cache(maxsize=256)
@@ -241,11 +235,7 @@ def validation_errors(exc: ValidationError, data: Any) -> list[tuple[PayloadPath
 def _strip_computed(payload_type: Any, data: Any) -> Any:
     """``data`` without the keys of computed fields (they are output only: a model with
     ``extra="forbid"`` would refuse them). Copies only the dicts it changes."""
-    try:
-        has = _has_computed(payload_type)
-    except TypeError:
-        has = _has_computed.__wrapped__(payload_type)
-    if not has:
+    if not _cached(_has_computed, payload_type):
         return data
     return _strip(payload_type, data, 0)
 

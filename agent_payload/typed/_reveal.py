@@ -11,13 +11,11 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from agent_payload._jsondata import json_data
-from agent_payload._paths import format_payload_path
+from agent_payload._paths import format_payload_path, lookup
 from agent_payload.errors import UsageError
-from agent_payload.typed._carry import _opaque_fields
+from agent_payload.typed._carry import _listed, _opaque_fields
 
 __all__ = ["file_json"]
-
-_KINDS = {"secret": "a secret", "excluded": "exclude=True"}
 
 
 def file_json(payload: Any, *, include_secrets: bool, what: str, option: str) -> Any:
@@ -31,19 +29,16 @@ def file_json(payload: Any, *, include_secrets: bool, what: str, option: str) ->
     hidden = _opaque_fields(payload)
     if not hidden:
         return data
-    where = ", ".join(f"{format_payload_path(o.path)} ({_KINDS[o.kind]})" for o in hidden[:5])
     more = f" and {len(hidden) - 5} more" if len(hidden) > 5 else ""
     if not include_secrets:
         raise UsageError(
-            f"{what}: the payload holds {where}{more}. Its JSON form writes a secret as "
+            f"{what}: the payload holds {_listed(hidden)}{more}. Its JSON form writes a secret as "
             "'**********' and leaves an excluded field out, so the file would load back "
             f"without them. Pass {option}=True to write their values in clear to the file "
             "(and protect the file), or keep them out of the payload."
         )
     for opaque in hidden:
-        parent = data
-        for part in opaque.path[:-1]:
-            parent = _step(parent, part)
+        parent = lookup(data, opaque.path[:-1], None)
         if not isinstance(parent, dict):
             raise _unwritable(what, opaque.path)
         value = opaque.value.get_secret_value() if opaque.kind == "secret" else opaque.value
@@ -55,14 +50,6 @@ def file_json(payload: Any, *, include_secrets: bool, what: str, option: str) ->
     if again != payload:
         raise _unwritable(what, hidden[0].path)
     return data
-
-
-def _step(node: Any, part: str | int) -> Any:
-    if isinstance(node, dict) and isinstance(part, str):
-        return node.get(part)
-    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-        return node[part]
-    return None
 
 
 def _unwritable(what: str, path: Any) -> UsageError:

@@ -8,18 +8,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_payload._jsondata import describe, json_data, json_equal
+from agent_payload._jsondata import PathMap, describe, json_data, json_equal
 from agent_payload._paths import format_payload_path
 from agent_payload.errors import ConfigurationError, PayloadValidationError
 from agent_payload.report import Change, Guard, Issue, MergeReport, PayloadPath
 from agent_payload.typed._carry import (
-    _child,
+    _Carry,
+    _listed,
     _lookup,
     _opaque_fields,
-    _PathMap,
-    _plan_carry,
+    _put_back,
     _restore_opaque,
-    _set_field,
 )
 from agent_payload.typed._inspect import (
     _computed_at,
@@ -32,9 +31,6 @@ from agent_payload.typed._inspect import (
     adapter,
     validation_errors,
 )
-
-_MISSING: Any = object()
-
 
 # --- the round trip, checked up front ------------------------------------------------------
 
@@ -85,11 +81,10 @@ def _why(payload_type: Any, path: PayloadPath) -> str:
 
 def check_round_trip(payload: Any, payload_type: Any = None) -> None:
     """Refuse, before any request, a typed payload whose JSON form does not validate back to
-    an equal value (:class:`~agent_payload.errors.ConfigurationError` naming the field and
-    why). ``payload``: a pydantic model instance (its class is the type when ``payload_type``
-    is None) or JSON data with ``payload_type``. Untyped payloads pass. Secret and excluded
-    fields of a model instance are carried through (see the module docstring); a dict
-    payload whose type holds any is refused (its JSON form cannot hold them)."""
+    an equal value (``ConfigurationError`` naming the field and why). ``payload``: a model
+    instance (its class is the type when ``payload_type`` is None) or JSON data with
+    ``payload_type``; untyped payloads pass. A dict payload whose type holds secret or
+    excluded fields is refused (its JSON form cannot hold them)."""
     if payload_type is None:
         if not isinstance(payload, BaseModel):
             return
@@ -110,14 +105,10 @@ def check_round_trip(payload: Any, payload_type: Any = None) -> None:
             return  # reported by the caller's own type check, with the payload's paths
         carried = _opaque_fields(original)
         if carried:
-            kinds = {"secret": "a secret", "excluded": "exclude=True"}
-            where = ", ".join(
-                f"{format_payload_path(o.path)} ({kinds[o.kind]})" for o in carried[:5]
-            )
             raise ConfigurationError(
-                f"payload type {name}: a dict payload cannot carry {where} through its JSON "
-                "form (a secret is written as '**********', an excluded field not at all), so "
-                "the result would lose it. Pass the model instance instead of a dict."
+                f"payload type {name}: a dict payload cannot carry {_listed(carried)} through "
+                "its JSON form (a secret is written as '**********', an excluded field not at "
+                "all), so the result would lose it. Pass the model instance instead of a dict."
             )
         dumped = ta.dump_python(original, mode="json", by_alias=True)
     try:
@@ -133,13 +124,7 @@ def check_round_trip(payload: Any, payload_type: Any = None) -> None:
         ) from exc
     if isinstance(payload, BaseModel):
         for opaque in _opaque_fields(original):
-            parent = again
-            for part in opaque.path[:-1]:
-                parent = _child(parent, part)
-                if parent is _MISSING:
-                    break
-            if parent is not _MISSING and isinstance(parent, opaque.owner_class):
-                _set_field(parent, opaque.name, opaque.value)
+            _put_back(again, opaque, opaque.path[:-1])
     redumped = ta.dump_python(again, mode="json", by_alias=True)
     differs = _first_difference(original, again)
     if differs is None and json_equal(redumped, dumped):
@@ -178,15 +163,11 @@ def _loosely_equal(a: Any, b: Any) -> bool:
 
 
 def diff_changes(before: Any, after: Any, aligned_by: Sequence[Change] = ()) -> list[Change]:
-    """The effective changes that turn ``before`` into ``after`` (JSON data), as the merge
-    reports them: a ``delete`` at its path in ``before``, an ``add`` or ``update`` at its path in
-    ``after``, finest first (object keys and array elements one by one), so every guard sees
-    each value that changes. ``to_json_patch`` of the result rebuilds ``after`` exactly.
-
-    Arrays are aligned as the merge changed them (``aligned_by``: the merge's own changes, whose
-    element deletions and additions say which original element each result element is), or by
-    position when validation changed an array's length on its own. Iterative: any depth."""
-    paths = _PathMap(aligned_by)
+    """The effective changes that turn ``before`` into ``after`` as the merge reports them
+    (deletes at ``before``'s paths, adds and updates at ``after``'s, finest first), so every
+    guard sees each value that changes. Arrays are aligned as ``aligned_by`` (the merge's
+    changes) changed them, or by position when validation changed a length on its own."""
+    paths = PathMap(aligned_by)
     out: list[Change] = []
     stack: list[tuple[Any, Any, PayloadPath, PayloadPath]] = [(before, after, (), ())]
     while stack:
@@ -236,21 +217,32 @@ def validate_merged(
     report: MergeReport,
     guard: Guard | None = None,
 ) -> tuple[Any, Any]:
-    """Validate the merged JSON as ``payload_type`` and make the report describe the result.
-
-    Returns ``(value, validated_json)``: the validated value (a model instance for a model
-    type) and its JSON form by alias. Raises
-    :class:`~agent_payload.errors.PayloadValidationError` (payload paths, union tags removed)
-    when the merged data does not validate, when a change would be lost (a key the type
-    ignores), turned back into the old value (a computed field, a default), or writes a secret
-    or excluded field. When validation changed anything, ``report.changes`` becomes the diff of
-    the input and the validated result; changes not already judged by the merge are judged by
-    ``guard`` (``conflict`` findings are added to ``report.conflicts``, the others to
-    ``report.warnings``). ``original``: the input value (a model instance carries its secret and
-    excluded fields through).
-    """
+    """Validate the merged JSON as ``payload_type``; return ``(value, validated_json)`` (the
+    value and its JSON form by alias). Raises ``PayloadValidationError`` (payload paths) when
+    it does not validate, or when a change would be lost, turned back (a computed field, a
+    default) or writes a secret or excluded field. When validation changed anything,
+    ``report.changes`` becomes the diff of input and result, and ``guard`` judges the changes
+    the merge did not. ``original``: the input (a model carries its hidden fields through)."""
     name = _type_name(payload_type)
-    value = _validate(payload_type, name, original, before_json, merged_json, report)
+    carry = None
+    if original is not None and _is_model_class(type(original)):
+        carry = _Carry(original, before_json, merged_json, report.changes, name)
+        if carry.refusals:  # a request writing a secret or excluded field
+            raise _opaque_error(name, carry.refusals, merged_json)
+    try:
+        value = adapter(payload_type).validate_python(_strip_computed(payload_type, merged_json))
+    except ValidationError as exc:
+        errors = validation_errors(exc, merged_json)
+        raise PayloadValidationError(
+            f"The merged payload does not validate as {name}: "
+            + "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])
+            + ". Change the request so the result fits the type's fields and types.",
+            errors=errors,
+            payload=merged_json,
+        ) from exc
+    refusals = [] if carry is None else _restore_opaque(value, carry, name)
+    if refusals:
+        raise _opaque_error(name, refusals, merged_json)
     validated_json = adapter(payload_type).dump_python(value, mode="json", by_alias=True)
     if json_equal(validated_json, merged_json):
         return value, validated_json
@@ -267,42 +259,6 @@ def validate_merged(
         _judge_side_effects(name, changes, report, guard)
     report.changes[:] = changes
     return value, validated_json
-
-
-def _validate(
-    payload_type: Any,
-    name: str,
-    original: Any,
-    before_json: Any,
-    merged_json: Any,
-    report: MergeReport,
-) -> Any:
-    """The merged JSON validated as the type, secret and excluded fields carried through from
-    ``original`` (a request writing them is refused first)."""
-    carry = (
-        _plan_carry(original, before_json, merged_json, report.changes, name)
-        if original is not None and _is_model_class(type(original))
-        else None
-    )
-    if carry is not None and carry.refusals:
-        raise _opaque_error(name, carry.refusals, merged_json)
-    prepared = _strip_computed(payload_type, merged_json)
-    try:
-        value = adapter(payload_type).validate_python(prepared)
-    except ValidationError as exc:
-        errors = validation_errors(exc, merged_json)
-        raise PayloadValidationError(
-            f"The merged payload does not validate as {name}: "
-            + "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])
-            + ". Change the request so the result fits the type's fields and types.",
-            errors=errors,
-            payload=merged_json,
-        ) from exc
-    if carry is not None:
-        refusals = _restore_opaque(value, carry, name)
-        if refusals:
-            raise _opaque_error(name, refusals, merged_json)
-    return value
 
 
 def _opaque_error(
@@ -323,7 +279,7 @@ def _lost_changes(
     old value (a computed field, a validator) or makes a no-op (deleting a field to its
     default), each with the correction for the model."""
     refusals: list[tuple[PayloadPath, str]] = []
-    paths = _PathMap(changes)
+    paths = PathMap(changes)
     for change in changes:
         at: PayloadPath | None = change.path
         if change.op == "delete" and change.path:  # an original path: where is it now?
@@ -332,14 +288,13 @@ def _lost_changes(
         present, now = (False, None) if at is None else _lookup(validated_json, at)
         where = format_payload_path(change.path)
         if change.op != "delete" and not present:
-            refusals.append(
-                (
-                    change.path,
-                    f"{where} is not a field of {name}: the type drops it, so this change "
-                    "would be lost. Use the field names of the schema.",
-                )
+            why = (
+                f"{where} is not a field of {name}: the type drops it, so this change would be "
+                "lost. Use the field names of the schema."
             )
-        elif change.op == "update" and present and json_equal(now, change.old):
+        elif not present or not json_equal(now, change.old):
+            continue
+        elif change.op == "update":
             if json_equal(now, change.new) or _loosely_equal(change.new, change.old):
                 continue
             if _computed_at(payload_type, change.path):
@@ -352,22 +307,16 @@ def _lost_changes(
                     f"validation turns it back into {describe(now)} (a validator or the "
                     "field's type). Write a value the type keeps, or leave the field out"
                 )
-            refusals.append((change.path, f"changing {where} does nothing: {why}."))
-        elif (
-            change.op == "delete"
-            and change.path
-            and isinstance(change.path[-1], str)
-            and present
-            and json_equal(now, change.old)
-        ):
-            refusals.append(
-                (
-                    change.path,
-                    f"deleting {where} does nothing: {name} gives it the default "
-                    f"{describe(now)}, which is its current value. Set the value you want "
-                    "instead, or leave the field out.",
-                )
+            why = f"changing {where} does nothing: {why}."
+        elif change.op == "delete" and change.path and isinstance(change.path[-1], str):
+            why = (
+                f"deleting {where} does nothing: {name} gives it the default {describe(now)}, "
+                "which is its current value. Set the value you want instead, or leave the field "
+                "out."
             )
+        else:
+            continue
+        refusals.append((change.path, why))
     return refusals
 
 
@@ -388,12 +337,11 @@ def _judge_side_effects(
         for finding in guard(change):
             where = format_payload_path(change.path)
             message = (
-                f"validation as {name} also {_verb(change.op)} {where} (a union switch, a "
+                f"validation as {name} also {_VERBS[change.op]} {where} (a union switch, a "
                 f"validator or a default): {finding.message}"
             )
             issue = Issue(finding.code, where, message, change.path, finding.severity)
             (report.conflicts if finding.severity == "conflict" else report.warnings).append(issue)
 
 
-def _verb(op: str) -> str:
-    return {"add": "adds", "update": "changes", "delete": "deletes"}.get(op, op)
+_VERBS = {"add": "adds", "update": "changes", "delete": "deletes"}
