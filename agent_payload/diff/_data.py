@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, Final
 
 from agent_payload._jsondata import json_data, locate_problem, not_json_message
 from agent_payload._paths import format_payload_path
