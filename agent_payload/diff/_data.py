@@ -48,8 +48,7 @@ _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
 
 def _plain_json(value: Any) -> int | None:
     """The depth of ``value`` when it is JSON data of the exact types (string keys, finite
-    floats); None: look closer. Level by level, bounded by ``Limits.max_nodes`` (so a cycle ends
-    it)."""
+    floats); None: look closer. Bounded by ``Limits.max_nodes`` (so a cycle ends it)."""
     level = [value]
     depth = 0
     budget = DEFAULT_LIMITS.max_nodes
@@ -80,9 +79,8 @@ def _plain_json(value: Any) -> int | None:
 
 
 def _check_json(value: Any, what: str) -> tuple[bool, int]:
-    """Raise ``InvalidPayloadError`` (naming the path) for non-JSON data, a cycle, or more
-    values than the merge accepts (``LimitExceededError``). Any depth is fine (iterative).
-    Returns whether the data holds no subclass of the JSON types, and its depth."""
+    """Whether ``value`` holds no subclass of the JSON types, and its depth; raises for data
+    that is not JSON (naming the path) or larger than the merge accepts, at any depth."""
     depth = _plain_json(value)
     if depth is not None:
         return True, depth

@@ -180,9 +180,8 @@ def _walk_events(
     depth: int,
     ctx: _Ctx,
 ) -> tuple[_Entries, _Entries, _Entries, dict[int, list[int]]] | None:
-    """The entries of one alignment, walked event by event: deletions and in-place changes
-    in ``u``/``x``, descents in newElements, and the insertion runs (target indices by the
-    key they are inserted before); None when the alignment cannot be written here."""
+    """One alignment's entries: deletions and in-place changes (``u``, ``x``), descents in
+    newElements, insertion runs by key; None when it cannot be written here."""
     n = len(c)
     ck = ctx.shared.element_keys(c)
     tk = ctx.shared.element_keys(t)
@@ -252,9 +251,8 @@ def _array_buckets(
     depth: int,
     ctx: _Ctx,
 ) -> _Enc | None:
-    """The cheapest buckets for the walked entries of an array of ``n`` originals: the
-    insertion runs as a newElements index map, a positional newElements list or appended past
-    the end of a positional updateElements."""
+    """The cheapest buckets for an array of ``n`` originals: insertion runs as a newElements
+    index map, a positional newElements list, or appended past a positional updateElements."""
     item_depth = depth + 1  # an element's path depth
     x_val, x_cost = _cheaper_form(x, n)
     u_val, u_cost = _cheaper_form(u, n)
@@ -375,9 +373,8 @@ def _too_deep(before: Any, after: Any) -> LimitExceededError:
 
 
 def _first_difference(a: Any, b: Any) -> list[str | int]:
-    """The path of the first place (depth first) where ``a`` and ``b`` differ: a key or
-    element present on one side only, or values that differ and are not both containers of
-    the same kind; ``[]`` if they are equal."""
+    """The path of the first place (depth first) where ``a`` and ``b`` differ (a key or element
+    on one side only, or unequal values not both containers of one kind); ``[]``: equal."""
     stack: list[tuple[Any, Any, Any]] = [(a, b, None)]  # (old, new, linked path)
     while stack:
         x, y, link = stack.pop()

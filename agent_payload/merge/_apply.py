@@ -122,9 +122,8 @@ def merge_checked(
     refuse_stale_markers: bool = False,
     model_json: Any = None,
 ) -> MergeResult[Any]:
-    """``apply_change_request``, for a caller that has already checked the round trip of a
-    model ``payload`` (``typed.check_round_trip``) and holds its JSON form ``model_json``
-    (the judge: once per run, not once per attempt); ``None``: check and dump it here."""
+    """``apply_change_request`` for a caller holding the checked JSON form ``model_json`` of
+    a model ``payload`` (the judge: once per run, not per attempt); ``None``: made here."""
     limits = _check_limits(limits)
     active = _validate_markers(markers)
     guard = _one_guard(guards)
@@ -213,9 +212,8 @@ def _one_guard(guards: Sequence[Guard] | None) -> Guard | None:
 def _review_merge(
     guard: Guard | None, before: Any, after: Any, report: MergeReport
 ) -> list[Finding]:
-    """The guard's whole-merge review, when it has one: ``guard.review(before, after, changes,
-    per_change=False)`` (a ``DataLossGuard``, or a ``GuardChain`` holding one). The one place
-    it runs: the agent, the tool handler and the session all merge through here."""
+    """The guard's whole-merge ``review(before, after, changes, per_change=False)``, if any:
+    the one place it runs (the agent, the tool handler and the session merge through here)."""
     review = getattr(guard, "review", None)
     if guard is None or not callable(review):
         return []

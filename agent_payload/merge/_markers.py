@@ -81,9 +81,8 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
 
 
 def _strings_holding(payload: Any, part: str) -> set[str]:
-    """The string values of the payload's data (keys excluded) in which ``part`` occurs, each
-    container visited once (so shared subtrees and cycles cost nothing extra). Iterative: any
-    depth is fine; no call per value (the agent asks this of every payload, however large)."""
+    """The string values (not keys) of the payload's data in which ``part`` occurs: each
+    container visited once, iteratively, no call per value (asked of every payload)."""
     data = json_data(payload) if isinstance(payload, BaseModel) else payload
     if isinstance(data, str):
         return {data} if part in data else set()

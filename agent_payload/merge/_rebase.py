@@ -47,9 +47,8 @@ class _New:
 
 
 class _Shadow:
-    """A base node followed through the applied requests: an array's base identities in
-    current order (``None``: untouched), the nodes below by key or base index, and whether its
-    content was set since (``opaque``: nothing below it is the base's any more)."""
+    """A base node followed through the applied requests: an array's base identities in current
+    order (``None``: untouched), the nodes below, and ``opaque`` once its content was set."""
 
     __slots__ = ("ids", "kids", "opaque", "where")
 
@@ -96,9 +95,8 @@ class _Tracer(_Merger):
         self.owned = owned
 
     def owned_child(self, value: Any, kind: int) -> Any:
-        """Share mode's copy of a container on the request's path, made once per rebase: a
-        container copied by an earlier applied request is edited in place (nothing outside the
-        rebase holds it), so a run of one-field edits never copies a long array again."""
+        """Share mode's copy, made once per rebase: a container an earlier applied request copied
+        is edited in place, so a run of one-field edits never copies a long array again."""
         if id(value) in self.owned:
             return value
         child = super().owned_child(value, kind)

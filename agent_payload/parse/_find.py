@@ -470,9 +470,8 @@ class _Reader:
         return text
 
     def _set_aside_thinking(self, text: str) -> tuple[str, int | None]:
-        """Blank out thinking blocks (keeping lines and columns); a lone closing tag, at the
-        start or end of a line with no opening tag before it, ends thinking that began with the
-        reply."""
+        """Blank out thinking blocks (keeping lines and columns); a lone closing tag at a line's
+        start or end, with no opening tag before it, ends thinking begun with the reply."""
         if "<" not in text:  # no tag at all (a megabyte of JSON need not be searched)
             return text, None
         pieces: list[str] = []

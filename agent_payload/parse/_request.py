@@ -35,9 +35,8 @@ from agent_payload.report import Problem
 
 @dataclass(slots=True)
 class _Normaliser(Reactions):
-    """Turns the object read from a reply into the change request: the one normaliser decides,
-    this says how the parser reacts (an error for the model, or a repair). ``repairs`` is shared
-    with the reader, so the repairs stay in the order they were made."""
+    """The parser's reactions (an error for the model, or a repair) to the one normaliser's
+    findings; ``repairs`` is the reader's, so they stay in the order they were made."""
 
     reply: str
     repairs: list[str] = field(default_factory=list)

@@ -79,9 +79,8 @@ def _strict_at(text: str, pos: int) -> tuple[Any, int]:
 
 
 def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, int, list[str]]:
-    """The object at ``pos`` of ``text``: strict JSON at C speed, else the grammar reader.
-    Returns the value, the end and the repairs; raises ``_Damage`` (whose ``resume`` is where
-    scanning for other objects may go on: past everything strict JSON read as one object)."""
+    """The object at ``pos``, its end and the repairs: strict JSON at C speed, else the grammar
+    reader; raises ``_Damage`` (``resume``: past all that strict JSON read as one object)."""
     if _STRICT_START.match(text, pos) is None:
         value, end = None, pos + 1  # not strict JSON from its first member on: no C attempt
         bare = _BARE_FIRST_VALUE.match(text, pos)
