@@ -4,7 +4,7 @@ assembly of the buckets into an ``AgentPayloadChangeRequest``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from agent_payload._jsondata import json_equal, kind_word, materialize
@@ -152,13 +152,27 @@ def _diff_array(
         positional = list(zip(range(short), range(short), strict=True))
         if positional != pairs:
             candidates.append(shared.events(c, t, "positional", positional))
+
     memo: dict[tuple[int, int, bool], _Enc | None] = {}
+
+    def change_at(i: int, j: int, reach_n: bool) -> _Enc | None:
+        # A marker at a position deletes the element; newElements reaches a nested array only
+        # through an index map (MERGE.md section 8), never a list.
+        key = (i, j, reach_n)
+        if key not in memo:
+            memo[key] = (
+                None
+                if ctx.is_sensitive(t[j])
+                else _change(c[i], t[j], reach_n=reach_n, list_n=False, depth=depth + 1, ctx=ctx)
+            )
+        return memo[key]
+
     best: _Enc | None = None
     best_cost = 0
     for events in candidates:
         # Originals not paired are deleted, pairs that differ changed in place (or deleted and
         # inserted again), targets not paired inserted before the next kept original or appended.
-        walked = _walk_events(c, t, events, memo, reach_n=reach_n, depth=depth, ctx=ctx)
+        walked = _walk_events(c, t, events, change_at, reach_n=reach_n, depth=depth, ctx=ctx)
         if walked is None:
             continue
         cand = _array_buckets(t, n, *walked, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx)
@@ -174,7 +188,7 @@ def _walk_events(
     c: list[Any],
     t: list[Any],
     events: list[tuple[int, int, int, int]],
-    memo: dict[tuple[int, int, bool], _Enc | None],
+    change_at: Callable[[int, int, bool], _Enc | None],
     *,
     reach_n: bool,
     depth: int,
@@ -205,10 +219,10 @@ def _walk_events(
         run_before = j - prev_j > 1
         enc: _Enc | None = None
         if i < n and ck[i] != tk[j] and not ctx.shared.same(c[i], t[j]):
-            enc = _memo_change(memo, c, t, i, j, reach_n=reach_n, depth=item_depth, ctx=ctx)
+            enc = change_at(i, j, reach_n)
             if enc is not None and enc.n is not _MISSING and run_before and i == prev_i + 1:
                 # The insertion before i needs key i, which this element's descent holds.
-                enc = _memo_change(memo, c, t, i, j, reach_n=False, depth=item_depth, ctx=ctx)
+                enc = change_at(i, j, False)
             if reach_n:
                 # Deleting it and inserting t[j] instead: cheaper? (Not measured when the
                 # change costs less than any insertion could.)
@@ -298,29 +312,6 @@ def _array_buckets(
 def _size(value: Any) -> int:
     """How many items a container holds (0 for a primitive): a cheap lower bound on length."""
     return len(value) if isinstance(value, dict | list) else 0
-
-
-def _memo_change(
-    memo: dict[tuple[int, int, bool], _Enc | None],
-    c: list[Any],
-    t: list[Any],
-    i: int,
-    j: int,
-    *,
-    reach_n: bool,
-    depth: int,
-    ctx: _Ctx,
-) -> _Enc | None:
-    key = (i, j, reach_n)
-    if key not in memo:
-        # A marker at a position deletes the element; newElements reaches a nested array only
-        # through an index map (MERGE.md section 8), never a list.
-        memo[key] = (
-            None
-            if ctx.is_sensitive(t[j])
-            else _change(c[i], t[j], reach_n=reach_n, list_n=False, depth=depth, ctx=ctx)
-        )
-    return memo[key]
 
 
 def _run_value(t: list[Any], targets: list[int], depth: int, ctx: _Ctx) -> tuple[Any, int]:
