@@ -14,10 +14,9 @@ from agent_payload._jsondata import json_data
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, MergeConflictError
-from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _check_root, _checked_copy
 from agent_payload.merge._markers import _validate_markers
 from agent_payload.merge._messages import _strict_message
-from agent_payload.merge._nodes import _ARR, _OBJ, _kind
 from agent_payload.merge._request import _normalise_request
 from agent_payload.merge._root import _Merger
 from agent_payload.report import (
@@ -140,8 +139,7 @@ def merge_checked(
         before = {}
         share_mode = False
     else:
-        if _kind(payload) not in (_OBJ, _ARR):
-            raise _root_error(payload)
+        _check_root(payload)
         before = payload
         share_mode = share
 

@@ -23,6 +23,7 @@ from agent_payload.errors import (
     InvalidPayloadError,
     LimitExceededError,
 )
+from agent_payload.merge._nodes import _ARR, _OBJ, _kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +132,10 @@ def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
     return InvalidPayloadError(not_json_message(problem, "The payload", where), path=problem.path)
 
 
-def _root_error(payload: Any) -> InvalidPayloadError:
+def _check_root(payload: Any) -> None:
+    """Refuse a payload root that is not an object or an array (``InvalidPayloadError``)."""
+    if _kind(payload) in (_OBJ, _ARR):
+        return
     expected = (
         "The payload root must be a JSON object (dict), a JSON array (list), None (treated as "
         "{}) or a pydantic model instance"
@@ -144,4 +148,4 @@ def _root_error(payload: Any) -> InvalidPayloadError:
         if name not in described:
             described += f" (type {name})"
         found = f"found {described}. Wrap the value in an object, e.g. {{'value': ...}}"
-    return InvalidPayloadError(f"{expected}; {found}.", path=())
+    raise InvalidPayloadError(f"{expected}; {found}.", path=())

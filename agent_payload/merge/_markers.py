@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from itertools import chain, count
 from typing import Any, Final
 
 from pydantic import BaseModel
@@ -13,8 +14,7 @@ from pydantic import BaseModel
 from agent_payload._jsondata import _FAST_DEPTH, json_data, plain_size
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, REFERENCE_MARKER
 from agent_payload.errors import ConfigurationError
-from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
-from agent_payload.merge._nodes import _ARR, _OBJ, _kind
+from agent_payload.merge._limits import Limits, _check_limits, _check_root, _checked_copy
 
 
 def _validate_markers(markers: Iterable[str]) -> frozenset[str]:
@@ -71,8 +71,7 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
         return {}
     if isinstance(payload, BaseModel):
         return json_data(payload)
-    if _kind(payload) not in (_OBJ, _ARR):
-        raise _root_error(payload)
+    _check_root(payload)
     if not copy and limits.max_depth >= _FAST_DEPTH:
         size = plain_size(payload)
         if size is not None and size <= limits.max_nodes:
@@ -119,17 +118,9 @@ def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
     value ``"DELETE"`` must not have that string active as the marker)."""
     held = _strings_holding(payload, "DELETE")
     texts = [text for text in avoid if "DELETE" in text]
-
-    def free(candidate: str) -> bool:
-        return candidate not in held and not any(candidate in text for text in texts)
-
-    if free(MARKER):
-        return MARKER
-    if free(REFERENCE_MARKER):
-        return REFERENCE_MARKER
-    counter = 0
-    while True:
-        candidate = f"__DELETE_{hashlib.sha256(str(counter).encode()).hexdigest()[:8]}__"
-        if free(candidate):
-            return candidate
-        counter += 1
+    fresh = (f"__DELETE_{hashlib.sha256(str(n).encode()).hexdigest()[:8]}__" for n in count())
+    return next(
+        candidate
+        for candidate in chain((MARKER, REFERENCE_MARKER), fresh)
+        if candidate not in held and not any(candidate in text for text in texts)
+    )

@@ -15,10 +15,10 @@ from agent_payload._jsondata import Link, describe, format_request_path, json_eq
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConcurrentChangeError, MergeConflictError
-from agent_payload.merge._limits import Limits, _check_limits, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _check_root
 from agent_payload.merge._markers import _validate_markers
 from agent_payload.merge._messages import _strict_message
-from agent_payload.merge._nodes import _ARR, _OBJ, _SAME, _is_index_map, _kind
+from agent_payload.merge._nodes import _ARR, _OBJ, _SAME, _is_index_map
 from agent_payload.merge._request import _normalise_request
 from agent_payload.merge._root import _Merger
 from agent_payload.report import ChangeOp, Issue, MergeReport
@@ -302,8 +302,7 @@ def rebase_change_request(
     active = _validate_markers(markers)
     if base is None:
         base = {}
-    if _kind(base) not in (_OBJ, _ARR):
-        raise _root_error(base)
+    _check_root(base)
     rebase = _Rebase(base, limits)
     theirs: list[_Effect] = []
     state = base
