@@ -195,22 +195,18 @@ class _ArrayWalker(_Walker):
         for key, value in na.items():
             kl: Link = (nlink, key)
             kind = _kind(value)
-            if kind == _ARR:
-                idx = _index_below(key, length + 1)
-                if idx is None:
-                    name = "index_out_of_range:insert"
-                    self.say(name, kl, olink, key=key, elements=elements, length=length)
-                elif value:
-                    ins_at[idx] = (value, kl)
-            elif kind == _OBJ:
-                idx = _index_below(key, length)
-                if idx is None:
-                    name = "index_out_of_range:inside"
-                    self.say(name, kl, olink, key=key, elements=elements, length=length)
-                elif value:
-                    n_at[idx] = (value, kl)
-            else:
+            if kind != _ARR and kind != _OBJ:
                 self.say("shape_mismatch:new_value", kl, olink, value=describe(value), key=key)
+                continue
+            inserts = kind == _ARR  # a list inserts before the key (the length included)
+            idx = _index_below(key, length + 1 if inserts else length)
+            if idx is None:
+                name = "index_out_of_range:insert" if inserts else "index_out_of_range:inside"
+                self.say(name, kl, olink, key=key, elements=elements, length=length)
+            elif value and inserts:
+                ins_at[idx] = (value, kl)
+            elif value:
+                n_at[idx] = (value, kl)
 
     def rebuild(
         self, a: list[Any], length: int, deleted: list[int], placed: dict[int, list[Any]]
