@@ -127,25 +127,20 @@ def merge_checked(
     active = _validate_markers(markers)
     guard = _one_guard(guards)
 
-    model_class: type[BaseModel] | None = None
-    if isinstance(payload, BaseModel):
-        model_class = type(payload)
+    model_class = type(payload) if isinstance(payload, BaseModel) else None
+    if model_class is not None:
         before: Any = model_json
         if before is None:
             _typed.check_round_trip(payload)  # an exact round trip, or refused first
             before = json_data(payload)
-        share_mode = False
     elif payload is None:
         before = {}
-        share_mode = False
     else:
         _check_root(payload)
         before = payload
-        share_mode = share
+    share_mode = share and model_class is None and payload is not None
 
     def work_copy() -> Any:
-        if payload is None:
-            return {}
         if share_mode:
             return dict(before) if type(before) is dict else list(before)
         return _checked_copy(before, limits)
