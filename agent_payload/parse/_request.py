@@ -80,7 +80,6 @@ class _Normaliser(Reactions):
     def unknown(self, fields: Sequence[UnknownField]) -> NoReturn:
         problems = []
         parts = []
-        names = [f.name for f in fields]
         for unknown in fields:
             name = unknown.name
             if unknown.is_wrapper:
@@ -88,21 +87,18 @@ class _Normaliser(Reactions):
                     f"{name} is a wrapper and cannot stand beside buckets: move its fields "
                     "to the top level"
                 )
+            elif unknown.suggestion:
+                hint = f"did you mean {unknown.suggestion}?"
             else:
-                near = unknown.suggestion
-                hint = f"did you mean {near}?" if near else "it is not part of the format"
+                hint = "it is not part of the format"
             path = _field_path(name)
             parts.append(f"{path} ({hint})")
-            problems.append(
-                Problem(
-                    kind="unknown_field",
-                    code="unknown_field",
-                    path=path,
-                    message=f"{name!r} is not a field of the change request ({hint}). The only "
-                    "top-level fields are newElements, updateElements, removeElements, "
-                    "replaceElements and reasoning; changes to the data go inside them.",
-                )
+            message = (
+                f"{name!r} is not a field of the change request ({hint}). The only top-level "
+                "fields are newElements, updateElements, removeElements, replaceElements and "
+                "reasoning; changes to the data go inside them."
             )
+            problems.append(Problem("unknown_field", message, path, "unknown_field"))
         _raise(
             UnknownFieldError,
             "The change request has top-level fields that are not part of the format: "
@@ -111,7 +107,7 @@ class _Normaliser(Reactions):
             "and reasoning; nothing was guessed. Ask again with the feedback.",
             problems,
             reply=self.reply,
-            fields=names,
+            fields=[f.name for f in fields],
         )
 
     def text(self, name: str, value: str) -> Any:
