@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Generator, Iterable
 from typing import Any, NamedTuple, TypeVar
 
-from agent_payload.errors import AgentPayloadError, ConfigurationError, RetryWithFeedback
+from agent_payload.errors import AgentPayloadError, ConfigurationError, ModelReplyError
 from agent_payload.report import Problem
 
 __all__ = [
@@ -56,8 +56,8 @@ def require_sync(where: str, callables: Iterable[tuple[str, object]], fix: str) 
 
 def validator_problem(exc: BaseException) -> Problem | None:
     """The problem to send back for a validator's exception, or None to let it propagate."""
-    if isinstance(exc, RetryWithFeedback):
-        return Problem(kind="custom", message=exc.feedback, path=exc.path)
+    if isinstance(exc, ModelReplyError):  # RetryWithFeedback, or another reply error
+        return Problem(kind="custom", message=exc.feedback, path=getattr(exc, "path", None))
     if isinstance(exc, AgentPayloadError):
         return None
     if isinstance(exc, ValueError | AssertionError):

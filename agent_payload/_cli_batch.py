@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload import _jsontext
@@ -47,16 +48,8 @@ TEXTS = dict(
 )
 
 
-def add_arguments(batch: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
-    """The options of ``batch`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
-    usage error."""
-    batch.add_argument(
-        "--model",
-        required=True,
-        metavar="PROVIDER:MODEL",
-        help="openai:MODEL, openai-responses:MODEL or anthropic:MODEL (key and base URL from "
-        "the environment)",
-    )
+def add_arguments(batch: argparse.ArgumentParser) -> None:
+    """The options of ``batch`` but the agent's (its parser made with ``TEXTS``)."""
     batch.add_argument("--input", required=True, metavar="FILE", help="items, one JSON per line")
     batch.add_argument("--state", required=True, metavar="FILE", help="the job's SQLite file")
     batch.add_argument("-o", "--output", required=True, metavar="FILE", help="results (JSONL)")
@@ -75,86 +68,64 @@ def add_arguments(batch: argparse.ArgumentParser, error: Callable[[str], Excepti
     )
     batch.add_argument("--max-rounds", type=int, metavar="N", help="stop after N more rounds")
     batch.add_argument(
-        "--max-retries",
-        type=int,
-        default=2,
-        metavar="N",
-        help="corrections per item before it fails (default: 2)",
-    )
-    batch.add_argument(
-        "--output-mode",
-        choices=("text", "tool"),
-        default="text",
-        help="how the model returns the change request (default: text)",
-    )
-    batch.add_argument(
         "--retry-failed",
         action="store_true",
         help="send the items that failed (the model's replies never passed) again, each with a "
         "fresh correction budget",
     )
     batch.add_argument("--no-progress", action="store_true", help="no progress display")
-    batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr, error))
+    batch.set_defaults(func=lambda args, stdin, stdout, stderr: _cmd(args, stderr))
 
 
-def _items(path: str, error: Callable[[str], Exception]) -> list[dict[str, Any]]:
+def _items(path: str) -> list[dict[str, Any]]:
     """The items of ``path``; every bad id is named at once."""
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below)
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
     except OSError as exc:
-        raise error(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason})") from exc
     items: list[dict[str, Any]] = []
     problems: list[str] = []
     first: dict[str, int] = {}
-    with handle:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
         try:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = loads_json_file(line)  # duplicate keys refused, numbers as written
-                except json.JSONDecodeError as exc:
-                    raise error(
-                        f"{path}, line {number}, column {exc.colno}: invalid JSON: {exc.msg}"
-                    ) from exc
-                if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
-                    raise error(
-                        f"{path}, line {number}: expected an object with id, payload and task"
-                    )
-                item_id = item["id"]
-                if not isinstance(item_id, str):
-                    problems.append(
-                        f"{path}, line {number}: the id must be a string, found "
-                        f"{json.dumps(item_id)}"
-                    )
-                elif not item_id:
-                    problems.append(f"{path}, line {number}: the id is empty")
-                elif item_id in first:
-                    problems.append(
-                        f"{path}, line {number}: the id {item_id!r} was given on line "
-                        f"{first[item_id]} already"
-                    )
-                else:
-                    first[item_id] = number
-                items.append(item)
-        except UnicodeDecodeError as exc:
-            raise error(f"{path}: not UTF-8 text ({exc.reason})") from exc
+            item = loads_json_file(line)  # duplicate keys refused, numbers as written
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}, column {exc.colno}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(item, dict) or not {"id", "payload", "task"} <= set(item):
+            raise UsageError(f"{where}: expected an object with id, payload and task")
+        item_id = item["id"]
+        if not isinstance(item_id, str):
+            problems.append(f"{where}: the id must be a string, found {json.dumps(item_id)}")
+        elif not item_id:
+            problems.append(f"{where}: the id is empty")
+        elif item_id in first:
+            problems.append(
+                f"{where}: the id {item_id!r} was given on line {first[item_id]} already"
+            )
+        else:
+            first[item_id] = number
+        items.append(item)
     if problems:
         more = [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
-        raise error(
+        raise UsageError(
             "every item needs an id of its own, a non-empty string:\n  "
             + "\n  ".join(problems[:20] + more)
         )
     return items
 
 
-def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Exception]) -> int:
+def _cmd(args: argparse.Namespace, stderr: TextIO) -> int:
     from agent_payload.batch import BatchJob, BatchStateError
 
     if args.concurrent is not None and args.concurrent < 1:
-        raise error(f"--concurrent: expected 1 or more, found {args.concurrent}")
+        raise UsageError(f"--concurrent: expected 1 or more, found {args.concurrent}")
     concurrent = args.concurrent is not None
-    items = _items(args.input, error)
+    items = _items(args.input)
     show = _Progress(stderr, len(items), enabled=not args.no_progress)
     model: Any = None
     try:
@@ -181,8 +152,8 @@ def _cmd(args: argparse.Namespace, stderr: TextIO, error: Callable[[str], Except
                     poll_interval=args.poll_interval, max_rounds=args.max_rounds, progress=show
                 )
             lines = _result_lines(job)
-    except (UsageError, BatchStateError) as exc:  # a missing SDK is a ConfigurationError
-        raise error(str(exc)) from exc
+    except BatchStateError as exc:  # a usage error, as a missing SDK (ConfigurationError)
+        raise UsageError(str(exc)) from exc
     except KeyboardInterrupt:
         stderr.write(
             f"\ninterrupted; the job's state is saved in {args.state}: run the same command "

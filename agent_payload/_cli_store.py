@@ -7,15 +7,12 @@ import argparse
 import dataclasses
 import json
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agent_payload._files import loads_json_file
 from agent_payload._render import Style, render_changes, summarize, use_color
-from agent_payload._reply import OUTPUT_MODES
 from agent_payload.agent import PayloadAgent
 from agent_payload.errors import (
-    ConfigurationError,
     MergeConflictError,
     ProviderError,
     RetriesExhaustedError,
@@ -26,6 +23,7 @@ from agent_payload.merge import apply_change_request
 from agent_payload.providers import close_client, infer_model
 
 if TYPE_CHECKING:
+    from agent_payload.report import Change
     from agent_payload.store import HistoryEntry, PayloadStore
 
 __all__ = ["ENV", "TEXTS", "add_arguments"]
@@ -51,9 +49,9 @@ TEXTS = dict(
 )
 
 
-def add_arguments(store: argparse.ArgumentParser, error: Callable[[str], Exception]) -> None:
-    """The options of ``store`` (its parser made with ``TEXTS``); ``error`` builds the CLI's
-    usage error."""
+def add_arguments(store: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of ``store`` (its parser made with ``TEXTS``); returns the parser of
+    ``edit``, which takes the agent's options."""
     store.add_argument(
         "--db",
         metavar="URL",
@@ -73,107 +71,136 @@ def add_arguments(store: argparse.ArgumentParser, error: Callable[[str], Excepti
     edit = verbs.add_parser("edit", help="ask a model to edit a key")
     edit.add_argument("key")
     edit.add_argument("task", metavar="TASK", help="what should change")
-    edit.add_argument("--model", required=True, metavar="PROVIDER:MODEL")
-    edit.add_argument("--max-retries", type=int, default=2, metavar="N")
-    edit.add_argument("--output-mode", choices=OUTPUT_MODES, default="text")
     revert = verbs.add_parser("revert", help="restore an earlier version as a new one")
     revert.add_argument("key")
     revert.add_argument("version", type=int, metavar="VERSION")
     revert.add_argument("--reason", metavar="TEXT", help="recorded as the entry's reasoning")
     for parser in (create, show, history, edit, revert):
         parser.add_argument("--no-color", action="store_true", help="no ANSI colour on stderr")
-    store.set_defaults(
-        func=lambda args, stdin, stdout, stderr: _cmd(args, stdin, stdout, stderr, error)
-    )
+    store.set_defaults(func=_cmd)
+    return edit
 
 
-def _cmd(
-    args: argparse.Namespace,
-    stdin: TextIO,
-    stdout: TextIO,
-    stderr: TextIO,
-    error: Callable[[str], Exception],
-) -> int:
+def _cmd(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from agent_payload.store import PayloadStore
 
     url = args.db or os.environ.get(ENV)
     if not url:
-        raise error(f"store: give the store's URL with --db or ${ENV}")
+        raise UsageError(f"store: give the store's URL with --db or ${ENV}")
     style = Style(use_color(stderr, no_color=args.no_color))
     try:
         with PayloadStore(url) as store:
-            verb: Callable[..., int] = {
-                "create": _create,
-                "show": _show,
-                "history": _history,
-                "edit": _edit,
-                "revert": _revert,
-            }[args.verb]
-            return verb(store, args, stdin, stdout, stderr, style)
-    except (UsageError, ConfigurationError, StalePayloadError) as exc:
-        raise error(str(exc)) from exc
+            verbs = _Verbs(store, args, stdin, stdout, stderr, style)
+            status: int = getattr(verbs, args.verb)()
+            return status
+    except StalePayloadError as exc:  # a usage error here: a version the key never had
+        raise UsageError(str(exc)) from exc
     except MergeConflictError as exc:  # a collision or a conflict: nothing stored
         stderr.write(f"{style.red('refused')}: {exc}\n")
         return EXIT_FAILED
 
 
-def _create(
-    store: PayloadStore, args: Any, stdin: TextIO, stdout: TextIO, stderr: TextIO, style: Style
-) -> int:
-    if args.payload == "-":
-        text, name = stdin.read(), "stdin"
-    else:
+@dataclasses.dataclass
+class _Verbs:
+    """The verbs, each a method run on the open store with the command's arguments."""
+
+    store: PayloadStore
+    args: Any
+    stdin: TextIO
+    out: TextIO
+    err: TextIO
+    style: Style
+
+    def create(self) -> int:
+        args = self.args
+        if args.payload == "-":
+            text, name = self.stdin.read(), "stdin"
+        else:
+            try:
+                with open(args.payload, encoding="utf-8") as handle:
+                    text, name = handle.read(), args.payload
+            except OSError as exc:
+                raise UsageError(f"cannot read {args.payload}: {exc.strerror or exc}") from exc
         try:
-            with open(args.payload, encoding="utf-8") as handle:
-                text, name = handle.read(), args.payload
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.payload}: {exc.strerror or exc}") from exc
-    try:
-        payload = loads_json_file(text)
-    except ValueError as exc:
-        raise UsageError(f"{name}: not JSON ({exc})") from exc
-    stored = store.create(args.key, payload)
-    stderr.write(f"created {args.key} at version {stored.version}\n")
-    return EXIT_OK
+            payload = loads_json_file(text)
+        except ValueError as exc:
+            raise UsageError(f"{name}: not JSON ({exc})") from exc
+        stored = self.store.create(args.key, payload)
+        self.err.write(f"created {args.key} at version {stored.version}\n")
+        return EXIT_OK
 
+    def show(self) -> int:
+        key, version = self.args.key, self.args.version
+        if version is None:
+            doc = self.store.get(key)
+            payload, version = doc.payload, doc.version
+        else:
+            payload = self.store.payload_at(key, version)
+        self.out.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+        self.err.write(f"{key} at version {version}\n")
+        return EXIT_OK
 
-def _show(
-    store: PayloadStore, args: Any, stdin: TextIO, stdout: TextIO, stderr: TextIO, style: Style
-) -> int:
-    if args.version is None:
-        doc = store.get(args.key)
-        payload, version = doc.payload, doc.version
-    else:
-        payload, version = store.payload_at(args.key, args.version), args.version
-    stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
-    stderr.write(f"{args.key} at version {version}\n")
-    return EXIT_OK
+    def history(self) -> int:
+        entries = self.store.history(self.args.key)
+        payload = self.store.created_payload(self.args.key)
+        for entry in entries:
+            changes: list[Any] = []
+            if entry.kind != "create":
+                result = apply_change_request(
+                    payload, entry.change_request, strict=True, markers=entry.markers, share=True
+                )
+                payload, changes = result.payload, result.report.changes
+            if self.args.json:
+                self.out.write(json.dumps(_entry_json(entry), ensure_ascii=False) + "\n")
+                continue
+            self.out.write(_headline(entry) + "\n")
+            if entry.reasoning:
+                self.out.write(f"  why: {entry.reasoning}\n")
+            if entry.rebased:
+                written = json.dumps(entry.written, ensure_ascii=False)
+                self.out.write(f"  written against version {entry.base_version}: {written}\n")
+            lines = render_changes(changes, style=Style(False))
+            self.out.write("".join(f"  {line}\n" for line in lines))
+        return EXIT_OK
 
+    def edit(self) -> int:
+        args, style = self.args, self.style
+        if not args.task.strip():
+            raise UsageError("the task is empty: say what should change in the payload")
+        model: Any = None
+        try:
+            model = infer_model(args.model)
+            agent = PayloadAgent(model, max_retries=args.max_retries, output_mode=args.output_mode)
+            result = self.store.edit(args.key, agent, args.task)
+        except RetriesExhaustedError as exc:
+            self.err.write(f"{style.red('failed')}: {exc}\n")
+            return EXIT_FAILED
+        except ProviderError as exc:
+            self.err.write(f"{style.red('provider error')}: {exc}\n")
+            return EXIT_FAILED
+        finally:
+            close_client(model)
+        history = reversed(self.store.history(args.key))
+        version = next(e.version for e in history if e.run_id == result.run_id)
+        if result.reasoning:
+            self.err.write(f"{style.bold('reasoning')}: {result.reasoning}\n")
+        self._changes(result.report.changes)
+        self.err.write(
+            f"{summarize(result.report)}; {result.attempts} attempt"
+            f"{'' if result.attempts == 1 else 's'}; stored {args.key} at version {version}\n"
+        )
+        return EXIT_OK
 
-def _history(
-    store: PayloadStore, args: Any, stdin: TextIO, stdout: TextIO, stderr: TextIO, style: Style
-) -> int:
-    entries = store.history(args.key)
-    payload = store.created_payload(args.key)
-    for entry in entries:
-        changes: list[Any] = []
-        if entry.kind != "create":
-            result = apply_change_request(
-                payload, entry.change_request, strict=True, markers=entry.markers, share=True
-            )
-            payload, changes = result.payload, result.report.changes
-        if args.json:
-            stdout.write(json.dumps(_entry_json(entry), ensure_ascii=False) + "\n")
-            continue
-        stdout.write(_headline(entry) + "\n")
-        if entry.reasoning:
-            stdout.write(f"  why: {entry.reasoning}\n")
-        if entry.rebased:
-            written = json.dumps(entry.written, ensure_ascii=False)
-            stdout.write(f"  written against version {entry.base_version}: {written}\n")
-        lines = render_changes(changes, style=Style(False))
-        stdout.write("".join(f"  {line}\n" for line in lines))
-    return EXIT_OK
+    def revert(self) -> int:
+        key, version = self.args.key, self.args.version
+        stored = self.store.revert(key, version, reasoning=self.args.reason)
+        assert stored.report is not None
+        self._changes(stored.report.changes)
+        self.err.write(f"reverted {key} to version {version}: now version {stored.version}\n")
+        return EXIT_OK
+
+    def _changes(self, changes: list[Change]) -> None:
+        self.err.write("".join(line + "\n" for line in render_changes(changes, style=self.style)))
 
 
 def _headline(entry: HistoryEntry) -> str:
@@ -195,46 +222,3 @@ def _headline(entry: HistoryEntry) -> str:
 def _entry_json(entry: HistoryEntry) -> dict[str, Any]:
     data = {k: v for k, v in dataclasses.asdict(entry).items() if k != "key"}
     return {**data, "created_at": entry.created_at.isoformat()}
-
-
-def _edit(
-    store: PayloadStore, args: Any, stdin: TextIO, stdout: TextIO, stderr: TextIO, style: Style
-) -> int:
-    if not args.task.strip():
-        raise UsageError("the task is empty: say what should change in the payload")
-    model: Any = None
-    try:
-        model = infer_model(args.model)
-        agent = PayloadAgent(model, max_retries=args.max_retries, output_mode=args.output_mode)
-        result = store.edit(args.key, agent, args.task)
-    except RetriesExhaustedError as exc:
-        stderr.write(f"{style.red('failed')}: {exc}\n")
-        return EXIT_FAILED
-    except ProviderError as exc:
-        stderr.write(f"{style.red('provider error')}: {exc}\n")
-        return EXIT_FAILED
-    finally:
-        close_client(model)
-    version = next(
-        e.version for e in reversed(store.history(args.key)) if e.run_id == result.run_id
-    )
-    if result.reasoning:
-        stderr.write(f"{style.bold('reasoning')}: {result.reasoning}\n")
-    for line in render_changes(result.report.changes, style=style):
-        stderr.write(line + "\n")
-    stderr.write(
-        f"{summarize(result.report)}; {result.attempts} attempt"
-        f"{'' if result.attempts == 1 else 's'}; stored {args.key} at version {version}\n"
-    )
-    return EXIT_OK
-
-
-def _revert(
-    store: PayloadStore, args: Any, stdin: TextIO, stdout: TextIO, stderr: TextIO, style: Style
-) -> int:
-    stored = store.revert(args.key, args.version, reasoning=args.reason)
-    assert stored.report is not None
-    for line in render_changes(stored.report.changes, style=style):
-        stderr.write(line + "\n")
-    stderr.write(f"reverted {args.key} to version {args.version}: now version {stored.version}\n")
-    return EXIT_OK

@@ -93,12 +93,12 @@ def retrying(
     return kind(**options)
 
 
+@dataclass
 class _StopWhen(stop_base):
     """Stop when the policy's ``stop`` says so or the run's token budget is spent."""
 
-    def __init__(self, stop: Callable[[RetryCallState], Any], state: RunState) -> None:
-        self.stop = stop
-        self.state = state
+    stop: Callable[[RetryCallState], Any]
+    state: RunState
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         return self.state.over_budget() or bool(self.stop(retry_state))

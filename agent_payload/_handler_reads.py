@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, cast
 from agent_payload import outline as _outline
 from agent_payload._config import clip
 from agent_payload.errors import UsageError
-from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
     from agent_payload._intake import Prepared
@@ -66,7 +65,7 @@ class OutlineReads:
             return False
         shown = self.shown()
         if self._outlined is None or self._outlined[0] is not shown:
-            self._outlined = (shown, _outline.exceeds(shown, budget, count=estimate_tokens))
+            self._outlined = (shown, _outline.exceeds(shown, budget))
         return self._outlined[1]
 
     def read_tool_specs(self) -> tuple[tuple[str, str, dict[str, Any]], ...]:
@@ -106,7 +105,7 @@ class OutlineReads:
             else:
                 self.reads += 1
                 args = arguments if isinstance(arguments, str | Mapping) else {}
-                text = _outline.answer(name, args, self.shown(), budget, count=estimate_tokens)
+                text = _outline.answer(name, args, self.shown(), budget)
                 if self.reads == self.max_reads:
                     text += "\n\n" + _outline.last_read_note(self.max_reads)
         return self._tool_result(text, text.startswith("Error:"))
@@ -150,11 +149,4 @@ class OutlineReads:
         """How a correction writes a current value when ``outlined``: within half the budget
         (None: in full)."""
         budget = self.max_payload_tokens
-        if budget is None or not self.outlined:
-            return None
-        half = max(budget // 2, _outline.MIN_PAYLOAD_TOKENS)
-
-        def render(value: Any) -> str:
-            return _outline.value_text(value, half, count=estimate_tokens)
-
-        return render
+        return _outline.current_renderer(budget) if budget is not None and self.outlined else None

@@ -14,7 +14,7 @@ from agent_payload import merge as _merge
 from agent_payload import typed as _typed
 from agent_payload.errors import PayloadValidationError
 
-__all__ = ["Prepared", "check_payload_fits", "marker_for", "prepare"]
+__all__ = ["Prepared", "check_payload_fits", "marker_for", "prepare", "project"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +45,14 @@ class Prepared:
                 payload = type(self.payload).model_validate(payload_json)
             elif self.payload_type is not None:
                 payload = payload_json = _typed.normalize(payload_json, self.payload_type)
-        shown_json = _project(self.read_scope, payload_json)
+        shown_json = project(self.read_scope, payload_json)
         return dataclasses.replace(
             self, payload=payload, payload_json=payload_json, shown_json=shown_json
         )
 
 
-def _project(read_scope: Any, payload_json: Any) -> Any:
+def project(read_scope: Any, payload_json: Any) -> Any:
+    """``payload_json`` as the model may see it: projected through ``read_scope`` (if any)."""
     return payload_json if read_scope is None else read_scope.project(payload_json)
 
 
@@ -86,7 +87,7 @@ def prepare(
         payload = payload_json = _typed.normalize(payload_json, payload_type)
     if marker is None:
         marker = marker_for(payload_json, payload_type, task)
-    shown_json = _project(read_scope, payload_json)
+    shown_json = project(read_scope, payload_json)
     return Prepared(payload, payload_json, payload_type, marker, shown_json, read_scope)
 
 

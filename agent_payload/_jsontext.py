@@ -91,6 +91,10 @@ def dumps(value: Any, **options: Any) -> str:
     return "".join(dump_pieces(value, **options))
 
 
+def compact(value: Any) -> str:
+    return dumps(value, separators=(",", ":"), literals=True, allow_nan=False)  # a stored column
+
+
 def dump_pieces(
     value: Any,
     *,

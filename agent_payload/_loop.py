@@ -10,7 +10,6 @@ judgement is ``agent_payload.judge.Judge``'s; this module maps its verdict.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -111,67 +110,12 @@ def _echo(reply: str, *, truncated: bool = False) -> str:
 
 
 class RunState:
-    """The decisions of one ``run``: what to send next and what a reply means. Build it with
-    ``start``; not thread-safe: one per run."""
+    """The decisions of one ``run``: what to send next and what a reply means (not
+    thread-safe: one per run). Built before any request: the payload checked
+    (``InvalidPayloadError`` / ``LimitExceededError``), the marker chosen, the prompt and the
+    schema rendered."""
 
-    def __init__(
-        self,
-        *,
-        prepared: _intake.Prepared,
-        task: str,
-        system: str,
-        user: str,
-        schema: Mapping[str, Any] | None,
-        settings: RunSettings,
-        payload_end: int = 0,
-        outlined: bool = False,
-    ) -> None:
-        self.prepared = prepared
-        """The payload as ``_intake.prepare`` made it (a collision moves it: ``collided``)."""
-        self.run_id = ""
-        self.task = task
-        self.marker = prepared.marker
-        self.messages: tuple[Message, ...] = (
-            Message("system", system),
-            Message("user", user, stable_prefix=payload_end),
-        )
-        self.schema = schema
-        self.payload_type = prepared.payload_type
-        self.settings = settings
-        self.attempt = 0
-        self.usage = Usage()
-        self.replies: list[str] = []
-        self.last_failure: _Failure | None = None
-        self.last_error: ModelReplyError | None = None
-        self.refusals = 0
-        self.pending: dict[str, Any] = {}  # {"confirming": payload} awaiting confirmation
-        self.outlined = outlined  # the user message carries an outline; the model may read
-        self.tools: tuple[ToolSpec, ...] = ()
-        if outlined and settings.max_payload_tokens is not None:
-            specs = _outline.tool_specs(budget=settings.max_payload_tokens)
-            self.tools = tuple(ToolSpec(*spec) for spec in specs)
-        self.reads: list[Message] = []  # the read exchanges: the calls, then their results
-        self.reads_before_failure = 0  # how many reads are sent before the last failed reply
-        self.reads_used = 0
-        self.retargeted = False  # a collision moved the run to a newer payload
-        self.judge_reply = self._judge_for(prepared)
-
-    def _judge_for(self, prepared: _intake.Prepared) -> _judge.Judge:
-        s = self.settings
-        return _judge.Judge(
-            prepared.payload,
-            validators=s.validators,
-            guards=s.guards,
-            read_scope=s.read_scope,
-            prepared=prepared,
-        )
-
-    # -- construction --------------------------------------------------------------------
-
-    @classmethod
-    def start(cls, payload: Any, task: str, settings: RunSettings) -> RunState:
-        """Check the payload (``InvalidPayloadError`` / ``LimitExceededError`` before any
-        request), choose the marker, render the prompt and the schema."""
+    def __init__(self, payload: Any, task: str, settings: RunSettings) -> None:
         if not isinstance(task, str) or not task.strip():
             raise UsageError(
                 f"task: expected a non-empty string saying what to change, found {task!r}; "
@@ -179,16 +123,16 @@ class RunState:
             )
         # Refuses what is not JSON data, or does not fit its type, before any request. Not
         # copied: every attempt merges (and copies) the caller's payload; the run only reads it.
-        prepared = _intake.prepare(
+        self.prepared = prepared = _intake.prepare(
             payload, settings.payload_type, task=task, read_scope=settings.read_scope
         )
-        shown_json = prepared.shown_json
+        """The payload as ``_intake.prepare`` made it (a collision moves it: ``collided``)."""
         budget = settings.max_payload_tokens
         outline: str | None = None
-        if budget is not None and _outline.exceeds(shown_json, budget, count=estimate_tokens):
-            outline = _outline.outline(shown_json, budget, count=estimate_tokens)
+        if budget is not None and _outline.exceeds(prepared.shown_json, budget):
+            outline = _outline.outline(prepared.shown_json, budget)
         parts = _prompts.render_prompt(
-            shown_json,
+            prepared.shown_json,
             task,
             marker=prepared.marker,
             payload_type=prepared.payload_type,
@@ -207,18 +151,43 @@ class RunState:
                 f"such as \\ud800, at character {exc.start} of the prompt); it cannot be sent "
                 "to a model. Clean the text first."
             ) from exc
-        schema: Mapping[str, Any] | None = None
+        self.schema: Mapping[str, Any] | None = None
         if settings.output_mode != "text":
-            schema = _schema.change_request_schema(prepared.payload_type, marker=prepared.marker)
-        return cls(
+            self.schema = _schema.change_request_schema(
+                prepared.payload_type, marker=prepared.marker
+            )
+        self.run_id = ""
+        self.marker = prepared.marker
+        self.messages: tuple[Message, ...] = (
+            Message("system", parts.system),
+            Message("user", parts.user, stable_prefix=parts.payload_end),
+        )
+        self.settings = settings
+        self.attempt = 0
+        self.usage = Usage()
+        self.replies: list[str] = []
+        self.last_failure: _Failure | None = None
+        self.last_error: ModelReplyError | None = None
+        self.refusals = 0
+        self.pending: dict[str, Any] = {}  # {"confirming": payload} awaiting confirmation
+        self.outlined = outline is not None  # the user message carries an outline
+        self.tools: tuple[ToolSpec, ...] = ()  # outline mode: the read tools
+        if budget is not None and outline is not None:
+            self.tools = tuple(ToolSpec(*spec) for spec in _outline.tool_specs(budget=budget))
+        self.reads: list[Message] = []  # the read exchanges: the calls, then their results
+        self.reads_before_failure = 0  # how many reads are sent before the last failed reply
+        self.reads_used = 0
+        self.retargeted = False  # a collision moved the run to a newer payload
+        self.judge_reply = self._judge_for(prepared)
+
+    def _judge_for(self, prepared: _intake.Prepared) -> _judge.Judge:
+        s = self.settings
+        return _judge.Judge(
+            prepared.payload,
+            validators=s.validators,
+            guards=s.guards,
+            read_scope=s.read_scope,
             prepared=prepared,
-            task=task,
-            system=parts.system,
-            user=parts.user,
-            schema=schema,
-            settings=settings,
-            payload_end=parts.payload_end,
-            outlined=outline is not None,
         )
 
     # -- what to send --------------------------------------------------------------------
@@ -276,13 +245,7 @@ class RunState:
                 if self.reads_used >= s.max_reads:
                     raise self._reads_exhausted(call)
                 self.reads_used += 1
-                text = _outline.answer(
-                    call.name,
-                    call.arguments,
-                    self.prepared.shown_json,
-                    budget,
-                    count=estimate_tokens,
-                )
+                text = _outline.answer(call.name, call.arguments, self.prepared.shown_json, budget)
                 if self.reads_used == s.max_reads:
                     text += "\n\n" + _outline.last_read_note(s.max_reads)
             results.append(Message("tool", text, tool_call_id=call.id))
@@ -413,45 +376,31 @@ class RunState:
     def collided(self, error: ConcurrentChangeError) -> NoReturn:
         """``run(commit=)`` raised ``error``: judge from now on against ``error.current``
         (when set) and raise the correction, like any other."""
-        if error.current is not None:  # prepared as ``start`` prepared the payload
+        if error.current is not None:  # prepared as the run prepared its payload
             self.prepared = self.prepared.moved_to(error.current)
             self.retargeted = True
             self.judge_reply = self._judge_for(self.prepared)
         self.pending = {}
         reply = self.replies[-1] if self.replies else ""
-        self._fail(reply, self.judge_reply.concurrent(error), ModelReplyError)
+        self._fail(reply, self.judge_reply.concurrent(error))
 
     # -- failures ------------------------------------------------------------------------
 
-    def _render_current(self) -> Callable[[Any], str] | None:
-        """Outline mode: a correction shows each subtree within half the payload budget."""
-        budget = self.settings.max_payload_tokens
-        if not self.outlined or budget is None:
-            return None
-        half = max(budget // 2, _outline.MIN_PAYLOAD_TOKENS)
-        return functools.partial(_outline.value_text, budget=half, count=estimate_tokens)
-
     def _fail(
-        self, reply: str, verdict: _judge.Verdict, error_type: type[ModelReplyError]
-    ) -> NoReturn:
-        """Keep the failed reply and the judge's correction for the next attempt; raise."""
-        correction = verdict.feedback(
-            output_mode=self.settings.output_mode,
-            render_current=self._render_current(),
-            payload_changed=self.retargeted,
-        )
-        echo = _echo(reply, truncated=verdict.stage == "truncated")
-        self._correct(reply, echo, correction, verdict, error_type)
-
-    def _correct(
         self,
         reply: str,
-        echo: str,
-        correction: str,
         verdict: _judge.Verdict,
         error_type: type[ModelReplyError] = ModelReplyError,
     ) -> NoReturn:
-        """Send ``echo`` (the failed reply) and ``correction`` on the next attempt; raise."""
+        """Keep the failed reply and the judge's correction (or request to confirm) for the
+        next attempt; raise."""
+        budget = self.settings.max_payload_tokens
+        correction = verdict.feedback(
+            output_mode=self.settings.output_mode,
+            render_current=_outline.current_renderer(budget) if self.outlined and budget else None,
+            payload_changed=self.retargeted,
+        )
+        echo = _echo(reply, truncated=verdict.stage == "truncated")
         self.last_failure = _Failure(echo, correction, verdict.problems)
         self.reads_before_failure = len(self.reads)
         error = error_type(
@@ -487,5 +436,4 @@ class RunState:
 
     def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
         self.pending = {"confirming": verdict.payload_json}
-        correction = verdict.feedback(output_mode=self.settings.output_mode)
-        self._correct(reply, _echo(reply), correction, verdict)
+        self._fail(reply, verdict)

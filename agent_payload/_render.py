@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from agent_payload import _jsontext
@@ -35,11 +36,11 @@ def use_color(stream: TextIO, *, no_color: bool = False) -> bool:
         return False
 
 
+@dataclass
 class Style:
     """ANSI styling that collapses to plain text when colour is off."""
 
-    def __init__(self, color: bool) -> None:
-        self.color = color
+    color: bool
 
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text

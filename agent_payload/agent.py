@@ -114,10 +114,8 @@ def _resolve_model(
             f"model_name= (for example PayloadAgent(openai.OpenAI(), model_name='gpt-4.1-mini'))"
             f", found {type(model).__module__}.{type(model).__qualname__} without model_name"
         )
-    elif isinstance(model, str):
+    else:  # ``async_client`` applies to a string (an SDK client is sync or async itself)
         known = infer_model(model, model_name, async_client=async_client, api=api)
-    else:
-        known = infer_model(model, model_name, api=api)
     is_async = getattr(known, "is_async", None)
     if isinstance(is_async, bool) and is_async != async_client:
         kind, prefix = ("an async", "") if is_async else ("a sync", "Async")
@@ -325,7 +323,7 @@ class _BaseAgent(Generic[M]):
             max_payload_tokens=self.max_payload_tokens,
             max_reads=self.max_reads,
         )
-        state = RunState.start(payload, task, settings)
+        state = RunState(payload, task, settings)
         state.run_id = run_id or uuid.uuid4().hex
         return state
 

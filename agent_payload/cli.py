@@ -1,10 +1,7 @@
-"""The command line, ``agent-payload apply | run | demo | mcp | batch | store`` (docs/cli.md).
-
-Exit status: 0 success; 1 the job was refused or failed (conflicts unless ``--lenient``, the
-correction loop gave up, a provider error, an ``-o`` file that could not be written: it is then
-exactly as it was); 2 usage or input errors. ``batch`` and ``store`` live in ``_cli_batch`` and
-``_cli_store``.
-"""
+"""The command line, ``agent-payload apply | run | demo | mcp | batch | store`` (docs/cli.md;
+``batch`` and ``store`` live in ``_cli_batch`` and ``_cli_store``). Exit status: 0 success; 1
+refused or failed (an ``-o`` file that could not be written is then as it was); 2 a usage or
+input error (any ``UsageError``)."""
 
 from __future__ import annotations
 
@@ -27,7 +24,6 @@ from agent_payload.agent import PayloadAgent
 from agent_payload.changes import DEFAULT_MARKERS
 from agent_payload.errors import (
     AgentPayloadError,
-    ConfigurationError,
     FileWriteError,
     LimitExceededError,
     MergeConflictError,
@@ -50,16 +46,12 @@ EXIT_USAGE = 2
 PROG = "agent-payload"
 
 
-class CliError(Exception):
-    """A usage or input error, printed as ``agent-payload: error: ...`` with exit status 2."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``main`` returns a status to its caller."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        raise CliError(message)
+        raise UsageError(message)
 
 
 # --- reading inputs ------------------------------------------------------------------------
@@ -73,11 +65,11 @@ def _read_text(name: str, stdin: TextIO) -> tuple[str, str]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from exc
     try:
         return name, data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise CliError(
+        raise UsageError(
             f"{name}: not UTF-8 text (byte {exc.start}: {exc.reason}); JSON files must be UTF-8"
         ) from exc
 
@@ -89,7 +81,7 @@ def _loads(text: str, source: str, *, hint: str = "") -> Any:
         return loads_json_file(text)
     except json.JSONDecodeError as exc:
         message = f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        raise CliError(message + hint) from exc
+        raise UsageError(message + hint) from exc
 
 
 def _parse_markers(text: str | None) -> frozenset[str]:
@@ -97,7 +89,7 @@ def _parse_markers(text: str | None) -> frozenset[str]:
         return DEFAULT_MARKERS
     markers = frozenset(m.strip() for m in text.split(",") if m.strip())
     if not markers:
-        raise CliError("--markers: give at least one marker, e.g. --markers DELETE,__DELETE__")
+        raise UsageError("--markers: give at least one marker, e.g. --markers DELETE,__DELETE__")
     return markers
 
 
@@ -149,12 +141,12 @@ def _payload_and_other(args: argparse.Namespace, other: str) -> tuple[str, str]:
     given = list(args.operands)
     if args.payload_file is not None:
         if len(given) != 1:
-            raise CliError(
+            raise UsageError(
                 f"with --payload, give only {other} (found {len(given)} operands: {given})"
             )
         return args.payload_file, given[0]
     if len(given) != 2:
-        raise CliError(
+        raise UsageError(
             f"expected PAYLOAD {other} (or --payload FILE {other}); found {len(given)} "
             f"operand{'' if len(given) == 1 else 's'}"
         )
@@ -187,9 +179,9 @@ def _show(
 def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     payload_file, change_file = _payload_and_other(args, "CHANGE")
     if payload_file == "-" and change_file == "-":
-        raise CliError("PAYLOAD and CHANGE cannot both be read from stdin ('-'); name a file")
+        raise UsageError("PAYLOAD and CHANGE cannot both be read from stdin ('-'); name a file")
     if args.strict and args.lenient:
-        raise CliError(
+        raise UsageError(
             "--strict and --lenient contradict each other (all or nothing is the default)"
         )
     markers = _parse_markers(args.markers)
@@ -204,7 +196,7 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
         try:
             parsed = parse_change_request_with_repairs(change_text)
         except ModelReplyError as exc:
-            raise CliError(f"{change_name}: cannot read a change request: {exc}") from exc
+            raise UsageError(f"{change_name}: cannot read a change request: {exc}") from exc
         change = parsed.change_request
         if args.report or args.dry_run:
             for repair in parsed.repairs:
@@ -227,8 +219,8 @@ def _cmd_apply(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
             f"{' or written' if args.output else ''} (--lenient applies the rest)\n"
         )
         return EXIT_FAILED
-    except (UsageError, LimitExceededError) as exc:
-        raise CliError(str(exc)) from exc
+    except LimitExceededError as exc:
+        raise UsageError(str(exc)) from exc
 
     report = result.report
     if args.report or args.dry_run:
@@ -252,10 +244,10 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     payload = _loads(payload_text, payload_name)
     if task == "-":
         if payload_file == "-":
-            raise CliError("the payload and the task cannot both be read from stdin ('-')")
+            raise UsageError("the payload and the task cannot both be read from stdin ('-')")
         task = stdin.read()
     if not task.strip():
-        raise CliError("the task is empty: say what should change in the payload")
+        raise UsageError("the task is empty: say what should change in the payload")
 
     style = Style(use_color(stderr, no_color=args.no_color))
     model: Any = None
@@ -272,8 +264,8 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
     except ProviderError as exc:
         stderr.write(f"{style.red('provider error')}: {exc}\n")
         return EXIT_FAILED
-    except (UsageError, ConfigurationError, LimitExceededError) as exc:
-        raise CliError(str(exc)) from exc
+    except LimitExceededError as exc:
+        raise UsageError(str(exc)) from exc
     finally:
         close_client(model)
 
@@ -312,8 +304,6 @@ def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: T
     except RetriesExhaustedError as exc:
         stderr.write(f"failed: {exc}\n")
         return EXIT_FAILED
-    except (UsageError, ConfigurationError) as exc:
-        raise CliError(str(exc)) from exc
 
 
 # --- mcp -----------------------------------------------------------------------------------
@@ -327,19 +317,16 @@ def _cmd_mcp(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
         schema_name, schema_text = _read_text(args.payload_schema, stdin)
         schema = _loads(schema_text, schema_name)
         if not isinstance(schema, dict):
-            raise CliError(f"{schema_name}: expected a JSON Schema (an object)")
-    try:
-        editor = PayloadFileEditor(
-            args.payload,
-            allow=args.allow,
-            deny=args.deny,
-            hide=args.hide,
-            payload_schema=schema,
-            max_read_tokens=args.max_read_tokens,
-        )
-        serve(editor)
-    except (UsageError, ConfigurationError) as exc:
-        raise CliError(str(exc)) from exc
+            raise UsageError(f"{schema_name}: expected a JSON Schema (an object)")
+    editor = PayloadFileEditor(
+        args.payload,
+        allow=args.allow,
+        deny=args.deny,
+        hide=args.hide,
+        payload_schema=schema,
+        max_read_tokens=args.max_read_tokens,
+    )
+    serve(editor)
     return EXIT_OK
 
 
@@ -361,8 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_demo(sub)
     _add_mcp(sub)
-    _cli_batch.add_arguments(_command(sub, "batch", **_cli_batch.TEXTS), CliError)
-    _cli_store.add_arguments(_command(sub, "store", **_cli_store.TEXTS), CliError)
+    batch = _command(sub, "batch", **_cli_batch.TEXTS)
+    _add_agent_options(
+        batch,
+        "openai:MODEL, openai-responses:MODEL or anthropic:MODEL (key and base URL from the "
+        "environment)",
+        modes=("text", "tool"),
+    )
+    _cli_batch.add_arguments(batch)
+    _add_agent_options(_cli_store.add_arguments(_command(sub, "store", **_cli_store.TEXTS)), None)
     return parser
 
 
@@ -463,28 +457,33 @@ def _add_run(sub: Any) -> None:
         "exit status: 0 done; 1 the model gave no usable change request within the retries, or "
         "the\nprovider failed; 2 usage or input error.",
     )
-    run.add_argument(
-        "--model",
-        required=True,
-        metavar="PROVIDER:MODEL",
-        help="e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL "
-        "from the environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
-    )
     _add_payload_io(run, "TASK", "payload", "reasoning")
-    run.add_argument(
+    _add_agent_options(
+        run,
+        "e.g. openai:gpt-5.4-mini or anthropic:claude-haiku-5-5 (API key and base URL from the "
+        "environment: OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY)",
+    )
+    run.set_defaults(func=_cmd_run)
+
+
+def _add_agent_options(
+    parser: argparse.ArgumentParser, model_help: str | None, modes: Sequence[str] = OUTPUT_MODES
+) -> None:
+    """The options of the agent a command runs (``run``, ``batch``, ``store edit``)."""
+    parser.add_argument("--model", required=True, metavar="PROVIDER:MODEL", help=model_help)
+    parser.add_argument(
         "--output-mode",
-        choices=OUTPUT_MODES,
+        choices=modes,
         default="text",
         help="how the model returns the change request (default: text)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--max-retries",
         type=_non_negative_int,
         default=2,
         metavar="N",
         help="corrections asked of the model before giving up (default: 2)",
     )
-    run.set_defaults(func=_cmd_run)
 
 
 def _add_demo(sub: Any) -> None:
@@ -599,9 +598,7 @@ def main(
     stderr: TextIO | None = None,
 ) -> int:
     """Run the command line; return the exit status (the console script exits with it)."""
-    stdin = stdin if stdin is not None else sys.stdin
-    stdout = stdout if stdout is not None else sys.stdout
-    stderr = stderr if stderr is not None else sys.stderr
+    stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     parser = build_parser()
     try:
         try:
@@ -610,7 +607,7 @@ def main(
             return int(exc.code) if isinstance(exc.code, int) else EXIT_OK
         status: int = args.func(args, stdin, stdout, stderr)
         return status
-    except CliError as exc:
+    except UsageError as exc:  # a usage or input error
         stderr.write(f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     except AgentPayloadError as exc:

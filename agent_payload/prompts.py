@@ -140,6 +140,7 @@ class _Frame:
         self.broken = False
 
 
+@dataclass
 class _Renderer:
     """Writes JSON data with index comments, iteratively (any depth renders).
 
@@ -148,11 +149,10 @@ class _Renderer:
     layout. A plain container below the root is written by ``json.dumps`` (C speed).
     """
 
-    def __init__(self, indent: int | None, threshold: float, *, fast: bool = True) -> None:
-        self.indent = indent
-        self.threshold = threshold
-        self.annotated = False
-        self.fast = fast  # False: walk every value (the tests' reference for the fast path)
+    indent: int | None
+    threshold: float
+    fast: bool = True  # False: walk every value (the tests' reference for the fast path)
+    annotated: bool = False
 
     def render(self, root: Any) -> str:
         out: list[str] = []

@@ -135,13 +135,8 @@ class _SessionBase:
         )
 
     def _run_args(self) -> dict[str, Any]:
-        args: dict[str, Any] = {}
-        summary = self.state.summary()
-        if summary:
-            args["extra_instructions"] = summary
-        if self.state.payload_type is not None:
-            args["payload_type"] = self.state.payload_type
-        return args
+        args = {"extra_instructions": self.state.summary(), "payload_type": self.state.payload_type}
+        return {name: value for name, value in args.items() if value is not None}
 
     @classmethod
     def load(

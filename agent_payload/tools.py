@@ -10,7 +10,7 @@ import dataclasses
 import json
 import threading
 import weakref
-from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
@@ -38,7 +38,6 @@ from agent_payload.changes import MARKER, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, UsageError
 from agent_payload.judge import Judge, Verdict
 from agent_payload.report import Change, Guard, MergeReport, Problem
-from agent_payload.usage import estimate_tokens
 
 if TYPE_CHECKING:
     # The SDKs' param types (plain dicts at run time), so ``tools=[openai_tool()]`` type-checks.
@@ -351,11 +350,8 @@ class ChangeRequestToolHandler(OutlineReads):
                 )
             self.marker = better
         self._marker_fixed = True
-        shown = self.shown()
-        budget = self.max_payload_tokens
-        outline = None
-        if budget is not None and self.outlined:
-            outline = _outline.outline(shown, budget, count=estimate_tokens)
+        shown, budget = self.shown(), self.max_payload_tokens
+        outline = _outline.outline(shown, budget) if budget is not None and self.outlined else None
         self.reads = 0
         parts = _prompts.render_prompt(
             shown,
@@ -415,11 +411,9 @@ class ChangeRequestToolHandler(OutlineReads):
             self._prepared = self._prepared.moved_to(self.payload)
         return self._prepared
 
-    @contextlib.contextmanager
-    def turn(self) -> Iterator[int]:
+    def turn(self) -> contextlib.AbstractContextManager[int]:
         """A block whose calls (one model response's) share one base, the version yielded."""
-        with self._bases.turn() as version:
-            yield version
+        return self._bases.turn()
 
     def handle(
         self,
@@ -431,18 +425,15 @@ class ChangeRequestToolHandler(OutlineReads):
         """Apply one tool call's arguments (JSON text or mapping), rebased from its base, the
         first known of: ``base_version``, a ``turn()`` block, ``turn`` (a hashable naming the
         model response), the model's ``base_version`` argument (none: the current payload)."""
-        _callables.require_sync(
+        where, fix = (
             "ChangeRequestToolHandler.handle",
-            [("validator", v) for v in self.validators],
             "call await handler.ahandle(arguments) instead",
         )
+        _callables.require_sync(where, [("validator", v) for v in self.validators], fix)
         with self._lock:
-            result = _callables.drive(
-                self._handle(arguments, base_version, turn),
-                "ChangeRequestToolHandler.handle",
-                "call await handler.ahandle(arguments) instead",
+            return self._keep(
+                _callables.drive(self._handle(arguments, base_version, turn), where, fix)
             )
-            return self._keep(result)
 
     async def ahandle(
         self,

@@ -32,7 +32,7 @@ PAYLOAD = {"a": {"b": [1, 2, 3]}, "c": "text"}
 
 
 def start(**settings: Any) -> RunState:
-    return RunState.start(json.loads(json.dumps(PAYLOAD)), "do it", RunSettings(**settings))
+    return RunState(json.loads(json.dumps(PAYLOAD)), "do it", RunSettings(**settings))
 
 
 def reply(text: str, **kw: Any) -> ModelReply:
@@ -52,7 +52,7 @@ def test_requests_carry_the_options() -> None:
 
 def test_tool_mode_request_has_schema_naming_the_marker() -> None:
     """In tool mode the request carries the change-request schema built for the marker."""
-    state = RunState.start({"m": "DELETE"}, "x", RunSettings(output_mode="tool"))
+    state = RunState({"m": "DELETE"}, "x", RunSettings(output_mode="tool"))
     request = state.next_request()
     assert request.output_mode == "tool"
     assert state.marker == "__DELETE__"

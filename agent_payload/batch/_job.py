@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -13,14 +14,13 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from agent_payload import merge as _merge
+from agent_payload._jsontext import compact, loads_file
 from agent_payload._loop import RunState
 from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
     Phase,
     Status,
-    dumps,
-    loads_payload,
     problems_json,
     reply_from,
     reply_json,
@@ -28,7 +28,7 @@ from agent_payload.batch._records import (
     resolve_type,
     type_name,
 )
-from agent_payload.batch._state import BatchStateError, StateFile
+from agent_payload.batch._state import USAGE_COLUMNS, BatchStateError, StateFile
 from agent_payload.errors import (
     AgentPayloadError,
     ConfigurationError,
@@ -184,7 +184,7 @@ class BatchJob:
         for name in filter(None, (model_type, declared)):
             kind = payload_type if name == declared else type(payload)
             self._types.setdefault(name, kind)
-        return (item_id, dumps(data), task, model_type, declared)
+        return (item_id, compact(data), task, model_type, declared)
 
     # -- reading --
 
@@ -217,7 +217,7 @@ class BatchJob:
                 "WHERE seq = ?",
                 (seq,),
             ).fetchone()
-            payload: Any = loads_payload(payload_text)
+            payload: Any = loads_file(payload_text)
             replies = [
                 (attempt, reply_from(text))
                 for attempt, text in self._db.execute(
@@ -268,8 +268,8 @@ class BatchJob:
         self._db.execute(
             "UPDATE items SET result = ?, change_request = ?, report = ? WHERE seq = ?",
             (
-                dumps(_merge.dump_payload(result.payload)),
-                dumps(result.change_request.to_wire()),
+                compact(_merge.dump_payload(result.payload)),
+                compact(result.change_request.to_wire()),
                 report_json(result),
                 seq,
             ),
@@ -286,23 +286,13 @@ class BatchJob:
         problems: str | None,
     ) -> None:
         state, base, earlier = kept
-        usage = earlier + state.usage
+        usage = dataclasses.replace(earlier + state.usage, requests=base + state.attempt)
+        columns = ", ".join(f"{column} = ?" for column in USAGE_COLUMNS)
+        failure = "model" if status == "failed" else None
         self._db.execute(
-            "UPDATE items SET status = ?, in_round = NULL, attempts = ?, input_tokens = ?, "
-            "output_tokens = ?, cached_input_tokens = ?, cache_write_input_tokens = ?, "
-            "error = ?, problems = ?, failure = ? WHERE seq = ?",
-            (
-                status,
-                base + state.attempt,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cached_input_tokens,
-                usage.cache_write_input_tokens,
-                error,
-                problems,
-                "model" if status == "failed" else None,
-                seq,
-            ),
+            f"UPDATE items SET status = ?, in_round = NULL, {columns}, error = ?, problems = ?, "
+            "failure = ? WHERE seq = ?",
+            (status, *dataclasses.astuple(usage), error, problems, failure, seq),
         )
 
     def _transport_failure(self, seq: int, message: str) -> None:
@@ -338,7 +328,7 @@ class BatchJob:
                     )
                     continue
                 custom_id = f"{self._file.tag}-i{seq}-r{rnd}"  # unique to this job
-                entry = dumps(self._entry(custom_id, state.next_request()))
+                entry = compact(self._entry(custom_id, state.next_request()))
                 cost = len(entry.encode()) + 1
                 if chunk < 0 or count >= self._max_requests or size + cost > self._max_bytes:
                     chunk, count, size = chunk + 1, 0, 0
@@ -440,15 +430,10 @@ class BatchJob:
                 # The job stopped between asking for this batch and hearing of it.
                 found = self._find(backend, rnd, chunk, tag, entries, since)
                 if found is not None:
-                    self._file.record_batch(rnd, chunk, found)
+                    self._file.set_chunk(rnd, chunk, state="submitted", batch_id=found)
                     continue
             now = time.time()
-            with self._tx() as db:
-                db.execute(
-                    "UPDATE chunks SET state = 'submitting', submitting_at = ? "
-                    "WHERE round = ? AND chunk = ?",
-                    (now, rnd, chunk),
-                )
+            self._file.set_chunk(rnd, chunk, state="submitting", submitting_at=now)
             try:
                 batch_id = backend.submit(entries, tag=tag)
             except ProviderError:
@@ -457,7 +442,7 @@ class BatchJob:
                 if found is None:
                     raise  # not created: the next run() submits it (state 'submitting')
                 batch_id = found
-            self._file.record_batch(rnd, chunk, batch_id)
+            self._file.set_chunk(rnd, chunk, state="submitted", batch_id=batch_id)
             self._report("submitted")
 
     def _find(
@@ -513,7 +498,7 @@ class BatchJob:
             if batch_id is None:
                 self._file.forget_submission(round, chunk)
             else:
-                self._file.record_batch(round, chunk, batch_id)
+                self._file.set_chunk(round, chunk, state="submitted", batch_id=batch_id)
 
     def _wait_round(self, rnd: int) -> None:
         backend = self._backend
@@ -526,12 +511,8 @@ class BatchJob:
                 assert batch_id is not None
                 status = backend.poll(batch_id)
                 if status.ended:
-                    with self._tx() as db:
-                        db.execute(
-                            "UPDATE chunks SET state = 'ended', ended_status = ?, message = ? "
-                            "WHERE round = ? AND chunk = ?",
-                            (status.status, status.message, rnd, chunk),
-                        )
+                    ended = {"ended_status": status.status, "message": status.message}
+                    self._file.set_chunk(rnd, chunk, state="ended", **ended)
             if self._file.chunks(rnd, "submitted"):
                 self._report("polling")
                 self._sleep(self._poll_interval)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_payload import _jsontext
+from agent_payload._jsontext import compact
 from agent_payload.errors import ConfigurationError
 from agent_payload.providers.base import ModelReply
 from agent_payload.result import AgentResult
@@ -20,8 +20,6 @@ __all__ = [
     "BatchProgress",
     "Phase",
     "Status",
-    "dumps",
-    "loads_payload",
     "problems_json",
     "reply_from",
     "reply_json",
@@ -89,18 +87,8 @@ def resolve_type(name: str, types: Mapping[str, type]) -> type:
     )
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON; numbers read from a file written as they were read (``_jsontext``)."""
-    return _jsontext.dumps(value, separators=(",", ":"), literals=True, allow_nan=False)
-
-
-def loads_payload(text: str) -> Any:
-    """A stored payload, its numbers exactly as stored (what ``dumps`` wrote)."""
-    return _jsontext.loads_file(text)
-
-
 def reply_json(reply: ModelReply) -> str:
-    return dumps(
+    return compact(
         {
             "text": reply.text,
             "finish_reason": reply.finish_reason,
@@ -133,7 +121,7 @@ def reply_from(text: str) -> ModelReply:
 
 def report_json(result: AgentResult[Any]) -> str:
     report = result.report
-    return dumps(
+    return compact(
         {
             "changes": [
                 {"op": c.op, "path": list(c.path), "old": c.old, "new": c.new}
@@ -149,6 +137,6 @@ def report_json(result: AgentResult[Any]) -> str:
 
 def problems_json(error: BaseException) -> str:
     problems = getattr(error, "problems", None) or []
-    return dumps(
+    return compact(
         [{"kind": p.kind, "code": p.code, "path": p.path, "message": p.message} for p in problems]
     )

@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from agent_payload import _filelock
+from agent_payload._jsontext import loads_file
 from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
     Phase,
-    loads_payload,
     resolve_type,
 )
 from agent_payload.errors import AgentPayloadError, UsageError
 from agent_payload.usage import Usage
 
-__all__ = ["APPLICATION_ID", "FORMAT_VERSION", "SCHEMA", "BatchStateError", "StateFile"]
+__all__ = ["USAGE_COLUMNS", "BatchStateError", "StateFile"]
 
 FORMAT_VERSION = 1
 APPLICATION_ID = 0x61706A62  # b"apjb": SQLite's application_id, in the file's header
@@ -83,6 +83,15 @@ CREATE TABLE IF NOT EXISTS replies (
     PRIMARY KEY (item_seq, attempt)
 );
 """
+
+
+USAGE_COLUMNS = (  # an item's usage, in the order of Usage's fields
+    "input_tokens",
+    "output_tokens",
+    "attempts",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+)
 
 
 class BatchStateError(AgentPayloadError):
@@ -387,11 +396,13 @@ class StateFile:
 
     # -- rounds and chunks --
 
-    def record_batch(self, rnd: int, chunk: int, batch_id: str) -> None:
+    def set_chunk(self, rnd: int, chunk: int, **columns: Any) -> None:
+        """Set ``columns`` of a chunk, in a transaction of its own."""
+        names = ", ".join(f"{name} = ?" for name in columns)
         with self.tx() as db:
             db.execute(
-                "UPDATE chunks SET state = 'submitted', batch_id = ? WHERE round = ? AND chunk = ?",
-                (batch_id, rnd, chunk),
+                f"UPDATE chunks SET {names} WHERE round = ? AND chunk = ?",
+                (*columns.values(), rnd, chunk),
             )
 
     def forget_submission(self, rnd: int, chunk: int) -> None:
@@ -435,7 +446,7 @@ class StateFile:
 
     @staticmethod
     def _result(row: sqlite3.Row, types: Mapping[str, type]) -> BatchItemResult:
-        data = loads_payload(row["payload"] if row["result"] is None else row["result"])
+        data = loads_file(row["payload"] if row["result"] is None else row["result"])
         if row["model_type"] is not None:
             data = resolve_type(row["model_type"], types).model_validate(data)  # type: ignore[attr-defined]
         if row["status"] not in ("pending", "done", "failed"):
@@ -448,13 +459,7 @@ class StateFile:
             change_request=json.loads(request) if request else None,
             report=json.loads(report) if report else None,
             attempts=row["attempts"],
-            usage=Usage(
-                row["input_tokens"],
-                row["output_tokens"],
-                row["attempts"],
-                row["cached_input_tokens"],
-                row["cache_write_input_tokens"],
-            ),
+            usage=Usage(*(row[column] for column in USAGE_COLUMNS)),
             error=row["error"],
             problems=tuple(json.loads(problems)) if problems else (),
         )
@@ -464,11 +469,8 @@ class StateFile:
         counts = dict(
             self.db.execute("SELECT status, COUNT(*) FROM items GROUP BY status").fetchall()
         )
-        tokens_in, tokens_out, attempts, cached, written = self.db.execute(
-            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
-            "COALESCE(SUM(attempts), 0), COALESCE(SUM(cached_input_tokens), 0), "
-            "COALESCE(SUM(cache_write_input_tokens), 0) FROM items"
-        ).fetchone()
+        sums = ", ".join(f"COALESCE(SUM({column}), 0)" for column in USAGE_COLUMNS)
+        usage = Usage(*self.db.execute(f"SELECT {sums} FROM items").fetchone())
         (submitted,) = self.db.execute(
             "SELECT COUNT(*) FROM requests r "
             "JOIN chunks c ON c.round = r.round AND c.chunk = r.chunk "
@@ -487,10 +489,10 @@ class StateFile:
         if prices is not None:
             price_in = prices.get("input", 0.0)
             cost = (
-                (tokens_in - cached - written) * price_in
-                + cached * prices.get("cached_input", price_in)
-                + written * prices.get("cache_write_input", price_in)
-                + tokens_out * prices.get("output", 0.0)
+                usage.uncached_input_tokens * price_in
+                + usage.cached_input_tokens * prices.get("cached_input", price_in)
+                + usage.cache_write_input_tokens * prices.get("cache_write_input", price_in)
+                + usage.output_tokens * prices.get("output", 0.0)
             ) / 1_000_000
         return BatchProgress(
             phase=phase,
@@ -499,7 +501,7 @@ class StateFile:
             done=counts.get("done", 0),
             failed=counts.get("failed", 0),
             pending=counts.get("pending", 0),
-            usage=Usage(tokens_in, tokens_out, attempts, cached, written),
+            usage=usage,
             cost=cost,
             batches=batches,
         )

@@ -57,10 +57,7 @@ def choose_provider(provider: str | None, offline: bool) -> str | None:
                 "`agent-payload demo --offline` for the offline replay"
             )
         return provider
-    for name, key in _KEYS.items():
-        if os.environ.get(key):
-            return name
-    return None
+    return next((name for name, key in _KEYS.items() if os.environ.get(key)), None)
 
 
 def _replay_model(replay: dict[str, Any]) -> Model:
@@ -91,9 +88,8 @@ def _replay_model(replay: dict[str, Any]) -> Model:
     return ScriptedModel(answer, model_name=str(replay.get("model", "replay")), provider="replay")
 
 
-def _tokenizer_name() -> str:
-    """How tokens are counted: o200k_base with bpe-openai installed, else len/4."""
-    return "o200k_base" if importlib.util.find_spec("bpe_openai") is not None else "len/4"
+def _clip(lines: list[str], max_lines: int) -> list[str]:
+    return [*lines[:max_lines], "…"] if len(lines) > max_lines else lines
 
 
 def _wrap(text: str, width: int, max_lines: int) -> str:
@@ -101,14 +97,7 @@ def _wrap(text: str, width: int, max_lines: int) -> str:
     lines: list[str] = []
     for raw in text.strip().splitlines():
         lines.extend(raw[i : i + width] for i in range(0, max(len(raw), 1), width))
-    if len(lines) > max_lines:
-        lines = [*lines[:max_lines], "…"]
-    return "\n".join(lines)
-
-
-def _problem_line(problem: Problem) -> str:
-    code = problem.code or problem.kind
-    return f"{code} at {problem.path}" if problem.path else code
+    return "\n".join(_clip(lines, max_lines))
 
 
 def _correction_excerpt(request: ModelRequest, max_lines: int = 10, width: int = 100) -> str:
@@ -120,8 +109,7 @@ def _correction_excerpt(request: ModelRequest, max_lines: int = 10, width: int =
     shown: list[str] = []
     for line in kept:
         shown.extend(textwrap.wrap(line, width=width, subsequent_indent="  ") or [""])
-    if len(shown) > max_lines:
-        shown = [*shown[:max_lines], "…"]
+    shown = _clip(shown, max_lines)
     omitted = len(lines) - len(kept)
     if omitted:
         shown.append(f"[{omitted} more lines: the current value of what it touched]")
@@ -235,22 +223,16 @@ def _show_attempts(
         if number > 1:
             say(style.yellow(f"  correction sent back to the model before attempt {number}:"))
             say(style.dim(textwrap.indent(_correction_excerpt(request), "    | ")))
-        tokens = f"({reply.usage.output_tokens} output tokens)"
+        said = f"{style.bold(f'Attempt {number}')}: the model replied "
+        said += f"({reply.usage.output_tokens} output tokens) -> "
         if number == len(exchanges):
-            say(
-                style.bold(f"Attempt {number}")
-                + f": the model replied {tokens} -> "
-                + style.green("applied")
-                + " (the change request below)"
-            )
+            say(said + style.green("applied") + " (the change request below)")
             continue
-        why = "; ".join(_problem_line(p) for p in rejections.get(number, [])[:3])
-        say(
-            style.bold(f"Attempt {number}")
-            + f": the model replied {tokens} -> "
-            + style.red("rejected")
-            + (f": {why}" if why else "")
+        why = "; ".join(
+            f"{p.code or p.kind} at {p.path}" if p.path else p.code or p.kind
+            for p in rejections.get(number, [])[:3]
         )
+        say(said + style.red("rejected") + (f": {why}" if why else ""))
         say(textwrap.indent(_wrap(reply.text, 100, 12), "    "))
 
 
@@ -275,10 +257,11 @@ def _show_result(
     rewrite = result.rewrite_tokens
     change = result.change_tokens
     saved = f"{rewrite / change:.1f}x fewer" if change > 0 else "n/a"
+    tokenizer = "o200k_base" if importlib.util.find_spec("bpe_openai") is not None else "len/4"
     say(
         style.bold("Tokens: ")
         + f"a full rewrite of the payload would cost ~{rewrite:,} output tokens; "
-        + f"the change request cost {change:,} ({saved}; counted with {_tokenizer_name()})."
+        + f"the change request cost {change:,} ({saved}; counted with {tokenizer})."
     )
     usage = result.usage
     say(

@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel
 
@@ -44,6 +44,13 @@ _REPLY_ERRORS: frozenset[type[ModelReplyError]] = frozenset(
 """Parser errors kept with their own class (the others become ``ModelReplyError``)."""
 
 _NOTHING: Any = object()
+
+
+class _Refused(Exception):
+    """A step of ``_judge_request`` refused the request: ``verdict`` says why."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
 
 
 class Judge:
@@ -104,8 +111,7 @@ class Judge:
 
     def shown(self, data: Any) -> Any:
         """``data`` (JSON data) as the model may see it: projected through the read scope."""
-        scope = self.read_scope
-        return data if scope is None else scope.project(data)
+        return _intake.project(self.read_scope, data)
 
     def hidden(self, path: PayloadPath | None) -> bool:
         """True when the payload node at ``path`` (or an ancestor) is outside the read scope."""
@@ -211,27 +217,17 @@ class Judge:
     def _judge_request(
         self, request: AgentPayloadChangeRequest, repairs: tuple[str, ...], confirming: Any
     ) -> Generator[Any, Any, Verdict]:
-        """Steps 4 to 8 for a parsed request; each step returns a refusing verdict or None."""
-        if self.base is not _NOTHING:
-            rebased = self._rebase(request)
-            if isinstance(rebased, Verdict):
-                return rebased
-            request = rebased
-        outside = self._named_outside(request)  # in the current payload's coordinates
-        if outside is not None:
-            return outside
+        """Steps 4 to 8 for a parsed request; a step that refuses it raises ``_Refused``."""
         recorder = Recorder(self.guards, self.read_scope) if self.guards else None
-        merged = self._merge(request, recorder)
-        if isinstance(merged, Verdict):
-            return merged
-        result, report = merged
-        typed = self._validate_type(request, result, report, recorder)
-        if isinstance(typed, Verdict):
-            return typed
-        result, result_json = typed
-        refused = yield from self._run_validators(request, result, report)
-        if refused is not None:
-            return refused
+        try:
+            if self.base is not _NOTHING:
+                request = self._rebase(request)
+            self._named_outside(request)  # in the current payload's coordinates
+            result, report = self._merge(request, recorder)
+            result, result_json = self._validate_type(request, result, report, recorder)
+            yield from self._run_validators(request, result, report)
+        except _Refused as refused:
+            return refused.verdict
         # Step 7: confirmation (guard findings of severity confirm, unless confirmed).
         flagged = recorder.confirmations(self, result_json, report) if recorder else []
         asked = bool(flagged) and (
@@ -265,16 +261,14 @@ class Judge:
             else "",
         )
 
-    def _named_outside(self, request: AgentPayloadChangeRequest) -> Verdict | None:
+    def _named_outside(self, request: AgentPayloadChangeRequest) -> None:
         """Step 4, first (no oracle): every entry naming a path outside the read
         scope goes back with the same words, whatever its value and whether the key exists;
         nothing is merged, so no answer depends on hidden data."""
         named = getattr(self.read_scope, "named_outside", None)
-        if named is None:
-            return None
-        outside = named(request.to_wire(), self.shown_json)
+        outside = named(request.to_wire(), self.shown_json) if named is not None else None
         if not outside:
-            return None
+            return
         issues = [
             Issue(
                 "permission_denied",
@@ -288,9 +282,9 @@ class Judge:
             for rparts, ppath in outside
         ]
         report = MergeReport(conflicts=issues, reasoning=request.reasoning)
-        return self._conflicts(request, report, issues, "the change request names hidden paths")
+        self._conflicts(request, report, issues, "the change request names hidden paths")
 
-    def _rebase(self, request: AgentPayloadChangeRequest) -> Verdict | AgentPayloadChangeRequest:
+    def _rebase(self, request: AgentPayloadChangeRequest) -> AgentPayloadChangeRequest:
         """Step 4a (MERGE.md section 9): the request, written against ``base``, rebased over
         ``applied``; a collision goes back (``concurrent_change``, the current subtree shown),
         as does a conflict with its own base (found there, as if it had not come late; the
@@ -307,7 +301,7 @@ class Judge:
                 # have been judged by it): only where, and the projected current value, are shown
                 report.conflicts[:] = [_without_values(i) for i in report.conflicts]
             report.conflicts[:] = self._redact(report.conflicts)
-            return self._conflicts(
+            self._conflicts(
                 request,
                 report,
                 report.conflicts,
@@ -322,18 +316,20 @@ class Judge:
                 dataclasses.replace(p, message=f"in the payload as you saw it: {p.message}")
                 for p in conflict_problems(self._redact(report.conflicts), self.shown_json)
             )
-            return self._no(
-                "merge",
-                problems,
-                ModelReplyError,
-                f"the change request conflicts with the payload: {summary(problems)}",
-                request=request,
-                report=report,
-            )
+            raise _Refused(
+                self._no(
+                    "merge",
+                    problems,
+                    ModelReplyError,
+                    f"the change request conflicts with the payload: {summary(problems)}",
+                    request=request,
+                    report=report,
+                )
+            ) from None
 
     def _merge(
         self, request: AgentPayloadChangeRequest, recorder: Recorder | None
-    ) -> Verdict | tuple[Any, MergeReport]:
+    ) -> tuple[Any, MergeReport]:
         """Step 4: the merge (guards at the original node, whole-merge review included); a
         conflict, or a part meant to act that did nothing, goes back."""
         model_json = None
@@ -350,17 +346,17 @@ class Judge:
                 share=self.share,
             )
         except PayloadValidationError as exc:
-            return self._invalid(exc.errors, exc.payload, exc, request)
+            self._invalid(exc.errors, exc.payload, exc, request)
         report = merged.report
         report.conflicts[:] = self._redact(report.conflicts)
         report.warnings[:] = self._redact(report.warnings)
         if report.conflicts:
-            return self._conflicts(
+            self._conflicts(
                 request, report, report.conflicts, "the change request conflicts with the payload"
             )
         ineffective = _merge.ineffective_parts(report, request.reasoning)
         if ineffective:
-            return self._conflicts(
+            self._conflicts(
                 request, report, ineffective, "parts of the change request change nothing"
             )
         return merged.payload, report
@@ -371,7 +367,7 @@ class Judge:
         result: Any,
         report: MergeReport,
         recorder: Recorder | None,
-    ) -> Verdict | tuple[Any, Any]:
+    ) -> tuple[Any, Any]:
         """Step 5: the payload type (a pydantic payload was validated by the merge). Issue 17:
         JSON data with a type comes out as its validated form; what validation changes is the
         report, each change judged by the guards; a change it drops or undoes goes back."""
@@ -388,17 +384,15 @@ class Judge:
                 guard=recorder,
             )
         except PayloadValidationError as exc:
-            return self._invalid(exc.errors, result_json, exc, request)
+            self._invalid(exc.errors, result_json, exc, request)
         if report.conflicts:
             report.conflicts[:] = self._redact(report.conflicts)
-            return self._conflicts(
-                request, report, report.conflicts, "the validated payload was refused"
-            )
+            self._conflicts(request, report, report.conflicts, "the validated payload was refused")
         return result_json, result_json
 
     def _run_validators(
         self, request: AgentPayloadChangeRequest, result: Any, report: MergeReport
-    ) -> Generator[Any, Any, Verdict | None]:
+    ) -> Generator[Any, Any, None]:
         """Step 6: the user's validators (an async one's awaitable is yielded to the driver,
         which sends back its value or throws its exception in)."""
         for validator in self.validators:
@@ -408,22 +402,19 @@ class Judge:
                     yield outcome
             except Exception as exc:
                 problem = _callables.validator_problem(exc)
-                if problem is None and isinstance(exc, ModelReplyError):
-                    problem = Problem(
-                        kind="custom", message=exc.feedback, path=getattr(exc, "path", None)
-                    )
                 if problem is None:
                     raise
-                return self._no(
-                    "validator",
-                    (problem,),
-                    ModelReplyError,
-                    f"a validator asked for another attempt: {problem.message}",
-                    exc,
-                    request=request,
-                    report=report,
-                )
-        return None
+                raise _Refused(
+                    self._no(
+                        "validator",
+                        (problem,),
+                        ModelReplyError,
+                        f"a validator asked for another attempt: {problem.message}",
+                        exc,
+                        request=request,
+                        report=report,
+                    )
+                ) from None
 
     # -- failures --------------------------------------------------------------------------
 
@@ -449,15 +440,11 @@ class Judge:
         report: MergeReport,
         issues: Sequence[Issue],
         what: str,
-    ) -> Verdict:
+    ) -> NoReturn:
         problems = conflict_problems(issues, self.shown_json, hidden=self.hidden)
-        return self._no(
-            "merge",
-            problems,
-            ModelReplyError,
-            f"{what}: {summary(problems)}",
-            request=request,
-            report=report,
+        message = f"{what}: {summary(problems)}"
+        raise _Refused(
+            self._no("merge", problems, ModelReplyError, message, request=request, report=report)
         )
 
     def _no(
@@ -511,7 +498,7 @@ class Judge:
         data: Any,
         cause: BaseException,
         request: AgentPayloadChangeRequest,
-    ) -> Verdict:
+    ) -> NoReturn:
         shown = self.shown(json_data(data))
         problems = []
         for loc, msg in errors:
@@ -529,13 +516,9 @@ class Judge:
                     has_current=has_current,
                 )
             )
-        return self._no(
-            "validation",
-            problems,
-            ModelReplyError,
-            f"the merged payload does not validate: {summary(problems)}",
-            cause,
-            request=request,
+        message = f"the merged payload does not validate: {summary(problems)}"
+        raise _Refused(
+            self._no("validation", problems, ModelReplyError, message, cause, request=request)
         )
 
 

@@ -37,12 +37,9 @@ class Recorder:
             refused = [f for f in self.scope(change) if f.severity == "conflict"]
             if refused:
                 return refused
-        findings: list[Finding] = []
-        for guard in self.guards:
-            for finding in ask_guard(guard, change):  # a guard returning None: a clear error
-                findings.append(finding)
-                if finding.severity == "confirm":
-                    self.flagged.append((change, finding))
+        # ask_guard: a guard returning None is a clear error
+        findings = [finding for guard in self.guards for finding in ask_guard(guard, change)]
+        self.flagged += [(change, f) for f in findings if f.severity == "confirm"]
         return findings
 
     def review(

@@ -10,14 +10,13 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 from typing import Any, Final
 
 from agent_payload import outline as _outline
 from agent_payload import prompts as _prompts
 from agent_payload._filelock import locked
 from agent_payload._files import json_file_chunks, loads_json_file
-from agent_payload._intake import prepare
+from agent_payload._intake import prepare, project
 from agent_payload._jsondata import json_equal
 from agent_payload._paths import PathNotFound, echo, lookup, parse_path
 from agent_payload._reply import DEFAULT_TOOL_NAME
@@ -37,14 +36,12 @@ from agent_payload.mcp._journal import (
     Versions,
     differences,
     digest,
-    split_off,
 )
 from agent_payload.mcp._schema import PayloadSchema
 from agent_payload.mcp._undo import UNDO_KEPT, Undo, inverse, keep, revert, undo_of
 from agent_payload.report import Problem
 from agent_payload.schema import change_request_schema
 from agent_payload.tools import ChangeRequestToolHandler
-from agent_payload.usage import estimate_tokens
 
 __all__ = ["Outcome", "PayloadFileEditor"]
 
@@ -88,8 +85,20 @@ _CONCURRENT_IN_SCOPE = (
 
 def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
     """The change request and its ``base_version`` (None when not given; an ``Outcome`` when
-    it is not a string) from the tool's arguments (a mapping, or its JSON text)."""
-    request, base = split_off(arguments, BASE_VERSION)
+    it is not a string) from the tool's arguments (a mapping, or its JSON text; anything else
+    is handed on as it is)."""
+    request: Any = arguments
+    if isinstance(arguments, str):
+        try:
+            request = json.loads(arguments)
+        except ValueError:
+            return arguments, None  # the handler says what is wrong with it
+        if not isinstance(request, dict):
+            return arguments, None
+    if not isinstance(request, Mapping) or BASE_VERSION not in request:
+        return request, None
+    base = request[BASE_VERSION]
+    request = {k: v for k, v in request.items() if k != BASE_VERSION}
     if base is None or (isinstance(base, str) and base.strip()):
         return request, base.strip() if isinstance(base, str) else None
     return request, Outcome(
@@ -171,16 +180,11 @@ class PayloadFileEditor:
     def guards(self) -> list[Any]:
         return [g for g in (self.permissions, self.read_scope) if g is not None]
 
-    def _rules_text(self) -> str | None:
-        parts = [g.describe().strip() for g in self.guards()]
-        text = "\n".join(p for p in parts if p)
-        return text or None
-
     def apply_description(self) -> str:
         """The format's instructions (the system prompt's text) and how to call the tool."""
-        system = _prompts.render_system(marker=self.marker, permissions=self._rules_text())
-        reply = Template(_prompts.load_template("reply_tool"))
-        reply_text = reply.substitute(tool_name=APPLY_TOOL, marker=self.marker).strip()
+        rules = _prompts.guard_rules(None, self.guards())
+        system = _prompts.render_system(marker=self.marker, permissions=rules)
+        reply_text = _prompts._reply_contract("tool", self.marker, APPLY_TOOL)
         return (
             f"Edit the JSON file {self.path.name} with a change request. Call {READ_TOOL} "
             "first to see the payload; the file is written after each call that applies, and "
@@ -291,7 +295,7 @@ class PayloadFileEditor:
                 node = lookup(view, parse_path(path or ""))
             except (ValueError, PathNotFound) as exc:
                 return Outcome(f"{exc} Nothing else was done.", True, version)
-            if not _outline.exceeds(node, budget, count=estimate_tokens):
+            if not _outline.exceeds(node, budget):
                 self._last = version
                 text, annotated = _prompts._render_json(
                     node,
@@ -321,10 +325,10 @@ class PayloadFileEditor:
             version, _, _, payload = load(self.path, self._versions)
         except FileProblem as exc:
             return Outcome(f"Cannot read the payload: {exc}.", True)
-        return version, self._view(payload)
+        return version, project(self.read_scope, payload)
 
     def _answer(self, name: str, arguments: Mapping[str, Any], version: str, view: Any) -> Outcome:
-        text = _outline.answer(name, arguments, view, self.max_read_tokens, count=estimate_tokens)
+        text = _outline.answer(name, arguments, view, self.max_read_tokens)
         if text.startswith("Error:"):
             return Outcome(text + " Nothing else was done.", True, version)
         self._last = version
@@ -379,7 +383,7 @@ class PayloadFileEditor:
             return handler
         result = handler.handle(request)
         if result.is_error:
-            text = self._error_text(result.problems, result.content)
+            text = self._correction(result.problems, result.content)
             return Outcome(moved + text + _version_line(current, _NOW), True, current)
         if not result.changes:
             return Outcome(
@@ -397,8 +401,7 @@ class PayloadFileEditor:
         written = self._write(current, new, "Nothing was applied")
         if written is not None:
             return written
-        after = self._versions.remember(new)
-        self._last = after
+        after = self._last = self._versions.remember(new)[0]
         self._versions.append(current, after, replayed)
         keep(self._history, dataclasses.replace(undo, after=after))
         note = (
@@ -451,15 +454,7 @@ class PayloadFileEditor:
                 problems = tuple(
                     dataclasses.replace(p, message=_CONCURRENT_IN_SCOPE) for p in problems
                 )
-            text = _prompts.render_correction(
-                problems,
-                marker=self.marker,
-                output_mode="tool",
-                tool_name=APPLY_TOOL,
-                earlier_calls_kept=True,
-                render_current=self._render_current(payload),
-            )
-            text = self._error_text(problems, text) + _version_line(current, _NOW)
+            text = self._correction(problems, payload=payload) + _version_line(current, _NOW)
             return Outcome(text, True, current)
         except AgentPayloadError as exc:  # wrong on its own base: judged there, as any request
             handler = self._handler(base_payload)
@@ -467,7 +462,7 @@ class PayloadFileEditor:
                 return handler
             judged = handler.handle(request)
             text = (
-                self._error_text(judged.problems, judged.content)
+                self._correction(judged.problems, judged.content)
                 if judged.is_error
                 else f"Nothing was applied: {exc}\n"
             )
@@ -501,9 +496,8 @@ class PayloadFileEditor:
         written = self._write(current, new, "Nothing was undone")
         if written is not None:
             return written
-        restored = self._versions.remember(new)
-        self._last = restored
-        self._versions.record(current, restored, payload, target, request)
+        restored = self._last = self._versions.remember(new)[0]
+        self._versions.append(current, restored, self._versions.replayed(payload, target, request))
         self._versions.cancel((last.before, last.after), (current, restored))
         self._history.pop()
         left = len(self._history)
@@ -525,59 +519,55 @@ class PayloadFileEditor:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _view(self, payload: Any) -> Any:
-        return self.read_scope.project(payload) if self.read_scope is not None else payload
-
     def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
+        """The handler judging a request against ``payload`` (its corrections show current
+        values within half ``max_read_tokens``)."""
         try:
-            return self._handler_of(payload)
+            handler = ChangeRequestToolHandler(
+                payload,
+                marker=self.marker,
+                guards=self.guards(),
+                validators=[self._validate] if self._schema is not None else [],
+                name=APPLY_TOOL,
+                versions=False,  # the server numbers the file's versions itself
+                max_payload_tokens=self.max_read_tokens,  # corrections within half of it
+            )
         except AgentPayloadError as exc:  # the file was changed into something not editable
             return Outcome(f"Nothing was applied: {self.path.name} cannot be edited: {exc}", True)
-
-    def _render_current(self, payload: Any) -> Any:
-        """How a correction over ``payload`` writes current values (the handler's way)."""
-        try:
-            return self._handler_of(payload).render_current()
-        except AgentPayloadError:
-            return None
-
-    def _handler_of(self, payload: Any) -> ChangeRequestToolHandler:
-        """The handler judging a request against ``payload`` (its corrections show current
-        values within half ``max_read_tokens``); raises ``AgentPayloadError``."""
-        handler = ChangeRequestToolHandler(
-            payload,
-            marker=self.marker,
-            guards=self.guards(),
-            validators=[self._validate] if self._schema is not None else [],
-            name=APPLY_TOOL,
-            versions=False,  # the server numbers the file's versions itself
-            max_payload_tokens=self.max_read_tokens,  # corrections within half of it
-        )
         # The payload was read from the file for this call and is never mutated: the merge
         # shares what it does not touch (one file's worth in memory, not two).
         handler._share_merge = True
         return handler
 
-    def _error_text(self, problems: Sequence[Problem], content: str) -> str:
-        """The handler's correction; under a read scope, without the current values it shows
-        (they are whole subtrees of the file, hidden keys included: until the handler projects
-        them itself, the model reads them with read_payload, which applies the scope)."""
-        if self.read_scope is None or not any(p.has_current for p in problems):
+    def _correction(
+        self, problems: Sequence[Problem], content: str | None = None, payload: Any = None
+    ) -> str:
+        """The handler's correction ``content``, else one rendered over ``payload``; under a read
+        scope, without current values (the model reads them with read_payload, which applies
+        the scope)."""
+        hide = self.read_scope is not None and any(p.has_current for p in problems)
+        if content is not None and not hide:
             return content
-        bare = [dataclasses.replace(p, current=None, has_current=False) for p in problems]
-        return (
-            _prompts.render_correction(
-                bare,
-                marker=self.marker,
-                output_mode="tool",
-                tool_name=APPLY_TOOL,
-                earlier_calls_kept=True,
-            )
-            + f"(Call {READ_TOOL} with a path to see the current values concerned.)\n"
+        budget, render = self.max_read_tokens, None
+        if hide:
+            problems = [dataclasses.replace(p, current=None, has_current=False) for p in problems]
+        elif _outline.exceeds(payload, budget):
+            render = _outline.current_renderer(budget)
+        text = _prompts.render_correction(
+            problems,
+            marker=self.marker,
+            output_mode="tool",
+            tool_name=APPLY_TOOL,
+            earlier_calls_kept=True,
+            render_current=render,
         )
+        if hide:
+            text += f"(Call {READ_TOOL} with a path to see the current values concerned.)\n"
+        return text
 
     def _outside_text(self, base: str, base_payload: Any, current: str, payload: Any) -> str:
-        changed, count = differences(self._view(base_payload), self._view(payload))
+        scope = self.read_scope
+        changed, count = differences(project(scope, base_payload), project(scope, payload))
         what = ", ".join(changed) + (f" (and {count - len(changed)} more)" if count > 5 else "")
         return (
             f"Nothing was applied: {self.path.name} was changed by someone else since version "

@@ -52,7 +52,7 @@ def load(path: Path, versions: Versions) -> tuple[str, bytes, JsonLayout, Any]:
     JSON; ``FileProblem`` when it cannot be read. The bytes are let go before the JSON is
     built (a large file's peak memory)."""
     data = read_bytes(path)
-    version, packed = versions.keep(data)
+    version, packed = versions.remember(data)
     text = _text(path, data)
     del data
     return version, packed, json_layout(text), _parse(path, text)

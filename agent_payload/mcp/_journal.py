@@ -15,7 +15,7 @@ import logging
 import os
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,6 @@ __all__ = [
     "Entry",
     "Journal",
     "Versions",
-    "chain",
     "differences",
     "digest",
 ]
@@ -129,31 +128,20 @@ class Journal:
         """The writes that turned version ``base`` into ``current``, in order; else why not:
         ``"outside"`` (an edit no request explains) or ``"older"`` (older than the journal)."""
         entries, compacted = self.entries()
-        return chain(entries, base, current, compacted=compacted)
+        out: list[Entry] = []
+        expect = current
+        while expect != base:  # the latest run of entries leading from base to current
+            if len(out) == len(entries):
+                return "older" if compacted else "outside"
+            entry = entries[-1 - len(out)]
+            if entry.after != expect or entry.request is None:
+                return "outside"
+            out.append(entry)
+            expect = entry.before
+        return out[::-1]
 
 
 _COMPACTED = '{"compacted":true}\n'
-
-
-def chain(
-    entries: Iterable[Entry], base: str, current: str, *, compacted: bool = False
-) -> list[Entry] | str:
-    """The latest run of ``entries`` leading from ``base`` to ``current`` (see ``since``)."""
-    ordered = list(entries)
-    out: list[Entry] = []
-    expect = current
-    index = len(ordered) - 1
-    while expect != base:
-        if index < 0:
-            return "older" if compacted else "outside"
-        entry = ordered[index]
-        if entry.after != expect or entry.request is None:
-            return "outside"
-        out.append(entry)
-        expect = entry.before
-        index -= 1
-    out.reverse()
-    return out
 
 
 class Tap:
@@ -183,22 +171,6 @@ class Tap:
 def digest(data: bytes) -> str:
     """The version of a file's bytes: the first 12 hex digits of their SHA-256."""
     return hashlib.sha256(data).hexdigest()[:12]
-
-
-def split_off(arguments: Any, key: str) -> tuple[Any, Any]:
-    """``(the arguments without key, its value or None)`` from a tool call's arguments (a
-    mapping, or its JSON text; anything else is handed on as it is)."""
-    if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments)
-        except ValueError:
-            return arguments, None  # the handler says what is wrong with it
-        if not isinstance(decoded, dict):
-            return arguments, None
-        arguments = decoded
-    if not isinstance(arguments, Mapping) or key not in arguments:
-        return arguments, None
-    return {k: v for k, v in arguments.items() if k != key}, arguments[key]
 
 
 _ABSENT: Any = object()
@@ -245,13 +217,10 @@ class Versions:
         self._shown_size = 0
         self._cancelled: set[tuple[str, str]] = set()
 
-    def remember(self, data: bytes | Tap) -> str:
+    def remember(self, data: bytes | Tap) -> tuple[str, bytes]:
         """Keep ``data`` (or what a ``Tap`` passed on) as a version shown to the model (the
-        newest ``VERSIONS_KEPT``, within ``SHOWN_BYTES`` compressed); its version."""
-        return self.keep(data)[0]
-
-    def keep(self, data: bytes | Tap) -> tuple[str, bytes]:
-        """``remember``, with the bytes compressed."""
+        newest ``VERSIONS_KEPT``, within ``SHOWN_BYTES`` compressed); its version and bytes
+        compressed."""
         version = data.version() if isinstance(data, Tap) else digest(data)
         packed = self._shown.get(version)
         if packed is not None:
@@ -278,10 +247,6 @@ class Versions:
         ``ConcurrentChangeError`` on a collision (``rebase_change_request``)."""
         applied = [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries]
         return rebase_change_request(base_payload, applied, request, markers={self.marker})
-
-    def record(self, before: str, after: str, old: Any, new: Any, request: Any) -> None:
-        """Journal one write, with ``request`` if it replays it exactly (see ``replayed``)."""
-        self.append(before, after, self.replayed(old, new, request))
 
     def replayed(self, old: Any, new: Any, request: Any) -> dict[str, Any] | None:
         """``request`` as the journal keeps it: its wire form when applying it to ``old`` gives

@@ -9,6 +9,7 @@ from __future__ import annotations
 from agent_payload._paths import PathSyntaxError, parse_path
 from agent_payload.outline._reads import (
     answer,
+    current_renderer,
     find,
     last_read_note,
     not_applied_note,
@@ -53,6 +54,7 @@ __all__ = [
     "PathSyntaxError",
     "answer",
     "context_window",
+    "current_renderer",
     "default_max_payload_tokens",
     "exceeds",
     "find",

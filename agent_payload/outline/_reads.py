@@ -3,10 +3,10 @@ to ``read_payload`` and ``find_in_payload`` calls, each a text for the model."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from string import Template
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agent_payload import prompts as _prompts
@@ -101,10 +101,8 @@ def tool_specs(*, budget: int, limit: int = FIND_LIMIT) -> tuple[ToolText, ...]:
         },
         "additionalProperties": False,
     }
-    read_text = Template(_prompts.load_template("tool_read_payload")).substitute(budget=str(budget))
-    find_text = Template(_prompts.load_template("tool_find_in_payload")).substitute(
-        limit=str(limit)
-    )
+    read_text = _prompts._render("tool_read_payload", budget=str(budget))
+    find_text = _prompts._render("tool_find_in_payload", limit=str(limit))
     return (
         (READ_PAYLOAD, read_text.strip(), read_schema),
         (FIND_IN_PAYLOAD, find_text.strip(), find_schema),
@@ -113,8 +111,7 @@ def tool_specs(*, budget: int, limit: int = FIND_LIMIT) -> tuple[ToolText, ...]:
 
 def last_read_note(max_reads: int) -> str:
     """Added to the answer of the last read a run allows."""
-    template = Template(_prompts.load_template("read_last"))
-    return template.substitute(max_reads=str(max_reads)).strip()
+    return _prompts._render("read_last", max_reads=str(max_reads)).strip()
 
 
 def not_applied_note() -> str:
@@ -366,6 +363,11 @@ def value_text(value: Any, budget: int, *, count: Count | None = None) -> str:
     return text if complete else f"{note}\n{text}"
 
 
+def current_renderer(budget: int) -> Callable[[Any], str]:
+    """How an outline mode correction writes a current value: ``value_text`` in half ``budget``."""
+    return functools.partial(value_text, budget=max(budget // 2, MIN_PAYLOAD_TOKENS))
+
+
 def find(
     shown: Any,
     budget: int,
@@ -505,17 +507,6 @@ def answer(
     with ``arguments`` (the call's JSON text or a mapping): a bad call gets an error text that
     says what was wrong and how to call it, never an exception. Never over ``budget`` tokens,
     and the model's own path or text is repeated only up to ``ECHO_LIMIT`` characters."""
-    text = _answer(name, arguments, shown, budget, count)
-    return _cap(text, budget, count or estimate_tokens)
-
-
-def _answer(
-    name: str,
-    arguments: str | Mapping[str, Any],
-    shown: Any,
-    budget: int,
-    count: Count | None,
-) -> str:
     try:
         if name == READ_PAYLOAD:
             parsed = _arguments(arguments, name, {"path", "start", "end", "keys"})
@@ -540,4 +531,4 @@ def _answer(
             f"{FIND_IN_PAYLOAD}."
         )
     except _ReadError as exc:
-        return str(exc)
+        return _cap(str(exc), budget, count or estimate_tokens)

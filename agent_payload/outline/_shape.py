@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_payload import _jsontext
@@ -223,18 +222,15 @@ class _TooLong(Exception):
     pass
 
 
-_FENCE_CLOSE = re.compile(r"</(?=payload|schema|task)", re.IGNORECASE)
-
-
+@dataclass
 class _Writer:
     """Writes one outline at one level. ``cut`` tells whether anything was left out."""
 
-    def __init__(self, level: Level, cap: int) -> None:
-        self.level = level
-        self.cap = cap
-        self.size = 0
-        self.out: list[str] = []
-        self.cut = False
+    level: Level
+    cap: int
+    size: int = 0
+    out: list[str] = field(default_factory=list)
+    cut: bool = False
 
     def emit(self, text: str) -> None:
         self.size += len(text)
@@ -243,7 +239,7 @@ class _Writer:
         self.out.append(text)
 
     def text(self) -> str:
-        return _FENCE_CLOSE.sub(r"<\\/", "".join(self.out))
+        return _prompts._escape_fences("".join(self.out))
 
     # -- values --
 

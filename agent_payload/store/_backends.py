@@ -14,7 +14,7 @@ import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agent_payload.errors import ConfigurationError
 
@@ -55,43 +55,23 @@ SCHEMA = (
 )
 
 
-class Cursor(Protocol):
-    """The two calls the store makes inside a transaction (``?`` placeholders)."""
+class Cursor:
+    """The calls the store makes inside a transaction (``?`` placeholders)."""
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
-    def run(self, sql: str, params: Sequence[Any] = ()) -> None: ...
-    def insert_new(self, sql: str, params: Sequence[Any] = ()) -> bool: ...
-
-
-class Backend(Protocol):
-    url: str
-    lock_row: str
-    """What follows ``SELECT ... FROM agent_payload_documents WHERE key = ?`` in a write
-    transaction to lock the key's row (empty where the whole database is locked)."""
-
-    def transaction(self, *, write: bool) -> contextlib.AbstractContextManager[Cursor]: ...
-    def close(self) -> None: ...
-
-
-class _Cursor:
     def __init__(self, execute: Any, placeholder: str, duplicate: type[Exception]) -> None:
         self._execute = execute
         self._placeholder = placeholder
         self._duplicate = duplicate
 
-    def _sql(self, sql: str) -> str:
-        return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
-
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        row = self._execute(self._sql(sql), tuple(params)).fetchone()
+        row = self.run(sql, params).fetchone()
         return None if row is None else tuple(row)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self._execute(self._sql(sql), tuple(params)).fetchall()]
+        return [tuple(row) for row in self.run(sql, params).fetchall()]
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._execute(self._sql(sql), tuple(params))
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._execute(sql.replace("?", self._placeholder), tuple(params))
 
     def insert_new(self, sql: str, params: Sequence[Any] = ()) -> bool:
         """Run an INSERT; False when its key exists (a writer created it meanwhile). Only
@@ -103,8 +83,9 @@ class _Cursor:
         return True
 
 
-def _check_tables(tables: set[str], read_meta: Any, where: str) -> bool:
+def _needs_schema(cur: Cursor, tables_sql: str, where: str) -> bool:
     """True when the schema must be created (no tables); raise for a database not ours."""
+    tables = {row[0] for row in cur.all(tables_sql)}
     if not tables:
         return True
     if META not in tables:
@@ -113,7 +94,7 @@ def _check_tables(tables: set[str], read_meta: Any, where: str) -> bool:
             f"{where} holds tables of another application ({shown}) and no agent-payload "
             "store; it was left untouched. Give the store a database (or a file) of its own."
         )
-    meta = dict(read_meta())
+    meta = dict(cur.all(f"SELECT name, value FROM {META}"))
     if meta.get("format") != FORMAT:
         raise ConfigurationError(
             f"{where}: its {META} table is not an agent-payload store's (format "
@@ -129,7 +110,7 @@ def _check_tables(tables: set[str], read_meta: Any, where: str) -> bool:
     return False
 
 
-def _create(cur: _Cursor) -> None:
+def _create(cur: Cursor) -> None:
     for statement in SCHEMA:
         cur.run(statement)
     cur.run(
@@ -138,11 +119,20 @@ def _create(cur: _Cursor) -> None:
     )
 
 
-class _PerThread:
-    """One connection per thread (and per process: a child forked with the store open makes
-    its own, never using its parent's), every one closed by ``close``."""
+class Backend:
+    """A database the store runs on, with one connection per thread (and per process: a child
+    forked with the store open makes its own, never using its parent's), every one closed by
+    ``close``; a transaction is ``BEGIN`` ... ``COMMIT`` on the thread's connection."""
 
-    def __init__(self) -> None:
+    lock_row = ""
+    """What follows ``SELECT ... FROM agent_payload_documents WHERE key = ?`` in a write
+    transaction to lock the key's row (empty where the whole database is locked)."""
+    begin_write = "BEGIN"
+    placeholder = "?"
+    duplicate: type[Exception]
+
+    def __init__(self, url: str) -> None:
+        self.url = url
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
@@ -161,6 +151,17 @@ class _PerThread:
     def connect(self) -> Any:
         raise NotImplementedError
 
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool) -> Iterator[Cursor]:
+        conn = self.connection()
+        conn.execute(self.begin_write if write else "BEGIN")
+        try:
+            yield Cursor(conn.execute, self.placeholder, self.duplicate)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
     def close(self) -> None:
         with self._lock:
             conns, self._all = self._all, []
@@ -170,32 +171,27 @@ class _PerThread:
         self._local = threading.local()
 
 
-class SQLiteBackend(_PerThread):
-    lock_row = ""
+class SQLiteBackend(Backend):
+    begin_write = "BEGIN IMMEDIATE"
+    duplicate = sqlite3.IntegrityError
 
     def __init__(self, url: str, path: str, busy_timeout: float) -> None:
-        super().__init__()
-        self.url = url
+        super().__init__(url)
         self.path = path
         self.busy_timeout = busy_timeout
         self._open()
 
     def connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
+        return sqlite3.connect(
             self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
-        return conn
 
     def _open(self) -> None:
-        where = f"the SQLite database {self.path}"
+        tables = "SELECT name FROM sqlite_master WHERE type = 'table'"
         try:
-            conn = self.connection()
             # Read only: nothing is written to a database that is not ours.
-            names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-            tables = {name for (name,) in names}
-            create = _check_tables(
-                tables, lambda: conn.execute(f"SELECT name, value FROM {META}").fetchall(), where
-            )
+            with self.transaction(write=False) as cur:
+                create = _needs_schema(cur, tables, f"the SQLite database {self.path}")
         except sqlite3.DatabaseError as exc:
             self.close()
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -209,31 +205,18 @@ class SQLiteBackend(_PerThread):
             self.close()
             raise
         if create:
-            conn.execute("PRAGMA journal_mode=WAL")
+            self.connection().execute("PRAGMA journal_mode=WAL")
             with self.transaction(write=True) as cur:
-                tables = {
-                    r[0] for r in cur.all("SELECT name FROM sqlite_master WHERE type='table'")
-                }
-                if not tables:  # another process may have created it meanwhile
-                    _create(cur)  # type: ignore[arg-type]
-
-    @contextlib.contextmanager
-    def transaction(self, *, write: bool) -> Iterator[Cursor]:
-        conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
-            yield _Cursor(conn.execute, "?", sqlite3.IntegrityError)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+                if not cur.all(tables):  # another process may have created it meanwhile
+                    _create(cur)
 
 
-class PostgresBackend(_PerThread):
+class PostgresBackend(Backend):
     lock_row = " FOR UPDATE"
+    placeholder = "%s"
 
     def __init__(self, url: str) -> None:
-        super().__init__()
+        super().__init__(url)
         try:
             import psycopg
         except ImportError as exc:
@@ -241,7 +224,7 @@ class PostgresBackend(_PerThread):
                 "a postgresql:// store needs psycopg 3: pip install 'agent-payload[postgres]'"
             ) from exc
         self._psycopg = psycopg
-        self.url = url
+        self.duplicate = psycopg.errors.UniqueViolation
         try:
             self._open()
         except psycopg.OperationalError as exc:
@@ -257,28 +240,17 @@ class PostgresBackend(_PerThread):
         return self._psycopg.connect(self.url, autocommit=True)
 
     def _open(self) -> None:
-        where = "the PostgreSQL schema " + "{schema} of " + redacted(self.url)
         with self.transaction(write=True) as cur:
             # One process creates the schema; the others wait here and then find it.
             cur.run("SELECT pg_advisory_xact_lock(7212145331)")
             schema = cur.one("SELECT current_schema()")
-            rows = cur.all(
+            where = f"the PostgreSQL schema {schema[0] if schema else '?'} of {redacted(self.url)}"
+            tables = (
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = "
                 "current_schema()"
             )
-            create = _check_tables(
-                {r[0] for r in rows},
-                lambda: cur.all(f"SELECT name, value FROM {META}"),
-                where.format(schema=schema[0] if schema else "?"),
-            )
-            if create:
-                _create(cur)  # type: ignore[arg-type]
-
-    @contextlib.contextmanager
-    def transaction(self, *, write: bool) -> Iterator[Cursor]:
-        conn = self.connection()
-        with conn.transaction():
-            yield _Cursor(conn.execute, "%s", self._psycopg.errors.UniqueViolation)
+            if _needs_schema(cur, tables, where):
+                _create(cur)
 
 
 def redacted(url: str) -> str:

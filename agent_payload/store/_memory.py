@@ -39,6 +39,23 @@ def apply_if_version(
     return result
 
 
+def rebased(
+    base: Any,
+    since: list[Applied],
+    request: Any,
+    markers: frozenset[str],
+    now: tuple[Any, Any],
+    limits: Any = None,
+) -> Any:
+    """``request``, written against ``base``, moved over the requests applied ``since``; a
+    collision is a ``ConcurrentChangeError`` carrying the payload and version it is ``now``."""
+    try:
+        return rebase_change_request(base, since, request, markers=markers, limits=limits)
+    except ConcurrentChangeError as exc:
+        exc.current, exc.version = now
+        raise
+
+
 class VersionedStore(Generic[P]):
     """A payload kept in memory with its version; check-and-write is atomic (thread-safe).
 
@@ -127,14 +144,8 @@ class VersionedStore(Generic[P]):
             raise self._stale(expected)
         since = [applied for _, _, applied in self._past[at:]]
         base = dump_payload(self._past[at][1])
-        try:
-            return rebase_change_request(
-                base, since, change_request, markers=markers, limits=merge_kwargs.get("limits")
-            )
-        except ConcurrentChangeError as exc:
-            exc.current = self._payload
-            exc.version = self._version
-            raise
+        limits = merge_kwargs.get("limits")
+        return rebased(base, since, change_request, markers, (self._payload, self._version), limits)
 
     def _stale(self, expected: str) -> StalePayloadError:
         return StalePayloadError(

@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -34,21 +32,24 @@ from agent_payload.merge import (
     apply_change_request,
     dump_payload,
     list_validation_errors,
-    rebase_change_request,
     validation_errors,
 )
+from agent_payload.report import MergeResult
 from agent_payload.result import AgentResult
 from agent_payload.store._backends import Backend, Cursor, open_backend, redacted
+from agent_payload.store._memory import rebased
 from agent_payload.store._records import (
+    ENTRY_FIELDS,
+    EntryKind,
     HistoryEntry,
     StoredPayload,
     dumps,
+    entry_from_row,
+    entry_row,
     loads,
     request_json,
     resolve_type,
     type_name,
-    usage_from_json,
-    usage_json,
 )
 from agent_payload.usage import Usage
 
@@ -57,10 +58,6 @@ __all__ = ["SNAPSHOT_EVERY", "PayloadStore", "replay"]
 SNAPSHOT_EVERY = 32  # the payload is kept whole every this many versions (and at version 1)
 
 _DOC = "SELECT version, payload, payload_type FROM agent_payload_documents WHERE key = ?"
-_ENTRY_COLUMNS = (
-    "version, parent, kind, base_version, change_request, written, markers, reasoning, run_id, "
-    "model_name, usage, reverted_to, created_at"
-)
 
 
 class PayloadStore:
@@ -109,11 +106,11 @@ class PayloadStore:
         with self._db.transaction(write=False) as cur:
             self._doc(cur, key)
             rows = cur.all(
-                f"SELECT {_ENTRY_COLUMNS} FROM agent_payload_history WHERE key = ? "
+                f"SELECT {', '.join(ENTRY_FIELDS)} FROM agent_payload_history WHERE key = ? "
                 "ORDER BY version",
                 (key,),
             )
-        return [_entry(key, row) for row in rows]
+        return [entry_from_row(row) for row in rows]
 
     def payload_at(self, key: str, version: int) -> Any:
         """The payload of ``key`` as it was at ``version`` (rebuilt from the history)."""
@@ -146,7 +143,8 @@ class PayloadStore:
             data = prepare(data, payload_type).payload  # a secret or an excluded field refused
             self._types[name] = payload_type
         text = dumps(data, "the payload")
-        now = time.time()
+        entry = HistoryEntry(key, 1, None, "create", None)
+        now = entry.created_at.timestamp()
         with self._db.transaction(write=True) as cur:
             if cur.one(_DOC, (key,)) is not None:
                 raise self._exists(key)
@@ -156,12 +154,7 @@ class PayloadStore:
                 (key, text, name, now, now),
             ):
                 raise self._exists(key)
-            cur.run(
-                "INSERT INTO agent_payload_history (key, version, parent, kind, markers, "
-                "snapshot, created_at) VALUES (?, 1, NULL, 'create', '[]', ?, ?)",
-                (key, text, now),
-            )
-        entry = HistoryEntry(key, 1, None, "create", None, created_at=_time(now))
+            self._insert_entry(cur, entry, text)
         return StoredPayload(key, 1, data, name, entry)
 
     def apply(
@@ -192,30 +185,28 @@ class PayloadStore:
             payload = loads(text)
             request: Any = written
             if base_version != current:
-                request = self._rebase(cur, key, base_version, written, markers, payload, current)
+                base = self._payload_at(cur, key, base_version)
+                since = [Applied(r, m) for r, m in self._requests(cur, key, base_version, current)]
+                request = rebased(base, since, written, markers, (payload, current))
             result = apply_change_request(
                 payload, request, strict=True, markers=markers, share=True
             )
             if type_ is not None:
                 _validate(key, result.payload, resolve_type(type_, self._types, key), "the result")
-            applied = request_json(request)
-            entry = HistoryEntry(
-                key,
-                current + 1,
-                current,
+            return self._commit(
+                cur,
+                (key, current, type_),
                 "apply",
-                applied,
+                request,
+                result,
                 base_version=base_version,
                 written=written if base_version != current else None,
-                markers=tuple(sorted(markers)),
+                markers=markers,
                 reasoning=reasoning,
                 run_id=run_id,
                 model_name=model_name,
                 usage=usage,
-                created_at=_time(time.time()),
             )
-            self._write(cur, entry, result.payload)
-        return StoredPayload(key, current + 1, result.payload, type_, entry, result.report)
 
     def revert(
         self, key: str, version: int, *, reasoning: str | None = None, run_id: str | None = None
@@ -229,21 +220,18 @@ class PayloadStore:
             target = self._payload_at(cur, key, version)
             request = diff_payloads(payload, target, reasoning=reasoning)
             result = apply_change_request(payload, request, strict=True, share=True)
-            entry = HistoryEntry(
-                key,
-                current + 1,
-                current,
+            return self._commit(
+                cur,
+                (key, current, type_),
                 "revert",
-                request_json(request),
+                request,
+                result,
                 base_version=current,
-                markers=tuple(sorted(DEFAULT_MARKERS)),
+                markers=DEFAULT_MARKERS,
                 reasoning=reasoning or f"revert to version {version}",
                 run_id=run_id,
                 reverted_to=version,
-                created_at=_time(time.time()),
             )
-            self._write(cur, entry, result.payload)
-        return StoredPayload(key, current + 1, result.payload, type_, entry, result.report)
 
     # -- an agent's edit -------------------------------------------------------------------
 
@@ -336,73 +324,50 @@ class PayloadStore:
         return payload
 
     def _requests(
-        self, cur: Cursor, key: str, after: int, upto: int | None = None
+        self, cur: Cursor, key: str, after: int, upto: int
     ) -> list[tuple[Any, frozenset[str]]]:
-        """The requests (as applied) of the versions after ``after`` (up to ``upto``)."""
-        sql = "SELECT change_request, markers FROM agent_payload_history WHERE key = ? "
-        sql += "AND version > ?"
-        params: list[Any] = [key, after]
-        if upto is not None:
-            sql += " AND version <= ?"
-            params.append(upto)
-        rows = cur.all(sql + " ORDER BY version", params)
+        """The requests (as applied) of the versions after ``after`` up to ``upto``."""
+        rows = cur.all(
+            "SELECT change_request, markers FROM agent_payload_history WHERE key = ? "
+            "AND version > ? AND version <= ? ORDER BY version",
+            (key, after, upto),
+        )
         return [(loads(r[0]), frozenset(loads(r[1]))) for r in rows]
 
-    def _rebase(
+    def _commit(
         self,
         cur: Cursor,
-        key: str,
-        base_version: int,
+        doc: tuple[str, int, str | None],
+        kind: EntryKind,
         request: Any,
-        markers: frozenset[str],
-        payload: Any,
-        current: int,
-    ) -> Any:
-        base = self._payload_at(cur, key, base_version)
-        since = [Applied(r, m) for r, m in self._requests(cur, key, base_version)]
-        try:
-            return rebase_change_request(base, since, request, markers=markers)
-        except ConcurrentChangeError as exc:
-            exc.current = payload
-            exc.version = current
-            raise
-
-    def _write(self, cur: Cursor, entry: HistoryEntry, payload: Any) -> None:
-        text = dumps(payload, "the result")
-        now = entry.created_at.timestamp()
-        snapshot = text if entry.version % SNAPSHOT_EVERY == 0 else None
-        cur.run(
-            "INSERT INTO agent_payload_history (key, version, parent, kind, base_version, "
-            "change_request, written, markers, reasoning, run_id, model_name, usage, "
-            "reverted_to, snapshot, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?)",
-            (
-                entry.key,
-                entry.version,
-                entry.parent,
-                entry.kind,
-                entry.base_version,
-                dumps(entry.change_request, "the change request"),
-                None if entry.written is None else dumps(entry.written, "the change request"),
-                dumps(list(entry.markers), "markers"),
-                entry.reasoning,
-                entry.run_id,
-                entry.model_name,
-                usage_json(entry.usage),
-                entry.reverted_to,
-                snapshot,
-                now,
-            ),
-        )
+        result: MergeResult[Any],
+        *,
+        markers: Iterable[str],
+        **fields: Any,
+    ) -> StoredPayload:
+        """Store ``result`` as the next version of the key (``doc``: key, current version,
+        type) with its history entry."""
+        key, current, type_ = doc
+        request = request_json(request)
+        markers = tuple(sorted(markers))
+        entry = HistoryEntry(key, current + 1, current, kind, request, markers=markers, **fields)
+        text = dumps(result.payload, "the result")
+        self._insert_entry(cur, entry, text if entry.version % SNAPSHOT_EVERY == 0 else None)
         cur.run(
             "UPDATE agent_payload_documents SET version = ?, payload = ?, updated_at = ? "
             "WHERE key = ?",
-            (entry.version, text, now, entry.key),
+            (entry.version, text, entry.created_at.timestamp(), key),
         )
+        return StoredPayload(key, entry.version, result.payload, type_, entry, result.report)
 
-
-def _time(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, UTC)
+    @staticmethod
+    def _insert_entry(cur: Cursor, entry: HistoryEntry, snapshot: str | None) -> None:
+        row = {**entry_row(entry), "snapshot": snapshot}
+        cur.run(
+            f"INSERT INTO agent_payload_history ({', '.join(row)}) "
+            f"VALUES ({', '.join('?' * len(row))})",
+            tuple(row.values()),
+        )
 
 
 def _check_version(key: str, version: Any, current: int, what: str) -> None:
@@ -433,27 +398,6 @@ def _validate(key: str, data: Any, payload_type: Any, what: str) -> None:
             errors=errors,
             payload=data,
         ) from exc
-
-
-def _entry(key: str, row: Sequence[Any]) -> HistoryEntry:
-    (version, parent, kind, base, request, written, markers, reasoning, run_id, model) = row[:10]
-    usage, reverted_to, created_at = row[10:]
-    return HistoryEntry(
-        key,
-        int(version),
-        None if parent is None else int(parent),
-        kind,
-        loads(request),
-        base_version=None if base is None else int(base),
-        written=loads(written),
-        markers=tuple(loads(markers)),
-        reasoning=reasoning,
-        run_id=run_id,
-        model_name=model,
-        usage=usage_from_json(usage),
-        reverted_to=None if reverted_to is None else int(reverted_to),
-        created_at=_time(float(created_at)),
-    )
 
 
 def replay(created: Any, entries: Sequence[HistoryEntry]) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -22,16 +22,17 @@ from agent_payload.report import MergeReport
 from agent_payload.usage import Usage
 
 __all__ = [
+    "ENTRY_FIELDS",
     "EntryKind",
     "HistoryEntry",
     "StoredPayload",
     "dumps",
+    "entry_from_row",
+    "entry_row",
     "loads",
     "request_json",
     "resolve_type",
     "type_name",
-    "usage_from_json",
-    "usage_json",
 ]
 
 EntryKind = Literal["create", "apply", "revert"]
@@ -88,7 +89,7 @@ def dumps(value: Any, what: str) -> str:
     state's and the files' writer, ``_jsontext``); ``InvalidPayloadError`` for NaN or
     infinity: JSON has none."""
     try:
-        return _jsontext.dumps(value, separators=(",", ":"), literals=True, allow_nan=False)
+        return _jsontext.compact(value)
     except ValueError as exc:
         raise InvalidPayloadError(
             f"{what} holds NaN or infinity, which JSON cannot store; nothing was stored"
@@ -124,16 +125,42 @@ def request_json(change_request: Any) -> dict[str, Any]:
     return copied
 
 
-def usage_json(usage: Usage | None) -> str | None:
-    return None if usage is None else dumps(dataclasses.asdict(usage), "usage")
+def _json(value: Any) -> str | None:
+    return None if value is None else dumps(value, "the change request")
 
 
-def usage_from_json(text: str | None) -> Usage | None:
+def _usage(text: str | None) -> Usage | None:
     data = loads(text)
     if not isinstance(data, dict):
         return None
     known = {f.name for f in dataclasses.fields(Usage)}
     return Usage(**{k: v for k, v in data.items() if k in known})
+
+
+# How a HistoryEntry field that is not a plain column value is written and read back.
+_COLUMNS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "change_request": (_json, loads),
+    "written": (_json, loads),
+    "markers": (lambda markers: dumps(list(markers), "markers"), lambda t: tuple(loads(t))),
+    "usage": (
+        lambda usage: None if usage is None else dumps(dataclasses.asdict(usage), "usage"),
+        _usage,
+    ),
+    "created_at": (datetime.timestamp, lambda t: datetime.fromtimestamp(t, UTC)),
+}
+ENTRY_FIELDS = tuple(f.name for f in dataclasses.fields(HistoryEntry))
+
+
+def entry_row(entry: HistoryEntry) -> dict[str, Any]:
+    """The columns of ``entry``'s history row, by name (its fields' names)."""
+    row = {name: getattr(entry, name) for name in ENTRY_FIELDS}
+    return {name: _COLUMNS[name][0](v) if name in _COLUMNS else v for name, v in row.items()}
+
+
+def entry_from_row(row: Sequence[Any]) -> HistoryEntry:
+    """The entry of a history row read as ``ENTRY_FIELDS``."""
+    values = zip(ENTRY_FIELDS, row, strict=True)
+    return HistoryEntry(**{n: _COLUMNS[n][1](v) if n in _COLUMNS else v for n, v in values})
 
 
 def type_name(payload_type: Any) -> str:
