@@ -18,7 +18,7 @@ from agent_payload._normalise import (
     normalise_request,
     reasoning_text,
 )
-from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload.changes import WIRE_NAMES, AgentPayloadChangeRequest
 from agent_payload.errors import InvalidChangeRequestError
 from agent_payload.merge._limits import Limits, _checked_copy
 from agent_payload.merge._nodes import _is_empty_container
@@ -40,13 +40,7 @@ def _normalise_request(change_request: Any, limits: Limits) -> _Request:
     if change_request is None:
         return _Request({}, None, [])
     if isinstance(change_request, AgentPayloadChangeRequest):
-        raw: Any = {
-            "newElements": change_request.new_elements,
-            "updateElements": change_request.update_elements,
-            "removeElements": change_request.remove_elements,
-            "replaceElements": change_request.replace_elements,
-            "reasoning": change_request.reasoning,
-        }
+        raw: Any = {wire: getattr(change_request, name) for name, wire in WIRE_NAMES.items()}
     elif isinstance(change_request, Mapping):
         raw = dict(change_request)
     else:
