@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from agent_payload._jsondata import json_equal
 from agent_payload.diff._data import MAX_DIFF_DEPTH
-from agent_payload.diff._encode import diff_payloads
+from agent_payload.diff._encode import diff_payloads, undo_change_request
 from agent_payload.diff._patch import json_pointer, to_json_patch
-from agent_payload.diff._undo import undo_change_request
 
 __all__ = [
     "MAX_DIFF_DEPTH",

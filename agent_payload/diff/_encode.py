@@ -1,5 +1,5 @@
 """``diff_payloads``: the walk over objects and arrays choosing the cheapest encoding, and the
-assembly of the buckets into an ``AgentPayloadChangeRequest``."""
+assembly of the buckets into an ``AgentPayloadChangeRequest``; ``undo_change_request``, a diff."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from agent_payload.diff._context import (
 from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import _is_index_map
+from agent_payload.report import MergeResult
 
 
 def _diff_object(
@@ -460,3 +461,21 @@ def _diff_root(before: Any, after: Any, ctx: _Ctx) -> _Enc:
             return whole
     assert enc is not None  # deleting every element and inserting the rest always works
     return enc
+
+
+def undo_change_request(
+    before: Any,
+    after: Any,
+    *,
+    marker: str = MARKER,
+    markers: Collection[str] | None = None,
+) -> AgentPayloadChangeRequest:
+    """The change request that turns the merged payload back into ``before``.
+
+    ``after`` is the merged payload or the ``MergeResult``. Applying the returned request to
+    the merged payload (with markers holding ``marker``) gives back ``before``: it is
+    ``diff_payloads(after, before)``, with a reasoning that says so."""
+    merged = after.payload if isinstance(after, MergeResult) else after
+    return diff_payloads(
+        merged, before, marker=marker, markers=markers, reasoning="Undo the previous change."
+    )
