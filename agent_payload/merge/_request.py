@@ -32,10 +32,6 @@ class _Request:
     issues: list[Issue]  # the top level's conflicts (unknown_field, both_spellings)
 
 
-def _empty_bucket(v: Any) -> bool:
-    return v is None or _is_empty_container(v)
-
-
 def _normalise_request(change_request: Any, limits: Limits) -> _Request:
     if change_request is None:
         return _Request({}, None, [])
@@ -58,7 +54,9 @@ def _normalise_request(change_request: Any, limits: Limits) -> _Request:
             )
     reactions = _RequestReactions()
     read = normalise_request(_checked_copy(raw, limits, "request"), reactions)
-    buckets = {k: v for k, v in read.buckets.items() if not _empty_bucket(v)}
+    buckets = {
+        k: v for k, v in read.buckets.items() if v is not None and not _is_empty_container(v)
+    }
     return _Request(buckets, reasoning_text(read.reasoning), reactions.issues)
 
 
