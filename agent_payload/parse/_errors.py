@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from agent_payload.errors import (
     ModelReplyError,
@@ -17,18 +16,6 @@ from agent_payload.errors import (
 )
 from agent_payload.parse._grammar import MAX_REPLY_DEPTH
 from agent_payload.report import Problem
-
-
-def _raise(
-    cls: type[ModelReplyError],
-    message: str,
-    problems: Sequence[Problem],
-    *,
-    reply: str,
-    cause: BaseException | None = None,
-    **extra: Any,
-) -> NoReturn:
-    raise cls(message, reply=reply, problems=problems, **extra) from cause
 
 
 def _reply_error(
@@ -43,7 +30,8 @@ def _reply_error(
     code: str | None = None,
 ) -> NoReturn:
     """Raise ``cls`` (``message`` for the caller) with one problem for the model."""
-    _raise(cls, message, [Problem(kind, model_message, path, code)], reply=reply, cause=cause)
+    problems = [Problem(kind, model_message, path, code)]
+    raise cls(message, reply=reply, problems=problems) from cause
 
 
 def _truncated(reply: str, why: str, *, cause: BaseException | None = None) -> NoReturn:

@@ -22,7 +22,6 @@ from agent_payload.errors import UnknownFieldError
 from agent_payload.parse._errors import (
     _excerpt,
     _field_path,
-    _raise,
     _reply_error,
     _too_deep,
     _truncated,
@@ -99,14 +98,13 @@ class _Normaliser(Reactions):
                 "reasoning; changes to the data go inside them."
             )
             problems.append(Problem("unknown_field", message, path, "unknown_field"))
-        _raise(
-            UnknownFieldError,
+        raise UnknownFieldError(
             "The change request has top-level fields that are not part of the format: "
             + ", ".join(parts)
             + ". Expected only newElements, updateElements, removeElements, replaceElements "
             "and reasoning; nothing was guessed. Ask again with the feedback.",
-            problems,
             reply=self.reply,
+            problems=problems,
             fields=[f.name for f in fields],
         )
 
