@@ -106,7 +106,7 @@ class _Normaliser(Reactions):
             reply=self.reply,
             problems=problems,
             fields=[f.name for f in fields],
-        )
+        ) from None
 
     def text(self, name: str, value: str) -> Any:
         """A wrapper or bucket given as a JSON string (tool arguments encoded twice) is decoded;
