@@ -6,15 +6,13 @@ from __future__ import annotations
 import marshal
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise, repeat
 from typing import Any
 
 from agent_payload.diff._data import _KEY_ENCODER
 
-
-def _json_key(value: Any) -> str:
-    return _KEY_ENCODER.encode(value)
+_json_key: Callable[[Any], str] = _KEY_ENCODER.encode
 
 
 def _iterative_key(value: Any) -> str:
@@ -59,15 +57,11 @@ def _element_keys(values: list[Any], plain: bool) -> list[Any]:
         try:
             return list(map(marshal.dumps, values, repeat(2, len(values))))
         except ValueError:  # nested deeper than marshal goes
-            return [_deep_safe_key(_marshal_key, v) for v in values]
+            return [_deep_safe_key(lambda v: marshal.dumps(v, 2), v) for v in values]
     try:
         return [_json_key(v) for v in values]
     except RecursionError:
         return [_deep_safe_key(_json_key, v) for v in values]
-
-
-def _marshal_key(value: Any) -> bytes:
-    return marshal.dumps(value, 2)
 
 
 def _deep_safe_key(key: Any, value: Any) -> Any:
