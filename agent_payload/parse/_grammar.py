@@ -223,7 +223,8 @@ class _Grammar:
         if _RAW_CONTROL.search(raw) is not None:
             self.repairs[_CONTROL_CHARS] = None
         if _SURROGATE.search(value) is not None:
-            value = _join_pairs(value)
+            # join escaped pairs (\ud83d\ude80) read one by one; a lone surrogate stays
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
             if _SURROGATE.search(value) is not None:
                 raise _Damage(
                     pos,
@@ -431,9 +432,3 @@ class _Grammar:
 
 _GAP_CHARS: Final = frozenset(" \t\n\r\f\v\u00a0\u2028\u2029\ufeff/#")
 _LINE_END: Final = re.compile(r"[\n\r\u2028\u2029]")
-
-
-def _join_pairs(value: str) -> str:
-    """Join escaped surrogate pairs (``\\ud83d\\ude80``) read one by one into the character;
-    a lone surrogate stays (and is refused by the caller)."""
-    return value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
