@@ -78,15 +78,25 @@ def _plain_json(value: Any) -> int | None:
     return depth
 
 
-def _check_json(value: Any, what: str) -> tuple[bool, int]:
-    """Whether ``value`` holds no subclass of the JSON types, and its depth; raises for data
-    that is not JSON (naming the path) or larger than the merge accepts, at any depth."""
+def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
+    """The data (a pydantic model dumped in JSON mode, ``None`` as ``{}``), whether it holds no
+    subclass of the JSON types (``_plain_json``) and its depth; raises for a root that is not a
+    container, data that is not JSON (naming the path) or more than the merge accepts."""
+    value = json_data(value)
+    if value is None:
+        return {}, True, 1
+    if not isinstance(value, dict | list):
+        raise InvalidPayloadError(
+            f"{what}: expected an object or an array at the root, found a "
+            f"{type(value).__name__}; wrap the value in an object.",
+            path=(),
+        )
     depth = _plain_json(value)
     if depth is not None:
-        return True, depth
+        return value, True, depth
     problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)
     if problem is None:
-        return False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
+        return value, False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
     where = format_payload_path(problem.path)
     if problem.kind == "nodes":
         raise LimitExceededError(
@@ -98,18 +108,3 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             path=where,
         )
     raise InvalidPayloadError(not_json_message(problem, f"The {what}", where), path=problem.path)
-
-
-def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
-    """Pydantic models dumped in JSON mode; ``None`` is ``{}``; the root must be a container.
-    Returns the data, whether it is plain (``_plain_json``) and its depth."""
-    value = json_data(value)
-    if value is None:
-        return {}, True, 1
-    if not isinstance(value, dict | list):
-        raise InvalidPayloadError(
-            f"{what}: expected an object or an array at the root, found a "
-            f"{type(value).__name__}; wrap the value in an object.",
-            path=(),
-        )
-    return (value, *_check_json(value, what))
