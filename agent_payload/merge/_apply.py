@@ -125,7 +125,8 @@ def merge_checked(
     a model ``payload`` (the judge: once per run, not per attempt); ``None``: made here."""
     limits = _check_limits(limits)
     active = _validate_markers(markers)
-    guard = _one_guard(guards)
+    checked = check_guards(guards or (), "apply_change_request: guards")
+    guard: Guard | None = GuardChain(checked) if len(checked) > 1 else next(iter(checked), None)
 
     model_class = type(payload) if isinstance(payload, BaseModel) else None
     if model_class is not None:
@@ -192,14 +193,6 @@ def merge_checked(
             return MergeResult(payload, report)
         return MergeResult(model, report)
     return MergeResult(result, report)
-
-
-def _one_guard(guards: Sequence[Guard] | None) -> Guard | None:
-    """The guard the walk asks: the one of ``guards``, or a ``GuardChain`` of several."""
-    checked = check_guards(guards or (), "apply_change_request: guards")
-    if not checked:
-        return None
-    return checked[0] if len(checked) == 1 else GuardChain(checked)
 
 
 def _review_merge(
