@@ -127,8 +127,7 @@ def _merge(
 
 
 class _Rebase:
-    def __init__(self, base: Any, limits: Limits) -> None:
-        self.limits = limits
+    def __init__(self, base: Any) -> None:
         self.root = _Shadow()
         self.state = base
 
@@ -142,15 +141,13 @@ class _Rebase:
         for part in path:
             if node.opaque:
                 return tuple(out), None, True
-            if type(part) is int:
-                ident = node.ids[part] if node.ids is not None else part
+            if type(part) is int and node.ids is not None:
+                ident = node.ids[part]
                 if isinstance(ident, _New):
                     return tuple(out), ident, False
-                out.append(ident)
-                node = node.kid(ident)
-            else:
-                out.append(part)
-                node = node.kid(part)
+                part = ident
+            out.append(part)
+            node = node.kid(part)
         return tuple(out), None, False
 
     def node(self, base_path: Path) -> _Shadow:
@@ -303,7 +300,7 @@ def rebase_change_request(
     if base is None:
         base = {}
     _check_root(base)
-    rebase = _Rebase(base, limits)
+    rebase = _Rebase(base)
     theirs: list[_Effect] = []
     state = base
     owned: dict[int, Any] = {}  # the containers this rebase copied (edited in place after)
@@ -324,7 +321,7 @@ def rebase_change_request(
             "any rebase): " + _strict_message(report),
             report=report,
         )
-    ours = _Rebase(base, limits).effects(tracer, late=True)  # base coordinates as they are
+    ours = _Rebase(base).effects(tracer, late=True)  # base coordinates as they are
     collisions: dict[str, tuple[_Effect, _Effect]] = {}
     for mine in ours:
         if mine.request_path in collisions:
