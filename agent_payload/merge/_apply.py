@@ -227,13 +227,8 @@ class _RefuseBelow:
             if change.path[: len(path)] == path:
                 if n in self.told:
                     where = format_payload_path(path)
-                    return [
-                        Finding(
-                            finding.code,
-                            f"Not applied: part of the change to {where} refused above.",
-                            "conflict",
-                        )
-                    ]
+                    message = f"Not applied: part of the change to {where} refused above."
+                    return [Finding(finding.code, message, "conflict")]
                 self.told.add(n)
                 return [finding]
         return self.guard(change)
