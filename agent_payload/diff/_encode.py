@@ -10,16 +10,7 @@ from typing import Any
 from agent_payload._jsondata import json_equal, kind_word, materialize
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
-from agent_payload.diff._context import (
-    _INF,
-    _PARTS,
-    _Ctx,
-    _Enc,
-    _only,
-    _Part,
-    _set_whole,
-    _Shared,
-)
+from agent_payload.diff._context import _INF, _PARTS, _Ctx, _Enc, _only, _Part, _set_whole, _Shared
 from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import _is_index_map

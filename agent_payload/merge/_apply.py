@@ -19,15 +19,7 @@ from agent_payload.merge._markers import _validate_markers
 from agent_payload.merge._messages import _strict_message
 from agent_payload.merge._request import _normalise_request
 from agent_payload.merge._root import _Merger
-from agent_payload.report import (
-    Change,
-    Finding,
-    Guard,
-    GuardChain,
-    Issue,
-    MergeReport,
-    MergeResult,
-)
+from agent_payload.report import Change, Finding, Guard, GuardChain, Issue, MergeReport, MergeResult
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -207,12 +207,7 @@ class _Reporter:
     # --- report helpers ---------------------------------------------------------------------
 
     def issue(
-        self,
-        code: str,
-        rlink: Link,
-        message: str,
-        plink: Link | None,
-        severity: str | None = None,
+        self, code: str, rlink: Link, message: str, plink: Link | None, severity: str | None = None
     ) -> Issue:
         """An Issue, counted against ``Limits.max_report_path_parts``."""
         rparts = materialize(rlink)

@@ -359,8 +359,7 @@ def _concurrent_error(
     first = next(iter(report.conflicts))
     more = len(report.conflicts) - 1
     return ConcurrentChangeError(
-        f"{first.path}: {first.message}" + (f" (and {more} more)" if more else ""),
-        report=report,
+        f"{first.path}: {first.message}" + (f" (and {more} more)" if more else ""), report=report
     )
 
 

@@ -7,17 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_payload._jsondata import (
-    describe,
-    format_request_path,
-    kind_word,
-)
-from agent_payload._normalise import (
-    Reactions,
-    UnknownField,
-    normalise_request,
-    reasoning_text,
-)
+from agent_payload._jsondata import describe, format_request_path, kind_word
+from agent_payload._normalise import Reactions, UnknownField, normalise_request, reasoning_text
 from agent_payload.changes import WIRE_NAMES, AgentPayloadChangeRequest
 from agent_payload.errors import InvalidChangeRequestError
 from agent_payload.merge._limits import Limits, _checked_copy

@@ -11,12 +11,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from agent_payload._jsondata import JSON_TYPES, container_positions, kind_word
-from agent_payload._normalise import (
-    Reactions,
-    UnknownField,
-    normalise_request,
-    reasoning_text,
-)
+from agent_payload._normalise import Reactions, UnknownField, normalise_request, reasoning_text
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UnknownFieldError
 from agent_payload.parse._errors import (
