@@ -455,11 +455,7 @@ def _diff_root(before: Any, after: Any, ctx: _Ctx) -> _Enc:
 
 
 def undo_change_request(
-    before: Any,
-    after: Any,
-    *,
-    marker: str = MARKER,
-    markers: Collection[str] | None = None,
+    before: Any, after: Any, *, marker: str = MARKER, markers: Collection[str] | None = None
 ) -> AgentPayloadChangeRequest:
     """The change request that turns the merged payload back into ``before``.
 

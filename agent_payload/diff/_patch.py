@@ -37,10 +37,7 @@ def _path_key(path: Sequence[str | int]) -> tuple[tuple[int, int | str], ...]:
 
 
 def to_json_patch(
-    before: Any,
-    changes: MergeResult[Any] | MergeReport | Sequence[Change],
-    *,
-    test: bool = False,
+    before: Any, changes: MergeResult[Any] | MergeReport | Sequence[Change], *, test: bool = False
 ) -> list[dict[str, Any]]:
     """An RFC 6902 JSON Patch doing exactly what a merge did: ``jsonpatch.apply_patch(before,
     patch)`` equals the merged payload.
