@@ -5,7 +5,12 @@ walk is ``_root``, ``_objects`` and ``_arrays``; ``_messages`` holds every text 
 from agent_payload._jsondata import format_request_path
 from agent_payload._normalise import WRAPPERS
 from agent_payload._paths import format_payload_path
-from agent_payload.merge._apply import apply_change_request, ineffective_parts
+from agent_payload.merge._apply import (
+    apply_change_request,
+    ineffective_parts,
+    list_validation_errors,
+    validation_errors,
+)
 from agent_payload.merge._apply import merge_checked as merge_checked  # the judge, per attempt
 from agent_payload.merge._limits import DEFAULT_LIMITS, Limits
 from agent_payload.merge._markers import (
@@ -16,7 +21,6 @@ from agent_payload.merge._markers import (
 )
 from agent_payload.merge._nodes import _is_index_map as _is_index_map  # the diff reads it
 from agent_payload.merge._rebase import Applied, rebase_change_request
-from agent_payload.merge._reconcile import list_validation_errors, validation_errors
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -1,4 +1,5 @@
-"""apply_change_request, the merge's one entry point, and ``ineffective_parts``."""
+"""apply_change_request, the merge's one entry point; ``ineffective_parts``; the validation errors
+of a merged typed payload, for messages."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypedDict, TypeVar, Unpack, overload
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agent_payload import typed as _typed
 from agent_payload._config import check_guards
@@ -247,3 +248,19 @@ def ineffective_parts(report: MergeReport, reasoning: str | None) -> list[Issue]
     if no_effect and reasoning and reasoning.strip() and not _CLAIMS_NO_CHANGE.search(reasoning):
         return no_effect
     return []
+
+
+def validation_errors(
+    exc: ValidationError, data: Any = None
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """``(payload path, message)`` for each error of a pydantic ``ValidationError``. With
+    ``data`` (the value validated), union branch tags are removed from the paths
+    (:func:`agent_payload.typed.clean_loc`) and duplicates dropped."""
+    if data is not None:
+        return _typed.validation_errors(exc, data)
+    return [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
+
+
+def list_validation_errors(errors: Sequence[tuple[Sequence[str | int], str]]) -> str:
+    """The first ten ``(payload path, message)`` pairs as one line for an error message."""
+    return "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])
