@@ -186,19 +186,17 @@ class _Grammar:
             return self._string(pos, _SSTR)
         if not char:
             raise _Damage(pos, "the reply ends where a value should be", eof=True)
-        word = _WORD.match(text, pos)
-        if word is not None:
-            if word.end() == len(text) and word.group() not in _LITERALS:
-                raise _Damage(pos, "the reply ends inside a word", eof=True)
-            return self._word(word.group(), pos), word.end()
-        raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
-
-    def _word(self, word: str, pos: int) -> Any:
+        match = _WORD.match(text, pos)
+        if match is None:
+            raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
+        word = match.group()
         if word in _LITERALS:
-            return _LITERALS[word]
+            return _LITERALS[word], match.end()
+        if match.end() == len(text):
+            raise _Damage(pos, "the reply ends inside a word", eof=True)
         if word in _PY_LITERALS:
             self.repairs["converted Python literals True/False/None to JSON"] = None
-            return _PY_LITERALS[word]
+            return _PY_LITERALS[word], match.end()
         raise _bare_word(word, pos)
 
     def _string(self, pos: int, pattern: re.Pattern[str]) -> tuple[str, int]:
