@@ -114,11 +114,9 @@ def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
     if entry is not None:
         limit, template = entry
         maximum = getattr(limits, limit)
-        shown = (
-            where
-            if len(where) <= 200
-            else f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
-        )
+        shown = where
+        if len(where) > 200:
+            shown = f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
         return LimitExceededError(
             template.format(value=problem.value, where=shown, maximum=maximum),
             limit=limit,

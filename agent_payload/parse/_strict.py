@@ -40,8 +40,7 @@ _SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 def _suspect(text: str, pos: int = 0, end: int | None = None) -> bool:
     """``_SUSPECT`` occurs in ``text[pos:end]``: a surrogate, written as an escape or as itself
     (an ASCII text with no ``\\u`` has none: a megabyte reply need not be searched)."""
-    if end is None:
-        end = len(text)
+    end = len(text) if end is None else end
     if text.isascii() and text.find("\\u", pos, end) == -1:
         return False
     return _SUSPECT.search(text, pos, end) is not None
