@@ -457,11 +457,8 @@ def _diff_root(before: Any, after: Any, ctx: _Ctx) -> _Enc:
 def undo_change_request(
     before: Any, after: Any, *, marker: str = MARKER, markers: Collection[str] | None = None
 ) -> AgentPayloadChangeRequest:
-    """The change request that turns the merged payload back into ``before``.
-
-    ``after`` is the merged payload or the ``MergeResult``. Applying the returned request to
-    the merged payload (with markers holding ``marker``) gives back ``before``: it is
-    ``diff_payloads(after, before)``, with a reasoning that says so."""
+    """The change request that turns ``after`` (the merged payload, or its ``MergeResult``) back
+    into ``before``: ``diff_payloads(after, before)``, with a reasoning that says so."""
     merged = after.payload if isinstance(after, MergeResult) else after
     return diff_payloads(
         merged, before, marker=marker, markers=markers, reasoning="Undo the previous change."

@@ -40,12 +40,10 @@ def to_json_patch(
     before: Any, changes: MergeResult[Any] | MergeReport | Sequence[Change], *, test: bool = False
 ) -> list[dict[str, Any]]:
     """An RFC 6902 JSON Patch doing exactly what a merge did: ``jsonpatch.apply_patch(before,
-    patch)`` equals the merged payload.
-
-    ``changes``: the merge's result, its report, or the report's ``changes`` (their paths and
-    values are all the patch needs: ``before`` is not read, it names the patch's other end). The
-    patch removes first, deepest and highest index first, then replaces and adds in ascending path
-    order. ``test=True`` puts a ``test`` of the old value before each remove and replace."""
+    patch)`` equals the merged payload. ``changes``: the merge's result, its report or the
+    report's ``changes`` (``before`` is not read: it names the patch's other end). Removes come
+    first (deepest and highest index first), then replaces and adds in ascending path order;
+    ``test=True`` puts a ``test`` of the old value before each remove and replace."""
     del before  # the report's paths and values are all that is needed
     changes = _changes_of(changes)
     ops: list[dict[str, Any]] = []
