@@ -140,6 +140,9 @@ def _shown(value: object) -> str:
     return f"{_json_kind(value)} {text}"
 
 
+_STRANGE = "a shape this adapter does not understand"
+
+
 @dataclass(frozen=True)
 class ResponseShape:
     """Reads the fields an adapter needs from one parsed 200 response, checking each (the SDKs
@@ -153,18 +156,20 @@ class ResponseShape:
     kind: str  # what the body should be: "chat completion", "response", "message"
     expected_server: str
 
-    def error(self, where: str, expected: str, found: object) -> ProviderError:
-        """The error for a field that does not fit (to be raised; its cause is set)."""
-        error = ProviderError(
-            f"{self.api} model {self.model!r}: the {self.kind} returned (HTTP 200) has no usable "
-            f"{where}: expected {expected}, found {_shown(found)}. The server answered with a "
-            f"shape this adapter does not understand; check that the client's base_url is "
-            f"{self.expected_server}, or try again.",
+    def _unreadable(self, what: str) -> ProviderError:
+        return ProviderError(
+            f"{self.api} model {self.model!r}: the {self.kind} returned (HTTP 200) has {what}; "
+            f"check that the client's base_url is {self.expected_server}, or try again.",
             provider=self.provider,
             status_code=200,
             retryable=False,
         )
-        error.__cause__ = ValueError(f"{where}: expected {expected}, found {_shown(found)}")
+
+    def error(self, where: str, expected: str, found: object) -> ProviderError:
+        """The error for a field that does not fit (to be raised; its cause is set)."""
+        problem = f"{where}: expected {expected}, found {_shown(found)}"
+        error = self._unreadable(f"no usable {problem}. The server answered with {_STRANGE}")
+        error.__cause__ = ValueError(problem)
         return error
 
     def field(
@@ -220,14 +225,7 @@ class ResponseShape:
         except AgentPayloadError:
             raise
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-            raise ProviderError(
-                f"{self.api} model {self.model!r}: the {self.kind} returned (HTTP 200) has a "
-                f"shape this adapter does not understand ({type(exc).__name__}: {exc}); check "
-                f"that the client's base_url is {self.expected_server}, or try again.",
-                provider=self.provider,
-                status_code=200,
-                retryable=False,
-            ) from exc
+            raise self._unreadable(f"{_STRANGE} ({type(exc).__name__}: {exc})") from exc
 
 
 class StreamBroken(Exception):

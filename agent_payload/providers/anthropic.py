@@ -84,13 +84,12 @@ def build_anthropic_client(*, async_client: bool = False, **kwargs: Any) -> Any:
     SDK (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, ...); ``kwargs`` go to the client."""
     cls = anthropic.AsyncAnthropic if async_client else anthropic.Anthropic
     try:
-        client = cls(**kwargs)
+        return cls(**kwargs)
     except anthropic.AnthropicError as exc:
         raise ConfigurationError(
             f"Could not build an {cls.__name__} client from the environment: {exc} Set "
             "ANTHROPIC_API_KEY, or pass your own client."
         ) from exc
-    return client
 
 
 MAX_CACHE_BREAKPOINTS = 4

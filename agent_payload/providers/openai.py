@@ -20,7 +20,11 @@ from agent_payload.providers._common import (
     split_system,
 )
 from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolCall
-from agent_payload.providers.openai_stream import ChatStreamReader, ResponsesStreamReader
+from agent_payload.providers.openai_stream import (
+    ChatStreamReader,
+    ResponsesStreamReader,
+    chat_tool_call,
+)
 from agent_payload.usage import Usage
 
 try:
@@ -360,14 +364,7 @@ def _chat_message(message: Message) -> dict[str, Any]:
         return {
             "role": "assistant",
             "content": message.content or None,
-            "tool_calls": [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in message.tool_calls
-            ],
+            "tool_calls": [chat_tool_call(c.id, c.name, c.arguments) for c in message.tool_calls],
         }
     return {"role": message.role, "content": message.content}
 

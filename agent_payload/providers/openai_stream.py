@@ -17,7 +17,12 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_sdk("openai", _exc) from _exc
 
-__all__ = ["ChatStreamReader", "ResponsesStreamReader"]
+__all__ = ["ChatStreamReader", "ResponsesStreamReader", "chat_tool_call"]
+
+
+def chat_tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A function call in the Chat Completions shape (an assistant message's ``tool_calls``)."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 class ChatStreamReader:
@@ -78,11 +83,7 @@ class ChatStreamReader:
         message.update((key, "".join(pieces) or None) for key, pieces in self.texts.items())
         if self.calls:
             message["tool_calls"] = [
-                {
-                    "id": call["id"] or f"call_{index}",
-                    "type": "function",
-                    "function": {"name": call["name"], "arguments": call["arguments"]},
-                }
+                chat_tool_call(call["id"] or f"call_{index}", call["name"], call["arguments"])
                 for index, call in sorted(self.calls.items())
             ]
         choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}

@@ -208,12 +208,11 @@ class BatchFakes:
         if data is None:
             return _not_found(f"file {file_id}")
         lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-        batch_id = new_id("batch_")
         now = int(time.time())
-        batch = _Batch(
-            number=next(self._numbers),
-            data={
-                "id": batch_id,
+        return self._add(
+            self._openai,
+            {
+                "id": new_id("batch_"),
                 "object": "batch",
                 "endpoint": body.get("endpoint"),
                 "input_file_id": file_id,
@@ -226,11 +225,15 @@ class BatchFakes:
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
                 **dict.fromkeys(("output_file_id", "error_file_id")),
             },
-            lines=lines,
+            lines,
         )
+
+    def _add(self, batches: dict[str, _Batch], data: dict[str, Any], lines: list[Any]) -> Route:
+        """Create the batch ``data`` of these request lines."""
+        batch = _Batch(next(self._numbers), data, lines)
         with self._lock:
-            self._openai[batch_id] = batch
-        return _json(200, batch.data)
+            batches[data["id"]] = batch
+        return _json(200, data)
 
     def _openai_cancel(self, batch_id: str) -> Route:
         with self._lock:
@@ -320,12 +323,11 @@ class BatchFakes:
     def _anthropic_create(self, raw: bytes) -> Route:
         body = json.loads(raw or b"{}")
         requests = list(body.get("requests") or [])
-        batch_id = new_id("msgbatch_")
         now = time.time()
-        batch = _Batch(
-            number=next(self._numbers),
-            data={
-                "id": batch_id,
+        return self._add(
+            self._anthropic,
+            {
+                "id": new_id("msgbatch_"),
                 "type": "message_batch",
                 "processing_status": "in_progress",
                 "request_counts": {**dict.fromkeys(_COUNTS, 0), "processing": len(requests)},
@@ -333,11 +335,8 @@ class BatchFakes:
                 "expires_at": _iso(now + 86400),
                 **dict.fromkeys(("ended_at", "archived_at", "cancel_initiated_at", "results_url")),
             },
-            lines=requests,
+            requests,
         )
-        with self._lock:
-            self._anthropic[batch_id] = batch
-        return _json(200, batch.data)
 
     def _anthropic_results(self, batch_id: str) -> Route:
         with self._lock:
@@ -385,11 +384,7 @@ class BatchFakes:
         request = server._record(
             batch=True, api=api, method="POST", path="(batch line)", headers={}, body=body, raw=b""
         )
-        try:
-            item = server._next_item(request)
-        except Exception as exc:
-            server.errors.append(exc)
-            return 500, error_body(api, 500, f"FakeProviderServer script error: {exc}")
+        item = server._next_item(request)
         if isinstance(item, Fault):
             code = item.status_code if item.kind == "status" else 500
             message = item.body or f"FakeProviderServer injected HTTP {code}"

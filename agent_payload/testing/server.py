@@ -137,27 +137,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
             message = f"FakeProviderServer: no route {self.command} {path}"
             self._send_error("chat.completions", 404, message)
         else:
-            try:
-                item = fake._next_item(request)
-            except Exception as exc:  # a script error must reach the test, not hang the client
-                fake.errors.append(exc)
-                self._send_error(api, 500, f"FakeProviderServer script error: {exc}")
-                return
-            self._answer(item, request)
+            self._answer(fake._next_item(request), request)
 
     do_GET = do_POST = _handle
 
     def _answer(self, item: str | Reply | Fault, request: FakeRequest) -> None:
         if isinstance(item, Fault):
             self._fault(item, request)
-            return
-        if not isinstance(item, str | Reply):
-            exc = TypeError(
-                f"FakeProviderServer: script item for request #{request.index} is a "
-                f"{type(item).__name__}; expected a str, a Reply or a Fault."
-            )
-            self.server.fake.errors.append(exc)
-            self._send_error(request.api, 500, str(exc))
             return
         reply = resolve_reply(item, request)
         if request.stream:
@@ -167,6 +153,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _fault(self, fault: Fault, request: FakeRequest) -> None:
         reply = resolve_reply(fault.then or "{}", request)  # what the fault spoils, if anything
+        mid_stream = fault.body or "FakeProviderServer injected an error mid-stream"
         if fault.kind == "status":
             self._send_status(fault, request.api)
         elif fault.kind == "delay":
@@ -187,8 +174,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 if not fault.clean:
                     self._abort()
             else:
-                message = fault.body or "FakeProviderServer injected an error mid-stream"
-                error = error_event(request.api, message, sequence_number=len(sent))
+                error = error_event(request.api, mid_stream, sequence_number=len(sent))
                 self._send_stream([*sent, error])
         elif fault.kind == "trickle":
             events = stream_events(reply, request)
@@ -198,8 +184,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 with contextlib.suppress(OSError):
                     self._send_json(200, BUILDERS[request.api](reply, request))
         elif fault.kind == "stream_error":
-            message = fault.body or "FakeProviderServer injected an error mid-stream"
-            self._send_error(request.api, 500, message)
+            self._send_error(request.api, 500, mid_stream)
         elif fault.kind in ("reset", "cut_short", "stream_cut"):
             data = json.dumps(BUILDERS[request.api](reply, request)).encode()
             self._head(200, {"content-type": "application/json", "content-length": str(len(data))})
@@ -327,8 +312,6 @@ class FakeProviderServer:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         """Set (and replaced) by ``reset()`` and ``close()``: wakes the delayed answers."""
-        self._requests: list[FakeRequest] = []
-        self._batch_requests: list[FakeRequest] = []
         self._forget(replies, handler, caller="FakeProviderServer(replies)")
         self._server = _Server(self)
         host, port = self._server.server_address[:2]
@@ -376,14 +359,12 @@ class FakeProviderServer:
         self._drop_connections()
         with self._lock:
             self._wake = threading.Event()
-            self._requests = []
-            self._batch_requests = []
         self._forget(replies, handler, caller="FakeProviderServer.reset(replies)")
 
     def _forget(
         self, replies: Iterable[ScriptItem], handler: Handler | None, *, caller: str
     ) -> None:
-        """A fresh script, errors, batches and batch knobs."""
+        """A fresh script, requests, errors, batches and batch knobs."""
         if isinstance(replies, str):
             raise TypeError(
                 f"{caller}: expected a sequence of script items, got one str; wrap it in a list."
@@ -405,6 +386,8 @@ class FakeProviderServer:
         with self._lock:
             self._queue: deque[ScriptItem] = deque(replies)
             self._handler: Handler | None = handler
+            self._requests: list[FakeRequest] = []
+            self._batch_requests: list[FakeRequest] = []
 
     def add(self, *items: ScriptItem) -> None:
         """Append items to the reply queue."""
@@ -445,16 +428,35 @@ class FakeProviderServer:
             return request
 
     def _next_item(self, request: FakeRequest) -> ScriptItem:
-        with self._lock:
-            if self._queue:
-                return self._queue.popleft()
-            handler = self._handler
-        if handler is not None:
-            return handler(request)
-        raise ScriptExhaustedError(
-            f"FakeProviderServer: request #{request.index} ({request.method} {request.path}) "
-            "arrived but the script is empty; add replies or a handler."
+        """The next script item; a script error is kept in ``errors`` and answered with an HTTP
+        500 the SDK does not retry (it must reach the test, not hang the client)."""
+        try:
+            with self._lock:
+                queued = bool(self._queue)
+                item = self._queue.popleft() if queued else None
+                handler = self._handler
+            if not queued:
+                if handler is None:
+                    raise ScriptExhaustedError(
+                        f"FakeProviderServer: request #{request.index} ({request.method} "
+                        f"{request.path}) arrived but the script is empty; add replies or a "
+                        "handler."
+                    )
+                item = handler(request)
+        except Exception as exc:
+            return self._script_error(exc, f"FakeProviderServer script error: {exc}")
+        if isinstance(item, str | Reply | Fault):
+            return item
+        error = TypeError(
+            f"FakeProviderServer: script item for request #{request.index} is a "
+            f"{type(item).__name__}; expected a str, a Reply or a Fault."
         )
+        return self._script_error(error, str(error))
+
+    def _script_error(self, exc: Exception, message: str) -> Fault:
+        self.errors.append(exc)
+        no_retry = (("x-should-retry", "false"),)
+        return Fault(kind="status", status_code=500, body=message, headers=no_retry)
 
     # -- lifecycle --
 
