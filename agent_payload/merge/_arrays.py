@@ -132,15 +132,11 @@ class _ArrayWalker(_Walker):
                 below = _Site(child, u_desc, ni, x_desc, io, ir, ul, nl, xl)
                 yield self.walk_object(below) if kind == _OBJ else self.walk_array(below)
 
-        if placed:
+        if deleted and not placed and len(deleted) <= 16:
+            for i in reversed(deleted):
+                del a[i]
+        elif deleted or placed:
             self.rebuild(a, length, deleted, placed)
-        elif deleted:
-            if len(deleted) <= 16:
-                for i in reversed(deleted):
-                    del a[i]
-            else:
-                gone = set(deleted)
-                a[:] = [v for i, v in enumerate(a) if i not in gone]
 
         # 3. beyond the end of a positional update array
         if type(ua) is list and len(ua) > length:
