@@ -35,8 +35,7 @@ class _ArrayWalker(_Walker):
         u_at: dict[int, tuple[Any, Link]] = {}
         x_at: dict[int, tuple[Any, Link]] = {}
         if type(ua) is list:
-            for i in range(min(len(ua), length)):
-                u_at[i] = (ua[i], (ulink, i))
+            u_at = {i: (ua[i], (ulink, i)) for i in range(min(len(ua), length))}
         elif ua:
             for key, value in ua.items():
                 idx = _index_below(key, length)
@@ -47,8 +46,7 @@ class _ArrayWalker(_Walker):
                 else:
                     u_at[idx] = (value, (ulink, key))
         if type(xa) is list:
-            for i in range(min(len(xa), length)):
-                x_at[i] = (xa[i], (xlink, i))
+            x_at = {i: (xa[i], (xlink, i)) for i in range(min(len(xa), length))}
             for j in range(length, len(xa)):
                 self.removal_beyond_end(xa[j], (xlink, j), j, length, olink)
         elif xa:
