@@ -421,8 +421,7 @@ def _strict_message(report: MergeReport) -> str:
         f"{_plural(len(report.conflicts), 'conflict')} in the change request; nothing was "
         "applied (strict mode):"
     ]
-    for issue in report.conflicts[:20]:
-        lines.append(f"  {issue.code} at {issue.path}: {issue.message}")
+    lines += [f"  {issue.code} at {issue.path}: {issue.message}" for issue in report.conflicts[:20]]
     if len(report.conflicts) > 20:
         lines.append(f"  ... and {len(report.conflicts) - 20} more (see .report.conflicts)")
     return "\n".join(lines)

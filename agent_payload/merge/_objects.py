@@ -5,6 +5,7 @@ call per step per key would cost on the hot path; the steps are numbered."""
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 from agent_payload._jsondata import Link, describe
@@ -20,11 +21,7 @@ class _ObjectWalker(_Walker):
         x: dict[str, Any] | None = site.remove
         olink, rlink = site.at, site.result_at
         ulink, nlink, xlink = site.update_at, site.new_at, site.remove_at
-        keys: dict[str, None] = {}
-        for bucket in (x, u, n):
-            if bucket:
-                keys.update(dict.fromkeys(bucket))
-        for k in keys:
+        for k in dict.fromkeys(chain(x or (), u or (), n or ())):  # each key once, in that order
             xv = x.get(k, _MISSING) if x else _MISSING
             uv = u.get(k, _MISSING) if u else _MISSING
             nv = n.get(k, _MISSING) if n else _MISSING
