@@ -6,15 +6,13 @@ from __future__ import annotations
 import marshal
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise, repeat
 from typing import Any
 
 from agent_payload.diff._data import _KEY_ENCODER
 
-
-def _json_key(value: Any) -> str:
-    return _KEY_ENCODER.encode(value)
+_json_key: Callable[[Any], str] = _KEY_ENCODER.encode
 
 
 def _iterative_key(value: Any) -> str:
@@ -54,21 +52,16 @@ class _Token:
 def _element_keys(values: list[Any], plain: bool) -> list[Any]:
     """One key per element, equal for JSON-equal elements (``1`` and ``1.0`` may differ: the diff
     then finds nothing to change): ``marshal`` bytes for plain data (fast, exact about types),
-    else canonical JSON, where a subclass could hide behind equal bytes.
-    """
+    else canonical JSON, where a subclass could hide behind equal bytes."""
     if plain:
         try:
             return list(map(marshal.dumps, values, repeat(2, len(values))))
         except ValueError:  # nested deeper than marshal goes
-            return [_deep_safe_key(_marshal_key, v) for v in values]
+            return [_deep_safe_key(lambda v: marshal.dumps(v, 2), v) for v in values]
     try:
         return [_json_key(v) for v in values]
     except RecursionError:
         return [_deep_safe_key(_json_key, v) for v in values]
-
-
-def _marshal_key(value: Any) -> bytes:
-    return marshal.dumps(value, 2)
 
 
 def _deep_safe_key(key: Any, value: Any) -> Any:
@@ -90,8 +83,7 @@ programming; larger ones patience anchors (elements unique on both sides)."""
 def _lcs_pairs(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
     """Pairs ``(i, j)`` with ``a[i] == b[j]``, increasing in both: an exact LCS for small
     regions, patience anchors for large ones, in O((n + m) log(n + m)) within a work budget
-    (past it, the rest stays unmatched: correct, just less minimal).
-    """
+    (past it, the rest stays unmatched: correct, just less minimal)."""
     out: list[tuple[int, int]] = []
     budget = 32 * (len(a) + len(b)) + _SMALL_LCS
     stack = [(0, len(a), 0, len(b))]

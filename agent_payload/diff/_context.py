@@ -65,9 +65,8 @@ class _Enc:
 
 @dataclass(slots=True)
 class _Shared:
-    """What both passes of ``diff_payloads`` share: element keys and alignments of arrays
-    (keyed by the identity of the payload's lists, alive for the whole call), depths and
-    lengths of the payload's containers."""
+    """What both passes of ``diff_payloads`` share, keyed by the identity of the payloads'
+    containers (alive for the whole call): element keys, alignments, depths and lengths."""
 
     plain: bool
     depth: int  # the depth of the deeper payload: no value in either is deeper
@@ -110,9 +109,8 @@ class _Shared:
         return json_equal(a, b)
 
     def deep_equal(self, a: Any, b: Any) -> bool:
-        """``json_equal`` for deep payloads, remembering the answer for every pair of
-        containers compared on the way: the diff asks again one level down at each level of
-        a deep change, which would otherwise cost the depth squared."""
+        """``json_equal`` for deep payloads, remembering every pair of containers compared (the
+        diff asks again one level down at each level of a deep change: the depth squared)."""
         memo = self.equal
         found = memo.get((id(a), id(b)))
         if found is not None:
@@ -195,8 +193,7 @@ class _Shared:
     ) -> list[tuple[int, int, int, int]]:
         """``(i, j, pi, pj)`` for each pair where something may happen (it or the pair before it
         differs, or a gap lies before it), with the pair before it; ``(len(c), len(t), ...)`` ends
-        the list. The encoder skips the other pairs: few edits in a long array cost one pass.
-        """
+        the list. The encoder skips the other pairs: few edits in a long array cost one pass."""
         found = self.event_lists.get((id(c), id(t), kind))
         if found is not None:
             return found

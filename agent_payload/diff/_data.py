@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, Final
 
 from agent_payload._jsondata import json_data, locate_problem, not_json_message
 from agent_payload._paths import format_payload_path
@@ -20,14 +20,7 @@ MAX_DIFF_DEPTH = 200
 no deeper. Payloads may be deeper (as deep as the merge accepts) where nothing changes."""
 
 
-class _Missing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-_MISSING: Any = _Missing()
+_MISSING: Final[Any] = object()
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -55,9 +48,7 @@ _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
 
 def _plain_json(value: Any) -> int | None:
     """The depth of ``value`` when it is JSON data of the exact types (string keys, finite
-    floats); None: look closer. Level by level, bounded by ``Limits.max_nodes`` (so a cycle ends
-    it).
-    """
+    floats); None: look closer. Bounded by ``Limits.max_nodes`` (so a cycle ends it)."""
     level = [value]
     depth = 0
     budget = DEFAULT_LIMITS.max_nodes
@@ -87,16 +78,25 @@ def _plain_json(value: Any) -> int | None:
     return depth
 
 
-def _check_json(value: Any, what: str) -> tuple[bool, int]:
-    """Raise ``InvalidPayloadError`` (naming the path) for non-JSON data, a cycle, or more
-    values than the merge accepts (``LimitExceededError``). Any depth is fine (iterative).
-    Returns whether the data holds no subclass of the JSON types, and its depth."""
+def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
+    """The data (a pydantic model dumped in JSON mode, ``None`` as ``{}``), whether it holds no
+    subclass of the JSON types (``_plain_json``) and its depth; raises for a root that is not a
+    container, data that is not JSON (naming the path) or more than the merge accepts."""
+    value = json_data(value)
+    if value is None:
+        return {}, True, 1
+    if not isinstance(value, dict | list):
+        raise InvalidPayloadError(
+            f"{what}: expected an object or an array at the root, found a "
+            f"{type(value).__name__}; wrap the value in an object.",
+            path=(),
+        )
     depth = _plain_json(value)
     if depth is not None:
-        return True, depth
+        return value, True, depth
     problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)
     if problem is None:
-        return False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
+        return value, False, _depth(value)  # JSON data, with subclasses (a str enum, ...)
     where = format_payload_path(problem.path)
     if problem.kind == "nodes":
         raise LimitExceededError(
@@ -108,18 +108,3 @@ def _check_json(value: Any, what: str) -> tuple[bool, int]:
             path=where,
         )
     raise InvalidPayloadError(not_json_message(problem, f"The {what}", where), path=problem.path)
-
-
-def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
-    """Pydantic models dumped in JSON mode; ``None`` is ``{}``; the root must be a container.
-    Returns the data, whether it is plain (``_plain_json``) and its depth."""
-    value = json_data(value)
-    if value is None:
-        return {}, True, 1
-    if not isinstance(value, dict | list):
-        raise InvalidPayloadError(
-            f"{what}: expected an object or an array at the root, found a "
-            f"{type(value).__name__}; wrap the value in an object.",
-            path=(),
-        )
-    return (value, *_check_json(value, what))

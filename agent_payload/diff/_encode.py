@@ -1,53 +1,20 @@
 """``diff_payloads``: the walk over objects and arrays choosing the cheapest encoding, and the
-assembly of the buckets into an ``AgentPayloadChangeRequest``."""
+assembly of the buckets into an ``AgentPayloadChangeRequest``; ``undo_change_request``, a diff."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from agent_payload._jsondata import json_equal, materialize
+from agent_payload._jsondata import json_equal, kind_word, materialize
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, AgentPayloadChangeRequest
-from agent_payload.diff._context import (
-    _BUCKET_COST,
-    _INF,
-    _PARTS,
-    _Ctx,
-    _Enc,
-    _only,
-    _Part,
-    _set_whole,
-    _Shared,
-)
+from agent_payload.diff._context import _INF, _PARTS, _Ctx, _Enc, _only, _Part, _set_whole, _Shared
 from agent_payload.diff._data import _MISSING, MAX_DIFF_DEPTH, _as_data, _dumps
 from agent_payload.errors import ConfigurationError, InvalidPayloadError, LimitExceededError
 from agent_payload.merge import _is_index_map
-
-
-class _ObjectBuilder:
-    """Collects the entries of one object node in each bucket, with running costs."""
-
-    __slots__ = ("costs", "parts")
-
-    def __init__(self) -> None:
-        self.parts: dict[_Part, dict[str, Any]] = {"u": {}, "x": {}, "n": {}, "r": {}}
-        self.costs: dict[_Part, int] = {"u": 2, "x": 2, "n": 2, "r": 2}
-
-    def add(self, key: str, key_cost: int, enc: _Enc) -> None:
-        for part in _PARTS:
-            value, cost = enc.get(part)
-            if value is not _MISSING:
-                self.parts[part][key] = value
-                self.costs[part] += key_cost + 2 + cost
-
-    def build(self) -> _Enc:
-        enc = _Enc()
-        for part in _PARTS:
-            if self.parts[part]:
-                enc.set(part, self.parts[part], self.costs[part])
-        return enc
+from agent_payload.report import MergeResult
 
 
 def _diff_object(
@@ -57,11 +24,13 @@ def _diff_object(
     (None: impossible in place)."""
     if depth + 1 > MAX_DIFF_DEPTH:
         return None
-    out = _ObjectBuilder()
+    parts: dict[_Part, dict[str, Any]] = {"u": {}, "x": {}, "n": {}, "r": {}}
+    costs = dict.fromkeys(_PARTS, 2)
     marker_cost = len(ctx.marker) + 2
     for k in c:
         if k not in t:
-            out.add(k, len(_dumps(k)), _Enc(u=ctx.marker, cu=marker_cost))
+            parts["u"][k] = ctx.marker
+            costs["u"] += len(_dumps(k)) + 2 + marker_cost
     for k, tv in t.items():
         if k in c:
             cv = c[k]
@@ -73,8 +42,17 @@ def _diff_object(
         if not cands:
             return None
         key_cost = len(_dumps(k))
-        out.add(k, key_cost, min(cands, key=lambda e: e.entry_cost(key_cost)))
-    return out.build()
+        best = min(cands, key=lambda e: e.entry_cost(key_cost))
+        for part in _PARTS:
+            value, cost = best.get(part)
+            if value is not _MISSING:
+                parts[part][k] = value
+                costs[part] += key_cost + 2 + cost
+    out = _Enc()
+    for part in _PARTS:
+        if parts[part]:
+            out.set(part, parts[part], costs[part])
+    return out
 
 
 def _add_candidates(tv: Any, *, reach_n: bool, top: bool, depth: int, ctx: _Ctx) -> list[_Enc]:
@@ -166,13 +144,27 @@ def _diff_array(
         positional = list(zip(range(short), range(short), strict=True))
         if positional != pairs:
             candidates.append(shared.events(c, t, "positional", positional))
+
     memo: dict[tuple[int, int, bool], _Enc | None] = {}
+
+    def change_at(i: int, j: int, reach_n: bool) -> _Enc | None:
+        # A marker at a position deletes the element; newElements reaches a nested array only
+        # through an index map (MERGE.md section 8), never a list.
+        key = (i, j, reach_n)
+        if key not in memo:
+            memo[key] = (
+                None
+                if ctx.is_sensitive(t[j])
+                else _change(c[i], t[j], reach_n=reach_n, list_n=False, depth=depth + 1, ctx=ctx)
+            )
+        return memo[key]
+
     best: _Enc | None = None
     best_cost = 0
     for events in candidates:
         # Originals not paired are deleted, pairs that differ changed in place (or deleted and
         # inserted again), targets not paired inserted before the next kept original or appended.
-        walked = _walk_events(c, t, events, memo, reach_n=reach_n, depth=depth, ctx=ctx)
+        walked = _walk_events(c, t, events, change_at, reach_n=reach_n, depth=depth, ctx=ctx)
         if walked is None:
             continue
         cand = _array_buckets(t, n, *walked, reach_n=reach_n, list_n=list_n, depth=depth, ctx=ctx)
@@ -188,15 +180,14 @@ def _walk_events(
     c: list[Any],
     t: list[Any],
     events: list[tuple[int, int, int, int]],
-    memo: dict[tuple[int, int, bool], _Enc | None],
+    change_at: Callable[[int, int, bool], _Enc | None],
     *,
     reach_n: bool,
     depth: int,
     ctx: _Ctx,
 ) -> tuple[_Entries, _Entries, _Entries, dict[int, list[int]]] | None:
-    """The entries of one alignment, walked event by event: deletions and in-place changes
-    in ``u``/``x``, descents in newElements, and the insertion runs (target indices by the
-    key they are inserted before); None when the alignment cannot be written here."""
+    """One alignment's entries: deletions and in-place changes (``u``, ``x``), descents in
+    newElements, insertion runs by key; None when it cannot be written here."""
     n = len(c)
     ck = ctx.shared.element_keys(c)
     tk = ctx.shared.element_keys(t)
@@ -220,10 +211,10 @@ def _walk_events(
         run_before = j - prev_j > 1
         enc: _Enc | None = None
         if i < n and ck[i] != tk[j] and not ctx.shared.same(c[i], t[j]):
-            enc = _memo_change(memo, c, t, i, j, reach_n=reach_n, depth=item_depth, ctx=ctx)
+            enc = change_at(i, j, reach_n)
             if enc is not None and enc.n is not _MISSING and run_before and i == prev_i + 1:
                 # The insertion before i needs key i, which this element's descent holds.
-                enc = _memo_change(memo, c, t, i, j, reach_n=False, depth=item_depth, ctx=ctx)
+                enc = change_at(i, j, False)
             if reach_n:
                 # Deleting it and inserting t[j] instead: cheaper? (Not measured when the
                 # change costs less than any insertion could.)
@@ -266,26 +257,26 @@ def _array_buckets(
     depth: int,
     ctx: _Ctx,
 ) -> _Enc | None:
-    """The cheapest buckets for the walked entries of an array of ``n`` originals: the
-    insertion runs as a newElements index map, a positional newElements list or appended past
-    the end of a positional updateElements."""
+    """The cheapest buckets for an array of ``n`` originals: insertion runs as a newElements
+    index map, a positional newElements list, or appended past a positional updateElements."""
     item_depth = depth + 1  # an element's path depth
+    x_val, x_cost = _cheaper_form(x, n)
+    u_val, u_cost = _cheaper_form(u, n)
+    options: list[_Enc] = []
+
+    def option(uv: Any, cu: int, nv: Any, cn: int) -> None:
+        options.append(_Enc(u=uv, x=x_val, n=nv, cu=cu, cx=x_cost, cn=cn))
+
     # Insertion runs: the key is the next kept original (n at the end), or the first deleted
     # original before it when that element's descent holds its key.
-    out = _Enc()
-    if x:
-        out.x, out.cx = _cheaper_form(x, n)
-    tail = runs.pop(n, None) if n in runs else None
+    tail = runs.pop(n, None)
     for key, targets in runs.items():
         n_entries[key] = _run_value(t, targets, item_depth + 1, ctx)
-    options: list[tuple[int, Any, int, Any, int]] = []  # (total, u, cu, n, cn)
-    u_val, u_cost = _cheaper_form(u, n) if u else (_MISSING, 0)
     if reach_n or tail is None:
         entries = dict(n_entries)
         if tail is not None:
             entries[n] = _run_value(t, tail, item_depth + 1, ctx)
-        n_val, n_cost = _index_map(entries) if entries else (_MISSING, 0)
-        options.append((_total(u_val, u_cost, n_val, n_cost), u_val, u_cost, n_val, n_cost))
+        option(u_val, u_cost, *_index_map(entries))
         if (
             tail is not None
             and list_n
@@ -293,8 +284,7 @@ def _array_buckets(
             and not any(isinstance(t[j], dict) and not t[j] for j in tail)
         ):
             # Appended only: a positional newElements list (its {} items would be skipped).
-            items, n_cost = _run_value(t, tail, item_depth, ctx)
-            options.append((_total(u_val, u_cost, items, n_cost), u_val, u_cost, items, n_cost))
+            option(u_val, u_cost, *_run_value(t, tail, item_depth, ctx))
     if tail is not None and not any(
         ctx.is_sensitive(t[j]) or (isinstance(t[j], dict) and not t[j]) for j in tail
     ):
@@ -307,40 +297,13 @@ def _array_buckets(
         for j in tail:
             positional.append(t[j])
             cost += ctx.lit(t[j], item_depth) + 1
-        n_val, n_cost = _index_map(n_entries) if n_entries else (_MISSING, 0)
-        options.append((_total(positional, cost, n_val, n_cost), positional, cost, n_val, n_cost))
-    if not options:
-        return None
-    _, out.u, out.cu, out.n, out.cn = min(options, key=lambda o: o[0])
-    return out
+        option(positional, cost, *_index_map(n_entries))
+    return min(options, key=_Enc.total) if options else None
 
 
 def _size(value: Any) -> int:
     """How many items a container holds (0 for a primitive): a cheap lower bound on length."""
     return len(value) if isinstance(value, dict | list) else 0
-
-
-def _memo_change(
-    memo: dict[tuple[int, int, bool], _Enc | None],
-    c: list[Any],
-    t: list[Any],
-    i: int,
-    j: int,
-    *,
-    reach_n: bool,
-    depth: int,
-    ctx: _Ctx,
-) -> _Enc | None:
-    key = (i, j, reach_n)
-    if key not in memo:
-        # A marker at a position deletes the element; newElements reaches a nested array only
-        # through an index map (MERGE.md section 8), never a list.
-        memo[key] = (
-            None
-            if ctx.is_sensitive(t[j])
-            else _change(c[i], t[j], reach_n=reach_n, list_n=False, depth=depth, ctx=ctx)
-        )
-    return memo[key]
 
 
 def _run_value(t: list[Any], targets: list[int], depth: int, ctx: _Ctx) -> tuple[Any, int]:
@@ -349,25 +312,20 @@ def _run_value(t: list[Any], targets: list[int], depth: int, ctx: _Ctx) -> tuple
     return items, 1 + sum(ctx.lit(v, depth) + 1 for v in items)
 
 
-def _index_map(entries: Mapping[int, tuple[Any, int]]) -> tuple[dict[str, Any], int]:
+def _index_map(entries: Mapping[int, tuple[Any, int]]) -> tuple[Any, int]:
+    if not entries:
+        return _MISSING, 0
     cost = 1
     for i, (_, vcost) in entries.items():
         cost += vcost + len(str(i)) + 4
     return {str(i): entries[i][0] for i in sorted(entries)}, cost
 
 
-def _total(u_val: Any, u_cost: int, n_val: Any, n_cost: int) -> int:
-    total = 0
-    if u_val is not _MISSING:
-        total += u_cost + _BUCKET_COST
-    if n_val is not _MISSING:
-        total += n_cost + _BUCKET_COST
-    return total
-
-
 def _cheaper_form(entries: Mapping[int, tuple[Any, int]], length: int) -> tuple[Any, int]:
     """A positional array (``{}`` for untouched positions) or an index map, whichever is
-    shorter (ties go to the positional form the seed teaches)."""
+    shorter (ties go to the positional form the seed teaches); ``_MISSING`` for none."""
+    if not entries:
+        return _MISSING, 0
     last = max(entries)
     pos_cost = 1 + sum(cost + 1 for _, cost in entries.values()) + 3 * (last + 1 - len(entries))
     index_map = _index_map(entries)
@@ -398,9 +356,8 @@ def _too_deep(before: Any, after: Any) -> LimitExceededError:
 
 
 def _first_difference(a: Any, b: Any) -> list[str | int]:
-    """The path of the first place (depth first) where ``a`` and ``b`` differ: a key or
-    element present on one side only, or values that differ and are not both containers of
-    the same kind; ``[]`` if they are equal."""
+    """The path of the first place (depth first) where ``a`` and ``b`` differ (a key or element
+    on one side only, or unequal values not both containers of one kind); ``[]``: equal."""
     stack: list[tuple[Any, Any, Any]] = [(a, b, None)]  # (old, new, linked path)
     while stack:
         x, y, link = stack.pop()
@@ -445,8 +402,7 @@ def diff_payloads(
     will run with (default: ``DEFAULT_MARKERS`` plus ``marker``). Payloads: dicts, lists, ``None``
     (``{}``) or pydantic models. Raises ``InvalidPayloadError`` for non-JSON data or roots of
     different kinds, ``ConfigurationError`` for a bad marker, ``LimitExceededError`` for a change
-    nested deeper than ``MAX_DIFF_DEPTH`` or a payload larger than the merge accepts.
-    """
+    nested deeper than ``MAX_DIFF_DEPTH`` or a payload larger than the merge accepts."""
     if not isinstance(marker, str) or not marker:
         raise ConfigurationError(
             f"diff_payloads: expected a non-empty string as marker, found {marker!r}."
@@ -461,8 +417,8 @@ def diff_payloads(
     after, plain_after, depth_after = _as_data(new, "new payload")
     if isinstance(before, dict) != isinstance(after, dict):
         raise InvalidPayloadError(
-            f"diff_payloads: the old payload is an {_kind(before)} and the new one an "
-            f"{_kind(after)}; a change request cannot change the kind of the root. Wrap both "
+            f"diff_payloads: the old payload is {kind_word(before)} and the new one "
+            f"{kind_word(after)}; a change request cannot change the kind of the root. Wrap both "
             "in an object to replace one by the other.",
             path=(),
         )
@@ -484,10 +440,6 @@ def diff_payloads(
     return best
 
 
-def _kind(value: Any) -> str:
-    return "object" if isinstance(value, dict) else "array"
-
-
 def _diff_root(before: Any, after: Any, ctx: _Ctx) -> _Enc:
     if isinstance(before, dict):
         enc = _diff_object(before, after, reach_n=True, top=True, depth=0, ctx=ctx)
@@ -500,3 +452,14 @@ def _diff_root(before: Any, after: Any, ctx: _Ctx) -> _Enc:
             return whole
     assert enc is not None  # deleting every element and inserting the rest always works
     return enc
+
+
+def undo_change_request(
+    before: Any, after: Any, *, marker: str = MARKER, markers: Collection[str] | None = None
+) -> AgentPayloadChangeRequest:
+    """The change request that turns ``after`` (the merged payload, or its ``MergeResult``) back
+    into ``before``: ``diff_payloads(after, before)``, with a reasoning that says so."""
+    merged = after.payload if isinstance(after, MergeResult) else after
+    return diff_payloads(
+        merged, before, marker=marker, markers=markers, reasoning="Undo the previous change."
+    )

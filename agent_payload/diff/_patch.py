@@ -37,44 +37,29 @@ def _path_key(path: Sequence[str | int]) -> tuple[tuple[int, int | str], ...]:
 
 
 def to_json_patch(
-    before: Any,
-    changes: MergeResult[Any] | MergeReport | Sequence[Change],
-    *,
-    test: bool = False,
+    before: Any, changes: MergeResult[Any] | MergeReport | Sequence[Change], *, test: bool = False
 ) -> list[dict[str, Any]]:
     """An RFC 6902 JSON Patch doing exactly what a merge did: ``jsonpatch.apply_patch(before,
-    patch)`` equals the merged payload.
-
-    ``changes``: the merge's result, its report, or the report's ``changes`` (their paths and
-    values are all the patch needs: ``before`` is not read, it names the patch's other end). The
-    patch removes first, deepest and highest index first, then replaces and adds in ascending path
-    order. ``test=True`` puts a ``test`` of the old value before each remove and replace.
-    """
+    patch)`` equals the merged payload. ``changes``: the merge's result, its report or the
+    report's ``changes`` (``before`` is not read: it names the patch's other end). Removes come
+    first (deepest and highest index first), then replaces and adds in ascending path order;
+    ``test=True`` puts a ``test`` of the old value before each remove and replace."""
     del before  # the report's paths and values are all that is needed
     changes = _changes_of(changes)
     ops: list[dict[str, Any]] = []
-    deletes = sorted(
-        (ch for ch in changes if ch.op == "delete"),
-        key=lambda ch: _path_key(ch.path),
-        reverse=True,
-    )
-    for ch in deletes:
+    deletes = [ch for ch in changes if ch.op == "delete"]
+    writes = [ch for ch in changes if ch.op != "delete"]
+    deletes.sort(key=lambda ch: _path_key(ch.path), reverse=True)
+    writes.sort(key=lambda ch: _path_key(ch.path))
+    for ch in deletes + writes:
         pointer = json_pointer(ch.path)
-        if test:
+        if test and ch.op != "add":
             ops.append({"op": "test", "path": pointer, "value": _copy(ch.old)})
-        ops.append({"op": "remove", "path": pointer})
-    writes = sorted(
-        (ch for ch in changes if ch.op != "delete"),
-        key=lambda ch: _path_key(ch.path),
-    )
-    for ch in writes:
-        pointer = json_pointer(ch.path)
-        if ch.op == "update":
-            if test:
-                ops.append({"op": "test", "path": pointer, "value": _copy(ch.old)})
-            ops.append({"op": "replace", "path": pointer, "value": _copy(ch.new)})
+        if ch.op == "delete":
+            ops.append({"op": "remove", "path": pointer})
         else:
-            ops.append({"op": "add", "path": pointer, "value": _copy(ch.new)})
+            op = "replace" if ch.op == "update" else "add"
+            ops.append({"op": op, "path": pointer, "value": _copy(ch.new)})
     return ops
 
 

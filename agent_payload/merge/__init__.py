@@ -1,15 +1,16 @@
-"""The pure merge engine: apply a change request to a payload (docs/MERGE.md is the contract).
-
-``apply_change_request`` returns a ``MergeResult``: the merged payload and a report of effective
-changes, warnings and conflicts. No I/O. Modules: ``_apply`` (the entry point), ``_request``,
-``_limits``, ``_markers``, the walk (``_root``, ``_objects``, ``_arrays``, ``_walk``), ``_messages``
-(every message the model reads), ``_nodes``, ``_rebase``, ``_reconcile``.
-"""
+"""The pure merge engine (no I/O): ``apply_change_request`` merges a change request into a
+payload and reports effective changes, warnings and conflicts; docs/MERGE.md is the contract. The
+walk is ``_root``, ``_objects`` and ``_arrays``; ``_messages`` holds every text the model reads."""
 
 from agent_payload._jsondata import format_request_path
 from agent_payload._normalise import WRAPPERS
 from agent_payload._paths import format_payload_path
-from agent_payload.merge._apply import apply_change_request, ineffective_parts
+from agent_payload.merge._apply import (
+    apply_change_request,
+    ineffective_parts,
+    list_validation_errors,
+    validation_errors,
+)
 from agent_payload.merge._apply import merge_checked as merge_checked  # the judge, per attempt
 from agent_payload.merge._limits import DEFAULT_LIMITS, Limits
 from agent_payload.merge._markers import (
@@ -20,7 +21,6 @@ from agent_payload.merge._markers import (
 )
 from agent_payload.merge._nodes import _is_index_map as _is_index_map  # the diff reads it
 from agent_payload.merge._rebase import Applied, rebase_change_request
-from agent_payload.merge._reconcile import list_validation_errors, validation_errors
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -1,4 +1,5 @@
-"""apply_change_request, the merge's one entry point, and ``ineffective_parts``."""
+"""apply_change_request, the merge's one entry point; ``ineffective_parts``; the validation errors
+of a merged typed payload, for messages."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypedDict, TypeVar, Unpack, overload
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agent_payload import typed as _typed
 from agent_payload._config import check_guards
@@ -14,21 +15,12 @@ from agent_payload._jsondata import json_data
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConfigurationError, MergeConflictError
-from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _check_root, _checked_copy
 from agent_payload.merge._markers import _validate_markers
 from agent_payload.merge._messages import _strict_message
-from agent_payload.merge._nodes import _ARR, _OBJ, _kind
 from agent_payload.merge._request import _normalise_request
 from agent_payload.merge._root import _Merger
-from agent_payload.report import (
-    Change,
-    Finding,
-    Guard,
-    GuardChain,
-    Issue,
-    MergeReport,
-    MergeResult,
-)
+from agent_payload.report import Change, Finding, Guard, GuardChain, Issue, MergeReport, MergeResult
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -78,37 +70,26 @@ def apply_change_request(
 ) -> MergeResult[Any]:
     """Merge ``change_request`` into ``payload`` as docs/MERGE.md says; return payload and report.
 
-    ``payload``: a dict or a list (JSON data), ``None`` (``{}``), or a pydantic model instance
-    (dumped in JSON mode by alias, merged, validated back into its class; its type must round-trip
-    exactly, see :mod:`agent_payload.typed`; a validation failure raises
-    ``PayloadValidationError`` with ``(payload_path, message)`` errors, and a refused consequence
-    of validation refuses the whole typed result). Anything else, or data that is not JSON
-    anywhere inside (a tuple, a non-string key, NaN, a cycle), raises ``InvalidPayloadError``
-    naming its path.
+    ``payload``: a dict or a list (JSON data), ``None`` (``{}``) or a pydantic model instance
+    (dumped in JSON mode by alias, merged and validated back into its class, which must round-trip
+    exactly: :mod:`agent_payload.typed`; a validation failure raises ``PayloadValidationError``).
+    Anything else, or data that is not JSON anywhere inside (a tuple, NaN, a cycle), raises
+    ``InvalidPayloadError`` naming its path. ``change_request``: an ``AgentPayloadChangeRequest``,
+    a mapping in wire form (wrappers unwrapped, snake_case accepted) or ``None``; anything else
+    raises ``InvalidChangeRequestError``. Neither input is mutated.
 
-    ``change_request``: an ``AgentPayloadChangeRequest``, a mapping in wire form (wrappers
-    unwrapped, snake_case accepted, other top-level fields are conflicts ``unknown_field``) or
-    ``None``; anything else, or data in it that is not JSON, raises ``InvalidChangeRequestError``.
+    The report lists effective ``changes`` in walk order, ``warnings`` (auto-corrections applied),
+    ``conflicts`` (parts not applied) and ``reasoning``.
 
-    Neither input is mutated. The report lists effective ``changes`` in walk order (a ``delete``
-    at its path in the original payload, an ``add`` or ``update`` at its path in the result),
-    ``warnings`` (auto-corrections applied), ``conflicts`` (parts not applied) and ``reasoning``.
-
-    * ``strict``: raise ``MergeConflictError`` (carrying the report) on any conflict; nothing is
-      applied.
+    * ``strict``: raise ``MergeConflictError`` (with the report) on any conflict; nothing applied.
     * ``markers``: the DELETE markers in force (a single string is one marker; empty: none).
-    * ``share``: ``True`` copies only the containers the request walks and shares every other
-      subtree with the input (both must then be treated as immutable; only what the walk touches
-      is checked, and ``Limits.max_nodes`` is not). Default: the result shares nothing.
-    * ``guards``: each effective change is judged at the original node it touches before it is
-      applied (docs/guards.md); a ``"conflict"`` finding refuses it, others become warnings. A
-      guard's ``review(before, after, changes, per_change=False)`` judges the whole merge: its
-      conflicts refuse every change at or below their path (the merge runs again without them).
+    * ``share``: copy only the containers the request walks and share every other subtree with
+      the input (treat both as immutable; only what the walk touches is checked).
+    * ``guards``: judge each effective change at the original node it touches before it is
+      applied, and (``review``) the whole merge: docs/guards.md.
     * ``limits``: :class:`Limits`; exceeding one raises ``LimitExceededError``.
-    * ``refuse_stale_markers``: a library marker written out of habit in updateElements (over an
-      object or array, or inside content added where nothing exists) is a conflict
-      ``stale_marker`` instead of literal data.
-    """
+    * ``refuse_stale_markers``: a library marker written out of habit in updateElements is a
+      conflict ``stale_marker`` instead of literal data."""
     return merge_checked(
         payload,
         change_request,
@@ -133,33 +114,27 @@ def merge_checked(
     refuse_stale_markers: bool = False,
     model_json: Any = None,
 ) -> MergeResult[Any]:
-    """``apply_change_request``, for a caller that has already checked the round trip of a
-    model ``payload`` (``typed.check_round_trip``) and holds its JSON form ``model_json``
-    (the judge: once per run, not once per attempt); ``None``: check and dump it here."""
+    """``apply_change_request`` for a caller holding the checked JSON form ``model_json`` of
+    a model ``payload`` (the judge: once per run, not per attempt); ``None``: made here."""
     limits = _check_limits(limits)
     active = _validate_markers(markers)
-    guard = _one_guard(guards)
+    checked = check_guards(guards or (), "apply_change_request: guards")
+    guard: Guard | None = GuardChain(checked) if len(checked) > 1 else next(iter(checked), None)
 
-    model_class: type[BaseModel] | None = None
-    if isinstance(payload, BaseModel):
-        model_class = type(payload)
+    model_class = type(payload) if isinstance(payload, BaseModel) else None
+    if model_class is not None:
         before: Any = model_json
         if before is None:
             _typed.check_round_trip(payload)  # an exact round trip, or refused first
             before = json_data(payload)
-        share_mode = False
     elif payload is None:
         before = {}
-        share_mode = False
     else:
-        if _kind(payload) not in (_OBJ, _ARR):
-            raise _root_error(payload)
+        _check_root(payload)
         before = payload
-        share_mode = share
+    share_mode = share and model_class is None and payload is not None
 
     def work_copy() -> Any:
-        if payload is None:
-            return {}
         if share_mode:
             return dict(before) if type(before) is dict else list(before)
         return _checked_copy(before, limits)
@@ -213,20 +188,11 @@ def merge_checked(
     return MergeResult(result, report)
 
 
-def _one_guard(guards: Sequence[Guard] | None) -> Guard | None:
-    """The guard the walk asks: the one of ``guards``, or a ``GuardChain`` of several."""
-    checked = check_guards(guards or (), "apply_change_request: guards")
-    if not checked:
-        return None
-    return checked[0] if len(checked) == 1 else GuardChain(checked)
-
-
 def _review_merge(
     guard: Guard | None, before: Any, after: Any, report: MergeReport
 ) -> list[Finding]:
-    """The guard's whole-merge review, when it has one: ``guard.review(before, after, changes,
-    per_change=False)`` (a ``DataLossGuard``, or a ``GuardChain`` holding one). The one place
-    it runs: the agent, the tool handler and the session all merge through here."""
+    """The guard's whole-merge ``review(before, after, changes, per_change=False)``, if any:
+    the one place it runs (the agent, the tool handler and the session merge through here)."""
     review = getattr(guard, "review", None)
     if guard is None or not callable(review):
         return []
@@ -254,13 +220,8 @@ class _RefuseBelow:
             if change.path[: len(path)] == path:
                 if n in self.told:
                     where = format_payload_path(path)
-                    return [
-                        Finding(
-                            finding.code,
-                            f"Not applied: part of the change to {where} refused above.",
-                            "conflict",
-                        )
-                    ]
+                    message = f"Not applied: part of the change to {where} refused above."
+                    return [Finding(finding.code, message, "conflict")]
                 self.told.add(n)
                 return [finding]
         return self.guard(change)
@@ -278,8 +239,7 @@ def ineffective_parts(report: MergeReport, reasoning: str | None) -> list[Issue]
     agent's rule): every warning when the request made no effective change; the ``no_effect``
     warnings when it changed something else but its ``reasoning`` claims a change (does not say
     "no change", "already", "unchanged", "nothing to ...", "keep/leave it"). Empty for a request
-    with conflicts (judged by them) or with no warnings.
-    """
+    with conflicts (judged by them) or with no warnings."""
     if report.conflicts or not report.warnings:
         return []
     if not report.changes:
@@ -288,3 +248,19 @@ def ineffective_parts(report: MergeReport, reasoning: str | None) -> list[Issue]
     if no_effect and reasoning and reasoning.strip() and not _CLAIMS_NO_CHANGE.search(reasoning):
         return no_effect
     return []
+
+
+def validation_errors(
+    exc: ValidationError, data: Any = None
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """``(payload path, message)`` for each error of a pydantic ``ValidationError``. With
+    ``data`` (the value validated), union branch tags are removed from the paths
+    (:func:`agent_payload.typed.clean_loc`) and duplicates dropped."""
+    if data is not None:
+        return _typed.validation_errors(exc, data)
+    return [(tuple(err["loc"]), str(err["msg"])) for err in exc.errors(include_url=False)]
+
+
+def list_validation_errors(errors: Sequence[tuple[Sequence[str | int], str]]) -> str:
+    """The first ten ``(payload path, message)`` pairs as one line for an error message."""
+    return "; ".join(f"{format_payload_path(p)}: {m}" for p, m in errors[:10])

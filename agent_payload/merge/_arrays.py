@@ -35,26 +35,18 @@ class _ArrayWalker(_Walker):
         u_at: dict[int, tuple[Any, Link]] = {}
         x_at: dict[int, tuple[Any, Link]] = {}
         if type(ua) is list:
-            for i in range(min(len(ua), length)):
-                u_at[i] = (ua[i], (ulink, i))
+            u_at = {i: (ua[i], (ulink, i)) for i in range(min(len(ua), length))}
         elif ua:
             for key, value in ua.items():
                 idx = _index_below(key, length)
                 if idx is None:
-                    self.conflict(
-                        "index_out_of_range",
-                        (ulink, key),
-                        f"The index map key {json.dumps(key)} addresses element {key} of the "
-                        f"array at {self.pp(olink)}, but it has {_elements(length)}. Not "
-                        "applied. Keys refer to positions in the current array; an index map "
-                        "never appends: use newElements to add items at the end.",
-                        olink,
-                    )
+                    quoted, elements = json.dumps(key), _elements(length)
+                    name = "index_out_of_range:update"
+                    self.say(name, (ulink, key), olink, quoted=quoted, key=key, elements=elements)
                 else:
                     u_at[idx] = (value, (ulink, key))
         if type(xa) is list:
-            for i in range(min(len(xa), length)):
-                x_at[i] = (xa[i], (xlink, i))
+            x_at = {i: (xa[i], (xlink, i)) for i in range(min(len(xa), length))}
             for j in range(length, len(xa)):
                 self.removal_beyond_end(xa[j], (xlink, j), j, length, olink)
         elif xa:
@@ -98,20 +90,13 @@ class _ArrayWalker(_Walker):
             x_nested = None if xi is _MISSING or x_del else self.nested_removal(xi, xl, io)
             if x_del or u_del:
                 if x_del and not u_del and ui is not _MISSING and not (type(ui) is dict and not ui):
-                    self.warn(
-                        "shadowed",
-                        ul,
-                        f"removeElements deletes the element {self.pp(io)}, so this change to it "
-                        "was not applied. Send only one of the two.",
-                        io,
-                    )
+                    self.say("shadowed:element_deleted", ul, io)
                 if u_del and x_nested is not None:
                     why = f"updateElements deletes the element {self.pp(io)}"
                     self.moot_removal(x_nested, ai, True, xl, io, why)
                 if ni is not None:
-                    self.descent_into_deleted(
-                        nl, io, i, "removeElements" if x_del else "updateElements"
-                    )
+                    bucket = "removeElements" if x_del else "updateElements"
+                    self.say("shape_mismatch:deleted", nl, io, bucket=bucket, index=i)
                 if self.commit("delete", io, ai, None, xl if x_del else ul):
                     deleted.append(i)
                 continue
@@ -123,19 +108,14 @@ class _ArrayWalker(_Walker):
                 ka = self.check_payload_value(ai, io)
                 kui = _kind(ui)
                 if ka == _PRIM or kui == _PRIM:
-                    replaces = f"updateElements replaces the element {self.pp(io)} with a primitive"
                     if x_nested is not None and ka == _PRIM:
                         self.warn_remove_missing_nested(x_nested, ai, True, xl, io)
                     elif x_nested is not None:
-                        self.moot_removal(x_nested, ai, True, xl, io, f"{replaces} value")
+                        where = self.pp(io)
+                        why = f"updateElements replaces the element {where} with a primitive value"
+                        self.moot_removal(x_nested, ai, True, xl, io, why)
                     if ni is not None:
-                        self.warn(
-                            "shadowed",
-                            nl,
-                            f"{replaces} value, so what newElements adds inside it was not "
-                            "applied. Send only one of the two.",
-                            io,
-                        )
+                        self.say("shadowed:element_replaced", nl, io)
                     if not json_equal(ai, ui) and self.commit("update", ir, ai, ui, ul, io):
                         a[i] = ui
                     continue
@@ -145,17 +125,16 @@ class _ArrayWalker(_Walker):
                 self.mismatch("updateElements", ui, ai, ul, io, element=True)
             if fits_u or x_desc is not None or ni is not None:
                 u_desc = (ui or None) if fits_u else None
-                yield self.descend_element(a, i, _Site(ai, u_desc, ni, x_desc, io, ir, ul, nl, xl))
+                kind = _kind(ai)
+                a[i] = child = self.owned_child(ai, kind)  # our own, to edit in place
+                below = _Site(child, u_desc, ni, x_desc, io, ir, ul, nl, xl)
+                yield self.walk_object(below) if kind == _OBJ else self.walk_array(below)
 
-        if placed:
+        if deleted and not placed and len(deleted) <= 16:
+            for i in reversed(deleted):
+                del a[i]
+        elif deleted or placed:
             self.rebuild(a, length, deleted, placed)
-        elif deleted:
-            if len(deleted) <= 16:
-                for i in reversed(deleted):
-                    del a[i]
-            else:
-                gone = set(deleted)
-                a[:] = [v for i, v in enumerate(a) if i not in gone]
 
         # 3. beyond the end of a positional update array
         if type(ua) is list and len(ua) > length:
@@ -164,28 +143,20 @@ class _ArrayWalker(_Walker):
                 if (type(item) is dict and not item) or self.is_marker(item):
                     rest = len(ua) - j
                     what = "a {} placeholder" if type(item) is dict else f'the marker "{item}"'
-                    self.conflict(
+                    self.say(
                         "placeholder_out_of_range",
                         (ulink, j),
-                        f"The array at {self.pp(olink)} has {_elements(length)}, but "
-                        f"updateElements holds {what} at index {j}, beyond its end, where there "
-                        "is no element to keep or delete. This item and everything after it in "
-                        f"this array ({_plural(rest, 'item')}) were not applied. Positions refer "
-                        "to the original array: recount them; to add items at the end use "
-                        "newElements.",
                         olink,
+                        elements=_elements(length),
+                        what=what,
+                        index=j,
+                        items=_plural(rest, "item"),
                     )
                     break
                 ri = len(a)
-                self.warn(
-                    "update_append",
-                    (ulink, j),
-                    f"updateElements gives an item at index {j}, beyond the end of the array at "
-                    f"{self.pp(olink)} ({_plural(length, 'element')}); it was appended as given "
-                    "(markers and {} inside it are data). Use "
-                    "newElements to append.",
-                    (rlink, ri),
-                )
+                array, elements = self.pp(olink), _plural(length, "element")
+                name = "update_append"
+                self.say(name, (ulink, j), (rlink, ri), index=j, array=array, length=elements)
                 if self.commit("add", (rlink, ri), None, item, (ulink, j), (olink, ri)):
                     a.append(item)
 
@@ -214,49 +185,22 @@ class _ArrayWalker(_Walker):
     ) -> None:
         """Sort a newElements index map into insertions (list values, keys 0 to the length)
         and descents (object values, keys below the length); report everything else."""
-        where = self.pp(olink)
+        elements = _elements(length)
         for key, value in na.items():
             kl: Link = (nlink, key)
             kind = _kind(value)
-            if kind == _ARR:
-                idx = _index_below(key, length + 1)
-                if idx is None:
-                    self.conflict(
-                        "index_out_of_range",
-                        kl,
-                        f"newElements inserts before element {key} of the array at {where}, "
-                        f"but it has {_elements(length)}: insertion keys go from 0 to {length} "
-                        f"(the length, {length}, inserts after the last element). Not applied. "
-                        "Keys are positions in the original array: recount them.",
-                        olink,
-                    )
-                elif value:
-                    ins_at[idx] = (value, kl)
-            elif kind == _OBJ:
-                idx = _index_below(key, length)
-                if idx is None:
-                    self.conflict(
-                        "index_out_of_range",
-                        kl,
-                        f"newElements adds inside element {key} of the array at {where}, but it "
-                        f"has {_elements(length)}. Not applied. Keys are positions in the "
-                        f'original array; to insert new items give a list: {{"{length}": '
-                        "[...]} appends them.",
-                        olink,
-                    )
-                elif value:
-                    n_at[idx] = (value, kl)
-            else:
-                self.conflict(
-                    "shape_mismatch",
-                    kl,
-                    f"newElements gives {describe(value)} for element {key} of the array at "
-                    f"{where}; in a newElements index map each value is a list of items to "
-                    f'insert before that element (e.g. {{"{key}": [...]}}) or an object that '
-                    "adds inside it. Not applied. To replace the element use updateElements; "
-                    f"to delete it, use {self.marker_text()}.",
-                    olink,
-                )
+            if kind != _ARR and kind != _OBJ:
+                self.say("shape_mismatch:new_value", kl, olink, value=describe(value), key=key)
+                continue
+            inserts = kind == _ARR  # a list inserts before the key (the length included)
+            idx = _index_below(key, length + 1 if inserts else length)
+            if idx is None:
+                name = "index_out_of_range:insert" if inserts else "index_out_of_range:inside"
+                self.say(name, kl, olink, key=key, elements=elements, length=length)
+            elif value and inserts:
+                ins_at[idx] = (value, kl)
+            elif value:
+                n_at[idx] = (value, kl)
 
     def rebuild(
         self, a: list[Any], length: int, deleted: list[int], placed: dict[int, list[Any]]
@@ -273,15 +217,6 @@ class _ArrayWalker(_Walker):
         out.extend(a[start:length])
         a[:] = out
 
-    def descend_element(self, a: list[Any], i: int, site: _Site) -> _Walk:
-        """Walk into element ``i`` of ``a`` (``site.node``), made our own to edit in place."""
-        kind = _kind(site.node)
-        child = self.owned_child(site.node, kind)
-        a[i] = site.node = child
-        if kind == _OBJ:
-            return self.walk_object(site)
-        return self.walk_array(site)
-
     def new_descent(self, ni: dict[str, Any], ai: Any, nl: Link, io: Link, i: int) -> Any:
         """``ni`` when it can descend into element ``ai``; else report why and None."""
         ka = self.check_payload_value(ai, io)
@@ -289,24 +224,9 @@ class _ArrayWalker(_Walker):
             return ni
         if ka == _ARR:
             bad = next(k for k in ni if not _is_index(k))
-            self.conflict(
-                "shape_mismatch",
-                nl,
-                f"newElements adds inside element {i} at {self.pp(io)}, which is an array, with "
-                f"{describe(ni)} that is not an index map (the key "
-                f"{json.dumps(bad, ensure_ascii=False)} is not a decimal index). Not applied. "
-                'Inside an array give an index map: {"2": [items]} inserts the items before '
-                'its element 2, {"2": {...}} adds inside its element 2.',
-                io,
-            )
+            key = json.dumps(bad, ensure_ascii=False)
+            name = "shape_mismatch:new_into_array"
+            self.say(name, nl, io, index=i, value=describe(ni), key=key)
         else:
-            self.conflict(
-                "shape_mismatch",
-                nl,
-                f"newElements adds inside element {i} at {self.pp(io)}, but it holds "
-                f"{describe(ai)}, which has no keys or items to add to. Not applied. To replace "
-                f'the element use updateElements; to insert items before it give a list: {{"{i}": '
-                "[...]}.",
-                io,
-            )
+            self.say("shape_mismatch:new_into_value", nl, io, index=i, value=describe(ai))
         return None

@@ -23,6 +23,7 @@ from agent_payload.errors import (
     InvalidPayloadError,
     LimitExceededError,
 )
+from agent_payload.merge._nodes import _ARR, _OBJ, _kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +36,7 @@ class Limits:
       copies it; ``share=True`` checks only where the walk copies).
     * ``max_request_nodes``: values in the change request.
     * ``max_report_path_parts``: the lengths of the paths of all warnings and conflicts, added up
-      (it bounds the report of a hostile request wrong at every level of a very deep path).
-    """
+      (it bounds the report of a hostile request wrong at every level of a very deep path)."""
 
     max_depth: int = 20_000
     max_nodes: int = 10_000_000
@@ -114,11 +114,9 @@ def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
     if entry is not None:
         limit, template = entry
         maximum = getattr(limits, limit)
-        shown = (
-            where
-            if len(where) <= 200
-            else f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
-        )
+        shown = where
+        if len(where) > 200:
+            shown = f"{where[:80]}…({len(where) - 160} characters)…{where[-80:]}"
         return LimitExceededError(
             template.format(value=problem.value, where=shown, maximum=maximum),
             limit=limit,
@@ -132,7 +130,10 @@ def _not_data(subject: str, problem: Problem, limits: Limits) -> Exception:
     return InvalidPayloadError(not_json_message(problem, "The payload", where), path=problem.path)
 
 
-def _root_error(payload: Any) -> InvalidPayloadError:
+def _check_root(payload: Any) -> None:
+    """Refuse a payload root that is not an object or an array (``InvalidPayloadError``)."""
+    if _kind(payload) in (_OBJ, _ARR):
+        return
     expected = (
         "The payload root must be a JSON object (dict), a JSON array (list), None (treated as "
         "{}) or a pydantic model instance"
@@ -145,4 +146,4 @@ def _root_error(payload: Any) -> InvalidPayloadError:
         if name not in described:
             described += f" (type {name})"
         found = f"found {described}. Wrap the value in an object, e.g. {{'value': ...}}"
-    return InvalidPayloadError(f"{expected}; {found}.", path=())
+    raise InvalidPayloadError(f"{expected}; {found}.", path=())

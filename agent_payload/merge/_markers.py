@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from itertools import chain, count
 from typing import Any, Final
 
 from pydantic import BaseModel
@@ -13,8 +14,7 @@ from pydantic import BaseModel
 from agent_payload._jsondata import _FAST_DEPTH, json_data, plain_size
 from agent_payload.changes import DEFAULT_MARKERS, MARKER, REFERENCE_MARKER
 from agent_payload.errors import ConfigurationError
-from agent_payload.merge._limits import Limits, _check_limits, _checked_copy, _root_error
-from agent_payload.merge._nodes import _ARR, _OBJ, _kind
+from agent_payload.merge._limits import Limits, _check_limits, _check_root, _checked_copy
 
 
 def _validate_markers(markers: Iterable[str]) -> frozenset[str]:
@@ -65,15 +65,13 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
     """The payload as JSON data, as the merge sees it (and prompts should show it): ``None``
     becomes ``{}``, a pydantic model is dumped in JSON mode by alias, dicts and lists are checked
     and copied. ``copy=False`` returns a dict or list that already is plain JSON data within
-    ``limits`` itself (the caller must not mutate it).
-    """
+    ``limits`` itself (the caller must not mutate it)."""
     limits = _check_limits(limits)
     if payload is None:
         return {}
     if isinstance(payload, BaseModel):
         return json_data(payload)
-    if _kind(payload) not in (_OBJ, _ARR):
-        raise _root_error(payload)
+    _check_root(payload)
     if not copy and limits.max_depth >= _FAST_DEPTH:
         size = plain_size(payload)
         if size is not None and size <= limits.max_nodes:
@@ -82,9 +80,8 @@ def dump_payload(payload: Any, *, limits: Limits | None = None, copy: bool = Tru
 
 
 def _strings_holding(payload: Any, part: str) -> set[str]:
-    """The string values of the payload's data (keys excluded) in which ``part`` occurs, each
-    container visited once (so shared subtrees and cycles cost nothing extra). Iterative: any
-    depth is fine; no call per value (the agent asks this of every payload, however large)."""
+    """The string values (not keys) of the payload's data in which ``part`` occurs: each
+    container visited once, iteratively, no call per value (asked of every payload)."""
     data = json_data(payload) if isinstance(payload, BaseModel) else payload
     if isinstance(data, str):
         return {data} if part in data else set()
@@ -118,21 +115,12 @@ def choose_marker(payload: Any, *, avoid: Iterable[str] = ()) -> str:
     first that the payload's data does not hold as a string.
 
     ``avoid``: texts the marker must not occur in, typically the task (one that asks for the
-    value ``"DELETE"`` must not have that string active as the marker).
-    """
+    value ``"DELETE"`` must not have that string active as the marker)."""
     held = _strings_holding(payload, "DELETE")
     texts = [text for text in avoid if "DELETE" in text]
-
-    def free(candidate: str) -> bool:
-        return candidate not in held and not any(candidate in text for text in texts)
-
-    if free(MARKER):
-        return MARKER
-    if free(REFERENCE_MARKER):
-        return REFERENCE_MARKER
-    counter = 0
-    while True:
-        candidate = f"__DELETE_{hashlib.sha256(str(counter).encode()).hexdigest()[:8]}__"
-        if free(candidate):
-            return candidate
-        counter += 1
+    fresh = (f"__DELETE_{hashlib.sha256(str(n).encode()).hexdigest()[:8]}__" for n in count())
+    return next(
+        candidate
+        for candidate in chain((MARKER, REFERENCE_MARKER), fresh)
+        if candidate not in held and not any(candidate in text for text in texts)
+    )

@@ -39,6 +39,160 @@ _NEW_ARRAY_EXPECTED: Final = (
 )
 """What newElements may hold where an array stands (sections 3.2.4 and 8), for messages."""
 
+_TEXTS: Final[dict[str, str]] = {
+    # "code" or "code:variant" -> a str.format template with ``where`` (the payload path),
+    # ``marker`` (the marker in force) and its own fields; mismatch and root_mismatch compose
+    # the other shape_mismatch messages
+    "index_out_of_range:update": (
+        "The index map key {quoted} addresses element {key} of the array at {where}, but it has "
+        "{elements}. Not applied. Keys refer to positions in the current array; an index map "
+        "never appends: use newElements to add items at the end."
+    ),
+    "index_out_of_range:insert": (
+        "newElements inserts before element {key} of the array at {where}, but it has "
+        "{elements}: insertion keys go from 0 to {length} (the length, {length}, inserts after "
+        "the last element). Not applied. Keys are positions in the original array: recount them."
+    ),
+    "index_out_of_range:inside": (
+        "newElements adds inside element {key} of the array at {where}, but it has {elements}. "
+        "Not applied. Keys are positions in the original array; to insert new items give a "
+        'list: {{"{length}": [...]}} appends them.'
+    ),
+    "placeholder_out_of_range": (
+        "The array at {where} has {elements}, but updateElements holds {what} at index {index}, "
+        "beyond its end, where there is no element to keep or delete. This item and everything "
+        "after it in this array ({items}) were not applied. Positions refer to the original "
+        "array: recount them; to add items at the end use newElements."
+    ),
+    "update_append": (
+        "updateElements gives an item at index {index}, beyond the end of the array at {array} "
+        "({length}); it was appended as given (markers and {{}} inside it are data). Use "
+        "newElements to append."
+    ),
+    "update_missing": (
+        "updateElements names {where}, which does not exist in the payload; treated as an "
+        "addition, set to {value} as given (markers and {{}} inside it are data). Use "
+        "newElements for new keys."
+    ),
+    "new_exists": (
+        "newElements names {where}, which already exists (it holds {old}); treated as an update "
+        "and set to {new}. Use updateElements to change existing keys."
+    ),
+    "no_effect:{}": (
+        "{{}} in updateElements over {where} (which holds {old}) changes nothing: {{}} means "
+        "keep as it is. To set a new value, give the value itself; to make it an empty object, "
+        "use replaceElements (top-level key) or delete it in removeElements and add {{}} with "
+        "newElements."
+    ),
+    "no_effect:[]": (
+        "[] in updateElements over {where} (which holds {old}) changes nothing: an array in "
+        "updateElements is positional, and an empty one names no element. To empty the list, "
+        "use replaceElements with [] (top-level key) or delete its elements with {marker} in "
+        "removeElements."
+    ),
+    "shadowed:update_deletes": (
+        "newElements sets {where}, but updateElements deletes it with {marker} at the same path; "
+        "the deletion wins and this value was not added. Send only one of the two."
+    ),
+    "shadowed:new_key": (
+        "{where} is set from newElements; the value given in updateElements for the same new "
+        "key was ignored. Give a new key in newElements only."
+    ),
+    "shadowed:existing_key": (
+        "{where} already exists and updateElements changes it; the value given in newElements "
+        "for the same key was ignored. Use updateElements alone for existing keys."
+    ),
+    "shadowed:element_deleted": (
+        "removeElements deletes the element {where}, so this change to it was not applied. Send "
+        "only one of the two."
+    ),
+    "shadowed:element_replaced": (
+        "updateElements replaces the element {where} with a primitive value, so what newElements "
+        "adds inside it was not applied. Send only one of the two."
+    ),
+    "shadowed:moot": (
+        "These nested removals were not applied because {why}. Nothing to do unless you meant to "
+        "keep the value: then drop that entry."
+    ),
+    "shadowed:replaced_key": (
+        "replaceElements replaces the top-level key {key} as a whole, so what {bucket} says of "
+        "it was not applied. Name a key in one bucket only."
+    ),
+    "shadowed:replaced_root": (
+        "replaceElements replaces the whole payload, so {bucket} was not applied. Send either "
+        "replaceElements or the other buckets."
+    ),
+    "remove_missing:key": (
+        "{bucket} deletes {where} with {marker}, but {parent} has no key {key}; nothing was "
+        "deleted. Check the key's spelling and path against the payload, or drop this entry."
+    ),
+    "remove_missing:inside": (
+        "removeElements asks to delete inside {where}, but {found}; nothing was deleted. Check "
+        "the path against the payload, or drop this entry."
+    ),
+    "remove_missing:index": (
+        "removeElements addresses index {index} of the array at {where}, which has {length}; "
+        "there is no such element and nothing was deleted. Positions refer to the original "
+        "array: recount them."
+    ),
+    "invalid_remove_value": (
+        "removeElements holds {value} for {where}; it may only hold {marker} (to delete) and "
+        "objects or arrays leading to such markers. Not applied. To delete, write the marker; to "
+        "change the value, use updateElements."
+    ),
+    "shape_mismatch:deleted": (
+        "{bucket} deletes the element {where} in this same request, so newElements cannot add "
+        "inside it; the deletion stands and this part was not applied. To put a changed copy in "
+        'its place, insert the full new value with a list: {{"{index}": [...]}}.'
+    ),
+    "shape_mismatch:new_value": (
+        "newElements gives {value} for element {key} of the array at {where}; in a newElements "
+        "index map each value is a list of items to insert before that element (e.g. "
+        '{{"{key}": [...]}}) or an object that adds inside it. Not applied. To replace the '
+        "element use updateElements; to delete it, use {marker}."
+    ),
+    "shape_mismatch:new_into_array": (
+        "newElements adds inside element {index} at {where}, which is an array, with {value} "
+        "that is not an index map (the key {key} is not a decimal index). Not applied. Inside "
+        'an array give an index map: {{"2": [items]}} inserts the items before its element 2, '
+        '{{"2": {{...}}}} adds inside its element 2.'
+    ),
+    "shape_mismatch:new_into_value": (
+        "newElements adds inside element {index} at {where}, but it holds {value}, which has no "
+        "keys or items to add to. Not applied. To replace the element use updateElements; to "
+        'insert items before it give a list: {{"{index}": [...]}}.'
+    ),
+    "shape_mismatch:replace_map": (
+        "replaceElements gives an index map ({value}) for {where}, which holds {old}; replacing "
+        "would turn the array into an object. Not applied. To change elements by position use "
+        'updateElements (an index map such as {{"1": {{"qty": 5}}}} or a positional array with '
+        "{{}} placeholders); to replace the whole array, give the new array in replaceElements."
+    ),
+    "stale_marker:replace": (
+        'The string "{new}" would replace {what} at {where}. That may be a deletion written out '
+        "of habit, but {sentence} To delete {where}, write {marker} in updateElements; to keep "
+        "it, leave it out (or write {{}} in an array); to store that text as data, use "
+        "newElements (at an existing key it sets the value) or replaceElements. Nothing of this "
+        "entry was applied."
+    ),
+    "stale_marker:add": (
+        "updateElements would add {where} (it does not exist in the payload) holding the string "
+        '"{text}" at {inside}. That looks like a deletion, but nothing exists there to delete, '
+        "and {sentence} Check the path against the payload (positions and key names); to add new "
+        "data that holds this text, use newElements. Nothing of this entry was applied."
+    ),
+}
+_CONFLICTS: Final = frozenset(
+    {
+        "index_out_of_range",
+        "invalid_remove_value",
+        "placeholder_out_of_range",
+        "shape_mismatch",
+        "stale_marker",
+    }
+)
+"""The codes of the messages above that are conflicts (the others are warnings)."""
+
 
 class _Reporter:
     """The report of one merge and the messages of its warnings and conflicts."""
@@ -48,22 +202,12 @@ class _Reporter:
         self.limits = limits
         self.report = report
         self.path_parts = 0
-        if MARKER in markers:
-            self.marker_name: str | None = MARKER
-        elif markers:
-            self.marker_name = sorted(markers)[0]
-        else:
-            self.marker_name = None
+        self.marker_name = MARKER if MARKER in markers else min(markers, default=None)
 
     # --- report helpers ---------------------------------------------------------------------
 
     def issue(
-        self,
-        code: str,
-        rlink: Link,
-        message: str,
-        plink: Link | None,
-        severity: str | None = None,
+        self, code: str, rlink: Link, message: str, plink: Link | None, severity: str | None = None
     ) -> Issue:
         """An Issue, counted against ``Limits.max_report_path_parts``."""
         rparts = materialize(rlink)
@@ -84,11 +228,16 @@ class _Reporter:
             )
         return Issue(code, format_request_path(rparts), message, pparts, severity)
 
-    def warn(self, code: str, rlink: Link, message: str, plink: Link | None = None) -> None:
-        self.report.warnings.append(self.issue(code, rlink, message, plink))
+    def say(self, name: str, rlink: Link, plink: Link | None, **fields: Any) -> None:
+        """Report the warning or conflict ``name`` of ``_TEXTS`` (its code: before any ``:``)."""
+        code = name.partition(":")[0]
+        message = _TEXTS[name].format(where=self.pp(plink), marker=self.marker_text(), **fields)
+        issues = self.report.conflicts if code in _CONFLICTS else self.report.warnings
+        issues.append(self.issue(code, rlink, message, plink))
 
-    def conflict(self, code: str, rlink: Link, message: str, plink: Link | None = None) -> None:
-        self.report.conflicts.append(self.issue(code, rlink, message, plink))
+    def pp(self, plink: Link) -> str:
+        """A payload path for a message, a very deep one shortened (``payload_path`` is whole)."""
+        return display_path(plink)
 
     def is_marker(self, v: Any) -> bool:
         return type(v) is str and v in self.markers
@@ -101,8 +250,7 @@ class _Reporter:
     def stale_marker(self, op: ChangeOp, old: Any, new: Any, plink: Link, rlink: Link) -> bool:
         """A marker out of habit in updateElements (conflict ``stale_marker``, not applied): a
         library marker replacing an object or an array, or inside content added where nothing
-        exists. newElements and replaceElements stay literal (MERGE.md section 5).
-        """
+        exists. newElements and replaceElements stay literal (MERGE.md section 5)."""
         if op == "update":
             if type(new) is not str or not _in_update(rlink):
                 return False
@@ -114,17 +262,8 @@ class _Reporter:
                 what = "the value"
             else:
                 return False
-            self.conflict(
-                "stale_marker",
-                rlink,
-                f'The string "{new}" would replace {what} at {self.pp(plink)}. That may be '
-                f"a deletion written out of habit, but {self._marker_sentence(new)} To delete "
-                f"{self.pp(plink)}, write {self.marker_text()} in updateElements; to keep it, "
-                "leave it out (or write {} in an array); to store that text as data, use "
-                "newElements (at an existing key it sets the value) or replaceElements. "
-                "Nothing of this entry was applied.",
-                plink,
-            )
+            sentence = self._marker_sentence(new)
+            self.say("stale_marker:replace", rlink, plink, new=new, what=what, sentence=sentence)
             return True
         if op != "add" or (
             type(new) is not dict and type(new) is not list and type(new) is not str
@@ -134,18 +273,9 @@ class _Reporter:
         if found is None or not _in_update(rlink):
             return False
         inner, text = found
-        full = (*materialize(plink), *inner)
-        where = format_payload_path(full)
-        self.conflict(
-            "stale_marker",
-            rlink,
-            f"updateElements would add {self.pp(plink)} (it does not exist in the payload) "
-            f'holding the string "{text}" at {where}. That looks like a deletion, but nothing '
-            f"exists there to delete, and {self._marker_sentence(text)} Check the path against "
-            "the payload (positions and key names); to add new data that holds this text, use "
-            "newElements. Nothing of this entry was applied.",
-            plink,
-        )
+        inside = format_payload_path((*materialize(plink), *inner))
+        sentence = self._marker_sentence(text)
+        self.say("stale_marker:add", rlink, plink, text=text, inside=inside, sentence=sentence)
         return True
 
     def _marker_sentence(self, text: str) -> str:
@@ -157,29 +287,24 @@ class _Reporter:
             f'"{text}" is not the DELETE marker of this call: the marker is "{self.marker_name}".'
         )
 
-    # --- messages ---------------------------------------------------------------------------
-
-    def shape_message(
-        self, bucket: str, given: Any, current: Any, plink: Link, element: bool
-    ) -> str:
-        where = self.pp(plink)
-        found = describe(given)
+    def mismatch(
+        self, bucket: str, given: Any, current: Any, rlink: Link, plink: Link, *, element: bool
+    ) -> None:
+        """Conflict ``shape_mismatch``: ``bucket`` gives a value of the wrong kind."""
+        detail = ""
+        expected = kind_word(current)
         if isinstance(current, list) and isinstance(given, dict):
-            bad = [k for k in given if not _is_index(k)]
-            detail = (
-                f" It is not an index map: the key {json.dumps(bad[0], ensure_ascii=False)} is "
-                "not a decimal index (digits only, no sign, no leading zero)."
-                if bad
-                else ""
-            )
+            bad = next((k for k in given if not _is_index(k)), None)
+            if bad is not None:
+                detail = (
+                    f" It is not an index map: the key {json.dumps(bad, ensure_ascii=False)} is "
+                    "not a decimal index (digits only, no sign, no leading zero)."
+                )
             expected = (
                 _NEW_ARRAY_EXPECTED
                 if bucket == "newElements"
                 else 'an array (positional, with {} placeholders) or an index map like {"3": {...}}'
             )
-        else:
-            detail = ""
-            expected = kind_word(current)
         if element:
             fix = (
                 "To give an element a value of another kind, delete it with "
@@ -193,46 +318,32 @@ class _Reporter:
                 "value at the same path in updateElements, or replace the whole top-level value "
                 "with replaceElements."
             )
-        return (
-            f"{bucket} gives {found} where the payload holds {kind_word(current)} at {where}; "
-            f"expected {expected} here.{detail} Not applied. {fix}"
+        message = (
+            f"{bucket} gives {describe(given)} where the payload holds {kind_word(current)} at "
+            f"{self.pp(plink)}; expected {expected} here.{detail} Not applied. {fix}"
         )
-
-    def mismatch(
-        self, bucket: str, given: Any, current: Any, rlink: Link, plink: Link, *, element: bool
-    ) -> None:
-        """Conflict ``shape_mismatch``: ``bucket`` gives a value of the wrong kind."""
-        self.conflict(
-            "shape_mismatch",
-            rlink,
-            self.shape_message(bucket, given, current, plink, element),
-            plink,
-        )
+        self.report.conflicts.append(self.issue("shape_mismatch", rlink, message, plink))
 
     def moot_removal(
         self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link, why: str
     ) -> None:
         """Nested removals made moot: judged against the payload first (section 6)."""
         if self.judge_removal(x, cur, present, xlink, plink, element=False):
-            self.warn(
-                "shadowed",
-                xlink,
-                f"These nested removals were not applied because {why}. Nothing to do unless "
-                "you meant to keep the value: then drop that entry.",
-                plink,
-            )
+            self.say("shadowed:moot", xlink, plink, why=why)
 
     def judge_removal(
         self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link, *, element: bool
     ) -> bool:
         """True when nested removals ``x`` fit the payload value; else say why (nothing inside
         to delete: a warning; a value of another shape: a conflict)."""
-        fit = self.removal_fit(x, cur, present)
-        if fit == "missing":
+        kc = _kind(cur) if present else None
+        if kc not in (_OBJ, _ARR):
             self.warn_remove_missing_nested(x, cur, present, xlink, plink)
-        elif fit == "mismatch":
+            return False
+        if not _fits(kc, x):
             self.mismatch("removeElements", x, cur, xlink, plink, element=element)
-        return fit == "fits"
+            return False
+        return True
 
     def removal_below(self, x: Any, cur: Any, xlink: Link, plink: Link, *, element: bool) -> Any:
         """``x`` when these nested removals (None: none) fit ``cur``, else None."""
@@ -245,16 +356,8 @@ class _Reporter:
         else is a conflict ``invalid_remove_value``."""
         if type(x) is dict or type(x) is list:
             return x or None
-        self.invalid_remove(x, xlink, plink)
+        self.say("invalid_remove_value", xlink, plink, value=describe(x))
         return None
-
-    def removal_fit(self, x: Any, cur: Any, present: bool) -> str:
-        if not present:
-            return "missing"
-        kc = _kind(cur)
-        if kc in (_OBJ, _ARR):
-            return "fits" if _fits(kc, x) else "mismatch"
-        return "missing"
 
     def warn_remove_missing_nested(
         self, x: Any, cur: Any, present: bool, xlink: Link, plink: Link
@@ -264,74 +367,11 @@ class _Reporter:
             found = f"there is no {where} in the payload"
         else:
             found = f"{where} holds {describe(cur)}, which has nothing inside to delete"
-        self.warn(
-            "remove_missing",
-            xlink,
-            f"removeElements asks to delete inside {where}, but {found}; nothing was deleted. "
-            "Check the path against the payload, or drop this entry.",
-            plink,
-        )
-
-    # --- object node (section 3.1) ----------------------------------------------------------
-
-    def pp(self, plink: Link) -> str:
-        """A payload path for a message; a very deep one is shortened in the middle (the
-        issue's ``payload_path`` keeps it whole)."""
-        return display_path(plink)
-
-    def shadow_new(self, kn: Link, ko: Link) -> None:
-        self.warn(
-            "shadowed",
-            kn,
-            f"{self.pp(ko)} already exists and updateElements changes it; the value given in "
-            "newElements for the same key was ignored. Use updateElements alone for existing "
-            "keys.",
-            ko,
-        )
-
-    def new_exists(self, nv: Any, cur: Any, kn: Link, ko: Link) -> None:
-        self.warn(
-            "new_exists",
-            kn,
-            f"newElements names {self.pp(ko)}, which already exists (it holds {describe(cur)}); "
-            f"treated as an update and set to {describe(nv)}. Use updateElements to change "
-            "existing keys.",
-            ko,
-        )
+        self.say("remove_missing:inside", xlink, plink, found=found)
 
     def warn_missing_key(self, bucket: str, k: str, rlink: Link, olink: Link, ko: Link) -> None:
-        parent = self.pp(olink)
-        self.warn(
-            "remove_missing",
-            rlink,
-            f"{bucket} deletes {self.pp(ko)} with {self.marker_text()}, but {parent} has no key "
-            f"{json.dumps(k, ensure_ascii=False)}; nothing was deleted. Check the key's spelling "
-            "and path against the payload, or drop this entry.",
-            ko,
-        )
-
-    def invalid_remove(self, v: Any, rlink: Link, plink: Link) -> None:
-        self.conflict(
-            "invalid_remove_value",
-            rlink,
-            f"removeElements holds {describe(v)} for {self.pp(plink)}; it may only hold "
-            f"{self.marker_text()} (to delete) and objects or arrays leading to such markers. Not "
-            "applied. To delete, write the marker; to change the value, use updateElements.",
-            plink,
-        )
-
-    # --- array node (section 3.2) -----------------------------------------------------------
-
-    def descent_into_deleted(self, nl: Link, io: Link, i: int, bucket: str) -> None:
-        self.conflict(
-            "shape_mismatch",
-            nl,
-            f"{bucket} deletes the element {self.pp(io)} in this same request, so newElements "
-            "cannot add inside it; the deletion stands and this part was not applied. To put "
-            f'a changed copy in its place, insert the full new value with a list: {{"{i}": '
-            "[...]}.",
-            io,
-        )
+        key = json.dumps(k, ensure_ascii=False)
+        self.say("remove_missing:key", rlink, ko, bucket=bucket, parent=self.pp(olink), key=key)
 
     def removal_beyond_end(
         self, v: Any, rl: Link, index: int | str, length: int, olink: Link
@@ -339,16 +379,11 @@ class _Reporter:
         if _is_empty_container(v):
             return
         if self.is_marker(v) or type(v) is dict or type(v) is list:
-            self.warn(
-                "remove_missing",
-                rl,
-                f"removeElements addresses index {index} of the array at {self.pp(olink)}, which "
-                f"has {_plural(length, 'element')}; there is no such element and nothing was "
-                "deleted. Positions refer to the original array: recount them.",
-                olink,
-            )
+            elements = _plural(length, "element")
+            self.say("remove_missing:index", rl, olink, index=index, length=elements)
         else:
-            self.invalid_remove(v, rl, (olink, int(index)) if isinstance(index, int) else olink)
+            plink = (olink, int(index)) if isinstance(index, int) else olink
+            self.say("invalid_remove_value", rl, plink, value=describe(v))
 
     def root_mismatch(self, bucket: str, value: Any, root: Any) -> None:
         if type(root) is dict:
@@ -361,13 +396,11 @@ class _Reporter:
             expected = "an array, which replaces the whole payload"
         else:
             expected = 'an array (positional, with {} placeholders) or an index map like {"3": ...}'
-        self.conflict(
-            "shape_mismatch",
-            (None, bucket),
+        message = (
             f"{bucket} is {describe(value)}, but the payload root is {kind_word(root)}; expected "
-            f"{expected}. This bucket was not applied; send it in the payload's shape.",
-            None,
+            f"{expected}. This bucket was not applied; send it in the payload's shape."
         )
+        self.report.conflicts.append(self.issue("shape_mismatch", (None, bucket), message, None))
 
     def replace_index_map(self, root: dict[str, Any], k: str, value: Any) -> bool:
         """replaceElements gives an index map (``{"1": {...}}``) for an array: a conflict
@@ -376,16 +409,9 @@ class _Reporter:
         cur = root.get(k, _MISSING)
         if type(cur) is not list or type(value) is not dict or not _is_index_map(value):
             return False
-        where = self.pp((None, k))
-        self.conflict(
-            "shape_mismatch",
-            ((None, "replaceElements"), k),
-            f"replaceElements gives an index map ({describe(value)}) for {where}, which holds "
-            f"{describe(cur)}; replacing would turn the array into an object. Not applied. To "
-            "change elements by position use updateElements (an index map such as "
-            '{"1": {"qty": 5}} or a positional array with {} placeholders); to replace the '
-            "whole array, give the new array in replaceElements.",
-            (None, k),
+        rlink = ((None, "replaceElements"), k)
+        self.say(
+            "shape_mismatch:replace_map", rlink, (None, k), value=describe(value), old=describe(cur)
         )
         return True
 
@@ -395,8 +421,7 @@ def _strict_message(report: MergeReport) -> str:
         f"{_plural(len(report.conflicts), 'conflict')} in the change request; nothing was "
         "applied (strict mode):"
     ]
-    for issue in report.conflicts[:20]:
-        lines.append(f"  {issue.code} at {issue.path}: {issue.message}")
+    lines += [f"  {issue.code} at {issue.path}: {issue.message}" for issue in report.conflicts[:20]]
     if len(report.conflicts) > 20:
         lines.append(f"  ... and {len(report.conflicts) - 20} more (see .report.conflicts)")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ call per step per key would cost on the hot path; the steps are numbered."""
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 from agent_payload._jsondata import Link, describe
@@ -20,11 +21,7 @@ class _ObjectWalker(_Walker):
         x: dict[str, Any] | None = site.remove
         olink, rlink = site.at, site.result_at
         ulink, nlink, xlink = site.update_at, site.new_at, site.remove_at
-        keys: dict[str, None] = {}
-        for bucket in (x, u, n):
-            if bucket:
-                keys.update(dict.fromkeys(bucket))
-        for k in keys:
+        for k in dict.fromkeys(chain(x or (), u or (), n or ())):  # each key once, in that order
             xv = x.get(k, _MISSING) if x else _MISSING
             uv = u.get(k, _MISSING) if u else _MISSING
             nv = n.get(k, _MISSING) if n else _MISSING
@@ -53,14 +50,7 @@ class _ObjectWalker(_Walker):
                     why = f"updateElements deletes {self.pp(ko)} with {self.marker_text()}"
                     self.moot_removal(x_nested, cur, present, kx, ko, why)
                 if nv is not _MISSING:
-                    self.warn(
-                        "shadowed",
-                        kn,
-                        f"newElements sets {self.pp(ko)}, but updateElements deletes it with "
-                        f"{self.marker_text()} at the same path; the deletion wins and this value "
-                        "was not added. Send only one of the two.",
-                        ko,
-                    )
+                    self.say("shadowed:update_deletes", kn, ko)
                 if present:
                     self.delete_key(c, k, ko, kx if x_del else ku)
                 else:
@@ -75,26 +65,11 @@ class _ObjectWalker(_Walker):
                 if nv is not _MISSING:
                     value, vlink = nv, kn
                     if uv is not _MISSING:
-                        self.warn(
-                            "shadowed",
-                            ku,
-                            f"{self.pp(ko)} is set from newElements; the value given in "
-                            "updateElements for the same new key was ignored. Give a new key in "
-                            "newElements only.",
-                            ko,
-                        )
+                        self.say("shadowed:new_key", ku, ko)
                 elif uv is not _MISSING:
                     value, vlink = uv, ku
                     if not x_del:
-                        self.warn(
-                            "update_missing",
-                            ku,
-                            f"updateElements names {self.pp(ko)}, which does not exist in the "
-                            f"payload; treated as an addition, set to {describe(uv)} as given "
-                            "(markers and {} inside it are data). Use newElements for "
-                            "new keys.",
-                            ko,
-                        )
+                        self.say("update_missing", ku, ko, value=describe(uv))
                 if value is not _MISSING:
                     self.set_key(c, k, value, kr, vlink, ko)
                 elif x_del:
@@ -108,22 +83,13 @@ class _ObjectWalker(_Walker):
                     self.warn_remove_missing_nested(x_nested, cur, True, kx, ko)
                 if uv is not _MISSING:
                     if nv is not _MISSING:
-                        self.shadow_new(kn, ko)
+                        self.say("shadowed:existing_key", kn, ko)
                     if not (type(uv) is dict and not uv):
                         self.set_key(c, k, uv, kr, ku, ko)
                     else:
-                        self.warn(
-                            "no_effect",
-                            ku,
-                            f"{{}} in updateElements over {self.pp(ko)} (which holds "
-                            f"{describe(cur)}) changes nothing: {{}} means keep as it is. To "
-                            "set a new value, give the value itself; to make it an empty object, "
-                            "use replaceElements (top-level key) or delete it in removeElements "
-                            "and add {} with newElements.",
-                            ko,
-                        )
+                        self.say("no_effect:{}", ku, ko, old=describe(cur))
                 elif nv is not _MISSING:
-                    self.new_exists(nv, cur, kn, ko)
+                    self.say("new_exists", kn, ko, old=describe(cur), new=describe(nv))
                     self.set_key(c, k, nv, kr, kn, ko)
                 continue
 
@@ -137,23 +103,14 @@ class _ObjectWalker(_Walker):
                     self.mismatch("updateElements", uv, cur, ku, ko, element=False)
                 elif type(uv) is list and not uv and cur and xv is _MISSING and nv is _MISSING:
                     # (beside a removal or an append for the same list, [] is a filler)
-                    self.warn(
-                        "no_effect",
-                        ku,
-                        f"[] in updateElements over {self.pp(ko)} (which holds "
-                        f"{describe(cur)}) changes nothing: an array in updateElements is "
-                        "positional, and an empty one names no element. To empty the list, "
-                        "use replaceElements with [] (top-level key) or delete its elements "
-                        f"with {self.marker_text()} in removeElements.",
-                        ko,
-                    )
+                    self.say("no_effect:[]", ku, ko, old=describe(cur))
             u_desc = (uv or None) if u_fits else None
             n_set = False
             n_desc: Any = None
             if nv is not _MISSING:
                 if _kind(nv) == _PRIM:
                     if u_acts:
-                        self.shadow_new(kn, ko)
+                        self.say("shadowed:existing_key", kn, ko)
                     else:
                         n_set = True
                 elif _fits(kc, nv):
@@ -165,9 +122,9 @@ class _ObjectWalker(_Walker):
                     why = f"{'updateElements' if u_set else 'newElements'} replaces {self.pp(ko)}"
                     self.moot_removal(x_nested, cur, True, kx, ko, f"{why} with a primitive value")
                 if u_set and n_desc is not None:
-                    self.shadow_new(kn, ko)
+                    self.say("shadowed:existing_key", kn, ko)
                 if n_set:
-                    self.new_exists(nv, cur, kn, ko)
+                    self.say("new_exists", kn, ko, old=describe(cur), new=describe(nv))
                 self.set_key(c, k, uv if u_set else nv, kr, ku if u_set else kn, ko)
                 continue
             x_desc = self.removal_below(x_nested, cur, kx, ko, element=False)

@@ -2,8 +2,7 @@
 
 A *shadow* tree follows every array element of the base through the applied requests (each merged
 by the walk, which records its changes and array layouts), so each effect is anchored in the base's
-coordinates and every base position can be mapped to the current payload.
-"""
+coordinates and every base position can be mapped to the current payload."""
 
 from __future__ import annotations
 
@@ -16,10 +15,10 @@ from agent_payload._jsondata import Link, describe, format_request_path, json_eq
 from agent_payload._paths import format_payload_path
 from agent_payload.changes import DEFAULT_MARKERS, AgentPayloadChangeRequest
 from agent_payload.errors import ConcurrentChangeError, MergeConflictError
-from agent_payload.merge._limits import Limits, _check_limits, _root_error
+from agent_payload.merge._limits import Limits, _check_limits, _check_root
 from agent_payload.merge._markers import _validate_markers
 from agent_payload.merge._messages import _strict_message
-from agent_payload.merge._nodes import _ARR, _OBJ, _SAME, _is_index_map, _kind
+from agent_payload.merge._nodes import _ARR, _OBJ, _SAME, _is_index_map
 from agent_payload.merge._request import _normalise_request
 from agent_payload.merge._root import _Merger
 from agent_payload.report import ChangeOp, Issue, MergeReport
@@ -48,9 +47,8 @@ class _New:
 
 
 class _Shadow:
-    """A base node followed through the applied requests: an array's base identities in
-    current order (``None``: untouched), the nodes below by key or base index, and whether its
-    content was set since (``opaque``: nothing below it is the base's any more)."""
+    """A base node followed through the applied requests: an array's base identities in current
+    order (``None``: untouched), the nodes below, and ``opaque`` once its content was set."""
 
     __slots__ = ("ids", "kids", "opaque", "where")
 
@@ -83,7 +81,6 @@ class _Effect:
     value: Any = _UNKNOWN  # set: the new value
     old: Any = None
     request_path: str = ""  # the late request's effects: the entry that asked for it
-    step: int = 0  # the applied request (1-based) that made it; 0 for the late request
 
 
 class _Tracer(_Merger):
@@ -98,9 +95,8 @@ class _Tracer(_Merger):
         self.owned = owned
 
     def owned_child(self, value: Any, kind: int) -> Any:
-        """Share mode's copy of a container on the request's path, made once per rebase: a
-        container copied by an earlier applied request is edited in place (nothing outside the
-        rebase holds it), so a run of one-field edits never copies a long array again."""
+        """Share mode's copy, made once per rebase: a container an earlier applied request copied
+        is edited in place, so a run of one-field edits never copies a long array again."""
         if id(value) in self.owned:
             return value
         child = super().owned_child(value, kind)
@@ -131,8 +127,7 @@ def _merge(
 
 
 class _Rebase:
-    def __init__(self, base: Any, limits: Limits) -> None:
-        self.limits = limits
+    def __init__(self, base: Any) -> None:
         self.root = _Shadow()
         self.state = base
 
@@ -146,15 +141,13 @@ class _Rebase:
         for part in path:
             if node.opaque:
                 return tuple(out), None, True
-            if type(part) is int:
-                ident = node.ids[part] if node.ids is not None else part
+            if type(part) is int and node.ids is not None:
+                ident = node.ids[part]
                 if isinstance(ident, _New):
                     return tuple(out), ident, False
-                out.append(ident)
-                node = node.kid(ident)
-            else:
-                out.append(part)
-                node = node.kid(part)
+                part = ident
+            out.append(part)
+            node = node.kid(part)
         return tuple(out), None, False
 
     def node(self, base_path: Path) -> _Shadow:
@@ -188,7 +181,7 @@ class _Rebase:
 
     # --- effects --------------------------------------------------------------------------
 
-    def effects(self, tracer: _Tracer, step: int, late: bool) -> list[_Effect]:
+    def effects(self, tracer: _Tracer, late: bool) -> list[_Effect]:
         """The effects of one merge in base coordinates, and (for an applied request) the
         shadow moved past it."""
         pending: dict[Path, list[int | _New]] = {}
@@ -221,20 +214,20 @@ class _Rebase:
                     layout = pending.get(bpath)
                     token = layout[gpath[-1]] if layout is not None else _New(END)
                     anchor = token.anchor if isinstance(token, _New) else END
-                    out.append(_Effect("insert", bpath, anchor, request_path=rpath, step=step))
+                    out.append(_Effect("insert", bpath, anchor, request_path=rpath))
                     continue
             else:
                 bpath, inside, opaque = self.locate(gpath)
             if inside is not None:
-                out.append(_Effect("insert", bpath, inside.anchor, request_path=rpath, step=step))
+                out.append(_Effect("insert", bpath, inside.anchor, request_path=rpath))
             elif opaque:
-                out.append(_Effect("set", bpath, request_path=rpath, step=step))
+                out.append(_Effect("set", bpath, request_path=rpath))
             elif op == "delete":
-                out.append(_Effect("delete", bpath, END, _GONE, old_value, rpath, step))
+                out.append(_Effect("delete", bpath, END, _GONE, old_value, rpath))
                 if bpath and type(bpath[-1]) is str:  # a key: what is added there later is new
                     opened.append(bpath)
             else:
-                out.append(_Effect("set", bpath, END, new_value, old_value, rpath, step))
+                out.append(_Effect("set", bpath, END, new_value, old_value, rpath))
                 opened.append(bpath)
         if not late:
             for bpath, ids in pending.items():
@@ -301,25 +294,23 @@ def rebase_change_request(
     Raises :class:`~agent_payload.errors.ConcurrentChangeError` (one ``concurrent_change``
     conflict per colliding entry) when the request collides with what was applied since, and
     :class:`~agent_payload.errors.MergeConflictError` when it conflicts with its own base.
-    Pure: no I/O, no input is mutated.
-    """
+    Pure: no I/O, no input is mutated."""
     limits = _check_limits(limits)
     active = _validate_markers(markers)
     if base is None:
         base = {}
-    if _kind(base) not in (_OBJ, _ARR):
-        raise _root_error(base)
-    rebase = _Rebase(base, limits)
+    _check_root(base)
+    rebase = _Rebase(base)
     theirs: list[_Effect] = []
     state = base
     owned: dict[int, Any] = {}  # the containers this rebase copied (edited in place after)
-    for step, item in enumerate(applied, start=1):
+    for item in applied:
         if isinstance(item, Applied):
             request, step_markers = item.change_request, _validate_markers(item.markers)
         else:
             request, step_markers = item, active
         state, tracer, _ = _merge(state, request, step_markers, limits, owned)
-        theirs.extend(rebase.effects(tracer, step, late=False))
+        theirs.extend(rebase.effects(tracer, late=False))
     rebase.state = state
 
     _, tracer, normal = _merge(base, change_request, active, limits, {})
@@ -330,7 +321,7 @@ def rebase_change_request(
             "any rebase): " + _strict_message(report),
             report=report,
         )
-    ours = _Rebase(base, limits).effects(tracer, 0, late=True)  # base coordinates as they are
+    ours = _Rebase(base).effects(tracer, late=True)  # base coordinates as they are
     collisions: dict[str, tuple[_Effect, _Effect]] = {}
     for mine in ours:
         if mine.request_path in collisions:
@@ -352,11 +343,8 @@ def _concurrent_error(
 ) -> ConcurrentChangeError:
     report = MergeReport(reasoning=reasoning)
     for rpath, (mine, other) in collisions.items():
-        path = (
-            mine.path
-            if mine.kind != "insert"
-            else ((*mine.path, mine.anchor) if mine.anchor != END else mine.path)
-        )
+        inserts_before = mine.kind == "insert" and mine.anchor != END
+        path = (*mine.path, mine.anchor) if inserts_before else mine.path
         current, exists = rebase.current_path(path)
         if exists:
             now = f"it is now at {format_payload_path(current)}"
@@ -371,8 +359,7 @@ def _concurrent_error(
     first = next(iter(report.conflicts))
     more = len(report.conflicts) - 1
     return ConcurrentChangeError(
-        f"{first.path}: {first.message}" + (f" (and {more} more)" if more else ""),
-        report=report,
+        f"{first.path}: {first.message}" + (f" (and {more} more)" if more else ""), report=report
     )
 
 

@@ -7,18 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_payload._jsondata import (
-    describe,
-    format_request_path,
-    kind_word,
-)
-from agent_payload._normalise import (
-    Reactions,
-    UnknownField,
-    normalise_request,
-    reasoning_text,
-)
-from agent_payload.changes import AgentPayloadChangeRequest
+from agent_payload._jsondata import describe, format_request_path, kind_word
+from agent_payload._normalise import Reactions, UnknownField, normalise_request, reasoning_text
+from agent_payload.changes import WIRE_NAMES, AgentPayloadChangeRequest
 from agent_payload.errors import InvalidChangeRequestError
 from agent_payload.merge._limits import Limits, _checked_copy
 from agent_payload.merge._nodes import _is_empty_container
@@ -32,21 +23,11 @@ class _Request:
     issues: list[Issue]  # the top level's conflicts (unknown_field, both_spellings)
 
 
-def _empty_bucket(v: Any) -> bool:
-    return v is None or _is_empty_container(v)
-
-
 def _normalise_request(change_request: Any, limits: Limits) -> _Request:
     if change_request is None:
         return _Request({}, None, [])
     if isinstance(change_request, AgentPayloadChangeRequest):
-        raw: Any = {
-            "newElements": change_request.new_elements,
-            "updateElements": change_request.update_elements,
-            "removeElements": change_request.remove_elements,
-            "replaceElements": change_request.replace_elements,
-            "reasoning": change_request.reasoning,
-        }
+        raw: Any = {wire: getattr(change_request, name) for name, wire in WIRE_NAMES.items()}
     elif isinstance(change_request, Mapping):
         raw = dict(change_request)
     else:
@@ -64,7 +45,9 @@ def _normalise_request(change_request: Any, limits: Limits) -> _Request:
             )
     reactions = _RequestReactions()
     read = normalise_request(_checked_copy(raw, limits, "request"), reactions)
-    buckets = {k: v for k, v in read.buckets.items() if not _empty_bucket(v)}
+    buckets = {
+        k: v for k, v in read.buckets.items() if v is not None and not _is_empty_container(v)
+    }
     return _Request(buckets, reasoning_text(read.reasoning), reactions.issues)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent_payload._jsondata import json_equal
 from agent_payload.merge._arrays import _ArrayWalker
-from agent_payload.merge._nodes import _is_index_map
+from agent_payload.merge._nodes import _ARR, _OBJ, _fits
 from agent_payload.merge._objects import _ObjectWalker
 from agent_payload.merge._walk import _run, _Site
 
@@ -20,30 +20,24 @@ class _Merger(_ObjectWalker, _ArrayWalker):
     def merge_root(self, root: Any, buckets: dict[str, Any]) -> Any:
         """Each bucket checked against the root's kind, replaceElements applied, then the walk."""
         r = buckets.get(_R)
-        if type(root) is dict:
-            parts = {name: buckets.get(name) for name in (_X, _U, _N)}
-            for name, value in parts.items():
-                if value is not None and type(value) is not dict:
-                    self.root_mismatch(name, value, root)
-                    parts[name] = None
-            if r is not None and type(r) is not dict:
-                self.root_mismatch(_R, r, root)
-            elif r is not None:
-                self.replace_keys(root, r, parts)
-        else:
-            parts = {name: buckets.get(name) for name in (_U, _X, _N)}
-            for name, value in parts.items():
-                if value is not None and not (type(value) is list or _is_index_map(value)):
-                    self.root_mismatch(name, value, root)
-                    parts[name] = None
-            if r is not None and type(r) is not list:
-                self.root_mismatch(_R, r, root)
-            elif r is not None:
-                return self.replace_root(root, r, parts)
+        kind = _OBJ if type(root) is dict else _ARR
+        parts = {
+            name: buckets.get(name) for name in ((_X, _U, _N) if kind == _OBJ else (_U, _X, _N))
+        }
+        for name, value in parts.items():
+            if value is not None and not _fits(kind, value):
+                self.root_mismatch(name, value, root)
+                parts[name] = None
+        if r is not None and type(r) is not type(root):
+            self.root_mismatch(_R, r, root)
+        elif r is not None and kind == _ARR:
+            return self.replace_root(root, r, parts)
+        elif r is not None:
+            self.replace_keys(root, r, parts)
         site = _Site(
             root, parts[_U], parts[_N], parts[_X], None, None, (None, _U), (None, _N), (None, _X)
         )
-        _run(self.walk_object(site) if type(root) is dict else self.walk_array(site))
+        _run(self.walk_object(site) if kind == _OBJ else self.walk_array(site))
         return root
 
     def replace_keys(self, root: dict[str, Any], r: dict[str, Any], parts: dict[str, Any]) -> None:
@@ -52,14 +46,9 @@ class _Merger(_ObjectWalker, _ArrayWalker):
             for name in (_U, _X, _N):
                 b = parts[name]
                 if b is not None and k in b:
-                    self.warn(
-                        "shadowed",
-                        ((None, name), k),
-                        f"replaceElements replaces the top-level key "
-                        f"{json.dumps(k, ensure_ascii=False)} as a whole, so what "
-                        f"{name} says of it was not applied. Name a key in one bucket "
-                        "only.",
-                        (None, k),
+                    key = json.dumps(k, ensure_ascii=False)
+                    self.say(
+                        "shadowed:replaced_key", ((None, name), k), (None, k), key=key, bucket=name
                     )
             if not self.replace_index_map(root, k, value):
                 self.set_key(root, k, value, (None, k), ((None, _R), k), (None, k))
@@ -71,13 +60,7 @@ class _Merger(_ObjectWalker, _ArrayWalker):
         """replaceElements at an array root: the whole payload; the other buckets shadowed."""
         for name, value in parts.items():
             if value is not None:
-                self.warn(
-                    "shadowed",
-                    (None, name),
-                    f"replaceElements replaces the whole payload, so {name} was not "
-                    "applied. Send either replaceElements or the other buckets.",
-                    None,
-                )
+                self.say("shadowed:replaced_root", (None, name), None, bucket=name)
         if not json_equal(root, r) and self.commit("update", None, root, r, (None, _R)):
             return r
         return root

@@ -35,8 +35,7 @@ def _run(walk: _Walk) -> None:
 class _Site:
     """A container being merged, what each bucket says of it (``None``: nothing), and their
     places: ``at`` in the original payload, ``result_at`` in the result, ``update_at``,
-    ``new_at``, ``remove_at`` in the change request.
-    """
+    ``new_at``, ``remove_at`` in the change request."""
 
     node: Any
     update: Any
@@ -81,22 +80,18 @@ class _Walker(_Reporter):
 
     # --- values ---------------------------------------------------------------------------
 
-    def own_copy(self, value: Any, plink: Link) -> Any:
-        """A deep copy of a payload value (share mode: the input's; checked on the way)."""
-        return _checked_copy(value, self.limits, at=plink)
-
     def old_value(self, value: Any, plink: Link) -> Any:
         """The old value for a Change. In default mode it is our own copy's object, detached
         from the result once the change applies; in share mode it is the input's: copied."""
         if type(value) in _SCALAR_TYPES or (not self.share and _kind(value) != _BAD):
             return value
-        return self.own_copy(value, plink)
+        return _checked_copy(value, self.limits, at=plink)
 
     def check_payload_value(self, value: Any, plink: Link) -> int:
         """Kind of a payload value read by the walk (share mode may meet unchecked data)."""
         k = _kind(value)
         if k == _BAD or (k == _PRIM and type(value) is float and value - value != 0.0):
-            self.own_copy(value, plink)  # raises with the path
+            _checked_copy(value, self.limits, at=plink)  # raises with the path
         return k
 
     def owned_child(self, value: Any, kind: int) -> Any:
@@ -116,8 +111,7 @@ class _Walker(_Reporter):
 
         ``plink`` is the change's path in the report (MERGE.md section 4); ``glink`` (default
         ``plink``) where the guard judges it and its findings are recorded: the original node the
-        change touches, or an appended or inserted element's position in the result.
-        """
+        change touches, or an appended or inserted element's position in the result."""
         if self.refuse_stale and self.stale_marker(op, old, new, plink, rlink):
             return False
         if glink is _SAME:

@@ -1,12 +1,6 @@
-"""Model text -> change request (pure: no I/O). It never guesses.
-
-What is accepted and what is sent back: docs/format.md. Modules: ``_find`` finds the object in
-the reply (candidates, fences, tags, thinking, ambiguity), ``_strict`` and ``_grammar`` decode it
-(strict JSON in C, else the JSON5-and-Python-literals reader, with damage reports), ``_request``
-turns it into the change request (through ``agent_payload._normalise``), ``_errors`` builds the
-errors sent back (the prompts layer renders their feedback). Time is linear in the length of the
-reply (``bench/parse.py``): the scan skips whatever an object it read spans and never rescans.
-"""
+"""Model text -> change request (pure: no I/O); it never guesses. What is accepted and what is
+sent back: docs/format.md. Time is linear in the reply's length (``bench/parse.py``): the scan
+skips whatever an object it read spans and never rescans."""
 
 from __future__ import annotations
 
@@ -37,8 +31,7 @@ class ParsedReply:
     """A change request read from a model's reply.
 
     ``repairs`` says, in words, what had to be repaired or normalised to read it (empty for a
-    bare, strict JSON reply); ``raw_json`` is the JSON text the change request was read from.
-    """
+    bare, strict JSON reply); ``raw_json`` is the JSON text the change request was read from."""
 
     change_request: AgentPayloadChangeRequest
     repairs: tuple[str, ...] = ()
@@ -52,8 +45,7 @@ def parse_change_request(
 
     ``finish_reason`` is the provider's stop reason when known (``"length"``, ``"max_tokens"``,
     ``"refusal"``, ...). Raises a ``ModelReplyError`` subclass (with ``feedback`` for the
-    model) when the reply cannot be used; see docs/format.md for what is accepted.
-    """
+    model) when the reply cannot be used; see docs/format.md for what is accepted."""
     return parse_change_request_with_repairs(text, finish_reason=finish_reason).change_request
 
 

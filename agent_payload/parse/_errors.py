@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from agent_payload.errors import (
     ModelReplyError,
@@ -15,19 +14,8 @@ from agent_payload.errors import (
     ReplySyntaxError,
     TruncatedReplyError,
 )
+from agent_payload.parse._grammar import MAX_REPLY_DEPTH
 from agent_payload.report import Problem
-
-
-def _raise(
-    cls: type[ModelReplyError],
-    message: str,
-    problems: Sequence[Problem],
-    *,
-    reply: str,
-    cause: BaseException | None = None,
-    **extra: Any,
-) -> NoReturn:
-    raise cls(message, reply=reply, problems=problems, **extra) from cause
 
 
 def _reply_error(
@@ -42,7 +30,8 @@ def _reply_error(
     code: str | None = None,
 ) -> NoReturn:
     """Raise ``cls`` (``message`` for the caller) with one problem for the model."""
-    _raise(cls, message, [Problem(kind, model_message, path, code)], reply=reply, cause=cause)
+    problems = [Problem(kind, model_message, path, code)]
+    raise cls(message, reply=reply, problems=problems) from cause
 
 
 def _truncated(reply: str, why: str, *, cause: BaseException | None = None) -> NoReturn:
@@ -83,6 +72,21 @@ def _no_request(reply: str, why: str) -> NoReturn:
         "({} if nothing should change).",
         cls=NoChangeRequestError,
         kind="no_change_request",
+    )
+
+
+def _too_deep(
+    reply: str, levels: str, where: str = "", also: str = "", cause: BaseException | None = None
+) -> NoReturn:
+    """The change request nests deeper than ``MAX_REPLY_DEPTH`` (``where``: in the reply)."""
+    _reply_error(
+        reply,
+        f"The change request{f' {where} of the reply' if where else ''} is nested {levels} "
+        f"levels deep; at most {MAX_REPLY_DEPTH} levels are read. Ask again with the feedback.",
+        f"your change request is nested {levels} levels deep{f' ({where})' if where else ''}; "
+        f"at most {MAX_REPLY_DEPTH} levels can be read. Change deep values with fewer levels: "
+        f"replace a whole subtree higher up with replaceElements, or split the edit.{also}",
+        cause=cause,
     )
 
 

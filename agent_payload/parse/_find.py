@@ -19,6 +19,7 @@ from agent_payload.parse._errors import (
     _no_request,
     _refuse,
     _reply_error,
+    _too_deep,
     _truncated,
     _where,
 )
@@ -47,7 +48,6 @@ _OPENER: Final = re.compile(_JSON_START.pattern + r'|(?<!\\)"(?=[ \t]*\{)', re.V
 _THINKING_TAGS = "thinking|think|scratchpad|reflection|analysis"
 _THINKING_OPEN: Final = re.compile(rf"^[ \t]*<({_THINKING_TAGS})>", re.IGNORECASE | re.MULTILINE)
 _THINKING_CLOSE: Final = re.compile(rf"</({_THINKING_TAGS})\s*>", re.IGNORECASE)
-_CLOSE_TAGS: dict[str, re.Pattern[str]] = {}
 # gpt-oss "harmony": <|start|>assistant<|channel|>NAME<|message|>BODY<|end|> (or <|return|>,
 # <|call|>, or the end of the reply); only the final channel's body is the answer.
 _HARMONY_HEAD: Final = r"(?:[^<]|<\|constrain\|>)*<\|message\|>"
@@ -60,15 +60,6 @@ _HARMONY_PART: Final = re.compile(
 )
 _ANSWER_BLOCK: Final = re.compile(r"<(final_answer|answer)>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _DRAFT_BLOCK: Final = re.compile(r"<draft>.*?</draft\s*>", re.IGNORECASE | re.DOTALL)
-
-
-def _close_tag(name: str) -> re.Pattern[str]:
-    pattern = _CLOSE_TAGS.get(name)
-    if pattern is None:
-        pattern = re.compile(rf"</{re.escape(name)}\s*>", re.IGNORECASE)
-        if len(_CLOSE_TAGS) < 64:
-            _CLOSE_TAGS[name] = pattern
-    return pattern
 
 
 _FENCE_BEFORE: Final = re.compile(r"(?:```|~~~)[^\n`~]*\n\s*\Z")
@@ -117,8 +108,6 @@ def _has_bucket(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
     for key, inner in value.items():
-        if not isinstance(key, str):  # pragma: no cover - JSON keys are strings
-            continue
         if key in BUCKET_SPELLINGS:
             return True
         if key in WRAPPERS:
@@ -406,8 +395,6 @@ class _Reader:
         if count > 1:
             self.repairs.append(f"ignored {count - 1} other JSON object(s) in the reply")
         self.repairs.extend(candidate.repairs)
-        if not isinstance(candidate.value, dict):  # pragma: no cover - objects only
-            _no_request(self.reply, "the reply holds no JSON object")
         return candidate.value, span if candidate.inside is None else candidate.inside
 
     def _damaged(self, text: str, candidate: _Candidate, others: int) -> NoReturn:
@@ -428,17 +415,7 @@ class _Reader:
             else ""
         )
         if damage.depth:
-            _reply_error(
-                self.reply,
-                f"The change request {where} of the reply is nested more than "
-                f"{MAX_REPLY_DEPTH} levels deep; at most {MAX_REPLY_DEPTH} levels are read. "
-                "Ask again with the feedback.",
-                f"your change request is nested more than {MAX_REPLY_DEPTH} levels deep "
-                f"({where}); at most {MAX_REPLY_DEPTH} levels can be read. Change deep values "
-                "with fewer levels: replace a whole subtree higher up with replaceElements, or "
-                f"split the edit.{also}",
-                cause=damage,
-            )
+            _too_deep(self.reply, f"more than {MAX_REPLY_DEPTH}", where, also, damage)
         hint = f" {damage.hint[0].upper()}{damage.hint[1:]}" if damage.hint else ""
         _reply_error(
             self.reply,
@@ -493,9 +470,8 @@ class _Reader:
         return text
 
     def _set_aside_thinking(self, text: str) -> tuple[str, int | None]:
-        """Blank out thinking blocks (keeping lines and columns); a lone closing tag, at the
-        start or end of a line with no opening tag before it, ends thinking that began with the
-        reply."""
+        """Blank out thinking blocks (keeping lines and columns); a lone closing tag at a line's
+        start or end, with no opening tag before it, ends thinking begun with the reply."""
         if "<" not in text:  # no tag at all (a megabyte of JSON need not be searched)
             return text, None
         pieces: list[str] = []
@@ -519,7 +495,8 @@ class _Reader:
             match = _THINKING_OPEN.search(text, pos)
             if match is None:
                 break
-            end = _close_tag(match.group(1)).search(text, match.end())
+            closing = re.compile(rf"</{re.escape(match.group(1))}\s*>", re.IGNORECASE)  # cached
+            end = closing.search(text, match.end())
             pieces.append(text[pos : match.start()])
             if end is None:
                 pieces.append(_BLANK.sub(" ", text[match.start() :]))

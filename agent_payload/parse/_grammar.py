@@ -186,19 +186,17 @@ class _Grammar:
             return self._string(pos, _SSTR)
         if not char:
             raise _Damage(pos, "the reply ends where a value should be", eof=True)
-        word = _WORD.match(text, pos)
-        if word is not None:
-            if word.end() == len(text) and word.group() not in _LITERALS:
-                raise _Damage(pos, "the reply ends inside a word", eof=True)
-            return self._word(word.group(), pos), word.end()
-        raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
-
-    def _word(self, word: str, pos: int) -> Any:
+        match = _WORD.match(text, pos)
+        if match is None:
+            raise _Damage(pos, f"expected a value, found {_found(text, pos)}")
+        word = match.group()
         if word in _LITERALS:
-            return _LITERALS[word]
+            return _LITERALS[word], match.end()
+        if match.end() == len(text):
+            raise _Damage(pos, "the reply ends inside a word", eof=True)
         if word in _PY_LITERALS:
             self.repairs["converted Python literals True/False/None to JSON"] = None
-            return _PY_LITERALS[word]
+            return _PY_LITERALS[word], match.end()
         raise _bare_word(word, pos)
 
     def _string(self, pos: int, pattern: re.Pattern[str]) -> tuple[str, int]:
@@ -223,7 +221,8 @@ class _Grammar:
         if _RAW_CONTROL.search(raw) is not None:
             self.repairs[_CONTROL_CHARS] = None
         if _SURROGATE.search(value) is not None:
-            value = _join_pairs(value)
+            # join escaped pairs (\ud83d\ude80) read one by one; a lone surrogate stays
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
             if _SURROGATE.search(value) is not None:
                 raise _Damage(
                     pos,
@@ -431,9 +430,3 @@ class _Grammar:
 
 _GAP_CHARS: Final = frozenset(" \t\n\r\f\v\u00a0\u2028\u2029\ufeff/#")
 _LINE_END: Final = re.compile(r"[\n\r\u2028\u2029]")
-
-
-def _join_pairs(value: str) -> str:
-    """Join escaped surrogate pairs (``\\ud83d\\ude80``) read one by one into the character;
-    a lone surrogate stays (and is refused by the caller)."""
-    return value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")

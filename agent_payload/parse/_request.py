@@ -11,19 +11,14 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from agent_payload._jsondata import JSON_TYPES, container_positions, kind_word
-from agent_payload._normalise import (
-    Reactions,
-    UnknownField,
-    normalise_request,
-    reasoning_text,
-)
+from agent_payload._normalise import Reactions, UnknownField, normalise_request, reasoning_text
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UnknownFieldError
 from agent_payload.parse._errors import (
     _excerpt,
     _field_path,
-    _raise,
     _reply_error,
+    _too_deep,
     _truncated,
     _where,
 )
@@ -34,9 +29,8 @@ from agent_payload.report import Problem
 
 @dataclass(slots=True)
 class _Normaliser(Reactions):
-    """Turns the object read from a reply into the change request: the one normaliser decides,
-    this says how the parser reacts (an error for the model, or a repair). ``repairs`` is shared
-    with the reader, so the repairs stay in the order they were made."""
+    """The parser's reactions (an error for the model, or a repair) to the one normaliser's
+    findings; ``repairs`` is the reader's, so they stay in the order they were made."""
 
     reply: str
     repairs: list[str] = field(default_factory=list)
@@ -47,14 +41,7 @@ class _Normaliser(Reactions):
         data["reasoning"] = reasoning_text(read.reasoning, self.repairs)
         depth = _depth(data)
         if depth > MAX_REPLY_DEPTH:
-            _reply_error(
-                self.reply,
-                f"The change request is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} "
-                "levels are read. Ask again with the feedback.",
-                f"your change request is nested {depth} levels deep; at most "
-                f"{MAX_REPLY_DEPTH} levels can be read. Change deep values with fewer levels: "
-                "replace a whole subtree higher up with replaceElements, or split the edit.",
-            )
+            _too_deep(self.reply, str(depth))
         try:
             return AgentPayloadChangeRequest.model_validate(data)
         except (ValidationError, RecursionError) as exc:  # pragma: no cover - JSON input
@@ -87,7 +74,6 @@ class _Normaliser(Reactions):
     def unknown(self, fields: Sequence[UnknownField]) -> NoReturn:
         problems = []
         parts = []
-        names = [f.name for f in fields]
         for unknown in fields:
             name = unknown.name
             if unknown.is_wrapper:
@@ -95,31 +81,27 @@ class _Normaliser(Reactions):
                     f"{name} is a wrapper and cannot stand beside buckets: move its fields "
                     "to the top level"
                 )
+            elif unknown.suggestion:
+                hint = f"did you mean {unknown.suggestion}?"
             else:
-                near = unknown.suggestion
-                hint = f"did you mean {near}?" if near else "it is not part of the format"
+                hint = "it is not part of the format"
             path = _field_path(name)
             parts.append(f"{path} ({hint})")
-            problems.append(
-                Problem(
-                    kind="unknown_field",
-                    code="unknown_field",
-                    path=path,
-                    message=f"{name!r} is not a field of the change request ({hint}). The only "
-                    "top-level fields are newElements, updateElements, removeElements, "
-                    "replaceElements and reasoning; changes to the data go inside them.",
-                )
+            message = (
+                f"{name!r} is not a field of the change request ({hint}). The only top-level "
+                "fields are newElements, updateElements, removeElements, replaceElements and "
+                "reasoning; changes to the data go inside them."
             )
-        _raise(
-            UnknownFieldError,
+            problems.append(Problem("unknown_field", message, path, "unknown_field"))
+        raise UnknownFieldError(
             "The change request has top-level fields that are not part of the format: "
             + ", ".join(parts)
             + ". Expected only newElements, updateElements, removeElements, replaceElements "
             "and reasoning; nothing was guessed. Ask again with the feedback.",
-            problems,
             reply=self.reply,
-            fields=names,
-        )
+            problems=problems,
+            fields=[f.name for f in fields],
+        ) from None
 
     def text(self, name: str, value: str) -> Any:
         """A wrapper or bucket given as a JSON string (tool arguments encoded twice) is decoded;

@@ -40,8 +40,7 @@ _SUSPECT: Final = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 def _suspect(text: str, pos: int = 0, end: int | None = None) -> bool:
     """``_SUSPECT`` occurs in ``text[pos:end]``: a surrogate, written as an escape or as itself
     (an ASCII text with no ``\\u`` has none: a megabyte reply need not be searched)."""
-    if end is None:
-        end = len(text)
+    end = len(text) if end is None else end
     if text.isascii() and text.find("\\u", pos, end) == -1:
         return False
     return _SUSPECT.search(text, pos, end) is not None
@@ -79,9 +78,8 @@ def _strict_at(text: str, pos: int) -> tuple[Any, int]:
 
 
 def _read_object(text: str, pos: int, context: str | None = None) -> tuple[Any, int, list[str]]:
-    """The object at ``pos`` of ``text``: strict JSON at C speed, else the grammar reader.
-    Returns the value, the end and the repairs; raises ``_Damage`` (whose ``resume`` is where
-    scanning for other objects may go on: past everything strict JSON read as one object)."""
+    """The object at ``pos``, its end and the repairs: strict JSON at C speed, else the grammar
+    reader; raises ``_Damage`` (``resume``: past all that strict JSON read as one object)."""
     if _STRICT_START.match(text, pos) is None:
         value, end = None, pos + 1  # not strict JSON from its first member on: no C attempt
         bare = _BARE_FIRST_VALUE.match(text, pos)
