@@ -4,7 +4,6 @@ and the intake of payloads (``_as_data``)."""
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import Any, Final
 
@@ -42,46 +41,13 @@ def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-_PLAIN_SCALARS: frozenset[type] = frozenset({str, int, bool, type(None)})
 _SAME_IF_EQUAL: frozenset[type] = frozenset({str, int, bool, float})
-
-
-def _plain_json(value: Any) -> int | None:
-    """The depth of ``value`` when it is JSON data of the exact types (string keys, finite
-    floats); None: look closer. Bounded by ``Limits.max_nodes`` (so a cycle ends it)."""
-    level = [value]
-    depth = 0
-    budget = DEFAULT_LIMITS.max_nodes
-    while level:
-        depth += 1
-        below: list[Any] = []
-        push = below.append
-        for node in level:
-            budget -= len(node)
-            if budget < 0:
-                return None
-            if type(node) is dict:
-                for k in node:
-                    if type(k) is not str:
-                        return None
-                node = node.values()
-            for v in node:
-                tv = type(v)
-                if tv is dict or tv is list:
-                    push(v)
-                elif tv is float:
-                    if not math.isfinite(v):
-                        return None
-                elif tv not in _PLAIN_SCALARS:
-                    return None
-        level = below
-    return depth
 
 
 def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
     """The data (a pydantic model dumped in JSON mode, ``None`` as ``{}``), whether it holds no
-    subclass of the JSON types (``_plain_json``) and its depth; raises for a root that is not a
-    container, data that is not JSON (naming the path) or more than the merge accepts."""
+    subclass of the JSON types (``_depth(plain_within=)``) and its depth; raises for a root that
+    is not a container, data that is not JSON (naming the path) or more than the merge accepts."""
     value = json_data(value)
     if value is None:
         return {}, True, 1
@@ -91,7 +57,7 @@ def _as_data(value: Any, what: str) -> tuple[Any, bool, int]:
             f"{type(value).__name__}; wrap the value in an object.",
             path=(),
         )
-    depth = _plain_json(value)
+    depth = _depth(value, DEFAULT_LIMITS.max_nodes)
     if depth is not None:
         return value, True, depth
     problem = locate_problem(value, sys.maxsize, DEFAULT_LIMITS.max_nodes)

@@ -3,10 +3,11 @@ turned into the parser's errors or repairs, JSON-string buckets decoded, depth c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, NoReturn
+from typing import Any, NoReturn, overload
 
 from pydantic import ValidationError
 
@@ -157,19 +158,37 @@ class _Normaliser(Reactions):
         )
 
 
-def _depth(value: Any) -> int:
+@overload
+def _depth(value: Any) -> int: ...
+@overload
+def _depth(value: Any, plain_within: int) -> int | None: ...
+def _depth(value: Any, plain_within: int | None = None) -> int | None:
     """How deeply ``value`` nests containers (``{}`` is 1, a primitive 0), counted a level at a
-    time at C speed (a megabyte request is a few passes, not a loop per value)."""
+    time at C speed (a megabyte request is a few passes, not a loop per value). ``plain_within``
+    (a node count, which also ends a cycle): None unless ``value`` is JSON data of the exact
+    types (string keys, finite floats) of at most that many values."""
     depth = 0
     level = [value]
+    budget = plain_within
     while True:
-        if set(map(type, level)) <= JSON_TYPES:
+        kinds = set(map(type, level))
+        if kinds <= JSON_TYPES:
             containers = [level[i] for i in container_positions(level)]
+        elif budget is not None:
+            return None
         else:  # a subclass of dict or list: asked one by one
             containers = [node for node in level if isinstance(node, (dict, list))]
+        floats = (v for v in level if type(v) is float) if float in kinds else ()
+        if budget is not None and not all(map(math.isfinite, floats)):
+            return None
         if not containers:
             return depth
         depth += 1
+        if budget is not None:
+            budget -= sum(map(len, containers))
+            keys = chain.from_iterable(node for node in containers if type(node) is dict)
+            if budget < 0 or not set(map(type, keys)) <= {str}:
+                return None
         level = list(
             chain.from_iterable(
                 node.values() if isinstance(node, dict) else node for node in containers
