@@ -128,17 +128,17 @@ class Judge:
     def _redact(self, issues: Sequence[Issue]) -> list[Issue]:
         """Issues about hidden nodes keep their code and paths; their message (which may
         describe the hidden value) is replaced by one naming only the path."""
-        out = []
-        for issue in issues:
-            if self.hidden(issue.payload_path):
-                where = format_payload_path(issue.payload_path or ())
-                message = (
-                    f"`{where}` is outside the part of the payload you were shown; this entry "
-                    "was not applied there. Change only what you were shown."
-                )
-                issue = Issue(issue.code, issue.path, message, issue.payload_path, issue.severity)
-            out.append(issue)
-        return out
+        return [
+            dataclasses.replace(
+                issue,
+                message=f"`{format_payload_path(issue.payload_path or ())}` is outside the part "
+                "of the payload you were shown; this entry was not applied there. Change only "
+                "what you were shown.",
+            )
+            if self.hidden(issue.payload_path)
+            else issue
+            for issue in issues
+        ]
 
     # -- the verdict -----------------------------------------------------------------------
 
@@ -316,16 +316,8 @@ class Judge:
                 dataclasses.replace(p, message=f"in the payload as you saw it: {p.message}")
                 for p in conflict_problems(self._redact(report.conflicts), self.shown_json)
             )
-            raise _Refused(
-                self._no(
-                    "merge",
-                    problems,
-                    ModelReplyError,
-                    f"the change request conflicts with the payload: {summary(problems)}",
-                    request=request,
-                    report=report,
-                )
-            ) from None
+            message = f"the change request conflicts with the payload: {summary(problems)}"
+            self._refuse("merge", problems, message, request=request, report=report)
 
     def _merge(
         self, request: AgentPayloadChangeRequest, recorder: Recorder | None
@@ -404,17 +396,8 @@ class Judge:
                 problem = _callables.validator_problem(exc)
                 if problem is None:
                     raise
-                raise _Refused(
-                    self._no(
-                        "validator",
-                        (problem,),
-                        ModelReplyError,
-                        f"a validator asked for another attempt: {problem.message}",
-                        exc,
-                        request=request,
-                        report=report,
-                    )
-                ) from None
+                message = f"a validator asked for another attempt: {problem.message}"
+                self._refuse("validator", (problem,), message, exc, request=request, report=report)
 
     # -- failures --------------------------------------------------------------------------
 
@@ -442,9 +425,8 @@ class Judge:
         what: str,
     ) -> NoReturn:
         problems = conflict_problems(issues, self.shown_json, hidden=self.hidden)
-        message = f"{what}: {summary(problems)}"
-        raise _Refused(
-            self._no("merge", problems, ModelReplyError, message, request=request, report=report)
+        self._refuse(
+            "merge", problems, f"{what}: {summary(problems)}", request=request, report=report
         )
 
     def _no(
@@ -469,6 +451,17 @@ class Judge:
             message=message,
             cause=cause,
         )
+
+    def _refuse(
+        self,
+        stage: Stage,
+        problems: Sequence[Problem],
+        message: str,
+        cause: BaseException | None = None,
+        **where: Any,
+    ) -> NoReturn:
+        """A step refuses the request: ``_judge_request`` returns this verdict."""
+        raise _Refused(self._no(stage, problems, ModelReplyError, message, cause, **where))
 
     def _refused(
         self,
@@ -517,9 +510,7 @@ class Judge:
                 )
             )
         message = f"the merged payload does not validate: {summary(problems)}"
-        raise _Refused(
-            self._no("validation", problems, ModelReplyError, message, cause, request=request)
-        )
+        self._refuse("validation", problems, message, cause, request=request)
 
 
 def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
@@ -537,12 +528,12 @@ def judge(reply: Reply, payload: Any, **config: Any) -> Verdict:
 def _without_values(issue: Issue) -> Issue:
     """A ``concurrent_change`` conflict saying where the other edit collided, not what it did."""
     where = format_payload_path(issue.payload_path or ())
-    message = (
-        "Since the payload you were shown, another edit changed what this entry touches (now "
-        f"at {where}, or no longer there). Nothing of your request was applied. Read the "
-        "current value and write a new change request against the current payload."
+    return dataclasses.replace(
+        issue,
+        message="Since the payload you were shown, another edit changed what this entry touches "
+        f"(now at {where}, or no longer there). Nothing of your request was applied. Read the "
+        "current value and write a new change request against the current payload.",
     )
-    return Issue(issue.code, issue.path, message, issue.payload_path, issue.severity)
 
 
 def _text(reply: Reply) -> str:
