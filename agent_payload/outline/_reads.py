@@ -144,28 +144,24 @@ def _arguments(arguments: str | Mapping[str, Any], name: str, allowed: set[str])
     return parsed
 
 
-def _is_text(v: Any) -> bool:
-    return isinstance(v, str) and bool(v)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _needles(value: Any, key: str, ok: Any) -> Any:
-    """A find argument: one value or a list of up to ``MAX_NEEDLES`` (None when absent)."""
+def _needles(value: Any, key: str) -> Any:
+    """A find argument (``text`` or ``number``): one value or a list of up to ``MAX_NEEDLES``
+    (None when absent)."""
     if value is None:
         return None
     items = value if isinstance(value, list) else [value]
-    other = "number" if key == "text" else "text"
-    want = "a non-empty string" if key == "text" else "a number"
+    text = key == "text"
+    other, want = ("number", "a non-empty string") if text else ("text", "a number")
     if not items or len(items) > MAX_NEEDLES:
         raise _ReadError(
             f"Error: {key} takes {want} or a list of 1 to {MAX_NEEDLES} of them, found "
             f"{len(items)}."
         )
     for item in items:
-        if not ok(item):
+        number = (
+            isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item)
+        )
+        if not (isinstance(item, str) and item if text else number):
             raise _ReadError(
                 f"Error: {key} must be {want} (or a list of them), found "
                 f"{echo(json.dumps(item, ensure_ascii=False))}; to find a {other} use {other}."
@@ -523,9 +519,8 @@ def answer(
                     f"Error: {name} needs either text or number (not both), such as "
                     f"{_example(name)}."
                 )
-            texts = _needles(text, "text", _is_text)
-            numbers = _needles(number, "number", _is_number)
-            return find(shown, budget, text=texts, number=numbers, path=path, count=count)
+            text, number = _needles(text, "text"), _needles(number, "number")
+            return find(shown, budget, text=text, number=number, path=path, count=count)
         raise _ReadError(
             f"Error: there is no tool {name!r}; the read tools are {READ_PAYLOAD} and "
             f"{FIND_IN_PAYLOAD}."

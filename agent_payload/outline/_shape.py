@@ -58,11 +58,10 @@ def context_window(model_name: str | None) -> int | None:
     if not model_name:
         return None
     name = model_name.rsplit("/", 1)[-1].lower()
-    best: tuple[int, int] | None = None
-    for prefix, tokens in MODEL_CONTEXT_TOKENS:
-        if name.startswith(prefix) and (best is None or len(prefix) > best[0]):
-            best = (len(prefix), tokens)
-    return None if best is None else best[1]
+    known = [
+        (len(prefix), tokens) for prefix, tokens in MODEL_CONTEXT_TOKENS if name.startswith(prefix)
+    ]
+    return max(known)[1] if known else None
 
 
 def default_max_payload_tokens(model_name: str | None) -> int:

@@ -247,10 +247,7 @@ class _Reader:
         count = 0
         truncated_at: int | None = None
         pos = 0
-        while True:
-            match = _OPENER.search(text, pos)
-            if match is None:
-                break
+        while (match := _OPENER.search(text, pos)) is not None:
             start = match.start()
             if text[start] == '"':
                 candidate = self._string_candidate(text, start)
@@ -491,10 +488,7 @@ class _Reader:
             self.repairs.append(f"removed thinking before a lone </{close.group(1)}>")
             break
         opened: int | None = None
-        while True:
-            match = _THINKING_OPEN.search(text, pos)
-            if match is None:
-                break
+        while (match := _THINKING_OPEN.search(text, pos)) is not None:
             closing = re.compile(rf"</{re.escape(match.group(1))}\s*>", re.IGNORECASE)  # cached
             end = closing.search(text, match.end())
             pieces.append(text[pos : match.start()])
