@@ -29,8 +29,7 @@ _KEY_ENCODER = json.JSONEncoder(
 
 
 def _dumps(value: Any) -> str:
-    """Minified JSON (one encoder made once: ``json.dumps`` with options builds one per call;
-    plain primitives directly, as the encoder writes them)."""
+    """Minified JSON (one encoder made once; plain primitives written directly)."""
     kind = type(value)
     if kind is int:
         return int.__repr__(value)

@@ -126,8 +126,7 @@ class Judge:
         return False
 
     def _redact(self, issues: Sequence[Issue]) -> list[Issue]:
-        """Issues about hidden nodes keep their code and paths; their message (which may
-        describe the hidden value) is replaced by one naming only the path."""
+        """Issues about hidden nodes, with a message naming only the path (not the value)."""
         return [
             dataclasses.replace(
                 issue,
@@ -262,9 +261,8 @@ class Judge:
         )
 
     def _named_outside(self, request: AgentPayloadChangeRequest) -> None:
-        """Step 4, first (no oracle): every entry naming a path outside the read
-        scope goes back with the same words, whatever its value and whether the key exists;
-        nothing is merged, so no answer depends on hidden data."""
+        """Step 4, first: an entry naming a path outside the read scope goes back, whatever its
+        value and whether the key exists (nothing merged: no answer depends on hidden data)."""
         named = getattr(self.read_scope, "named_outside", None)
         outside = named(request.to_wire(), self.shown_json) if named is not None else None
         if not outside:
@@ -285,10 +283,8 @@ class Judge:
         self._conflicts(request, report, issues, "the change request names hidden paths")
 
     def _rebase(self, request: AgentPayloadChangeRequest) -> AgentPayloadChangeRequest:
-        """Step 4a (MERGE.md section 9): the request, written against ``base``, rebased over
-        ``applied``; a collision goes back (``concurrent_change``, the current subtree shown),
-        as does a conflict with its own base (found there, as if it had not come late; the
-        current subtree shown, as the model's next call is read against it)."""
+        """Step 4a (MERGE.md section 9): the request rebased over ``applied``; a collision, or a
+        conflict with its own base, goes back with the current subtree shown."""
         base_json = json_data(self.base)
         try:
             return _merge.rebase_change_request(
@@ -322,8 +318,7 @@ class Judge:
     def _merge(
         self, request: AgentPayloadChangeRequest, recorder: Recorder | None
     ) -> tuple[Any, MergeReport]:
-        """Step 4: the merge (guards at the original node, whole-merge review included); a
-        conflict, or a part meant to act that did nothing, goes back."""
+        """Step 4: the merge (guards included); a conflict, or a part doing nothing, goes back."""
         model_json = None
         if isinstance(self.payload, BaseModel):
             model_json = self.payload_json  # the model's JSON form, as the merge would dump it
@@ -360,9 +355,8 @@ class Judge:
         report: MergeReport,
         recorder: Recorder | None,
     ) -> tuple[Any, Any]:
-        """Step 5: the payload type (a pydantic payload was validated by the merge). Issue 17:
-        JSON data with a type comes out as its validated form; what validation changes is the
-        report, each change judged by the guards; a change it drops or undoes goes back."""
+        """Step 5: the payload type (a pydantic payload was validated by the merge); what
+        validation changes is judged by the guards; a change it drops or undoes goes back."""
         result_json = json_data(result)
         if self.payload_type is None or isinstance(result, BaseModel):
             return result, result_json
@@ -385,8 +379,7 @@ class Judge:
     def _run_validators(
         self, request: AgentPayloadChangeRequest, result: Any, report: MergeReport
     ) -> Generator[Any, Any, None]:
-        """Step 6: the user's validators (an async one's awaitable is yielded to the driver,
-        which sends back its value or throws its exception in)."""
+        """Step 6: the user's validators (an async one's awaitable is yielded to the driver)."""
         for validator in self.validators:
             try:
                 outcome = validator(result)

@@ -84,9 +84,7 @@ _CONCURRENT_IN_SCOPE = (
 
 
 def _split(arguments: Mapping[str, Any] | str) -> tuple[Any, str | Outcome | None]:
-    """The change request and its ``base_version`` (None when not given; an ``Outcome`` when
-    it is not a string) from the tool's arguments (a mapping, or its JSON text; anything else
-    is handed on as it is)."""
+    """The request and its ``base_version`` (None: not given; an ``Outcome``: not a string)."""
     request: Any = arguments
     if isinstance(arguments, str):
         try:
@@ -419,8 +417,7 @@ class PayloadFileEditor:
     def _rebase(
         self, request: Mapping[str, Any], base: str, current: str, payload: Any
     ) -> tuple[dict[str, Any], int] | Outcome:
-        """``request`` (written against version ``base``) rebased over the journal's writes
-        since, with their count; an ``Outcome`` when it cannot be."""
+        """``request`` rebased from ``base`` over the journal's writes since, with their count."""
         base_data = self._versions.shown(base)
         if base_data is None:
             return Outcome(
@@ -520,8 +517,7 @@ class PayloadFileEditor:
     # -- helpers ----------------------------------------------------------------------------
 
     def _handler(self, payload: Any) -> ChangeRequestToolHandler | Outcome:
-        """The handler judging a request against ``payload`` (its corrections show current
-        values within half ``max_read_tokens``)."""
+        """The handler judging a request against ``payload`` (corrections in half the budget)."""
         try:
             handler = ChangeRequestToolHandler(
                 payload,
@@ -579,8 +575,7 @@ class PayloadFileEditor:
         )
 
     def _write(self, expected: str, new: bytes | Tap, what: str) -> Outcome | None:
-        """Write ``new`` if the file is still version ``expected`` (a writer that does not take
-        the lock may have replaced it); an ``Outcome`` when it could not."""
+        """Write ``new`` if the file is still version ``expected`` (else an ``Outcome``)."""
         try:
             if write_unchanged(self.path, expected, new):
                 return None

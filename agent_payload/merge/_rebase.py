@@ -95,8 +95,7 @@ class _Tracer(_Merger):
         self.owned = owned
 
     def owned_child(self, value: Any, kind: int) -> Any:
-        """Share mode's copy, made once per rebase: a container an earlier applied request copied
-        is edited in place, so a run of one-field edits never copies a long array again."""
+        """Share mode's copy, made once per rebase (no long array copied again per request)."""
         if id(value) in self.owned:
             return value
         child = super().owned_child(value, kind)
@@ -157,8 +156,7 @@ class _Rebase:
         return node
 
     def current_path(self, base_path: Path) -> tuple[Path, bool]:
-        """A base path in the current payload: (path, True), or (its nearest ancestor that
-        still exists, False)."""
+        """A base path now: (path, True), or (its nearest ancestor still there, False)."""
         node = self.root
         out: list[str | int] = []
         data = self.state
@@ -182,8 +180,7 @@ class _Rebase:
     # --- effects --------------------------------------------------------------------------
 
     def effects(self, tracer: _Tracer, late: bool) -> list[_Effect]:
-        """The effects of one merge in base coordinates, and (for an applied request) the
-        shadow moved past it."""
+        """One merge's effects in base coordinates (an applied one also moves the shadow)."""
         pending: dict[Path, list[int | _New]] = {}
         layouts = tracer.layouts or {}
         for opath, (length, deleted, counts, final) in layouts.items():

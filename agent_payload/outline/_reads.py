@@ -145,8 +145,7 @@ def _arguments(arguments: str | Mapping[str, Any], name: str, allowed: set[str])
 
 
 def _needles(value: Any, key: str) -> Any:
-    """A find argument (``text`` or ``number``): one value or a list of up to ``MAX_NEEDLES``
-    (None when absent)."""
+    """A find argument (``text`` or ``number``): one value or a list (None when absent)."""
     if value is None:
         return None
     items = value if isinstance(value, list) else [value]
@@ -331,8 +330,7 @@ def _read(
 def _fits_hint(
     node: Any, window: tuple[int, int] | None, budget: int, count: Count, keyed: bool
 ) -> str:
-    """How many elements of this size one read shows whole (from a sample of up to 20), so
-    the next read's range fits the first time."""
+    """How many elements of this size one read shows whole (from a sample of 20)."""
     lo, hi = window if window is not None else (0, len(node))
     values = node[lo:hi] if isinstance(node, list) else list(node.values())[lo:hi]
     sample = values[:: max(len(values) // 20, 1)][:20]
@@ -459,8 +457,7 @@ def _found(
     budget: int,
     count: Count,
 ) -> str:
-    """The text of ``find``'s answer: the first ``lines`` of ``total`` matches, as many as fit
-    ``budget``, with how many more there are."""
+    """``find``'s answer: as many of the ``total`` matches' ``lines`` as fit ``budget``."""
     what = echo(json.dumps(text, ensure_ascii=False) if text is not None else json.dumps(number))
     inside = "the payload" if not path else show_path(path)
     if total == 0:

@@ -96,8 +96,7 @@ Count = Callable[[str], int]
 
 
 def _tokens_over(pieces: Iterable[str], budget: int, count: Count) -> bool:
-    """True when the text of ``pieces`` counts more than ``budget`` tokens, counted 20,000
-    characters at a time up to the budget only (a lazy 50 MB text costs its first pieces)."""
+    """Whether ``pieces`` count over ``budget`` tokens (read 20,000 characters at a time)."""
     total = 0
     step = 20_000
     buffered: list[str] = []
@@ -125,8 +124,7 @@ _SLICE = 1_024
 
 
 def _compact_pieces(value: Any, depth: int = _OPENED_DEPTH) -> Iterator[str]:
-    """The compact JSON of ``value`` (``ensure_ascii=False``) in pieces, produced lazily: a
-    reader that stops early never writes the rest; below ``depth``, ``json`` writes (C speed)."""
+    """The compact JSON of ``value`` in lazy pieces (``json`` writes below ``depth``)."""
     t = type(value)
     if depth > 0 and t is dict and value and all(type(key) is str for key in value):
         if len(value) <= _OPENED_KEYS:

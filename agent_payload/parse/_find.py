@@ -103,8 +103,7 @@ class _Candidate:
 
 
 def _has_bucket(value: Any) -> bool:
-    """A change request for the ambiguity rule: an object with a bucket field (also in any
-    spelling, near miss, or under a wrapper) at its top level."""
+    """An object with a bucket field (any spelling, near miss, or wrapped) at its top."""
     if not isinstance(value, dict):
         return False
     for key, inner in value.items():
@@ -138,8 +137,7 @@ def _empty_request(value: Any) -> bool:
 
 
 def _canonical(value: dict[str, Any]) -> str:
-    """What a change request does, for telling identical repeats from different requests:
-    buckets after unwrapping and renaming, empty ones and reasoning left out."""
+    """What a request does (buckets unwrapped, renamed; no reasoning), to tell repeats."""
     obj: Any = value
     for _ in range(len(WRAPPERS)):
         wrapper = next((k for k in WRAPPERS if k in obj), None)
@@ -308,8 +306,7 @@ class _Reader:
     def _no_request_found(
         self, text: str, others: list[_Candidate], count: int, thinking_open: int | None
     ) -> tuple[dict[str, Any], str]:
-        """No change request among the candidates: a cut-off thinking block, a refusal, the
-        last other object (judged as the answer), a cut-off fence, or no object at all."""
+        """No change request: a cut-off thinking block or fence, a refusal, or the last object."""
         if thinking_open is not None:
             _truncated(
                 self.reply,
@@ -327,8 +324,7 @@ class _Reader:
         _no_request(self.reply, "the reply holds no JSON object")
 
     def _string_candidate(self, text: str, start: int) -> _Candidate | None:
-        """A JSON string at ``start`` whose content is a change request (tool arguments written
-        as text); None when it is not one."""
+        """A JSON string at ``start`` holding a change request (tool arguments as text)."""
         match = _DSTR.match(text, start)
         if match is None:
             return None

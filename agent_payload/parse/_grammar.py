@@ -99,8 +99,7 @@ def _bare_word(word: str, pos: int) -> _Damage:
 
 
 class _Grammar:
-    """A reader for one value of strict JSON, JSON5 or Python literals (and raw control
-    characters in strings); anything else raises ``_Damage`` at its position."""
+    """A reader for one value; anything outside the grammar is ``_Damage`` at its position."""
 
     __slots__ = ("array_comments", "context", "repairs", "text")
 
@@ -383,8 +382,7 @@ class _Grammar:
         return _Damage(pos, f"expected ':' after the key {name}, found {_found(self.text, pos)}")
 
     def _after_item(self, pos: int, close: str, after: str) -> tuple[bool, int]:
-        """After an item: (False, the next item's position), or (True, past ``close``), a
-        trailing comma before it read as JSON5."""
+        """After an item: (closed, the next position); a trailing comma is read as JSON5."""
         in_array = close == "]"
         text = self.text
         pos = self.gap(pos, in_array)

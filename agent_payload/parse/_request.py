@@ -30,8 +30,7 @@ from agent_payload.report import Problem
 
 @dataclass(slots=True)
 class _Normaliser(Reactions):
-    """The parser's reactions (an error for the model, or a repair) to the one normaliser's
-    findings; ``repairs`` is the reader's, so they stay in the order they were made."""
+    """The parser's reactions (an error for the model, or a repair) to normaliser findings."""
 
     reply: str
     repairs: list[str] = field(default_factory=list)
@@ -105,8 +104,7 @@ class _Normaliser(Reactions):
         ) from None
 
     def text(self, name: str, value: str) -> Any:
-        """A wrapper or bucket given as a JSON string (tool arguments encoded twice) is decoded;
-        other text is kept (and refused as a bucket by ``bucket``)."""
+        """A wrapper or bucket written as a JSON string (encoded twice), decoded; else kept."""
         stripped = value.strip()
         if stripped[:1] not in ("{", "["):
             return value
