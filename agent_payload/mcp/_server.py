@@ -36,22 +36,17 @@ _SDK_DEPTH = 200
 """pydantic-core's JSON nesting limit: the SDK drops a deeper message without an answer."""
 
 
-def _require_mcp() -> None:
+def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
+    """An ``MCPServer`` serving ``read_payload``, ``apply_change_request`` and
+    ``undo_last_change`` on the editor's file. Run it with ``.run("stdio")``."""
     try:
-        import mcp.server.mcpserver  # noqa: F401
+        from mcp.server.mcpserver import MCPServer
     except ImportError as exc:
         raise ConfigurationError(
             f"the MCP server needs the mcp package (v2), which is not installed ({exc}); "
             "install it with pip install 'agent-payload[mcp]'"
         ) from exc
-
-
-def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
-    """An ``MCPServer`` serving ``read_payload``, ``apply_change_request`` and
-    ``undo_last_change`` on the editor's file. Run it with ``.run("stdio")``."""
-    _require_mcp()
-    from mcp.server.mcpserver import MCPServer
-    from mcp_types import CallToolResult, TextContent
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
     from mcp_types import Tool as MCPTool
 
     class PayloadServer(MCPServer[Any]):
@@ -60,7 +55,21 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
         function does not name, and the handler must see exactly what the model wrote)."""
 
         async def list_tools(self) -> list[MCPTool]:
-            return _tools(editor)
+            reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+            undoes = ToolAnnotations(
+                read_only_hint=False, destructive_hint=True, open_world_hint=False
+            )
+            applies = undoes.model_copy(update={"idempotent_hint": False})
+            no_arguments = {"type": "object", "properties": {}, "additionalProperties": False}
+            return [
+                MCPTool(name=name, description=text, input_schema=schema, annotations=hints)
+                for name, text, schema, hints in (
+                    (READ_TOOL, editor.read_description(), editor.read_schema(), reads),
+                    (FIND_TOOL, editor.find_description(), editor.find_schema(), reads),
+                    (APPLY_TOOL, editor.apply_description(), editor.apply_schema(), applies),
+                    (UNDO_TOOL, editor.undo_description(), no_arguments, undoes),
+                )
+            ]
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             if isinstance(arguments, Mapping) and _TOO_DEEP in arguments:
@@ -107,26 +116,6 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
         ),
         log_level="INFO",
     )
-
-
-def _tools(editor: PayloadFileEditor) -> list[Any]:
-    """The three tools as MCP lists them, with the editor's descriptions and schemas."""
-    from mcp_types import Tool as MCPTool
-    from mcp_types import ToolAnnotations
-
-    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    undoes = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
-    applies = undoes.model_copy(update={"idempotent_hint": False})
-    no_arguments = {"type": "object", "properties": {}, "additionalProperties": False}
-    return [
-        MCPTool(name=name, description=description, input_schema=schema, annotations=hints)
-        for name, description, schema, hints in (
-            (READ_TOOL, editor.read_description(), editor.read_schema(), reads),
-            (FIND_TOOL, editor.find_description(), editor.find_schema(), reads),
-            (APPLY_TOOL, editor.apply_description(), editor.apply_schema(), applies),
-            (UNDO_TOOL, editor.undo_description(), no_arguments, undoes),
-        )
-    ]
 
 
 def _call(editor: PayloadFileEditor, name: str, arguments: Any) -> Outcome:

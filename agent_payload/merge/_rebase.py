@@ -439,10 +439,7 @@ class _Rewrite:
             size = max(mapped) + 1 if mapped else 0
             if appended:
                 size = len(sn) if type(sn) is list else size
-            out: list[Any] = [{} for _ in range(size)]
-            for j, item in mapped.items():
-                out[j] = item
-            return out + list(appended)
+            return [mapped.get(j, {}) for j in range(size)] + list(appended)
         return v
 
     def new(self, n: Any, s0: Any, sn: Any, node: _Shadow) -> Any:
