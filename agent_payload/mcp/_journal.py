@@ -1,10 +1,7 @@
-"""Versions of the served file (the first 12 hex digits of its bytes' SHA-256), and the
-journal every MCP server of one file shares (docs/mcp.md, "Journal").
-
-The journal ``.<name>.journal`` has one JSON line per write, ``{"before": V, "after": W,
-"request": {...} | null, "markers": [...]}`` (the request as applied, positions of ``V``),
-appended under the file's lock after the file was written: a missing line (a crash between)
-reads as an outside edit, which is safe."""
+"""Versions of the served file (12 hex digits of its SHA-256) and the journal its servers share
+(docs/mcp.md, "Journal"): a line ``{"before": V, "after": W, "request", "markers"}`` per write
+(the request as applied to ``V``), appended under the lock after the file was written (a missing
+line reads as an outside edit)."""
 
 from __future__ import annotations
 
@@ -125,8 +122,8 @@ class Journal:
         atomic_write_text(self.path, _COMPACTED + "".join(reversed(kept)))
 
     def since(self, base: str, current: str) -> list[Entry] | str:
-        """The writes that turned version ``base`` into ``current``, in order; else why not:
-        ``"outside"`` (an edit no request explains) or ``"older"`` (older than the journal)."""
+        """The writes that turned ``base`` into ``current``, in order; else ``"outside"`` (an
+        edit no request explains) or ``"older"`` (older than the journal)."""
         entries, compacted = self.entries()
         out: list[Entry] = []
         expect = current
@@ -145,8 +142,7 @@ _COMPACTED = '{"compacted":true}\n'
 
 
 class Tap:
-    """Pieces of a file's bytes passed on as they are written, hashed and compressed on the
-    way: the version and the copy ``Versions`` keeps, with no whole copy of a large file."""
+    """File bytes passed on as written, hashed and compressed on the way (no whole copy)."""
 
     def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks = chunks
@@ -206,8 +202,7 @@ def differences(old: Any, new: Any, limit: int = 5) -> tuple[list[str], int]:
 
 
 class Versions:
-    """The versions of ``path`` one server showed its model, and its journal: a request's
-    base is looked up here, rebased over the writes since, and each write recorded."""
+    """The versions one server showed its model, and the file's journal."""
 
     def __init__(self, path: str | os.PathLike[str], marker: str) -> None:
         self.journal = Journal(path)
@@ -218,9 +213,7 @@ class Versions:
         self._cancelled: set[tuple[str, str]] = set()
 
     def remember(self, data: bytes | Tap) -> tuple[str, bytes]:
-        """Keep ``data`` (or what a ``Tap`` passed on) as a version shown to the model (the
-        newest ``VERSIONS_KEPT``, within ``SHOWN_BYTES`` compressed); its version and bytes
-        compressed."""
+        """Keep ``data`` as a version shown (within the limits); its version and packed bytes."""
         version = data.version() if isinstance(data, Tap) else digest(data)
         packed = self._shown.get(version)
         if packed is not None:
@@ -243,14 +236,12 @@ class Versions:
     def rebase(
         self, base_payload: Any, entries: Sequence[Entry], request: Any
     ) -> AgentPayloadChangeRequest:
-        """``request`` (written against ``base_payload``) rebased over ``entries``; raises
-        ``ConcurrentChangeError`` on a collision (``rebase_change_request``)."""
+        """``request`` rebased over ``entries`` (``ConcurrentChangeError`` on a collision)."""
         applied = [Applied(e.request, frozenset(e.markers or (self.marker,))) for e in entries]
         return rebase_change_request(base_payload, applied, request, markers={self.marker})
 
     def replayed(self, old: Any, new: Any, request: Any) -> dict[str, Any] | None:
-        """``request`` as the journal keeps it: its wire form when applying it to ``old`` gives
-        ``new`` exactly, else None."""
+        """``request``'s wire form when applying it to ``old`` gives exactly ``new``, else None."""
         wire = request.to_wire() if hasattr(request, "to_wire") else request
         try:
             replayed = apply_change_request(old, wire, markers={self.marker}, share=True)
@@ -272,8 +263,8 @@ class Versions:
         self._cancelled |= {change, undo}
 
     def without_cancelled(self, entries: list[Entry], old: Any, new: Any) -> list[Entry]:
-        """``entries`` less this server's undone changes and their undos, when the rest still
-        leads from ``old`` to ``new`` (replayed: they may have moved positions); else all."""
+        """``entries`` less this server's undone changes and their undos, when the rest
+        still leads from ``old`` to ``new``; else all."""
         rest = [e for e in entries if (e.before, e.after) not in self._cancelled]
         if len(rest) == len(entries):
             return entries

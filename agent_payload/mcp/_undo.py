@@ -41,9 +41,8 @@ UNDO_CHARS: Final = 4_000_000
 
 @dataclass(frozen=True, slots=True)
 class Undo:
-    """What undoing one change needs: the versions before and after it, and the values it
-    replaced (``old``: the JSON text of ``[[path, value before], ...]``, one for each smallest
-    subtree that differs), not copies of the file."""
+    """What undoing one change needs: the versions around it and the values it replaced
+    (``old``: the JSON text of ``[[path, value before], ...]``), not copies of the file."""
 
     before: str
     after: str
@@ -72,8 +71,7 @@ def keep(history: list[Undo], undo: Undo) -> None:
 
 
 def replaced_values(old: Any, new: Any) -> list[tuple[_Path, Any]]:
-    """Where ``new`` differs from ``old`` (JSON equality): the smallest subtrees that differ,
-    each with its path and its value in ``old``."""
+    """The smallest subtrees where ``new`` differs from ``old``, with their old values."""
     out: list[tuple[_Path, Any]] = []
     stack: list[tuple[_Path, Any, Any]] = [((), old, new)]
     while stack:
@@ -90,8 +88,7 @@ def replaced_values(old: Any, new: Any) -> list[tuple[_Path, Any]]:
 
 
 def put(tree: Any, replaced: Sequence[tuple[_Path, Any]]) -> Any:
-    """``tree`` with the value at each path replaced (containers copied once, along the
-    paths only; ``tree`` is not changed)."""
+    """``tree`` with the value at each path replaced (copied along the paths only)."""
     for path, value in replaced:
         if not path:
             return value
@@ -127,9 +124,8 @@ def revert(
     payload: Any,
     path: Path,
 ) -> tuple[Any, Any] | str:
-    """``last`` undone over the change requests applied since (the file is now version
-    ``current``, holding ``payload``): the payload it gives and the request as applied, or
-    why it cannot be done."""
+    """``last`` undone over the requests applied since (the file is ``current``, holding
+    ``payload``): the payload and the request as applied, or why it cannot be done."""
     mine_data = versions.shown(last.after)
     if mine_data is None:
         return (

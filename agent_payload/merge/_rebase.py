@@ -1,8 +1,6 @@
-"""Rebasing a late change request over the requests applied since its base (MERGE.md section 9).
-
-A *shadow* tree follows every array element of the base through the applied requests (each merged
-by the walk, which records its changes and array layouts), so each effect is anchored in the base's
-coordinates and every base position can be mapped to the current payload."""
+"""Rebasing a late change request over the requests applied since its base (MERGE.md section 9):
+a *shadow* tree follows the base's array elements through the applied requests, so each effect is
+anchored in base coordinates and every base position maps to the current payload."""
 
 from __future__ import annotations
 
