@@ -534,6 +534,5 @@ def _text(reply: Reply) -> str:
         return ""
     if isinstance(reply, str):
         return reply
-    if isinstance(reply, AgentPayloadChangeRequest):
-        return json.dumps(reply.to_wire(), ensure_ascii=False)
-    return json.dumps(dict(reply), ensure_ascii=False)
+    wire = reply.to_wire() if isinstance(reply, AgentPayloadChangeRequest) else dict(reply)
+    return json.dumps(wire, ensure_ascii=False)

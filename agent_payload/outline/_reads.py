@@ -168,21 +168,6 @@ def _needles(value: Any, key: str) -> Any:
     return items if isinstance(value, list) else value
 
 
-def _keys_argument(value: Any) -> list[str] | None:
-    if value is None:
-        return None
-    if (
-        not isinstance(value, list)
-        or not value
-        or len(value) > MAX_KEYS
-        or not all(isinstance(k, str) for k in value)
-    ):
-        raise _ReadError(
-            f'Error: keys must be a list of 1 to {MAX_KEYS} key names, such as ["title", "start"].'
-        )
-    return value
-
-
 def _example(name: str) -> str:
     if name == READ_PAYLOAD:
         return (
@@ -505,7 +490,16 @@ def answer(
             parsed = _arguments(arguments, name, {"path", "start", "end", "keys"})
             path = _path_argument(parsed, name, required=True)
             start, end = _position(parsed, "start"), _position(parsed, "end")
-            keys = _keys_argument(parsed.get("keys"))
+            keys = parsed.get("keys")
+            if keys is not None and not (
+                isinstance(keys, list)
+                and 0 < len(keys) <= MAX_KEYS
+                and all(isinstance(k, str) for k in keys)
+            ):
+                raise _ReadError(
+                    f"Error: keys must be a list of 1 to {MAX_KEYS} key names, such as "
+                    '["title", "start"].'
+                )
             return read(shown, path, budget, start=start, end=end, keys=keys, count=count)
         if name == FIND_IN_PAYLOAD:
             parsed = _arguments(arguments, name, {"text", "number", "path"})
