@@ -303,9 +303,8 @@ class PayloadFileEditor:
                 if annotated:
                     text += "\n\n" + _prompts.load_template("index_note").strip()
                 return Outcome(text + _version_line(version), version=version)
-        arguments: dict[str, Any] = {"path": path or ""}
-        given = {"start": start, "end": end, "keys": keys}
-        arguments.update({k: v for k, v in given.items() if v is not None})
+        given = {"path": path or "", "start": start, "end": end, "keys": keys}
+        arguments = {k: v for k, v in given.items() if v is not None}
         return self._answer(READ_TOOL, arguments, version, view)
 
     def find(self, arguments: Mapping[str, Any]) -> Outcome:

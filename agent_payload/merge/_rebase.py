@@ -300,11 +300,9 @@ def rebase_change_request(
     state = base
     owned: dict[int, Any] = {}  # the containers this rebase copied (edited in place after)
     for item in applied:
-        if isinstance(item, Applied):
-            request, step_markers = item.change_request, _validate_markers(item.markers)
-        else:
-            request, step_markers = item, active
-        state, tracer, _ = _merge(state, request, step_markers, limits, owned)
+        step = item if isinstance(item, Applied) else Applied(item, active)
+        step_markers = _validate_markers(step.markers)
+        state, tracer, _ = _merge(state, step.change_request, step_markers, limits, owned)
         theirs.extend(rebase.effects(tracer, late=False))
     rebase.state = state
 
