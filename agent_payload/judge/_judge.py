@@ -175,10 +175,9 @@ class Judge:
         refusal: str | None = None,
         confirming: Any = _NOTHING,
     ) -> Generator[Any, Any, Verdict]:
-        """The judging of ``__call__`` as a generator, for the surfaces that can await: it
-        yields the awaitable of each async validator (the only step that can wait); the driver
-        awaits it and sends back its value, or throws its exception in; the generator returns
-        the verdict. ``agent_payload._callables.drive`` runs it in sync code."""
+        """``__call__``'s judging as a generator, for surfaces that can await: it yields each async
+        validator's awaitable, the driver sends back its value (or throws its exception in), and
+        it returns the verdict (``_callables.drive`` runs it in sync code)."""
         text = _text(reply)
         if truncated or is_truncation(finish_reason):
             problem = Problem(
@@ -395,9 +394,8 @@ class Judge:
     # -- failures --------------------------------------------------------------------------
 
     def concurrent(self, error: ConcurrentChangeError) -> Verdict:
-        """The verdict for a request that collided, when a surface committed it, with an edit
-        committed since the payload it was judged against (MERGE.md section 9): its
-        ``concurrent_change`` conflicts shown as every conflict is (read scope applied), with
+        """The verdict for a request that collided, when committed, with an edit made since
+        (MERGE.md section 9): its ``concurrent_change`` conflicts shown as every conflict is, with
         the current subtree from this judge's payload (build the judge on the current one)."""
         problems = conflict_problems(self._redact(error.report.conflicts), self.shown_json)
         return self._no(

@@ -164,13 +164,12 @@ class PayloadFileEditor:
         except ConfigurationError as exc:
             raise ConfigurationError(f"hide rules: {exc}") from exc
         self._schema = PayloadSchema(payload_schema) if payload_schema is not None else None
-        if self._schema is not None:
-            errors = self._schema.errors(payload)
-            if errors:
-                raise ConfigurationError(
-                    f"{self.path} does not match the payload schema: {errors[0]}; fix the file "
-                    "or the schema before serving it"
-                )
+        errors = self._schema.errors(payload) if self._schema is not None else []
+        if errors:
+            raise ConfigurationError(
+                f"{self.path} does not match the payload schema: {errors[0]}; fix the file or "
+                "the schema before serving it"
+            )
         self._history: list[Undo] = []  # newest last
 
     # -- what the model is told -------------------------------------------------------------

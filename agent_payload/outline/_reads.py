@@ -367,8 +367,6 @@ def find(
         if text is not None
         else [(None, n) for n in (number if isinstance(number, Sequence) else [number])]
     )
-    if len(needles) == 1:
-        return _cap(_find_one(shown, budget, *needles[0], path, limit, count), budget, count)
     share = max(budget // len(needles), 1)
     parts = [_find_one(shown, share, t, n, path, limit, count) for t, n in needles]
     return _cap("\n\n".join(parts), budget, count)
