@@ -84,8 +84,7 @@ class Judge:
         prepared: _intake.Prepared | None = None,
         share: bool = False,
     ) -> None:
-        # The merge shares the untouched subtrees of ``payload`` (``apply_change_request(...,
-        # share=True)``) when the caller owns it and never mutates it (the MCP server's file).
+        # share: the merge shares what it does not touch (the caller never mutates ``payload``)
         self.share = share
         self.base = base
         self.applied = tuple(applied)
@@ -318,9 +317,8 @@ class Judge:
         self, request: AgentPayloadChangeRequest, recorder: Recorder | None
     ) -> tuple[Any, MergeReport]:
         """Step 4: the merge (guards included); a conflict, or a part doing nothing, goes back."""
-        model_json = None
-        if isinstance(self.payload, BaseModel):
-            model_json = self.payload_json  # the model's JSON form, as the merge would dump it
+        # a model's JSON form, as the merge would dump it
+        model_json = self.payload_json if isinstance(self.payload, BaseModel) else None
         try:
             merged = _merge.merge_checked(
                 self.payload,
