@@ -536,9 +536,8 @@ class PayloadFileEditor:
     def _correction(
         self, problems: Sequence[Problem], content: str | None = None, payload: Any = None
     ) -> str:
-        """The handler's correction ``content``, else one rendered over ``payload``; under a read
-        scope, without current values (the model reads them with read_payload, which applies
-        the scope)."""
+        """The handler's correction ``content``, else one rendered over ``payload``; under a
+        read scope without current values (``read_payload`` applies the scope)."""
         hide = self.read_scope is not None and any(p.has_current for p in problems)
         if content is not None and not hide:
             return content

@@ -93,8 +93,7 @@ def build_server(editor: PayloadFileEditor) -> MCPServer[Any]:
             )
 
         async def run_stdio_async(self) -> None:
-            """stdio as the SDK serves it, with stdin read through ``_depth_checked`` (the
-            SDK would drop a tool call nested too deeply for it without any answer)."""
+            """stdin read through ``_depth_checked`` (the SDK drops a too-deep call unanswered)."""
             from mcp.server.stdio import stdio_server
 
             stdin = _stdin_lines()

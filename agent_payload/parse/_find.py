@@ -440,10 +440,8 @@ class _Reader:
         )
 
     def _set_aside_drafts(self, text: str) -> str:
-        """Blank out what a reply marks as not its answer (keeping lines and columns): in a
-        gpt-oss "harmony" reply with a ``final`` channel, every other channel (``analysis`` is
-        thinking, ``commentary`` a preamble) and the channel tokens; beside a closed
-        ``<final_answer>`` or ``<answer>`` block, every ``<draft>`` block."""
+        """Blank out what is not the answer (keeping lines and columns): a harmony reply's
+        channels but ``final``; ``<draft>`` beside a closed ``<final_answer>`` or ``<answer>``."""
         if "<" not in text:
             return text
         if "<|channel|>" in text and _HARMONY_FINAL.search(text):

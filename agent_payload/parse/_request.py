@@ -161,10 +161,9 @@ def _depth(value: Any) -> int: ...
 @overload
 def _depth(value: Any, plain_within: int) -> int | None: ...
 def _depth(value: Any, plain_within: int | None = None) -> int | None:
-    """How deeply ``value`` nests containers (``{}`` is 1, a primitive 0), counted a level at a
-    time at C speed (a megabyte request is a few passes, not a loop per value). ``plain_within``
-    (a node count, which also ends a cycle): None unless ``value`` is JSON data of the exact
-    types (string keys, finite floats) of at most that many values."""
+    """How deeply ``value`` nests containers (``{}`` is 1, a primitive 0), a level at a time at
+    C speed. ``plain_within``: None unless it is JSON data of the exact types (string keys, finite
+    floats) of at most that many values (which also ends a cycle)."""
     depth = 0
     level = [value]
     budget = plain_within
