@@ -310,10 +310,9 @@ class PayloadFileEditor:
         """Where texts or numbers occur in the payload the model may see (``find_in_payload``:
         ``text``, ``number``, ``path``), within ``max_read_tokens``, and its version."""
         loaded = self._load()
-        if isinstance(loaded, Outcome):
-            return loaded
-        version, view = loaded
-        return self._answer(FIND_TOOL, arguments, version, view)
+        return (
+            loaded if isinstance(loaded, Outcome) else self._answer(FIND_TOOL, arguments, *loaded)
+        )
 
     def _load(self) -> tuple[str, Any] | Outcome:
         """The file's version (remembered as shown) and the payload as the model may see it."""

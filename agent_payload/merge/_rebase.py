@@ -292,8 +292,7 @@ def rebase_change_request(
     Pure: no I/O, no input is mutated."""
     limits = _check_limits(limits)
     active = _validate_markers(markers)
-    if base is None:
-        base = {}
+    base = {} if base is None else base
     _check_root(base)
     rebase = _Rebase(base)
     theirs: list[_Effect] = []

@@ -447,15 +447,13 @@ def _found(
         searched = "keys and string values" if text is not None else "numbers"
         return f"No match for {what} in {inside} ({searched} searched)."
     while True:
-        shown_n = len(lines)
         head = f"{counted(total, 'match')} for {what} in {inside}:"
-        more = (
-            f"… and {total - shown_n} more; search inside a path, or for a longer text, to "
-            "narrow it down."
-            if total > shown_n
+        more = total - len(lines)
+        body = "\n".join([head, *lines]) + (
+            f"\n… and {more} more; search inside a path, or for a longer text, to narrow it down."
+            if more
             else ""
         )
-        body = "\n".join([head, *lines, *([more] if more else [])])
         if count(body) <= budget or not lines:
             return body
         lines.pop()
