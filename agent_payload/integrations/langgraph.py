@@ -157,7 +157,7 @@ class _Turn:
     calls: list[tuple[str, Any]]
     answers: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    alock: asyncio.Lock | None = None
+    alock: asyncio.Lock = field(default_factory=asyncio.Lock)  # bound to a loop on first wait
 
     def due(self, call_id: str, arguments: Any) -> list[tuple[str, Any]]:
         """The calls to judge now, in the message's order: those before ``call_id`` not judged
@@ -256,9 +256,6 @@ class PayloadStateTool(_BaseTool):  # type: ignore[misc]
 
     async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
         turn, call_id, arguments = self._turn(kwargs)
-        with turn.lock:
-            if turn.alock is None:
-                turn.alock = asyncio.Lock()
         async with turn.alock:
             for due_id, due_arguments in turn.due(call_id, arguments):
                 result = await turn.handler.ahandle(due_arguments, base_version=0)

@@ -248,10 +248,6 @@ class StreamProgress:
         return None if self._on_progress is None else self._on_progress(self.characters)
 
 
-def _status_message(exc: Any) -> str:
-    return str(exc.message)
-
-
 @dataclass(frozen=True)
 class SdkErrors:
     """How one SDK's exceptions become ours (``mapped`` goes around every SDK call): its
@@ -267,7 +263,6 @@ class SdkErrors:
     status: type[Exception]
     validation: type[Exception]
     base: type[Exception]
-    status_detail: Callable[[Any], str] = _status_message
     missing_credentials: str | None = None
     """The hint for a ``TypeError`` naming an "authentication method" (a client without
     credentials); ``None`` when the SDK raises none."""
@@ -328,7 +323,7 @@ class SdkErrors:
                 "base_url and the network, or try again later.",
                 True,
             )
-        if isinstance(exc, self.status):
+        if isinstance(exc, self.status):  # api_message: Anthropic's text from the body
             status = err.status_code
             retryable = retryable_status(status)
             hint = (
@@ -336,7 +331,7 @@ class SdkErrors:
                 if retryable
                 else "check the model name, the API key and the request options"
             )
-            detail = self.status_detail(exc).rstrip(".")
+            detail = str(getattr(err, "api_message", None) or err.message).rstrip(".")
             return failed(
                 f"HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx response; "
                 f"{hint}.",

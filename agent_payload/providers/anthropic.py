@@ -51,13 +51,6 @@ PROVIDER = "anthropic"
 DEFAULT_MAX_TOKENS = 8192
 """``max_tokens`` when neither the adapter nor the request sets one (the API requires it)."""
 
-_ANY_OBJECT: dict[str, Any] = {"type": "object"}
-
-
-def _status_detail(exc: anthropic.APIStatusError) -> str:
-    return exc.api_message or exc.message
-
-
 _ERRORS = SdkErrors(
     provider=PROVIDER,
     api="Anthropic",
@@ -68,7 +61,6 @@ _ERRORS = SdkErrors(
     status=anthropic.APIStatusError,
     validation=anthropic.APIResponseValidationError,
     base=anthropic.AnthropicError,
-    status_detail=_status_detail,
     missing_credentials="Set ANTHROPIC_API_KEY or pass api_key= to anthropic.Anthropic(...).",
 )
 
@@ -175,7 +167,7 @@ class AnthropicModel(Adapter):
                 else system
             )
         forced = request.output_mode in ("tool", "json_schema")
-        schema = request.schema if request.schema is not None else _ANY_OBJECT
+        schema = request.schema if request.schema is not None else {"type": "object"}
         tools = [(request.tool_name, request.tool_description, schema)] if forced else []
         tools += [(t.name, t.description, t.parameters) for t in request.tools]  # outline's reads
         if tools:

@@ -54,8 +54,6 @@ __all__ = ["OpenAIChatModel", "OpenAIResponsesModel", "build_openai_client", "ma
 
 PROVIDER = "openai"
 
-_ANY_OBJECT: dict[str, Any] = {"type": "object"}
-
 _ERRORS = SdkErrors(
     provider=PROVIDER,
     api="OpenAI",
@@ -113,7 +111,7 @@ class _OpenAIModel(Adapter):
             params[self.max_tokens_param] = request.max_tokens
         if request.temperature is not None:
             params["temperature"] = request.temperature
-        schema = dict(request.schema) if request.schema is not None else _ANY_OBJECT
+        schema = dict(request.schema) if request.schema is not None else {"type": "object"}
         forced = request.output_mode == "tool"
         tools = [self._tool(request.tool_name, request.tool_description, schema)] if forced else []
         tools += [self._tool(t.name, t.description, dict(t.parameters)) for t in request.tools]

@@ -18,19 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_payload.testing.script import Api, Fault
+from agent_payload.testing.script import API_PATHS, Api, Fault
 from agent_payload.testing.wire import BUILDERS, error_body, new_id, resolve_reply
 
 if TYPE_CHECKING:
     from agent_payload.testing.server import FakeProviderServer
 
 __all__ = ["BatchFakes", "Route"]
-
-_ENDPOINT_API: dict[str, Api] = {
-    "/v1/chat/completions": "chat.completions",
-    "/v1/responses": "responses",
-}
-
 
 _COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")  # Anthropic's
 
@@ -276,7 +270,7 @@ class BatchFakes:
                 )
             return
         expired = not cancelled and bool(self._server.batch_expire(batch.number))
-        api = _ENDPOINT_API.get(str(batch.data["endpoint"]), "chat.completions")
+        api = API_PATHS.get(str(batch.data["endpoint"]), "chat.completions")
         out: list[str] = []
         err: list[str] = []
         for line in batch.lines:

@@ -371,17 +371,14 @@ class FakeProviderServer:
             )
         self.errors: list[BaseException] = []
         """Script errors (exhausted script, a handler that raised, a bad item), in order."""
+        # The batch APIs' knobs (docs/batch.md); batches are numbered from 1, and a fault of
+        # batch_faults["create"] (one per call, also "upload", "retrieve", "results") is sent
+        # after the batch was created.
         self.batch_polls = 0
-        """Batch APIs: retrieves that answer "in progress" before a batch ends."""
         self.batch_expire: Callable[[int], bool] = lambda number: False
-        """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
         self.batch_faults: dict[str, list[Fault]] = {}
-        """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``),
-        one per call; a ``create`` fault is sent after the batch was created."""
         self.batch_fail: Callable[[int], str | None] = lambda number: None
-        """Batch APIs: ``batch_fail(n)`` a message makes the n-th batch fail as a whole."""
         self.batch_result_line: Callable[[str], str] = lambda line: line
-        """Batch APIs: every line of a batch's results passes through it as it is served."""
         self._batches = BatchFakes(self)
         with self._lock:
             self._queue: deque[ScriptItem] = deque(replies)
