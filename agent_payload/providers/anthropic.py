@@ -1,9 +1,7 @@
 """Anthropic adapter: the Messages API (``AnthropicModel``) on the user's own
 ``anthropic.Anthropic`` / ``anthropic.AsyncAnthropic`` client (or a Bedrock / Vertex / Foundry
-client with the same ``messages.create``), which keeps its auth, ``base_url``, timeout and
-retries (this module never retries). ``"json_schema"`` output falls back to a forced tool;
-``temperature`` goes through ``extra_body`` (this SDK version has no such parameter). Output
-modes and streaming: docs/agent.md; the ``cache_control`` breakpoints: docs/outline.md.
+client with the same ``messages.create``), which keeps its auth, timeout and retries.
+Output modes and streaming: docs/agent.md; the ``cache_control`` breakpoints: docs/outline.md.
 """
 
 from __future__ import annotations
@@ -103,12 +101,10 @@ def _cached_blocks(message: Message) -> list[dict[str, Any]]:
 
 
 class AnthropicModel(Adapter):
-    """A ``Model`` on the Messages API (``client.messages.create``).
-
-    ``max_tokens`` is sent when the request sets none (the API requires one); strict tool use
-    is never asked for. ``defaults`` are passed to every call (``ModelRequest.extra`` overrides
-    them).
-    """
+    """A ``Model`` on the Messages API (``client.messages.create``); ``"json_schema"`` output is
+    a forced tool, strict tool use is never asked for. ``max_tokens`` is sent when the request
+    sets none (the API requires one); ``defaults`` go to every call (``ModelRequest.extra``
+    overrides them)."""
 
     provider = PROVIDER
     _errors = _ERRORS
@@ -182,7 +178,7 @@ class AnthropicModel(Adapter):
             params["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
         params.update(self.defaults)
         params.update(request.extra)
-        if request.temperature is not None:
+        if request.temperature is not None:  # this SDK version has no such parameter
             extra_body = dict(params.get("extra_body") or {})
             extra_body.setdefault("temperature", request.temperature)
             params["extra_body"] = extra_body

@@ -1,8 +1,5 @@
-"""The event streams ``FakeProviderServer`` answers a ``"stream": true`` request with: a
-settled ``Reply`` as each API's server-sent events, built from the body ``testing.wire`` sends
-without streaming (same ids, text, calls and usage), text and arguments in ``CHUNK_CHARS``
-pieces. Pure functions; the HTTP side is ``testing.server``.
-"""
+"""The server-sent events ``FakeProviderServer`` streams for a settled ``Reply``: the body
+``testing.wire`` builds, in each API's events (pure; the HTTP side is ``testing.server``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """The batch APIs of ``FakeProviderServer`` (OpenAI's Files + Batches, Anthropic's Message
-Batches), enough for the real SDKs. Each request line of a batch is answered from the server's
-own script when the batch ends and recorded in ``FakeProviderServer.batch_requests``; the
-server's ``batch_*`` attributes script polls, expiry, failures, mangled result lines and faults
-(docs/batch.md).
-"""
+Batches), enough for the real SDKs: a batch's lines are answered from the server's script when
+it ends (docs/batch.md)."""
 
 from __future__ import annotations
 
@@ -42,8 +39,7 @@ class Route:
 
 @dataclass(slots=True)
 class _Batch:
-    """One batch: its number (1, 2, ... in creation order), its JSON, its request lines and,
-    once ended, its results (Anthropic's)."""
+    """One batch: its number (from 1), its JSON, its request lines, Anthropic's results."""
 
     number: int
     data: dict[str, Any]

@@ -1,6 +1,5 @@
-"""The JSON bodies ``FakeProviderServer`` answers with: a settled ``Reply`` as an OpenAI Chat
-Completions, OpenAI Responses or Anthropic Messages response (``BUILDERS``), and each API's
-error body (``error_body``). Pure functions; the HTTP side is ``testing.server``."""
+"""The JSON bodies ``FakeProviderServer`` answers with, per API: a settled ``Reply`` as a
+response (``BUILDERS``) and the error body. Pure; the HTTP side is ``testing.server``."""
 
 from __future__ import annotations
 
