@@ -289,12 +289,6 @@ def _append_tool_message(out: list[dict[str, Any]], m: Message) -> None:
             arguments = json.loads(call.arguments) if call.arguments else {}
         except ValueError:
             arguments = {}
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": call.id,
-                "name": call.name,
-                "input": arguments if isinstance(arguments, dict) else {},
-            }
-        )
+        block = {"type": "tool_use", "id": call.id, "name": call.name}
+        blocks.append({**block, "input": arguments if isinstance(arguments, dict) else {}})
     out.append({"role": "assistant", "content": blocks})

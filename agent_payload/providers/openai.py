@@ -224,12 +224,8 @@ class OpenAIChatModel(_OpenAIModel):
         text = shape.text(message, "content", where, optional=True) or ""
         calls: list[Any] = []
         if request.output_mode == "tool" or request.tools:
-            calls = (
-                shape.field(
-                    message, "tool_calls", f"{where}.tool_calls", list, "an array", optional=True
-                )
-                or []
-            )
+            at = f"{where}.tool_calls"
+            calls = shape.field(message, "tool_calls", at, list, "an array", optional=True) or []
         functions = [c for c in calls if isinstance(c, ChatCompletionMessageFunctionToolCall)]
         if request.output_mode == "tool":
             chosen = next((c for c in functions if c.function.name == request.tool_name), None)

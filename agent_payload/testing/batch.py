@@ -350,12 +350,8 @@ class BatchFakes:
                 result = {"type": "errored", "error": error}
             else:
                 status, body = self._answer_line("messages", entry.get("params"))
-                ok = status == 200
-                result = (
-                    {"type": "succeeded", "message": body}
-                    if ok
-                    else {"type": "errored", "error": body}
-                )
+                kind, key = ("succeeded", "message") if status == 200 else ("errored", "error")
+                result = {"type": kind, key: body}
             counts[result["type"]] += 1
             results.append({"custom_id": entry.get("custom_id"), "result": result})
         with self._lock:

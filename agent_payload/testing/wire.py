@@ -46,10 +46,8 @@ def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
     """Input tokens (cache reads and writes included) and output tokens of the reply."""
     input_tokens = reply.input_tokens
     if input_tokens is None:
-        input_tokens = max(
-            estimate_tokens(request.text),
-            reply.cached_input_tokens + reply.cache_write_input_tokens,
-        )
+        cached = reply.cached_input_tokens + reply.cache_write_input_tokens
+        input_tokens = max(estimate_tokens(request.text), cached)
     output_tokens = reply.output_tokens
     return input_tokens, estimate_tokens(reply.text) if output_tokens is None else output_tokens
 
