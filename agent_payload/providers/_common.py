@@ -242,17 +242,14 @@ class StreamProgress:
 
 @dataclass(frozen=True)
 class SdkErrors:
-    """One SDK's exception classes (checked in ``translate``'s order: ``timeout`` is also a
-    ``connection`` error) and the words naming it, to make its exceptions ours."""
+    """One SDK's exception classes (checked in ``translate``'s order: a timeout is also a
+    connection error) and the words naming it, to make its exceptions ours."""
 
     provider: str
     api: str  # names the API in messages: "OpenAI" ("OpenAI model 'm'")
     client_class: str  # the client to configure, in the timeout hint: "openai.OpenAI"
     expected_server: str  # what base_url should point at, for a response of the wrong shape
-    timeout: type[Exception]
-    connection: type[Exception]
-    status: type[Exception]
-    validation: type[Exception]
+    sdk: Any  # the SDK's module: both name their exception classes alike (APITimeoutError...)
     base: type[Exception]
     missing_credentials: str | None = None
     """The hint for a ``TypeError`` naming an "authentication method" (a client without
@@ -301,19 +298,19 @@ class SdkErrors:
             )
 
         err: Any = exc  # the SDK's classes are parameters: their attributes are not typed here
-        if isinstance(exc, self.timeout):
+        if isinstance(exc, self.sdk.APITimeoutError):
             return failed(
                 f"the request timed out{after}. Raise the client's timeout or max_retries "
                 f"({self.client_class}(timeout=..., max_retries=...)), or try again later.",
                 True,
             )
-        if isinstance(exc, self.connection):
+        if isinstance(exc, self.sdk.APIConnectionError):
             return failed(
                 f"the connection failed{after} ({exc.__cause__ or exc}). Check the client's "
                 "base_url and the network, or try again later.",
                 True,
             )
-        if isinstance(exc, self.status):  # api_message: Anthropic's text from the body
+        if isinstance(exc, self.sdk.APIStatusError):  # api_message: Anthropic's text from the body
             status = err.status_code
             retryable = retryable_status(status)
             hint = (
@@ -328,7 +325,7 @@ class SdkErrors:
                 retryable,
                 status,
             )
-        if isinstance(exc, self.validation):
+        if isinstance(exc, self.sdk.APIResponseValidationError):
             return failed(
                 f"the response body does not have the expected shape (HTTP {err.status_code}): "
                 f"{err.message}. Is the client's base_url {self.expected_server}?",

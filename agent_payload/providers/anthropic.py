@@ -54,10 +54,7 @@ _ERRORS = SdkErrors(
     api="Anthropic",
     client_class="anthropic.Anthropic",
     expected_server="the Anthropic API",
-    timeout=anthropic.APITimeoutError,
-    connection=anthropic.APIConnectionError,
-    status=anthropic.APIStatusError,
-    validation=anthropic.APIResponseValidationError,
+    sdk=anthropic,
     base=anthropic.AnthropicError,
     missing_credentials="Set ANTHROPIC_API_KEY or pass api_key= to anthropic.Anthropic(...).",
 )

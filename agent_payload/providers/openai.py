@@ -59,10 +59,7 @@ _ERRORS = SdkErrors(
     api="OpenAI",
     client_class="openai.OpenAI",
     expected_server="an OpenAI-compatible server",
-    timeout=openai.APITimeoutError,
-    connection=openai.APIConnectionError,
-    status=openai.APIStatusError,
-    validation=openai.APIResponseValidationError,
+    sdk=openai,
     base=openai.OpenAIError,
 )
 
