@@ -20,7 +20,6 @@ from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
     Phase,
-    Status,
     problems_json,
     reply_from,
     reply_json,
@@ -41,6 +40,12 @@ from agent_payload.providers.batching import BatchBackend, LineError, backend_fo
 from agent_payload.usage import Usage
 
 __all__ = ["BatchJob"]
+
+
+def _failed(error: BaseException) -> dict[str, Any]:
+    """An item's columns once the model (or its payload) failed it."""
+    problems = problems_json(error)
+    return {"status": "failed", "failure": "model", "error": str(error), "problems": problems}
 
 
 class BatchJob:
@@ -94,6 +99,7 @@ class BatchJob:
         self._types = {type_name(t): t for t in types}
         model = agent.model
         self._backend: BatchBackend | None = None
+        self._max_requests, self._max_bytes = 10**12, 10**15  # concurrent: one chunk a round
         if mode == "batch":
             self._backend = backend_for(model)
             if getattr(model, "is_async", False):
@@ -103,11 +109,8 @@ class BatchJob:
                 )
             self._max_requests = min(max_batch_requests or 10**9, self._backend.max_requests)
             self._max_bytes = min(max_batch_bytes or 10**12, self._backend.max_bytes)
-        else:
-            self._max_requests, self._max_bytes = 10**12, 10**15  # one chunk a round
-        if mode == "concurrent" and (
-            not callable(getattr(model, "arequest", None))
-            or not getattr(agent, "_async_client", False)
+        elif not callable(getattr(model, "arequest", None)) or not getattr(
+            agent, "_async_client", False
         ):
             raise ConfigurationError(
                 "BatchJob(mode='concurrent'): expected an AsyncPayloadAgent (its model's "
@@ -246,57 +249,25 @@ class BatchJob:
             "INSERT INTO replies VALUES (?, ?, ?, ?)",
             (seq, base + state.attempt, rnd, reply_json(reply)),
         )
-        kept = (state, base, earlier)
         try:
             result = state.judge(reply)
         except ModelReplyError as exc:
-            if (
-                state.should_retry(exc)
-                and state.attempt < self.max_attempts
-                and not state.over_budget()
-            ):
-                self._set(seq, kept, status="pending", error=None, problems=problems_json(exc))
+            retry = state.should_retry(exc)
+            if retry and state.attempt < self.max_attempts and not state.over_budget():
+                columns = {"status": "pending", "failure": None, "error": None}
+                columns["problems"] = problems_json(exc)
             else:
-                final = exc if not state.should_retry(exc) else state.exhausted()
-                self._set(
-                    seq, kept, status="failed", error=str(final), problems=problems_json(final)
-                )
-            return
+                columns = _failed(state.exhausted() if retry else exc)
         except AgentPayloadError as exc:
-            self._set(seq, kept, status="failed", error=str(exc), problems=problems_json(exc))
-            return
-        self._db.execute(
-            "UPDATE items SET result = ?, change_request = ?, report = ? WHERE seq = ?",
-            (
-                compact(_merge.dump_payload(result.payload)),
-                compact(result.change_request.to_wire()),
-                report_json(result),
-                seq,
-            ),
-        )
-        self._set(seq, kept, status="done", error=None, problems=None)
-
-    def _set(
-        self,
-        seq: int,
-        kept: tuple[RunState, int, Usage],
-        *,
-        status: Status,
-        error: str | None,
-        problems: str | None,
-    ) -> None:
-        state, base, earlier = kept
+            columns = _failed(exc)
+        else:
+            columns = {"status": "done", "failure": None, "error": None, "problems": None}
+            columns["result"] = compact(_merge.dump_payload(result.payload))
+            columns["change_request"] = compact(result.change_request.to_wire())
+            columns["report"] = report_json(result)
         usage = dataclasses.replace(earlier + state.usage, requests=base + state.attempt)
-        columns = ", ".join(f"{column} = ?" for column in USAGE_COLUMNS)
-        failure = "model" if status == "failed" else None
-        self._db.execute(
-            f"UPDATE items SET status = ?, in_round = NULL, {columns}, error = ?, problems = ?, "
-            "failure = ? WHERE seq = ?",
-            (status, *dataclasses.astuple(usage), error, problems, failure, seq),
-        )
-
-    def _transport_failure(self, seq: int, message: str) -> None:
-        self._file.transport_failure(seq, message, self.max_transport_retries)
+        columns.update(zip(USAGE_COLUMNS, dataclasses.astuple(usage), strict=True))
+        self._file.set_item(seq, in_round=None, **columns)
 
     # -- rounds --
 
@@ -321,11 +292,7 @@ class BatchJob:
                 except (BatchStateError, ConfigurationError):
                     raise  # the file or the job's setup, not the item
                 except AgentPayloadError as exc:  # refused before any request (payload, limits)
-                    db.execute(
-                        "UPDATE items SET status = 'failed', error = ?, problems = ?, "
-                        "failure = 'model' WHERE seq = ?",
-                        (str(exc), problems_json(exc), seq),
-                    )
+                    self._file.set_item(seq, **_failed(exc))
                     continue
                 custom_id = f"{self._file.tag}-i{seq}-r{rnd}"  # unique to this job
                 entry = compact(self._entry(custom_id, state.next_request()))
@@ -342,7 +309,7 @@ class BatchJob:
                     "VALUES (?, ?, ?, ?, ?)",
                     (custom_id, rnd, chunk, seq, entry),
                 )
-                db.execute("UPDATE items SET in_round = ? WHERE seq = ?", (rnd, seq))
+                self._file.set_item(seq, in_round=rnd)
         return rnd if chunk >= 0 else self._prepare_round()
 
     def _entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
@@ -366,11 +333,13 @@ class BatchJob:
         job an async client of its own); from async code ``await arun()``."""
         if self.mode == "concurrent":
             return asyncio.run(self.arun(max_rounds=max_rounds, progress=progress))
+        backend = self._backend
+        assert backend is not None
         with self._running(poll_interval, progress):
             for rnd in self._rounds(max_rounds):
-                self._submit_round(rnd)
-                self._wait_round(rnd)
-                self._collect_round(rnd)
+                self._submit_round(backend, rnd)
+                self._wait_round(backend, rnd)
+                self._collect_round(backend, rnd)
             return self._finish()
 
     @contextlib.contextmanager
@@ -414,9 +383,7 @@ class BatchJob:
         if self._progress is not None:
             self._progress(self.progress(phase))
 
-    def _submit_round(self, rnd: int) -> None:
-        backend = self._backend
-        assert backend is not None
+    def _submit_round(self, backend: BatchBackend, rnd: int) -> None:
         for chunk, state, _, since in self._file.chunks(rnd, "prepared", "submitting"):
             tag = f"{self.path.stem}-{self._file.tag}-r{rnd}c{chunk}"
             entries = [
@@ -500,13 +467,8 @@ class BatchJob:
             else:
                 self._file.set_chunk(round, chunk, state="submitted", batch_id=batch_id)
 
-    def _wait_round(self, rnd: int) -> None:
-        backend = self._backend
-        assert backend is not None
-        while True:
-            waiting = self._file.chunks(rnd, "submitted")
-            if not waiting:
-                return
+    def _wait_round(self, backend: BatchBackend, rnd: int) -> None:
+        while waiting := self._file.chunks(rnd, "submitted"):
             for chunk, _, batch_id, _ in waiting:
                 assert batch_id is not None
                 status = backend.poll(batch_id)
@@ -517,9 +479,7 @@ class BatchJob:
                 self._report("polling")
                 self._sleep(self._poll_interval)
 
-    def _collect_round(self, rnd: int) -> None:
-        backend = self._backend
-        assert backend is not None
+    def _collect_round(self, backend: BatchBackend, rnd: int) -> None:
         request = ModelRequest(messages=(), output_mode=self.agent.output_mode)
         for chunk, _, batch_id, _ in self._file.chunks(rnd, "ended"):
             assert batch_id is not None
@@ -531,16 +491,13 @@ class BatchJob:
                     continue
                 self._collect_line(custom_id, outcome, rnd)
             reason = self._file.lost_reason(rnd, chunk, batch_id, unreadable)
+            lost = "WHERE round = ? AND chunk = ? AND state = 'open'"
             with self._tx() as db:
-                for seq, custom_id in db.execute(
-                    "SELECT item_seq, custom_id FROM requests "
-                    "WHERE round = ? AND chunk = ? AND state = 'open'",
-                    (rnd, chunk),
+                for (seq,) in db.execute(
+                    f"SELECT item_seq FROM requests {lost}", (rnd, chunk)
                 ).fetchall():
-                    self._transport_failure(seq, reason)
-                    db.execute(
-                        "UPDATE requests SET state = 'lost' WHERE custom_id = ?", (custom_id,)
-                    )
+                    self._file.transport_failure(seq, reason, self.max_transport_retries)
+                db.execute(f"UPDATE requests SET state = 'lost' {lost}", (rnd, chunk))
                 db.execute(
                     "UPDATE chunks SET state = 'collected' WHERE round = ? AND chunk = ?",
                     (rnd, chunk),
@@ -559,7 +516,7 @@ class BatchJob:
                 detail = outcome.message
                 if outcome.status_code is not None:
                     detail = f"HTTP {outcome.status_code}: {detail}"
-                self._transport_failure(seq, detail)
+                self._file.transport_failure(seq, detail, self.max_transport_retries)
                 state = "error"
             else:
                 self._apply_reply(seq, outcome, rnd)

@@ -326,17 +326,11 @@ class StateFile:
         """Every failed item pending again, its stored replies kept for its usage but not fed
         to its judge (``retry_base``); how many."""
         with self.tx() as db:
-            failed = db.execute("SELECT seq FROM items WHERE status = 'failed'").fetchall()
-            for (seq,) in failed:
-                (base,) = db.execute(
-                    "SELECT COALESCE(MAX(attempt), 0) FROM replies WHERE item_seq = ?", (seq,)
-                ).fetchone()
-                db.execute(
-                    "UPDATE items SET status = 'pending', in_round = NULL, retry_base = ?, "
-                    "transport_failures = 0, failure = NULL WHERE seq = ?",
-                    (base, seq),
-                )
-            return len(failed)
+            return db.execute(
+                "UPDATE items SET status = 'pending', in_round = NULL, transport_failures = 0, "
+                "failure = NULL, retry_base = (SELECT COALESCE(MAX(attempt), 0) FROM replies "
+                "WHERE item_seq = items.seq) WHERE status = 'failed'"
+            ).rowcount
 
     def type_names(self) -> set[str]:
         """The payload types the pending items name."""
@@ -344,6 +338,11 @@ class StateFile:
             "SELECT DISTINCT model_type, payload_type FROM items WHERE status = 'pending'"
         ).fetchall()
         return {name for row in rows for name in row if name}
+
+    def set_item(self, seq: int, **columns: Any) -> None:
+        """Set ``columns`` of an item (inside the caller's transaction)."""
+        names = ", ".join(f"{name} = ?" for name in columns)
+        self.db.execute(f"UPDATE items SET {names} WHERE seq = ?", (*columns.values(), seq))
 
     def transport_failure(self, seq: int, message: str, retries: int) -> None:
         """A request of the item got no reply (inside the caller's transaction): pending for
@@ -353,16 +352,11 @@ class StateFile:
         ).fetchone()
         failures += 1
         if failures > retries:
-            self.db.execute(
-                "UPDATE items SET status = 'failed', in_round = NULL, transport_failures = ?, "
-                "error = ?, failure = 'transport' WHERE seq = ?",
-                (failures, f"provider error after {failures} tries: {message}", seq),
-            )
+            error = f"provider error after {failures} tries: {message}"
+            self.set_item(seq, status="failed", failure="transport")
         else:
-            self.db.execute(
-                "UPDATE items SET in_round = NULL, transport_failures = ?, error = ? WHERE seq = ?",
-                (failures, f"provider error (try {failures}, retried): {message}", seq),
-            )
+            error = f"provider error (try {failures}, retried): {message}"
+        self.set_item(seq, in_round=None, transport_failures=failures, error=error)
 
     def lost_reason(self, rnd: int, chunk: int, batch_id: str, unreadable: list[str]) -> str:
         """Why the requests of an ended batch that have no result got none: its unreadable
