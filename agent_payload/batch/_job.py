@@ -184,9 +184,9 @@ class BatchJob:
                     f"item {item_id}: payload_type must be a type, found {payload_type!r}"
                 )
             declared = type_name(payload_type)
-        for name in filter(None, (model_type, declared)):
-            kind = payload_type if name == declared else type(payload)
-            self._types.setdefault(name, kind)
+            self._types.setdefault(declared, payload_type)
+        if model_type is not None:
+            self._types.setdefault(model_type, type(payload))
         return (item_id, compact(data), task, model_type, declared)
 
     # -- reading --
@@ -285,6 +285,7 @@ class BatchJob:
         (last,) = self._db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
         rnd = last + 1
         chunk, count, size = -1, 0, 0
+        backend = self._backend
         with self._tx() as db:
             for seq in pending:
                 try:
@@ -295,7 +296,9 @@ class BatchJob:
                     self._file.set_item(seq, **_failed(exc))
                     continue
                 custom_id = f"{self._file.tag}-i{seq}-r{rnd}"  # unique to this job
-                entry = compact(self._entry(custom_id, state.next_request()))
+                request = state.next_request()
+                line = backend.entry(custom_id, request) if backend else {"custom_id": custom_id}
+                entry = compact(line)
                 cost = len(entry.encode()) + 1
                 if chunk < 0 or count >= self._max_requests or size + cost > self._max_bytes:
                     chunk, count, size = chunk + 1, 0, 0
@@ -311,11 +314,6 @@ class BatchJob:
                 )
                 self._file.set_item(seq, in_round=rnd)
         return rnd if chunk >= 0 else self._prepare_round()
-
-    def _entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
-        if self._backend is not None:
-            return self._backend.entry(custom_id, request)
-        return {"custom_id": custom_id}
 
     # -- running --
 
@@ -498,10 +496,7 @@ class BatchJob:
                 ).fetchall():
                     self._file.transport_failure(seq, reason, self.max_transport_retries)
                 db.execute(f"UPDATE requests SET state = 'lost' {lost}", (rnd, chunk))
-                db.execute(
-                    "UPDATE chunks SET state = 'collected' WHERE round = ? AND chunk = ?",
-                    (rnd, chunk),
-                )
+                self._file.set_chunk(rnd, chunk, state="collected")
             self._report("collected")
 
     def _collect_line(self, custom_id: str, outcome: ModelReply | LineError, rnd: int) -> None:
@@ -540,11 +535,9 @@ class BatchJob:
             return self._finish()
 
     async def _send_round(self, rnd: int) -> None:
-        with self._tx() as db:
-            db.execute(
-                "UPDATE chunks SET state = 'submitted' WHERE round = ? AND state = 'prepared'",
-                (rnd,),
-            )
+        self._db.execute(
+            "UPDATE chunks SET state = 'submitted' WHERE round = ? AND state = 'prepared'", (rnd,)
+        )
         open_lines = self._db.execute(
             "SELECT custom_id, item_seq FROM requests "
             "WHERE round = ? AND state = 'open' ORDER BY custom_id",
@@ -557,7 +550,7 @@ class BatchJob:
         answered = 0
 
         async def send(custom_id: str, seq: int) -> None:
-            nonlocal stopping
+            nonlocal stopping, answered
             async with gate:
                 if stopping:
                     return
@@ -568,7 +561,6 @@ class BatchJob:
                     reply = LineError(str(exc), status_code=exc.status_code)
                 try:
                     self._collect_line(custom_id, reply, rnd)
-                    nonlocal answered
                     answered += 1
                     if answered % every == 0 or answered == len(open_lines):
                         self._report("collected")
@@ -582,5 +574,4 @@ class BatchJob:
         finally:
             for task in tasks:
                 task.cancel()
-        with self._tx() as db:
-            db.execute("UPDATE chunks SET state = 'collected' WHERE round = ?", (rnd,))
+        self._db.execute("UPDATE chunks SET state = 'collected' WHERE round = ?", (rnd,))

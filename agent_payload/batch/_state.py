@@ -242,6 +242,7 @@ class StateFile:
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
+        """A transaction of several statements (one statement is one on its own: autocommit)."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -325,12 +326,11 @@ class StateFile:
     def retry_failed(self) -> int:
         """Every failed item pending again, its stored replies kept for its usage but not fed
         to its judge (``retry_base``); how many."""
-        with self.tx() as db:
-            return db.execute(
-                "UPDATE items SET status = 'pending', in_round = NULL, transport_failures = 0, "
-                "failure = NULL, retry_base = (SELECT COALESCE(MAX(attempt), 0) FROM replies "
-                "WHERE item_seq = items.seq) WHERE status = 'failed'"
-            ).rowcount
+        return self.db.execute(
+            "UPDATE items SET status = 'pending', in_round = NULL, transport_failures = 0, "
+            "failure = NULL, retry_base = (SELECT COALESCE(MAX(attempt), 0) FROM replies "
+            "WHERE item_seq = items.seq) WHERE status = 'failed'"
+        ).rowcount
 
     def type_names(self) -> set[str]:
         """The payload types the pending items name."""
@@ -340,7 +340,6 @@ class StateFile:
         return {name for row in rows for name in row if name}
 
     def set_item(self, seq: int, **columns: Any) -> None:
-        """Set ``columns`` of an item (inside the caller's transaction)."""
         names = ", ".join(f"{name} = ?" for name in columns)
         self.db.execute(f"UPDATE items SET {names} WHERE seq = ?", (*columns.values(), seq))
 
@@ -385,28 +384,24 @@ class StateFile:
                 db.execute("INSERT INTO meta VALUES ('run_open', '1')")
 
     def end_run(self) -> None:
-        with self.tx() as db:
-            db.execute("DELETE FROM meta WHERE key = 'run_open'")
+        self.db.execute("DELETE FROM meta WHERE key = 'run_open'")
 
     # -- rounds and chunks --
 
     def set_chunk(self, rnd: int, chunk: int, **columns: Any) -> None:
-        """Set ``columns`` of a chunk, in a transaction of its own."""
         names = ", ".join(f"{name} = ?" for name in columns)
-        with self.tx() as db:
-            db.execute(
-                f"UPDATE chunks SET {names} WHERE round = ? AND chunk = ?",
-                (*columns.values(), rnd, chunk),
-            )
+        self.db.execute(
+            f"UPDATE chunks SET {names} WHERE round = ? AND chunk = ?",
+            (*columns.values(), rnd, chunk),
+        )
 
     def forget_submission(self, rnd: int, chunk: int) -> None:
         """A chunk left ``submitting`` became no batch (the user says so): prepared again."""
-        with self.tx() as db:
-            db.execute(
-                "UPDATE chunks SET state = 'prepared', submitting_at = NULL "
-                "WHERE round = ? AND chunk = ? AND state = 'submitting'",
-                (rnd, chunk),
-            )
+        self.db.execute(
+            "UPDATE chunks SET state = 'prepared', submitting_at = NULL "
+            "WHERE round = ? AND chunk = ? AND state = 'submitting'",
+            (rnd, chunk),
+        )
 
     def chunks(self, rnd: int, *states: str) -> list[tuple[int, str, str | None, float | None]]:
         marks = ",".join("?" * len(states))
