@@ -344,9 +344,7 @@ class BatchJob:
     def _running(
         self, poll_interval: float, progress: Callable[[BatchProgress], Any] | None
     ) -> Iterator[None]:
-        """The lease for one run. A run that starts anew (the last one finished) gives the
-        items that failed for want of a reply a new chance; a run that a crash or an error
-        stopped is continued as it was (so a resumed job ends as an uninterrupted one)."""
+        """The lease for one run, its types checked, between begin_run() and end_run()."""
         self._poll_interval, self._progress = poll_interval, progress
         with self._file.guard("the job", decoding=False), self._file.leased():
             for name in self._file.type_names():
@@ -508,9 +506,8 @@ class BatchJob:
                 return  # not ours, or already applied before a crash
             seq = row[0]
             if isinstance(outcome, LineError):
-                detail = outcome.message
-                if outcome.status_code is not None:
-                    detail = f"HTTP {outcome.status_code}: {detail}"
+                code, detail = outcome.status_code, outcome.message
+                detail = detail if code is None else f"HTTP {code}: {detail}"
                 self._file.transport_failure(seq, detail, self.max_transport_retries)
                 state = "error"
             else:

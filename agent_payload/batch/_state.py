@@ -113,11 +113,7 @@ _COLUMNS = {  # added to a file written before they existed
 
 class StateFile:
     """The job's SQLite file (WAL mode): opened or created, checked against the job's model and
-    mode, and every read or write the job makes that is not a judgement.
-
-    A file that exists is first checked from its header, without opening it as a database:
-    SQLite's ``application_id`` must be this format's (``APPLICATION_ID``), so another
-    application's database is refused with its bytes unchanged."""
+    mode, and every read or write the job makes that is not a judgement."""
 
     def __init__(self, path: Path, model: str, mode: str) -> None:
         self.path = path
@@ -146,8 +142,9 @@ class StateFile:
             raise
 
     def _check_header(self) -> bool:
-        """True when the file is new (missing or empty); ``BatchStateError`` unless its
-        header says it is a batch state file."""
+        """True when the file is new (missing or empty); ``BatchStateError`` unless its header
+        (read without opening it as a database, so another application's file is left unchanged)
+        has this format's ``application_id``."""
         try:
             with open(self.path, "rb") as handle:
                 header = handle.read(100)
@@ -292,9 +289,7 @@ class StateFile:
     # -- items --
 
     def add_items(self, rows: list[tuple[Any, ...]]) -> int:
-        """Insert the new items (``(id, payload, task, model_type, payload_type)`` rows) in
-        one transaction; how many were new. An id stored with anything different is a
-        ``UsageError`` naming the ids and what changed, and nothing is added."""
+        """Insert the new ``(id, payload, task, model_type, payload_type)`` rows (see add_many)."""
         with self.tx() as db:
             new = []
             changed = []
@@ -324,8 +319,7 @@ class StateFile:
             return len(new)
 
     def retry_failed(self) -> int:
-        """Every failed item pending again, its stored replies kept for its usage but not fed
-        to its judge (``retry_base``); how many."""
+        """Stored replies up to ``retry_base`` count in the usage but are not fed to the judge."""
         return self.db.execute(
             "UPDATE items SET status = 'pending', in_round = NULL, transport_failures = 0, "
             "failure = NULL, retry_base = (SELECT COALESCE(MAX(attempt), 0) FROM replies "
@@ -374,7 +368,8 @@ class StateFile:
 
     def begin_run(self) -> None:
         """A run that starts anew (the last one finished) makes the items that failed for
-        want of a reply pending again; one that a crash or an error stopped is continued."""
+        want of a reply pending again; one that a crash or an error stopped is continued as it
+        was (so a resumed job ends as an uninterrupted one)."""
         with self.tx() as db:
             if db.execute("SELECT 1 FROM meta WHERE key = 'run_open'").fetchone() is None:
                 db.execute(
@@ -416,7 +411,6 @@ class StateFile:
         return row[0] if row and row[0] is not None else None
 
     def results(self, types: Mapping[str, type]) -> Iterator[BatchItemResult]:
-        """Every item in the order added."""
         last = 0
         while True:
             with self.guard("the items"):
@@ -454,7 +448,6 @@ class StateFile:
         )
 
     def progress(self, phase: Phase, prices: Mapping[str, float] | None) -> BatchProgress:
-        """The counts now."""
         counts = dict(
             self.db.execute("SELECT status, COUNT(*) FROM items GROUP BY status").fetchall()
         )
