@@ -274,12 +274,9 @@ class BatchJob:
     def _prepare_round(self) -> int | None:
         """Write the next round's request lines, in one transaction but one item at a time
         (memory does not grow with the job); None when nothing is pending."""
-        pending = [
-            seq
-            for (seq,) in self._db.execute(
-                "SELECT seq FROM items WHERE status = 'pending' AND in_round IS NULL ORDER BY seq"
-            ).fetchall()
-        ]
+        pending = self._db.execute(
+            "SELECT seq FROM items WHERE status = 'pending' AND in_round IS NULL ORDER BY seq"
+        ).fetchall()
         if not pending:
             return None
         (last,) = self._db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
@@ -287,7 +284,7 @@ class BatchJob:
         chunk, count, size = -1, 0, 0
         backend = self._backend
         with self._tx() as db:
-            for seq in pending:
+            for (seq,) in pending:
                 try:
                     state = self._state(seq)[0]
                 except (BatchStateError, ConfigurationError):
@@ -382,13 +379,11 @@ class BatchJob:
     def _submit_round(self, backend: BatchBackend, rnd: int) -> None:
         for chunk, state, _, since in self._file.chunks(rnd, "prepared", "submitting"):
             tag = f"{self.path.stem}-{self._file.tag}-r{rnd}c{chunk}"
-            entries = [
-                entry
-                for (entry,) in self._db.execute(
-                    "SELECT entry FROM requests WHERE round = ? AND chunk = ? ORDER BY custom_id",
-                    (rnd, chunk),
-                ).fetchall()
-            ]
+            rows = self._db.execute(
+                "SELECT entry FROM requests WHERE round = ? AND chunk = ? ORDER BY custom_id",
+                (rnd, chunk),
+            )
+            entries = [entry for (entry,) in rows]
             if state == "submitting" and since is not None:
                 # The job stopped between asking for this batch and hearing of it.
                 found = self._find(backend, rnd, chunk, tag, entries, since)
