@@ -154,11 +154,9 @@ class BatchJob:
                 missing = {"id", "payload", "task"} - set(item)
                 if missing:
                     raise UsageError(f"add_many: an item lacks {sorted(missing)}: {item!r:.200}")
-                item_id, payload, task = item["id"], item["payload"], item["task"]
-                payload_type = item.get("payload_type")
-            else:
-                item_id, payload, task, *rest = item
-                payload_type = rest[0] if rest else None
+                item = (item["id"], item["payload"], item["task"], item.get("payload_type"))
+            item_id, payload, task, *rest = item
+            payload_type = rest[0] if rest else None
             row = self._row(item_id, payload, task, payload_type)
             if item_id in seen:
                 raise UsageError(
