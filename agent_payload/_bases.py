@@ -11,6 +11,7 @@ from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, Final
 
+from agent_payload._config import is_int
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UsageError
 from agent_payload.merge import Applied
@@ -70,7 +71,7 @@ class Bases:
         """A call's base version, as ``ChangeRequestToolHandler.handle`` says (None: the
         current payload), or the problem to send back for a bad ``asked``."""
         if base_version is not None:
-            if not is_version(base_version) or base_version > self.version:
+            if not is_int(base_version) or base_version > self.version:
                 raise UsageError(
                     f"{where}: base_version={base_version!r} is not a version of this handler's "
                     f"payload (0 to {self.version}); pass the handler.version read when the model "
@@ -88,7 +89,7 @@ class Bases:
             return base
         if asked is None:
             return None
-        if not is_version(asked) or asked > self.version:
+        if not is_int(asked) or asked > self.version:
             return Problem(
                 kind="conflict",
                 code="base_version",
@@ -100,10 +101,6 @@ class Bases:
                 f"{BASE_VERSION} out if it is written against version {self.version}.",
             )
         return int(asked)
-
-
-def is_version(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def split_base_version(arguments: Arguments) -> tuple[Arguments, Any]:

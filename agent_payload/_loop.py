@@ -1,10 +1,6 @@
-"""The correction loop's decisions, in one pure place (no I/O, no SDK, no sleeping).
-
-The agents drive ``RunState``: ``next_request()``, then ``judge_steps(reply)``, which returns
-the ``AgentResult`` or raises the ``ModelReplyError`` whose ``feedback`` the next attempt sends;
-tenacity asks ``should_retry`` and ``over_budget``. Attempt ``k`` sends the original messages
-plus only the last failed reply and its correction, so its size does not grow with ``k``. Every
-judgement is ``agent_payload.judge.Judge``'s; this module maps its verdict.
+"""The correction loop's decisions, in one pure place (no I/O, no SDK, no sleeping): what
+``RunState`` sends next and what a reply means (the judging is ``judge.Judge``'s). Attempt ``k``
+resends only the last failed reply and its correction, so requests do not grow with ``k``.
 """
 
 from __future__ import annotations
@@ -343,8 +339,9 @@ class RunState:
             refusal=reply.refusal,
             **self.pending,
         )
-        if verdict.status == "confirm":
-            self._ask_confirmation(reply.text, verdict)
+        if verdict.status == "confirm":  # the correction asks the model to confirm
+            self.pending = {"confirming": verdict.payload_json}
+            self._fail(reply.text, verdict)
         if verdict.status == "problems":
             if verdict.stage == "refusal":
                 self._refused(reply.text, verdict, reply.refusal or reply.text)
@@ -433,7 +430,3 @@ class RunState:
             )
             self._raise(error, verdict.cause)
         self._fail(reply, verdict, RefusalError)
-
-    def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
-        self.pending = {"confirming": verdict.payload_json}
-        self._fail(reply, verdict)

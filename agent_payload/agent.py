@@ -1,11 +1,6 @@
 """``PayloadAgent`` and ``AsyncPayloadAgent``: hand over a payload and a task, get back the
-updated payload, with the model's mistakes corrected or reported and nothing lost.
-
-Both drive the same steps (``_drive.Run``) around the pure ``RunState`` of ``_loop``; only
-problems with the model's reply are retried. Hooks (keyword callables or a ``Hooks``):
-``on_request(attempt, request, is_last)``, ``on_response(attempt, reply, is_last)``,
-``on_retry(attempt, problems, is_last)``, ``on_success(result)``, ``on_error(error,
-attempts)``, ``on_progress(attempt, characters)`` (``stream=True``). See docs/agent.md.
+updated payload. Both drive ``_drive.Run`` around the pure ``RunState`` of ``_loop``. Guide:
+docs/agent.md.
 """
 
 from __future__ import annotations
@@ -26,6 +21,8 @@ from agent_payload._config import (
     check_guards,
     check_payload_type,
     check_validators,
+    expect,
+    is_int,
     read_scope_of,
 )
 from agent_payload._drive import SYNC, Hooks, Run
@@ -92,10 +89,8 @@ def _resolve_model(
         if async_client
         else ("PayloadAgent", "AsyncPayloadAgent", Model, StreamingModel, "")
     )
-    if api is not None and api not in ("chat", "responses"):
-        raise ConfigurationError(f"api: expected 'chat' or 'responses', found {api!r}")
-    if not isinstance(stream, bool):
-        raise ConfigurationError(f"stream: expected True or False, found {stream!r}")
+    expect(api in (None, "chat", "responses"), "api", "'chat' or 'responses'", api)
+    expect(isinstance(stream, bool), "stream", "True or False", stream)
     known = as_model(model) if model_name is None else None
     if known is not None:
         if api is not None:
@@ -134,25 +129,17 @@ def _resolve_model(
 
 def _check_options(output_mode: Any, max_retries: Any, budget: Any, offload: Any) -> None:
     """``ConfigurationError`` for an option of the wrong kind (before any request)."""
-    if output_mode not in OUTPUT_MODES:
-        raise ConfigurationError(
-            f"output_mode: expected one of {', '.join(OUTPUT_MODES)}, found {output_mode!r}"
-        )
+    modes = ", ".join(OUTPUT_MODES)
+    expect(output_mode in OUTPUT_MODES, "output_mode", f"one of {modes}", output_mode)
     if isinstance(max_retries, bool) or not isinstance(max_retries, int | Retrying | AsyncRetrying):
         raise ConfigurationError(
             f"max_retries: expected an int >= 0 or a tenacity Retrying/AsyncRetrying, "
             f"found {type(max_retries).__name__}"
         )
-    if isinstance(max_retries, int) and max_retries < 0:
-        raise ConfigurationError(f"max_retries: expected an int >= 0, found {max_retries}")
-    if budget is not None and not _is_int(budget, 1):
-        raise ConfigurationError(f"token_budget: expected a positive int or None, found {budget!r}")
-    if offload is not None and not _is_int(offload, 0):
-        raise ConfigurationError(f"offload_nodes: expected an int >= 0 or None, found {offload!r}")
-
-
-def _is_int(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    negative = isinstance(max_retries, int) and max_retries < 0
+    expect(not negative, "max_retries", "an int >= 0", max_retries)
+    expect(budget is None or is_int(budget, 1), "token_budget", "a positive int or None", budget)
+    expect(offload is None or is_int(offload, 0), "offload_nodes", "an int >= 0 or None", offload)
 
 
 def _guards_and_rules(
@@ -224,18 +211,10 @@ class _BaseAgent(Generic[M]):
         max_reads: int = DEFAULT_MAX_READS,
     ) -> None:
         _check_options(output_mode, max_retries, token_budget, offload_nodes)
-        if not isinstance(prompt_caching, bool):
-            raise ConfigurationError(
-                f"prompt_caching: expected True or False, found {prompt_caching!r}"
-            )
-        if prompt_cache_key is not None and (
-            not isinstance(prompt_cache_key, str) or not prompt_cache_key
-        ):
-            raise ConfigurationError(
-                f"prompt_cache_key: expected a non-empty string or None, found {prompt_cache_key!r}"
-            )
-        if not _is_int(max_reads, 1):
-            raise ConfigurationError(f"max_reads: expected an int >= 1, found {max_reads!r}")
+        expect(isinstance(prompt_caching, bool), "prompt_caching", "True or False", prompt_caching)
+        key_ok = isinstance(prompt_cache_key, str | None) and prompt_cache_key != ""
+        expect(key_ok, "prompt_cache_key", "a non-empty string or None", prompt_cache_key)
+        expect(is_int(max_reads, 1), "max_reads", "an int >= 1", max_reads)
         self.offload_nodes = offload_nodes
         self.prompt_caching = prompt_caching
         self.prompt_cache_key = prompt_cache_key
@@ -340,30 +319,14 @@ class _BaseAgent(Generic[M]):
 
 
 class PayloadAgent(_BaseAgent[Model]):
-    """Edit payloads with a model through a sync SDK client (with ``model_name=``), a
+    """Edit payloads with a model: a sync SDK client (with ``model_name=``), a
     ``"openai:MODEL"`` / ``"anthropic:MODEL"`` string (the key from the environment), or any
-    ``Model`` (``testing.ScriptedModel`` in tests). Options (docs/agent.md):
-
-    * ``output_mode``: ``"text"`` (JSON in the reply), ``"tool"`` (a forced tool call) or
-      ``"json_schema"`` (OpenAI structured outputs). ``api``: ``"chat"`` or ``"responses"``.
-    * ``max_retries`` (default 2): corrections after the first attempt, or a tenacity
-      ``Retrying`` (its ``retry`` is and-ed with ours). ``token_budget``: stop once that many
-      tokens are spent. ``temperature``, ``max_tokens``, ``request_options``: passed through.
-    * ``prompt_caching`` (default True): mark the system prompt and the payload block for the
-      provider's prompt cache; ``prompt_cache_key``: OpenAI's, on every request.
-    * ``guards``: ``Guard`` callables asked about every effective change (``conflict`` sends
-      the request back, ``confirm`` asks the model once, ``warning`` is reported).
-      ``permissions``: one more guard. ``read_scope``: the model sees only its projection.
-      ``read_only``: paths the model may not change (``Permissions(deny=read_only)``).
-      ``rules_text``, then each guard's ``describe()``, go into the system prompt's rules.
-    * ``validators``: ``(payload) -> None`` callables run on every merged payload; raise
-      ``RetryWithFeedback``, ``ValueError`` or ``AssertionError`` to have the model try again.
-    * ``stream`` (default False): receive each reply as a stream (``on_progress`` hears of
-      every piece); it is judged when whole. ``extra_instructions``: added to the system prompt.
-    * ``max_payload_tokens`` (default ``"auto"``; ``None``: never): a payload larger than this
-      is sent as an outline the model reads with read tools, at most ``max_reads`` calls a run
-      (then ``ReadsExhaustedError``); see ``agent_payload.outline``.
-    * ``offload_nodes`` (``AsyncPayloadAgent``): see ``AsyncPayloadAgent.run``.
+    ``Model`` (``testing.ScriptedModel`` in tests). Every option is described in docs/agent.md;
+    hooks (``on_request``, ``on_response``, ``on_retry``, ``on_success``, ``on_error``,
+    ``on_progress``) are keyword callables or a ``Hooks``. ``max_retries``: corrections after
+    the first attempt, or a tenacity ``Retrying``. ``read_only``: paths the model may not change.
+    ``validators``: ``(payload) -> None`` callables; raise ``RetryWithFeedback``, ``ValueError``
+    or ``AssertionError`` to have the model try again. Misuse: ``ConfigurationError``.
     """
 
     def run(

@@ -25,6 +25,7 @@ from agent_payload._config import (
     check_payload_type,
     check_validators,
     clip,
+    is_int,
     read_scope_of,
 )
 from agent_payload._handler_reads import (
@@ -208,16 +209,10 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
 
 class ChangeRequestToolHandler(OutlineReads):
     """Applies change-request tool calls, one at a time, to a payload it keeps between calls
-    (docs/tools-and-sessions.md); a call that cannot be fully applied applies nothing.
-
-    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: ``"DELETE"`` unless
-    the data or a string the type admits holds it (``prompt`` also avoids the task). ``guards``,
-    ``permissions`` and ``read_scope`` judge every change (a ``confirm`` finding: the same call
-    again confirms); ``validators`` refuse a merged payload by raising ``RetryWithFeedback``,
-    ``ValueError`` or ``AssertionError``. ``history``: how many versions back a late call may
-    be written (older: ``concurrent_change``). ``versions=False``: no version in the prompt,
-    tool and results (a host that numbers them itself). ``max_payload_tokens``, ``max_reads``:
-    outline mode, as in ``PayloadAgent`` (docs/outline.md).
+    (docs/tools-and-sessions.md); a call that cannot be fully applied applies nothing. The
+    options are ``PayloadAgent``'s; ``marker``: ``"DELETE"`` unless the data or the task holds
+    it; ``history``: how many versions back a late call may be written, ``versions=False``: no
+    version in the prompt, tool and results (docs/concurrency.md).
     """
 
     def _tool_result(self, content: str, is_error: bool) -> ToolResult:
@@ -241,7 +236,7 @@ class ChangeRequestToolHandler(OutlineReads):
         max_payload_tokens: int | Literal["auto"] | None = "auto",
         max_reads: int = _outline.DEFAULT_MAX_READS,
     ) -> None:
-        if not isinstance(history, int) or isinstance(history, bool) or history < 0:
+        if not is_int(history):
             raise ConfigurationError(
                 "ChangeRequestToolHandler(history=...): expected how many earlier payload "
                 f"versions to keep, a whole number 0 or more; found {history!r}"
@@ -282,7 +277,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self.max_payload_tokens = _outline.resolve_max_payload_tokens(
             max_payload_tokens, None, "ChangeRequestToolHandler: "
         )
-        if not isinstance(max_reads, int) or isinstance(max_reads, bool) or max_reads < 0:
+        if not is_int(max_reads):
             raise ConfigurationError(
                 "ChangeRequestToolHandler(max_reads=...): expected how many read_payload and "
                 f"find_in_payload calls to answer per task, a whole number 0 or more; found "
