@@ -43,7 +43,7 @@ SYNC = ("PayloadAgent", "use AsyncPayloadAgent, or make it a plain function")
 
 @dataclass(frozen=True, slots=True)
 class Hooks:
-    """Callbacks of a run (all optional; see ``agent_payload.agent`` for when each is called)."""
+    """Callbacks of a run (all optional; when each is called: docs/agent.md)."""
 
     on_request: Callable[[int, ModelRequest, bool], Any] | None = None
     on_response: Callable[[int, ModelReply, bool], Any] | None = None

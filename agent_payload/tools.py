@@ -524,22 +524,18 @@ class ChangeRequestToolHandler(OutlineReads):
                 earlier_calls_kept=any(not r.is_error for r in self.results),
                 render_current=self.render_current(),
             )
+        if self.versions:
+            now = f"version {version} ({BASE_VERSION} of calls written against it)"
+            content += f"\nThe payload is now {now}."
         return ToolResult(
             payload=verdict.payload if accepted else self.payload,
-            content=content + self._version_line(version),
+            content=content,
             is_error=not accepted,
             report=verdict.report,
             change_request=verdict.change_request,
             problems=() if accepted else verdict.problems,
             version=version,
             base_version=base,
-        )
-
-    def _version_line(self, version: int) -> str:
-        if not self.versions:
-            return ""
-        return (
-            f"\nThe payload is now version {version} ({BASE_VERSION} of calls written against it)."
         )
 
     def _summary(self, report: MergeReport, base: int | None = None) -> str:
