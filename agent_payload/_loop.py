@@ -25,17 +25,8 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from agent_payload.providers.base import (
-    Message,
-    ModelReply,
-    ModelRequest,
-    ToolCall,
-    ToolSpec,
-)
-from agent_payload.report import (
-    Guard,
-    Problem,
-)
+from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolSpec
+from agent_payload.report import Guard, Problem
 from agent_payload.result import AgentResult
 from agent_payload.usage import Usage, estimate_tokens
 
@@ -239,7 +230,20 @@ class RunState:
                 text = _outline.not_applied_note()
             else:
                 if self.reads_used >= s.max_reads:
-                    raise self._reads_exhausted(call)
+                    asked = f"{call.name}({call.arguments})"
+                    raise ReadsExhaustedError(
+                        f"the model asked for read {s.max_reads + 1} of the payload ({asked}, "
+                        f"attempt {self.attempt}) but max_reads={s.max_reads} allows "
+                        f"{s.max_reads} per run, and it sent no change request; input "
+                        f"{self.usage.input_tokens} + output {self.usage.output_tokens} tokens. "
+                        "The payload is unchanged. Raise max_reads, raise max_payload_tokens so "
+                        "the outline shows more, or name in the task the elements to change.",
+                        attempts=self.attempt,
+                        usage=self.usage,
+                        reads=self.reads_used,
+                        last_call=asked,
+                        replies=self.replies,
+                    )
                 self.reads_used += 1
                 text = _outline.answer(call.name, call.arguments, self.prepared.shown_json, budget)
                 if self.reads_used == s.max_reads:
@@ -255,23 +259,6 @@ class RunState:
         if usage.requests == 0:
             usage = dataclasses.replace(usage, requests=1)
         self.usage = self.usage + usage
-
-    def _reads_exhausted(self, call: ToolCall) -> ReadsExhaustedError:
-        limit = self.settings.max_reads
-        asked = f"{call.name}({call.arguments})"
-        return ReadsExhaustedError(
-            f"the model asked for read {limit + 1} of the payload ({asked}, attempt "
-            f"{self.attempt}) but max_reads={limit} allows {limit} per run, and it sent no "
-            f"change request; input {self.usage.input_tokens} + output "
-            f"{self.usage.output_tokens} tokens. The payload is unchanged. Raise max_reads, "
-            "raise max_payload_tokens so the outline shows more, or name in the task the "
-            "elements to change.",
-            attempts=self.attempt,
-            usage=self.usage,
-            reads=self.reads_used,
-            last_call=asked,
-            replies=self.replies,
-        )
 
     # -- the loop's conditions -----------------------------------------------------------
 

@@ -242,15 +242,9 @@ class _BaseAgent(Generic[M]):
         self.extra_instructions = extra_instructions
         self.token_budget = token_budget
         self.request_options: Mapping[str, Any] = dict(request_options or {})
-        given: dict[str, Any] = {
-            "on_request": on_request,
-            "on_response": on_response,
-            "on_retry": on_retry,
-            "on_success": on_success,
-            "on_error": on_error,
-            "on_progress": on_progress,
-        }
-        chosen = {name: hook for name, hook in given.items() if hook}
+        given = (on_request, on_response, on_retry, on_success, on_error, on_progress)
+        fields = dataclasses.fields(Hooks)  # in the order of ``given``
+        chosen = {f.name: hook for f, hook in zip(fields, given, strict=True) if hook}
         self.hooks = dataclasses.replace(hooks or Hooks(), **chosen)
         if not self._async_client:
             self._require_sync(self.validators, self.hooks)
