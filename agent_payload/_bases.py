@@ -38,8 +38,7 @@ class Bases:
     def __init__(self, history: int) -> None:
         self.version = 0
         self.past: deque[tuple[Any, Applied]] = deque(maxlen=history)
-        """For each kept version ``version - len(past) + n``: its payload and the request (as
-        applied, rebased, with the marker in force) that made the next version."""
+        """Version ``version - len(past) + n``'s payload and the request that made the next."""
         self.turns: OrderedDict[Hashable, int] = OrderedDict()
         """The base version of each ``turn`` key seen (its first call's)."""
 
@@ -49,8 +48,7 @@ class Bases:
         self.version += 1
 
     def kept(self, version: int) -> tuple[Any, list[Applied]] | None:
-        """The payload of a kept earlier ``version`` and the requests applied since (None when
-        ``version`` is the current one, older than the history, or unknown)."""
+        """The payload of a kept earlier ``version`` and the requests applied since, or None."""
         first = self.version - len(self.past)
         if not first <= version < self.version:
             return None
@@ -68,8 +66,7 @@ class Bases:
     def base(
         self, where: str, base_version: int | None, turn: Hashable | None, asked: Any
     ) -> int | Problem | None:
-        """A call's base version, as ``ChangeRequestToolHandler.handle`` says (None: the
-        current payload), or the problem to send back for a bad ``asked``."""
+        """A call's base version (None: the current payload), or the problem for a bad one."""
         if base_version is not None:
             if not is_int(base_version) or base_version > self.version:
                 raise UsageError(

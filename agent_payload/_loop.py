@@ -83,8 +83,7 @@ ECHO_TRUNCATED_CHARS = 2000
 
 
 def _echo(reply: str, *, truncated: bool = False) -> str:
-    """The failed reply as it is sent back: an empty one as a note (providers refuse empty
-    turns), a truncated one cut short (the correction asks for a smaller request)."""
+    """The failed reply as sent back (providers refuse an empty turn; a truncated one is cut)."""
     if not reply.strip():
         return "(empty reply)"
     if truncated and len(reply) > ECHO_TRUNCATED_CHARS:
@@ -97,10 +96,8 @@ def _echo(reply: str, *, truncated: bool = False) -> str:
 
 
 class RunState:
-    """The decisions of one ``run``: what to send next and what a reply means (not
-    thread-safe: one per run). Built before any request: the payload checked
-    (``InvalidPayloadError`` / ``LimitExceededError``), the marker chosen, the prompt and the
-    schema rendered."""
+    """The decisions of one ``run`` (not thread-safe); building it checks the payload
+    (``InvalidPayloadError`` / ``LimitExceededError``) and renders the prompt."""
 
     def __init__(self, payload: Any, task: str, settings: RunSettings) -> None:
         if not isinstance(task, str) or not task.strip():
@@ -113,7 +110,6 @@ class RunState:
         self.prepared = prepared = _intake.prepare(
             payload, settings.payload_type, task=task, read_scope=settings.read_scope
         )
-        """The payload as ``_intake.prepare`` made it (a collision moves it: ``collided``)."""
         budget = settings.max_payload_tokens
         outline: str | None = None
         if budget is not None and _outline.exceeds(prepared.shown_json, budget):
@@ -180,8 +176,7 @@ class RunState:
     # -- what to send --------------------------------------------------------------------
 
     def conversation(self) -> tuple[Message, ...]:
-        """The original messages, then the reads and the last failed reply and its
-        correction, in the order they happened."""
+        """The original messages, then the reads and the last failure, as they happened."""
         if self.last_failure is None:
             return (*self.messages, *self.reads)
         cut = self.reads_before_failure
@@ -376,8 +371,7 @@ class RunState:
         verdict: _judge.Verdict,
         error_type: type[ModelReplyError] = ModelReplyError,
     ) -> NoReturn:
-        """Keep the failed reply and the judge's correction (or request to confirm) for the
-        next attempt; raise."""
+        """Keep the failed reply and its correction for the next attempt; raise."""
         budget = self.settings.max_payload_tokens
         correction = verdict.feedback(
             output_mode=self.settings.output_mode,

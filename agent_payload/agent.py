@@ -82,8 +82,7 @@ def _resolve_model(
     api: Literal["chat", "responses"] | None,
     stream: object,
 ) -> Any:
-    """The agent's model (an SDK client or a ``"provider:MODEL"`` string through
-    ``infer_model``), checked to be sync or async as the agent is, and to stream if asked."""
+    """The agent's model, checked to be sync or async as the agent is, and to stream if asked."""
     agent, fix, wanted, streaming, a = (  # ``a``: the prefix of the async methods
         ("AsyncPayloadAgent", "PayloadAgent", AsyncModel, AsyncStreamingModel, "a")
         if async_client
@@ -272,8 +271,7 @@ class _BaseAgent(Generic[M]):
         expected_version: str | None = None,
         run_id: str | None = None,
     ) -> RunState:
-        """The state of one run with this agent's settings, checked before any token is spent:
-        what ``run`` drives attempt by attempt, and ``BatchJob`` round by round."""
+        """One run's state with this agent's settings (``run``'s, and ``BatchJob``'s rounds)."""
         check_payload_type(payload_type, "run(payload_type=...)")
         validators = check_validators(validators, "run(validators=...)")
         if expected_version is not None:

@@ -252,7 +252,6 @@ class ChangeRequestToolHandler(OutlineReads):
         self._prepared = _intake.prepare(
             payload, payload_type, marker=marker, read_scope=read_scope
         )
-        """The current payload prepared (checked once, then moved along by each applied call)."""
         self.payload: Any = self._prepared.payload
         self.payload_type = self._prepared.payload_type
         # True only for a host that owns the payload and never mutates it (the MCP server):
@@ -260,8 +259,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self._share_merge = False
         self.marker = self._prepared.marker
         self._marker_given = marker is not None
-        self._marker_fixed = marker is not None
-        """True once the marker may no longer change (given, or handed out in a tool or prompt)."""
+        self._marker_fixed = marker is not None  # given, or handed out in a tool or prompt
         self.guards = tuple(guards)
         self.permissions = permissions
         self.read_scope = read_scope
@@ -269,8 +267,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self.name = name
         self.results: list[ToolResult] = []
         """Every call's result, in order."""
-        self._confirming: Any = None
-        """The payload JSON shown for confirmation by the last call (None: nothing pending)."""
+        self._confirming: Any = None  # the payload JSON the last call asked to confirm
         self.history = history
         self.versions = bool(versions)
         self._bases = Bases(history)
@@ -286,8 +283,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self.max_reads = max_reads
         self.reads = 0
         """Read calls answered since the last ``prompt()`` or applied call."""
-        self._outlined: tuple[Any, bool] | None = None
-        """The payload shown when ``outlined`` was last decided, and the decision."""
+        self._outlined: tuple[Any, bool] | None = None  # (payload shown, outlined) last decided
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
