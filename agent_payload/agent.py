@@ -141,35 +141,6 @@ def _check_options(output_mode: Any, max_retries: Any, budget: Any, offload: Any
     expect(offload is None or is_int(offload, 0), "offload_nodes", "an int >= 0 or None", offload)
 
 
-def _guards_and_rules(
-    guards: Sequence[Guard],
-    permissions: Any,
-    read_scope: Any,
-    rules_text: str | Sequence[str] | None,
-    read_only: str | Sequence[str] | None = None,
-) -> tuple[list[Guard], Any, str | None]:
-    """Every guard of the agent, checked; the read scope in effect; the prompt's rules."""
-    all_guards = list(check_guards(guards, "guards"))
-    if permissions is not None:
-        all_guards.append(check_guard(permissions, "permissions"))
-    if read_only:  # a deny rule per path, enforced and stated in the prompt
-        paths = [read_only] if isinstance(read_only, str) else list(read_only)
-        try:
-            all_guards.append(Permissions(deny=paths))
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"read_only: {exc}") from exc
-    given = read_scope
-    read_scope = read_scope_of(all_guards, read_scope, "read_scope")
-    if given is not None and not any(g is given for g in all_guards):
-        if not callable(getattr(read_scope, "project", None)):
-            raise ConfigurationError(
-                f"read_scope: expected an object with project(payload) (such as "
-                f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
-            )
-        all_guards.append(check_guard(read_scope, "read_scope"))
-    return all_guards, read_scope, _prompts.guard_rules(rules_text, all_guards)
-
-
 class _BaseAgent(Generic[M]):
     """Configuration shared by the sync and async agents (no I/O); ``M``: the model protocol."""
 
@@ -229,12 +200,25 @@ class _BaseAgent(Generic[M]):
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens
-        all_guards, read_scope, rules = _guards_and_rules(
-            guards, permissions, read_scope, rules_text, read_only
-        )
+        all_guards = list(check_guards(guards, "guards"))
+        if permissions is not None:
+            all_guards.append(check_guard(permissions, "permissions"))
+        if read_only:  # a deny rule per path, enforced and stated in the prompt
+            paths = [read_only] if isinstance(read_only, str) else list(read_only)
+            try:
+                all_guards.append(Permissions(deny=paths))
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"read_only: {exc}") from exc
+        self.read_scope = read_scope_of(all_guards, read_scope, "read_scope")
+        if read_scope is not None and not any(g is read_scope for g in all_guards):
+            if not callable(getattr(read_scope, "project", None)):
+                raise ConfigurationError(
+                    f"read_scope: expected an object with project(payload) (such as "
+                    f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
+                )
+            all_guards.append(check_guard(read_scope, "read_scope"))
         self.guards: tuple[Guard, ...] = tuple(all_guards)
-        self.read_scope = read_scope
-        self.rules_text = rules
+        self.rules_text = _prompts.guard_rules(rules_text, all_guards)
         """The rules of the system prompt: ``rules_text``, then every guard's ``describe()``."""
         self.read_only = read_only
         self.validators: tuple[Validator, ...] = check_validators(validators, "validators")
@@ -243,7 +227,7 @@ class _BaseAgent(Generic[M]):
         self.request_options: Mapping[str, Any] = dict(request_options or {})
         given = (on_request, on_response, on_retry, on_success, on_error, on_progress)
         fields = dataclasses.fields(Hooks)  # in the order of ``given``
-        chosen = {f.name: hook for f, hook in zip(fields, given, strict=True) if hook}
+        chosen: dict[str, Any] = {f.name: h for f, h in zip(fields, given, strict=True) if h}
         self.hooks = dataclasses.replace(hooks or Hooks(), **chosen)
         if not self._async_client:
             self._require_sync(self.validators, self.hooks)
