@@ -77,8 +77,18 @@ class AgentPayloadError(Exception):
 
     def __init__(self, *args: object, **fields: Any) -> None:
         super().__init__(*args)
+        declared = _declared(type(self))
         for name, value in fields.items():  # the keyword fields a subclass declares
+            if name not in declared:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword {name!r}")
             setattr(self, name, value)
+        if missing := [name for name in declared if not hasattr(self, name)]:
+            raise TypeError(f"{type(self).__name__}() needs the keyword(s) {', '.join(missing)}")
+
+
+def _declared(cls: type) -> tuple[str, ...]:
+    """The fields an error class and its bases declare (their annotations)."""
+    return tuple(dict.fromkeys(n for c in cls.__mro__ for n in vars(c).get("__annotations__", {})))
 
 
 # --- misuse by the calling program -------------------------------------------------------
