@@ -11,6 +11,7 @@ from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, Final
 
+from agent_payload._config import is_int
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UsageError
 from agent_payload.merge import Applied
@@ -37,8 +38,7 @@ class Bases:
     def __init__(self, history: int) -> None:
         self.version = 0
         self.past: deque[tuple[Any, Applied]] = deque(maxlen=history)
-        """For each kept version ``version - len(past) + n``: its payload and the request (as
-        applied, rebased, with the marker in force) that made the next version."""
+        """Version ``version - len(past) + n``'s payload and the request that made the next."""
         self.turns: OrderedDict[Hashable, int] = OrderedDict()
         """The base version of each ``turn`` key seen (its first call's)."""
 
@@ -48,8 +48,7 @@ class Bases:
         self.version += 1
 
     def kept(self, version: int) -> tuple[Any, list[Applied]] | None:
-        """The payload of a kept earlier ``version`` and the requests applied since (None when
-        ``version`` is the current one, older than the history, or unknown)."""
+        """The payload of a kept earlier ``version`` and the requests applied since, or None."""
         first = self.version - len(self.past)
         if not first <= version < self.version:
             return None
@@ -67,10 +66,9 @@ class Bases:
     def base(
         self, where: str, base_version: int | None, turn: Hashable | None, asked: Any
     ) -> int | Problem | None:
-        """A call's base version, as ``ChangeRequestToolHandler.handle`` says (None: the
-        current payload), or the problem to send back for a bad ``asked``."""
+        """A call's base version (None: the current payload), or the problem for a bad one."""
         if base_version is not None:
-            if not is_version(base_version) or base_version > self.version:
+            if not is_int(base_version) or base_version > self.version:
                 raise UsageError(
                     f"{where}: base_version={base_version!r} is not a version of this handler's "
                     f"payload (0 to {self.version}); pass the handler.version read when the model "
@@ -88,7 +86,7 @@ class Bases:
             return base
         if asked is None:
             return None
-        if not is_version(asked) or asked > self.version:
+        if not is_int(asked) or asked > self.version:
             return Problem(
                 kind="conflict",
                 code="base_version",
@@ -100,10 +98,6 @@ class Bases:
                 f"{BASE_VERSION} out if it is written against version {self.version}.",
             )
         return int(asked)
-
-
-def is_version(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def split_base_version(arguments: Arguments) -> tuple[Arguments, Any]:

@@ -90,8 +90,7 @@ def _refused(outcome: object, where: str, what: str, fix: str, why: str = "") ->
 
 
 def drive(steps: Generator[Any, Any, T], where: str, fix: str) -> T:
-    """Run ``steps`` to its return value in sync code: a ``Call`` is made (its value or error
-    sent back in); an awaitable (an async validator, or a callable that returned a coroutine)
+    """Run ``steps`` to its return value in sync code, making each ``Call``; an awaitable
     cannot be awaited here, so it is closed and ``ConfigurationError`` raised."""
     value: Any = None
     error: BaseException | None = None
@@ -117,8 +116,7 @@ _WORKER_LOCK = threading.Lock()
 
 
 def worker() -> concurrent.futures.ThreadPoolExecutor:
-    """The one worker thread of offloaded work, shared by every async agent (the work holds
-    the GIL: more threads would only make the event loop wait longer)."""
+    """The one worker thread of offloaded work (it holds the GIL: more would not help)."""
     global _WORKER_POOL
     with _WORKER_LOCK:
         if _WORKER_POOL is None:

@@ -18,6 +18,8 @@ __all__ = [
     "check_payload_type",
     "check_validators",
     "clip",
+    "expect",
+    "is_int",
     "read_scope_of",
 ]
 
@@ -25,6 +27,17 @@ __all__ = [
 def clip(text: str, limit: int = 60) -> str:
     """``text`` cut to ``limit`` characters, ending in ``...`` when cut."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def expect(ok: bool, where: str, expected: str, found: object) -> None:
+    """``ConfigurationError("{where}: expected {expected}, found {found!r}")`` unless ``ok``."""
+    if not ok:
+        raise ConfigurationError(f"{where}: expected {expected}, found {found!r}")
+
+
+def is_int(value: object, least: int = 0) -> bool:
+    """An int (never a bool) of at least ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def _found(value: object) -> str:

@@ -43,7 +43,7 @@ SYNC = ("PayloadAgent", "use AsyncPayloadAgent, or make it a plain function")
 
 @dataclass(frozen=True, slots=True)
 class Hooks:
-    """Callbacks of a run (all optional; see ``agent_payload.agent`` for when each is called)."""
+    """Callbacks of a run (all optional; when each is called: docs/agent.md)."""
 
     on_request: Callable[[int, ModelRequest, bool], Any] | None = None
     on_response: Callable[[int, ModelReply, bool], Any] | None = None
@@ -105,8 +105,7 @@ class _StopWhen(stop_base):
 
 
 def more_nodes_than(payload: Any, limit: int) -> bool:
-    """True when ``payload`` holds more than ``limit`` values (a walk that stops at ``limit``;
-    a pydantic model counts its fields and their values)."""
+    """True when ``payload`` holds more than ``limit`` values (the walk stops at ``limit``)."""
     stack = [payload]
     for _ in range(limit + 1):
         if not stack:
@@ -180,8 +179,7 @@ class Run:
         return reply
 
     def _is_last(self, retry_state: RetryCallState) -> bool:
-        """True when the retry policy's ``stop`` says no attempt follows (False when a
-        time-based stop cannot tell before the attempt's outcome)."""
+        """True when the policy's ``stop`` says no attempt follows (False when it cannot tell)."""
         try:
             verdict = self.retrying.stop(retry_state)
         except Exception:
@@ -192,8 +190,7 @@ class Run:
         return bool(verdict)
 
     def failed(self, error: BaseException) -> AgentPayloadError:
-        """The error the run raises (``RetriesExhaustedError`` for a ``RetryError``), with
-        what the run spent; logged."""
+        """The error the run raises, with what the run spent; logged."""
         state = self.state
         failure = state.exhausted() if isinstance(error, RetryError) else error
         assert isinstance(failure, AgentPayloadError)

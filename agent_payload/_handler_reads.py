@@ -123,7 +123,9 @@ class OutlineReads:
             return self.handle(arguments, base_version=base_version, turn=turn)
         if name in _outline.READ_TOOLS:
             return self.read(name, arguments)
-        return self._unknown(name)
+        names = [self.name, *(spec[0] for spec in self.read_tool_specs())]
+        text = f"Error: there is no tool {clip(name)!r}; the tools are {', '.join(names)}."
+        return self._tool_result(text, True)
 
     async def acall(
         self,
@@ -137,13 +139,6 @@ class OutlineReads:
         if name == self.name:
             return await self.ahandle(arguments, base_version=base_version, turn=turn)
         return self.call(name, arguments)
-
-    def _unknown(self, name: str) -> ToolResult:
-        names = [self.name, *(spec[0] for spec in self.read_tool_specs())]
-        return self._tool_result(
-            f"Error: there is no tool {clip(name)!r}; the tools are {', '.join(names)}.",
-            True,
-        )
 
     def render_current(self) -> Callable[[Any], str] | None:
         """How a correction writes a current value when ``outlined``: within half the budget

@@ -1,10 +1,6 @@
-"""The correction loop's decisions, in one pure place (no I/O, no SDK, no sleeping).
-
-The agents drive ``RunState``: ``next_request()``, then ``judge_steps(reply)``, which returns
-the ``AgentResult`` or raises the ``ModelReplyError`` whose ``feedback`` the next attempt sends;
-tenacity asks ``should_retry`` and ``over_budget``. Attempt ``k`` sends the original messages
-plus only the last failed reply and its correction, so its size does not grow with ``k``. Every
-judgement is ``agent_payload.judge.Judge``'s; this module maps its verdict.
+"""The correction loop's decisions, in one pure place (no I/O, no SDK, no sleeping): what
+``RunState`` sends next and what a reply means (the judging is ``judge.Judge``'s). Attempt ``k``
+resends only the last failed reply and its correction, so requests do not grow with ``k``.
 """
 
 from __future__ import annotations
@@ -29,17 +25,8 @@ from agent_payload.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from agent_payload.providers.base import (
-    Message,
-    ModelReply,
-    ModelRequest,
-    ToolCall,
-    ToolSpec,
-)
-from agent_payload.report import (
-    Guard,
-    Problem,
-)
+from agent_payload.providers.base import Message, ModelReply, ModelRequest, ToolSpec
+from agent_payload.report import Guard, Problem
 from agent_payload.result import AgentResult
 from agent_payload.usage import Usage, estimate_tokens
 
@@ -96,8 +83,7 @@ ECHO_TRUNCATED_CHARS = 2000
 
 
 def _echo(reply: str, *, truncated: bool = False) -> str:
-    """The failed reply as it is sent back: an empty one as a note (providers refuse empty
-    turns), a truncated one cut short (the correction asks for a smaller request)."""
+    """The failed reply as sent back (providers refuse an empty turn; a truncated one is cut)."""
     if not reply.strip():
         return "(empty reply)"
     if truncated and len(reply) > ECHO_TRUNCATED_CHARS:
@@ -110,10 +96,8 @@ def _echo(reply: str, *, truncated: bool = False) -> str:
 
 
 class RunState:
-    """The decisions of one ``run``: what to send next and what a reply means (not
-    thread-safe: one per run). Built before any request: the payload checked
-    (``InvalidPayloadError`` / ``LimitExceededError``), the marker chosen, the prompt and the
-    schema rendered."""
+    """The decisions of one ``run`` (not thread-safe); building it checks the payload
+    (``InvalidPayloadError`` / ``LimitExceededError``) and renders the prompt."""
 
     def __init__(self, payload: Any, task: str, settings: RunSettings) -> None:
         if not isinstance(task, str) or not task.strip():
@@ -126,7 +110,6 @@ class RunState:
         self.prepared = prepared = _intake.prepare(
             payload, settings.payload_type, task=task, read_scope=settings.read_scope
         )
-        """The payload as ``_intake.prepare`` made it (a collision moves it: ``collided``)."""
         budget = settings.max_payload_tokens
         outline: str | None = None
         if budget is not None and _outline.exceeds(prepared.shown_json, budget):
@@ -193,8 +176,7 @@ class RunState:
     # -- what to send --------------------------------------------------------------------
 
     def conversation(self) -> tuple[Message, ...]:
-        """The original messages, then the reads and the last failed reply and its
-        correction, in the order they happened."""
+        """The original messages, then the reads and the last failure, as they happened."""
         if self.last_failure is None:
             return (*self.messages, *self.reads)
         cut = self.reads_before_failure
@@ -243,7 +225,20 @@ class RunState:
                 text = _outline.not_applied_note()
             else:
                 if self.reads_used >= s.max_reads:
-                    raise self._reads_exhausted(call)
+                    asked = f"{call.name}({call.arguments})"
+                    raise ReadsExhaustedError(
+                        f"the model asked for read {s.max_reads + 1} of the payload ({asked}, "
+                        f"attempt {self.attempt}) but max_reads={s.max_reads} allows "
+                        f"{s.max_reads} per run, and it sent no change request; input "
+                        f"{self.usage.input_tokens} + output {self.usage.output_tokens} tokens. "
+                        "The payload is unchanged. Raise max_reads, raise max_payload_tokens so "
+                        "the outline shows more, or name in the task the elements to change.",
+                        attempts=self.attempt,
+                        usage=self.usage,
+                        reads=self.reads_used,
+                        last_call=asked,
+                        replies=self.replies,
+                    )
                 self.reads_used += 1
                 text = _outline.answer(call.name, call.arguments, self.prepared.shown_json, budget)
                 if self.reads_used == s.max_reads:
@@ -259,23 +254,6 @@ class RunState:
         if usage.requests == 0:
             usage = dataclasses.replace(usage, requests=1)
         self.usage = self.usage + usage
-
-    def _reads_exhausted(self, call: ToolCall) -> ReadsExhaustedError:
-        limit = self.settings.max_reads
-        asked = f"{call.name}({call.arguments})"
-        return ReadsExhaustedError(
-            f"the model asked for read {limit + 1} of the payload ({asked}, attempt "
-            f"{self.attempt}) but max_reads={limit} allows {limit} per run, and it sent no "
-            f"change request; input {self.usage.input_tokens} + output "
-            f"{self.usage.output_tokens} tokens. The payload is unchanged. Raise max_reads, "
-            "raise max_payload_tokens so the outline shows more, or name in the task the "
-            "elements to change.",
-            attempts=self.attempt,
-            usage=self.usage,
-            reads=self.reads_used,
-            last_call=asked,
-            replies=self.replies,
-        )
 
     # -- the loop's conditions -----------------------------------------------------------
 
@@ -343,8 +321,9 @@ class RunState:
             refusal=reply.refusal,
             **self.pending,
         )
-        if verdict.status == "confirm":
-            self._ask_confirmation(reply.text, verdict)
+        if verdict.status == "confirm":  # the correction asks the model to confirm
+            self.pending = {"confirming": verdict.payload_json}
+            self._fail(reply.text, verdict)
         if verdict.status == "problems":
             if verdict.stage == "refusal":
                 self._refused(reply.text, verdict, reply.refusal or reply.text)
@@ -392,8 +371,7 @@ class RunState:
         verdict: _judge.Verdict,
         error_type: type[ModelReplyError] = ModelReplyError,
     ) -> NoReturn:
-        """Keep the failed reply and the judge's correction (or request to confirm) for the
-        next attempt; raise."""
+        """Keep the failed reply and its correction for the next attempt; raise."""
         budget = self.settings.max_payload_tokens
         correction = verdict.feedback(
             output_mode=self.settings.output_mode,
@@ -433,7 +411,3 @@ class RunState:
             )
             self._raise(error, verdict.cause)
         self._fail(reply, verdict, RefusalError)
-
-    def _ask_confirmation(self, reply: str, verdict: _judge.Verdict) -> NoReturn:
-        self.pending = {"confirming": verdict.payload_json}
-        self._fail(reply, verdict)

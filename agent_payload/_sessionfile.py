@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
 
 from agent_payload import _jsontext
-from agent_payload._config import clip
+from agent_payload._config import clip, is_int
 from agent_payload._files import JsonLayout, json_file_text, loads_json_file
 from agent_payload._jsondata import kind_word
 from agent_payload._paths import format_payload_path
@@ -172,7 +172,7 @@ def validate_session_data(data: Any, file: str) -> SessionData:
         raise session_error(
             file, "format", f"expected {FORMAT!r}, found {fmt!r}: this is not a saved session"
         )
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+    if is_int(version, FORMAT_VERSION + 1):
         raise session_error(
             file,
             "format_version",

@@ -1,11 +1,6 @@
 """``PayloadAgent`` and ``AsyncPayloadAgent``: hand over a payload and a task, get back the
-updated payload, with the model's mistakes corrected or reported and nothing lost.
-
-Both drive the same steps (``_drive.Run``) around the pure ``RunState`` of ``_loop``; only
-problems with the model's reply are retried. Hooks (keyword callables or a ``Hooks``):
-``on_request(attempt, request, is_last)``, ``on_response(attempt, reply, is_last)``,
-``on_retry(attempt, problems, is_last)``, ``on_success(result)``, ``on_error(error,
-attempts)``, ``on_progress(attempt, characters)`` (``stream=True``). See docs/agent.md.
+updated payload. Both drive ``_drive.Run`` around the pure ``RunState`` of ``_loop``. Guide:
+docs/agent.md.
 """
 
 from __future__ import annotations
@@ -26,6 +21,8 @@ from agent_payload._config import (
     check_guards,
     check_payload_type,
     check_validators,
+    expect,
+    is_int,
     read_scope_of,
 )
 from agent_payload._drive import SYNC, Hooks, Run
@@ -85,17 +82,14 @@ def _resolve_model(
     api: Literal["chat", "responses"] | None,
     stream: object,
 ) -> Any:
-    """The agent's model (an SDK client or a ``"provider:MODEL"`` string through
-    ``infer_model``), checked to be sync or async as the agent is, and to stream if asked."""
+    """The agent's model, checked to be sync or async as the agent is, and to stream if asked."""
     agent, fix, wanted, streaming, a = (  # ``a``: the prefix of the async methods
         ("AsyncPayloadAgent", "PayloadAgent", AsyncModel, AsyncStreamingModel, "a")
         if async_client
         else ("PayloadAgent", "AsyncPayloadAgent", Model, StreamingModel, "")
     )
-    if api is not None and api not in ("chat", "responses"):
-        raise ConfigurationError(f"api: expected 'chat' or 'responses', found {api!r}")
-    if not isinstance(stream, bool):
-        raise ConfigurationError(f"stream: expected True or False, found {stream!r}")
+    expect(api in (None, "chat", "responses"), "api", "'chat' or 'responses'", api)
+    expect(isinstance(stream, bool), "stream", "True or False", stream)
     known = as_model(model) if model_name is None else None
     if known is not None:
         if api is not None:
@@ -134,54 +128,17 @@ def _resolve_model(
 
 def _check_options(output_mode: Any, max_retries: Any, budget: Any, offload: Any) -> None:
     """``ConfigurationError`` for an option of the wrong kind (before any request)."""
-    if output_mode not in OUTPUT_MODES:
-        raise ConfigurationError(
-            f"output_mode: expected one of {', '.join(OUTPUT_MODES)}, found {output_mode!r}"
-        )
+    modes = ", ".join(OUTPUT_MODES)
+    expect(output_mode in OUTPUT_MODES, "output_mode", f"one of {modes}", output_mode)
     if isinstance(max_retries, bool) or not isinstance(max_retries, int | Retrying | AsyncRetrying):
         raise ConfigurationError(
             f"max_retries: expected an int >= 0 or a tenacity Retrying/AsyncRetrying, "
             f"found {type(max_retries).__name__}"
         )
-    if isinstance(max_retries, int) and max_retries < 0:
-        raise ConfigurationError(f"max_retries: expected an int >= 0, found {max_retries}")
-    if budget is not None and not _is_int(budget, 1):
-        raise ConfigurationError(f"token_budget: expected a positive int or None, found {budget!r}")
-    if offload is not None and not _is_int(offload, 0):
-        raise ConfigurationError(f"offload_nodes: expected an int >= 0 or None, found {offload!r}")
-
-
-def _is_int(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-def _guards_and_rules(
-    guards: Sequence[Guard],
-    permissions: Any,
-    read_scope: Any,
-    rules_text: str | Sequence[str] | None,
-    read_only: str | Sequence[str] | None = None,
-) -> tuple[list[Guard], Any, str | None]:
-    """Every guard of the agent, checked; the read scope in effect; the prompt's rules."""
-    all_guards = list(check_guards(guards, "guards"))
-    if permissions is not None:
-        all_guards.append(check_guard(permissions, "permissions"))
-    if read_only:  # a deny rule per path, enforced and stated in the prompt
-        paths = [read_only] if isinstance(read_only, str) else list(read_only)
-        try:
-            all_guards.append(Permissions(deny=paths))
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"read_only: {exc}") from exc
-    given = read_scope
-    read_scope = read_scope_of(all_guards, read_scope, "read_scope")
-    if given is not None and not any(g is given for g in all_guards):
-        if not callable(getattr(read_scope, "project", None)):
-            raise ConfigurationError(
-                f"read_scope: expected an object with project(payload) (such as "
-                f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
-            )
-        all_guards.append(check_guard(read_scope, "read_scope"))
-    return all_guards, read_scope, _prompts.guard_rules(rules_text, all_guards)
+    negative = isinstance(max_retries, int) and max_retries < 0
+    expect(not negative, "max_retries", "an int >= 0", max_retries)
+    expect(budget is None or is_int(budget, 1), "token_budget", "a positive int or None", budget)
+    expect(offload is None or is_int(offload, 0), "offload_nodes", "an int >= 0 or None", offload)
 
 
 class _BaseAgent(Generic[M]):
@@ -224,18 +181,10 @@ class _BaseAgent(Generic[M]):
         max_reads: int = DEFAULT_MAX_READS,
     ) -> None:
         _check_options(output_mode, max_retries, token_budget, offload_nodes)
-        if not isinstance(prompt_caching, bool):
-            raise ConfigurationError(
-                f"prompt_caching: expected True or False, found {prompt_caching!r}"
-            )
-        if prompt_cache_key is not None and (
-            not isinstance(prompt_cache_key, str) or not prompt_cache_key
-        ):
-            raise ConfigurationError(
-                f"prompt_cache_key: expected a non-empty string or None, found {prompt_cache_key!r}"
-            )
-        if not _is_int(max_reads, 1):
-            raise ConfigurationError(f"max_reads: expected an int >= 1, found {max_reads!r}")
+        expect(isinstance(prompt_caching, bool), "prompt_caching", "True or False", prompt_caching)
+        key_ok = isinstance(prompt_cache_key, str | None) and prompt_cache_key != ""
+        expect(key_ok, "prompt_cache_key", "a non-empty string or None", prompt_cache_key)
+        expect(is_int(max_reads, 1), "max_reads", "an int >= 1", max_reads)
         self.offload_nodes = offload_nodes
         self.prompt_caching = prompt_caching
         self.prompt_cache_key = prompt_cache_key
@@ -251,27 +200,34 @@ class _BaseAgent(Generic[M]):
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens
-        all_guards, read_scope, rules = _guards_and_rules(
-            guards, permissions, read_scope, rules_text, read_only
-        )
+        all_guards = list(check_guards(guards, "guards"))
+        if permissions is not None:
+            all_guards.append(check_guard(permissions, "permissions"))
+        if read_only:  # a deny rule per path, enforced and stated in the prompt
+            paths = [read_only] if isinstance(read_only, str) else list(read_only)
+            try:
+                all_guards.append(Permissions(deny=paths))
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"read_only: {exc}") from exc
+        self.read_scope = read_scope_of(all_guards, read_scope, "read_scope")
+        if read_scope is not None and not any(g is read_scope for g in all_guards):
+            if not callable(getattr(read_scope, "project", None)):
+                raise ConfigurationError(
+                    f"read_scope: expected an object with project(payload) (such as "
+                    f"agent_payload.guards.ReadScope), found {type(read_scope).__name__}"
+                )
+            all_guards.append(check_guard(read_scope, "read_scope"))
         self.guards: tuple[Guard, ...] = tuple(all_guards)
-        self.read_scope = read_scope
-        self.rules_text = rules
+        self.rules_text = _prompts.guard_rules(rules_text, all_guards)
         """The rules of the system prompt: ``rules_text``, then every guard's ``describe()``."""
         self.read_only = read_only
         self.validators: tuple[Validator, ...] = check_validators(validators, "validators")
         self.extra_instructions = extra_instructions
         self.token_budget = token_budget
         self.request_options: Mapping[str, Any] = dict(request_options or {})
-        given: dict[str, Any] = {
-            "on_request": on_request,
-            "on_response": on_response,
-            "on_retry": on_retry,
-            "on_success": on_success,
-            "on_error": on_error,
-            "on_progress": on_progress,
-        }
-        chosen = {name: hook for name, hook in given.items() if hook}
+        given = (on_request, on_response, on_retry, on_success, on_error, on_progress)
+        fields = dataclasses.fields(Hooks)  # in the order of ``given``
+        chosen: dict[str, Any] = {f.name: h for f, h in zip(fields, given, strict=True) if h}
         self.hooks = dataclasses.replace(hooks or Hooks(), **chosen)
         if not self._async_client:
             self._require_sync(self.validators, self.hooks)
@@ -299,8 +255,7 @@ class _BaseAgent(Generic[M]):
         expected_version: str | None = None,
         run_id: str | None = None,
     ) -> RunState:
-        """The state of one run with this agent's settings, checked before any token is spent:
-        what ``run`` drives attempt by attempt, and ``BatchJob`` round by round."""
+        """One run's state with this agent's settings (``run``'s, and ``BatchJob``'s rounds)."""
         check_payload_type(payload_type, "run(payload_type=...)")
         validators = check_validators(validators, "run(validators=...)")
         if expected_version is not None:
@@ -340,30 +295,14 @@ class _BaseAgent(Generic[M]):
 
 
 class PayloadAgent(_BaseAgent[Model]):
-    """Edit payloads with a model through a sync SDK client (with ``model_name=``), a
+    """Edit payloads with a model: a sync SDK client (with ``model_name=``), a
     ``"openai:MODEL"`` / ``"anthropic:MODEL"`` string (the key from the environment), or any
-    ``Model`` (``testing.ScriptedModel`` in tests). Options (docs/agent.md):
-
-    * ``output_mode``: ``"text"`` (JSON in the reply), ``"tool"`` (a forced tool call) or
-      ``"json_schema"`` (OpenAI structured outputs). ``api``: ``"chat"`` or ``"responses"``.
-    * ``max_retries`` (default 2): corrections after the first attempt, or a tenacity
-      ``Retrying`` (its ``retry`` is and-ed with ours). ``token_budget``: stop once that many
-      tokens are spent. ``temperature``, ``max_tokens``, ``request_options``: passed through.
-    * ``prompt_caching`` (default True): mark the system prompt and the payload block for the
-      provider's prompt cache; ``prompt_cache_key``: OpenAI's, on every request.
-    * ``guards``: ``Guard`` callables asked about every effective change (``conflict`` sends
-      the request back, ``confirm`` asks the model once, ``warning`` is reported).
-      ``permissions``: one more guard. ``read_scope``: the model sees only its projection.
-      ``read_only``: paths the model may not change (``Permissions(deny=read_only)``).
-      ``rules_text``, then each guard's ``describe()``, go into the system prompt's rules.
-    * ``validators``: ``(payload) -> None`` callables run on every merged payload; raise
-      ``RetryWithFeedback``, ``ValueError`` or ``AssertionError`` to have the model try again.
-    * ``stream`` (default False): receive each reply as a stream (``on_progress`` hears of
-      every piece); it is judged when whole. ``extra_instructions``: added to the system prompt.
-    * ``max_payload_tokens`` (default ``"auto"``; ``None``: never): a payload larger than this
-      is sent as an outline the model reads with read tools, at most ``max_reads`` calls a run
-      (then ``ReadsExhaustedError``); see ``agent_payload.outline``.
-    * ``offload_nodes`` (``AsyncPayloadAgent``): see ``AsyncPayloadAgent.run``.
+    ``Model`` (``testing.ScriptedModel`` in tests). Every option is described in docs/agent.md;
+    hooks (``on_request``, ``on_response``, ``on_retry``, ``on_success``, ``on_error``,
+    ``on_progress``) are keyword callables or a ``Hooks``. ``max_retries``: corrections after
+    the first attempt, or a tenacity ``Retrying``. ``read_only``: paths the model may not change.
+    ``validators``: ``(payload) -> None`` callables; raise ``RetryWithFeedback``, ``ValueError``
+    or ``AssertionError`` to have the model try again. Misuse: ``ConfigurationError``.
     """
 
     def run(

@@ -75,6 +75,21 @@ class AgentPayloadError(Exception):
     run_id: str | None = None
     problems: Sequence[Problem] = ()
 
+    def __init__(self, *args: object, **fields: Any) -> None:
+        super().__init__(*args)
+        declared = _declared(type(self))
+        for name, value in fields.items():  # the keyword fields a subclass declares
+            if name not in declared:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword {name!r}")
+            setattr(self, name, value)
+        if missing := [name for name in declared if not hasattr(self, name)]:
+            raise TypeError(f"{type(self).__name__}() needs the keyword(s) {', '.join(missing)}")
+
+
+def _declared(cls: type) -> tuple[str, ...]:
+    """The fields an error class and its bases declare (their annotations)."""
+    return tuple(dict.fromkeys(n for c in cls.__mro__ for n in vars(c).get("__annotations__", {})))
+
 
 # --- misuse by the calling program -------------------------------------------------------
 
@@ -103,11 +118,9 @@ class SessionFileError(InvalidPayloadError):
 
 
 class InvalidChangeRequestError(UsageError, ValueError):
-    """The change request is not an object, or holds data that is not JSON."""
+    """The change request is not an object, or holds data that is not JSON (at ``path``)."""
 
-    def __init__(self, message: str, *, path: str = "") -> None:
-        super().__init__(message)
-        self.path = path
+    path: str = ""
 
 
 class ConfigurationError(UsageError, ValueError):
@@ -124,20 +137,10 @@ class ModelRequestsBlockedError(UsageError, RuntimeError):
 class LimitExceededError(AgentPayloadError, ValueError):
     """An input is deeper or larger than the ``limit`` (``value`` found, ``maximum`` allowed)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        limit: str,
-        value: int,
-        maximum: int,
-        path: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.limit = limit
-        self.value = value
-        self.maximum = maximum
-        self.path = path
+    limit: str
+    value: int
+    maximum: int
+    path: str = ""
 
 
 # --- merge outcomes --------------------------------------------------------------------------
@@ -187,12 +190,11 @@ class PayloadValidationError(AgentPayloadError, ValueError):
 
 
 class StalePayloadError(AgentPayloadError):
-    """The payload is no longer the version the run started from; nothing was applied."""
+    """The payload is no longer the version the run started from (``expected``, ``actual``);
+    nothing was applied."""
 
-    def __init__(self, message: str, *, expected: str, actual: str) -> None:
-        super().__init__(message)
-        self.expected = expected
-        self.actual = actual
+    expected: str
+    actual: str
 
 
 # --- the outside world: the model's reply ------------------------------------------------------
@@ -272,20 +274,12 @@ class RetryWithFeedback(ModelReplyError):
 
 
 class ProviderError(AgentPayloadError):
-    """The provider failed after the SDK's own retries; chained to the SDK's exception."""
+    """The ``provider`` failed after the SDK's own retries (``status_code``, whether
+    ``retryable``); chained to the SDK's exception."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str,
-        status_code: int | None = None,
-        retryable: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.provider = provider
-        self.status_code = status_code
-        self.retryable = retryable
+    provider: str
+    status_code: int | None = None
+    retryable: bool = False
 
 
 # --- the outside world: the file system --------------------------------------------------------
@@ -294,9 +288,7 @@ class ProviderError(AgentPayloadError):
 class FileWriteError(AgentPayloadError, OSError):
     """Writing the file at ``path`` failed or was refused; it is as it was (atomic writes)."""
 
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
+    path: str
 
 
 class RetriesExhaustedError(AgentPayloadError):
@@ -311,28 +303,17 @@ class RetriesExhaustedError(AgentPayloadError):
         last_reply: str | None = None,
         problems: Sequence[Problem] = (),
         replies: Sequence[str] = (),
+        **fields: Any,
     ) -> None:
-        super().__init__(message)
-        self.attempts = attempts
-        self.usage = usage
+        super().__init__(message, attempts=attempts, usage=usage, **fields)
         self.last_reply = last_reply
         self.problems: list[Problem] = list(problems)
         self.replies = list(replies)
 
 
 class ReadsExhaustedError(RetriesExhaustedError):
-    """Outline mode: the model used up its ``reads`` without sending a change request."""
+    """Outline mode: the model used up its ``reads`` without sending a change request
+    (``last_call``: the last read it made)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        attempts: int,
-        usage: Usage,
-        reads: int,
-        last_call: str,
-        replies: Sequence[str] = (),
-    ) -> None:
-        super().__init__(message, attempts=attempts, usage=usage, replies=replies)
-        self.reads = reads
-        self.last_call = last_call
+    reads: int
+    last_call: str

@@ -1,8 +1,5 @@
 """OpenTelemetry spans for agent runs (the optional extra ``otel``), as the run's hooks: a span
-per run, a child per attempt and per read turn, with the GenAI conventions (``gen_ai.*``) and
-our own (``agent_payload.*``). Nothing is recorded without ``opentelemetry-api`` or a tracer
-provider; message content only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
-See docs/agent.md.
+per run, a child per attempt and per read turn, with the GenAI conventions. See docs/agent.md.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from agent_payload._config import (
     check_payload_type,
     check_validators,
     clip,
+    is_int,
     read_scope_of,
 )
 from agent_payload._handler_reads import (
@@ -208,16 +209,10 @@ def summarize_changes(changes: Sequence[Change], *, limit: int = 20) -> str:
 
 class ChangeRequestToolHandler(OutlineReads):
     """Applies change-request tool calls, one at a time, to a payload it keeps between calls
-    (docs/tools-and-sessions.md); a call that cannot be fully applied applies nothing.
-
-    ``payload``: a dict, a list, ``None`` or a pydantic model. ``marker``: ``"DELETE"`` unless
-    the data or a string the type admits holds it (``prompt`` also avoids the task). ``guards``,
-    ``permissions`` and ``read_scope`` judge every change (a ``confirm`` finding: the same call
-    again confirms); ``validators`` refuse a merged payload by raising ``RetryWithFeedback``,
-    ``ValueError`` or ``AssertionError``. ``history``: how many versions back a late call may
-    be written (older: ``concurrent_change``). ``versions=False``: no version in the prompt,
-    tool and results (a host that numbers them itself). ``max_payload_tokens``, ``max_reads``:
-    outline mode, as in ``PayloadAgent`` (docs/outline.md).
+    (docs/tools-and-sessions.md); a call that cannot be fully applied applies nothing. The
+    options are ``PayloadAgent``'s; ``marker``: ``"DELETE"`` unless the data or the task holds
+    it; ``history``: how many versions back a late call may be written, ``versions=False``: no
+    version in the prompt, tool and results (docs/concurrency.md).
     """
 
     def _tool_result(self, content: str, is_error: bool) -> ToolResult:
@@ -241,7 +236,7 @@ class ChangeRequestToolHandler(OutlineReads):
         max_payload_tokens: int | Literal["auto"] | None = "auto",
         max_reads: int = _outline.DEFAULT_MAX_READS,
     ) -> None:
-        if not isinstance(history, int) or isinstance(history, bool) or history < 0:
+        if not is_int(history):
             raise ConfigurationError(
                 "ChangeRequestToolHandler(history=...): expected how many earlier payload "
                 f"versions to keep, a whole number 0 or more; found {history!r}"
@@ -257,7 +252,6 @@ class ChangeRequestToolHandler(OutlineReads):
         self._prepared = _intake.prepare(
             payload, payload_type, marker=marker, read_scope=read_scope
         )
-        """The current payload prepared (checked once, then moved along by each applied call)."""
         self.payload: Any = self._prepared.payload
         self.payload_type = self._prepared.payload_type
         # True only for a host that owns the payload and never mutates it (the MCP server):
@@ -265,8 +259,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self._share_merge = False
         self.marker = self._prepared.marker
         self._marker_given = marker is not None
-        self._marker_fixed = marker is not None
-        """True once the marker may no longer change (given, or handed out in a tool or prompt)."""
+        self._marker_fixed = marker is not None  # given, or handed out in a tool or prompt
         self.guards = tuple(guards)
         self.permissions = permissions
         self.read_scope = read_scope
@@ -274,15 +267,14 @@ class ChangeRequestToolHandler(OutlineReads):
         self.name = name
         self.results: list[ToolResult] = []
         """Every call's result, in order."""
-        self._confirming: Any = None
-        """The payload JSON shown for confirmation by the last call (None: nothing pending)."""
+        self._confirming: Any = None  # the payload JSON the last call asked to confirm
         self.history = history
         self.versions = bool(versions)
         self._bases = Bases(history)
         self.max_payload_tokens = _outline.resolve_max_payload_tokens(
             max_payload_tokens, None, "ChangeRequestToolHandler: "
         )
-        if not isinstance(max_reads, int) or isinstance(max_reads, bool) or max_reads < 0:
+        if not is_int(max_reads):
             raise ConfigurationError(
                 "ChangeRequestToolHandler(max_reads=...): expected how many read_payload and "
                 f"find_in_payload calls to answer per task, a whole number 0 or more; found "
@@ -291,8 +283,7 @@ class ChangeRequestToolHandler(OutlineReads):
         self.max_reads = max_reads
         self.reads = 0
         """Read calls answered since the last ``prompt()`` or applied call."""
-        self._outlined: tuple[Any, bool] | None = None
-        """The payload shown when ``outlined`` was last decided, and the decision."""
+        self._outlined: tuple[Any, bool] | None = None  # (payload shown, outlined) last decided
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -529,22 +520,18 @@ class ChangeRequestToolHandler(OutlineReads):
                 earlier_calls_kept=any(not r.is_error for r in self.results),
                 render_current=self.render_current(),
             )
+        if self.versions:
+            now = f"version {version} ({BASE_VERSION} of calls written against it)"
+            content += f"\nThe payload is now {now}."
         return ToolResult(
             payload=verdict.payload if accepted else self.payload,
-            content=content + self._version_line(version),
+            content=content,
             is_error=not accepted,
             report=verdict.report,
             change_request=verdict.change_request,
             problems=() if accepted else verdict.problems,
             version=version,
             base_version=base,
-        )
-
-    def _version_line(self, version: int) -> str:
-        if not self.versions:
-            return ""
-        return (
-            f"\nThe payload is now version {version} ({BASE_VERSION} of calls written against it)."
         )
 
     def _summary(self, report: MergeReport, base: int | None = None) -> str:

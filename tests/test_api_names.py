@@ -136,6 +136,17 @@ def test_every_error_class_has_problems() -> None:
     assert LimitExceededError("deep", limit="max_depth", value=9, maximum=8).problems == ()
 
 
+def test_an_error_takes_exactly_the_fields_its_class_declares() -> None:
+    """The errors whose fields are declared on the class (no hand-written __init__) still
+    refuse a misspelt keyword and a missing one, as a signature would."""
+    with pytest.raises(TypeError, match="unexpected keyword 'provder'"):
+        ProviderError("down", provder="openai")
+    with pytest.raises(TypeError, match="needs the keyword"):
+        LimitExceededError("deep", limit="max_depth", value=9)
+    error = LimitExceededError("deep", limit="max_depth", value=9, maximum=8)
+    assert (error.limit, error.value, error.maximum, error.path) == ("max_depth", 9, 8, "")
+
+
 def test_merge_conflict_error_problems_are_its_conflicts() -> None:
     with pytest.raises(MergeConflictError) as caught:
         apply_change_request({"a": [1]}, {"updateElements": {"a": [{}, {}, 3]}}, strict=True)

@@ -20,7 +20,6 @@ from agent_payload.batch._records import (
     BatchItemResult,
     BatchProgress,
     Phase,
-    Status,
     problems_json,
     reply_from,
     reply_json,
@@ -41,6 +40,12 @@ from agent_payload.providers.batching import BatchBackend, LineError, backend_fo
 from agent_payload.usage import Usage
 
 __all__ = ["BatchJob"]
+
+
+def _failed(error: BaseException) -> dict[str, Any]:
+    """An item's columns once the model (or its payload) failed it."""
+    problems = problems_json(error)
+    return {"status": "failed", "failure": "model", "error": str(error), "problems": problems}
 
 
 class BatchJob:
@@ -94,6 +99,7 @@ class BatchJob:
         self._types = {type_name(t): t for t in types}
         model = agent.model
         self._backend: BatchBackend | None = None
+        self._max_requests, self._max_bytes = 10**12, 10**15  # concurrent: one chunk a round
         if mode == "batch":
             self._backend = backend_for(model)
             if getattr(model, "is_async", False):
@@ -103,11 +109,8 @@ class BatchJob:
                 )
             self._max_requests = min(max_batch_requests or 10**9, self._backend.max_requests)
             self._max_bytes = min(max_batch_bytes or 10**12, self._backend.max_bytes)
-        else:
-            self._max_requests, self._max_bytes = 10**12, 10**15  # one chunk a round
-        if mode == "concurrent" and (
-            not callable(getattr(model, "arequest", None))
-            or not getattr(agent, "_async_client", False)
+        elif not callable(getattr(model, "arequest", None)) or not getattr(
+            agent, "_async_client", False
         ):
             raise ConfigurationError(
                 "BatchJob(mode='concurrent'): expected an AsyncPayloadAgent (its model's "
@@ -151,11 +154,9 @@ class BatchJob:
                 missing = {"id", "payload", "task"} - set(item)
                 if missing:
                     raise UsageError(f"add_many: an item lacks {sorted(missing)}: {item!r:.200}")
-                item_id, payload, task = item["id"], item["payload"], item["task"]
-                payload_type = item.get("payload_type")
-            else:
-                item_id, payload, task, *rest = item
-                payload_type = rest[0] if rest else None
+                item = (item["id"], item["payload"], item["task"], item.get("payload_type"))
+            item_id, payload, task, *rest = item
+            payload_type = rest[0] if rest else None
             row = self._row(item_id, payload, task, payload_type)
             if item_id in seen:
                 raise UsageError(
@@ -181,9 +182,9 @@ class BatchJob:
                     f"item {item_id}: payload_type must be a type, found {payload_type!r}"
                 )
             declared = type_name(payload_type)
-        for name in filter(None, (model_type, declared)):
-            kind = payload_type if name == declared else type(payload)
-            self._types.setdefault(name, kind)
+            self._types.setdefault(declared, payload_type)
+        if model_type is not None:
+            self._types.setdefault(model_type, type(payload))
         return (item_id, compact(data), task, model_type, declared)
 
     # -- reading --
@@ -246,89 +247,53 @@ class BatchJob:
             "INSERT INTO replies VALUES (?, ?, ?, ?)",
             (seq, base + state.attempt, rnd, reply_json(reply)),
         )
-        kept = (state, base, earlier)
         try:
             result = state.judge(reply)
         except ModelReplyError as exc:
-            if (
-                state.should_retry(exc)
-                and state.attempt < self.max_attempts
-                and not state.over_budget()
-            ):
-                self._set(seq, kept, status="pending", error=None, problems=problems_json(exc))
+            retry = state.should_retry(exc)
+            if retry and state.attempt < self.max_attempts and not state.over_budget():
+                columns = {"status": "pending", "failure": None, "error": None}
+                columns["problems"] = problems_json(exc)
             else:
-                final = exc if not state.should_retry(exc) else state.exhausted()
-                self._set(
-                    seq, kept, status="failed", error=str(final), problems=problems_json(final)
-                )
-            return
+                columns = _failed(state.exhausted() if retry else exc)
         except AgentPayloadError as exc:
-            self._set(seq, kept, status="failed", error=str(exc), problems=problems_json(exc))
-            return
-        self._db.execute(
-            "UPDATE items SET result = ?, change_request = ?, report = ? WHERE seq = ?",
-            (
-                compact(_merge.dump_payload(result.payload)),
-                compact(result.change_request.to_wire()),
-                report_json(result),
-                seq,
-            ),
-        )
-        self._set(seq, kept, status="done", error=None, problems=None)
-
-    def _set(
-        self,
-        seq: int,
-        kept: tuple[RunState, int, Usage],
-        *,
-        status: Status,
-        error: str | None,
-        problems: str | None,
-    ) -> None:
-        state, base, earlier = kept
+            columns = _failed(exc)
+        else:
+            columns = {"status": "done", "failure": None, "error": None, "problems": None}
+            columns["result"] = compact(_merge.dump_payload(result.payload))
+            columns["change_request"] = compact(result.change_request.to_wire())
+            columns["report"] = report_json(result)
         usage = dataclasses.replace(earlier + state.usage, requests=base + state.attempt)
-        columns = ", ".join(f"{column} = ?" for column in USAGE_COLUMNS)
-        failure = "model" if status == "failed" else None
-        self._db.execute(
-            f"UPDATE items SET status = ?, in_round = NULL, {columns}, error = ?, problems = ?, "
-            "failure = ? WHERE seq = ?",
-            (status, *dataclasses.astuple(usage), error, problems, failure, seq),
-        )
-
-    def _transport_failure(self, seq: int, message: str) -> None:
-        self._file.transport_failure(seq, message, self.max_transport_retries)
+        columns.update(zip(USAGE_COLUMNS, dataclasses.astuple(usage), strict=True))
+        self._file.set_item(seq, in_round=None, **columns)
 
     # -- rounds --
 
     def _prepare_round(self) -> int | None:
         """Write the next round's request lines, in one transaction but one item at a time
         (memory does not grow with the job); None when nothing is pending."""
-        pending = [
-            seq
-            for (seq,) in self._db.execute(
-                "SELECT seq FROM items WHERE status = 'pending' AND in_round IS NULL ORDER BY seq"
-            ).fetchall()
-        ]
+        pending = self._db.execute(
+            "SELECT seq FROM items WHERE status = 'pending' AND in_round IS NULL ORDER BY seq"
+        ).fetchall()
         if not pending:
             return None
         (last,) = self._db.execute("SELECT COALESCE(MAX(round), 0) FROM chunks").fetchone()
         rnd = last + 1
         chunk, count, size = -1, 0, 0
+        backend = self._backend
         with self._tx() as db:
-            for seq in pending:
+            for (seq,) in pending:
                 try:
                     state = self._state(seq)[0]
                 except (BatchStateError, ConfigurationError):
                     raise  # the file or the job's setup, not the item
                 except AgentPayloadError as exc:  # refused before any request (payload, limits)
-                    db.execute(
-                        "UPDATE items SET status = 'failed', error = ?, problems = ?, "
-                        "failure = 'model' WHERE seq = ?",
-                        (str(exc), problems_json(exc), seq),
-                    )
+                    self._file.set_item(seq, **_failed(exc))
                     continue
                 custom_id = f"{self._file.tag}-i{seq}-r{rnd}"  # unique to this job
-                entry = compact(self._entry(custom_id, state.next_request()))
+                request = state.next_request()
+                line = backend.entry(custom_id, request) if backend else {"custom_id": custom_id}
+                entry = compact(line)
                 cost = len(entry.encode()) + 1
                 if chunk < 0 or count >= self._max_requests or size + cost > self._max_bytes:
                     chunk, count, size = chunk + 1, 0, 0
@@ -342,13 +307,8 @@ class BatchJob:
                     "VALUES (?, ?, ?, ?, ?)",
                     (custom_id, rnd, chunk, seq, entry),
                 )
-                db.execute("UPDATE items SET in_round = ? WHERE seq = ?", (rnd, seq))
+                self._file.set_item(seq, in_round=rnd)
         return rnd if chunk >= 0 else self._prepare_round()
-
-    def _entry(self, custom_id: str, request: ModelRequest) -> dict[str, Any]:
-        if self._backend is not None:
-            return self._backend.entry(custom_id, request)
-        return {"custom_id": custom_id}
 
     # -- running --
 
@@ -366,20 +326,20 @@ class BatchJob:
         job an async client of its own); from async code ``await arun()``."""
         if self.mode == "concurrent":
             return asyncio.run(self.arun(max_rounds=max_rounds, progress=progress))
+        backend = self._backend
+        assert backend is not None
         with self._running(poll_interval, progress):
             for rnd in self._rounds(max_rounds):
-                self._submit_round(rnd)
-                self._wait_round(rnd)
-                self._collect_round(rnd)
+                self._submit_round(backend, rnd)
+                self._wait_round(backend, rnd)
+                self._collect_round(backend, rnd)
             return self._finish()
 
     @contextlib.contextmanager
     def _running(
         self, poll_interval: float, progress: Callable[[BatchProgress], Any] | None
     ) -> Iterator[None]:
-        """The lease for one run. A run that starts anew (the last one finished) gives the
-        items that failed for want of a reply a new chance; a run that a crash or an error
-        stopped is continued as it was (so a resumed job ends as an uninterrupted one)."""
+        """The lease for one run, its types checked, between begin_run() and end_run()."""
         self._poll_interval, self._progress = poll_interval, progress
         with self._file.guard("the job", decoding=False), self._file.leased():
             for name in self._file.type_names():
@@ -414,18 +374,14 @@ class BatchJob:
         if self._progress is not None:
             self._progress(self.progress(phase))
 
-    def _submit_round(self, rnd: int) -> None:
-        backend = self._backend
-        assert backend is not None
+    def _submit_round(self, backend: BatchBackend, rnd: int) -> None:
         for chunk, state, _, since in self._file.chunks(rnd, "prepared", "submitting"):
             tag = f"{self.path.stem}-{self._file.tag}-r{rnd}c{chunk}"
-            entries = [
-                entry
-                for (entry,) in self._db.execute(
-                    "SELECT entry FROM requests WHERE round = ? AND chunk = ? ORDER BY custom_id",
-                    (rnd, chunk),
-                ).fetchall()
-            ]
+            rows = self._db.execute(
+                "SELECT entry FROM requests WHERE round = ? AND chunk = ? ORDER BY custom_id",
+                (rnd, chunk),
+            )
+            entries = [entry for (entry,) in rows]
             if state == "submitting" and since is not None:
                 # The job stopped between asking for this batch and hearing of it.
                 found = self._find(backend, rnd, chunk, tag, entries, since)
@@ -500,13 +456,8 @@ class BatchJob:
             else:
                 self._file.set_chunk(round, chunk, state="submitted", batch_id=batch_id)
 
-    def _wait_round(self, rnd: int) -> None:
-        backend = self._backend
-        assert backend is not None
-        while True:
-            waiting = self._file.chunks(rnd, "submitted")
-            if not waiting:
-                return
+    def _wait_round(self, backend: BatchBackend, rnd: int) -> None:
+        while waiting := self._file.chunks(rnd, "submitted"):
             for chunk, _, batch_id, _ in waiting:
                 assert batch_id is not None
                 status = backend.poll(batch_id)
@@ -517,9 +468,7 @@ class BatchJob:
                 self._report("polling")
                 self._sleep(self._poll_interval)
 
-    def _collect_round(self, rnd: int) -> None:
-        backend = self._backend
-        assert backend is not None
+    def _collect_round(self, backend: BatchBackend, rnd: int) -> None:
         request = ModelRequest(messages=(), output_mode=self.agent.output_mode)
         for chunk, _, batch_id, _ in self._file.chunks(rnd, "ended"):
             assert batch_id is not None
@@ -531,20 +480,14 @@ class BatchJob:
                     continue
                 self._collect_line(custom_id, outcome, rnd)
             reason = self._file.lost_reason(rnd, chunk, batch_id, unreadable)
+            lost = "WHERE round = ? AND chunk = ? AND state = 'open'"
             with self._tx() as db:
-                for seq, custom_id in db.execute(
-                    "SELECT item_seq, custom_id FROM requests "
-                    "WHERE round = ? AND chunk = ? AND state = 'open'",
-                    (rnd, chunk),
+                for (seq,) in db.execute(
+                    f"SELECT item_seq FROM requests {lost}", (rnd, chunk)
                 ).fetchall():
-                    self._transport_failure(seq, reason)
-                    db.execute(
-                        "UPDATE requests SET state = 'lost' WHERE custom_id = ?", (custom_id,)
-                    )
-                db.execute(
-                    "UPDATE chunks SET state = 'collected' WHERE round = ? AND chunk = ?",
-                    (rnd, chunk),
-                )
+                    self._file.transport_failure(seq, reason, self.max_transport_retries)
+                db.execute(f"UPDATE requests SET state = 'lost' {lost}", (rnd, chunk))
+                self._file.set_chunk(rnd, chunk, state="collected")
             self._report("collected")
 
     def _collect_line(self, custom_id: str, outcome: ModelReply | LineError, rnd: int) -> None:
@@ -556,10 +499,9 @@ class BatchJob:
                 return  # not ours, or already applied before a crash
             seq = row[0]
             if isinstance(outcome, LineError):
-                detail = outcome.message
-                if outcome.status_code is not None:
-                    detail = f"HTTP {outcome.status_code}: {detail}"
-                self._transport_failure(seq, detail)
+                code, detail = outcome.status_code, outcome.message
+                detail = detail if code is None else f"HTTP {code}: {detail}"
+                self._file.transport_failure(seq, detail, self.max_transport_retries)
                 state = "error"
             else:
                 self._apply_reply(seq, outcome, rnd)
@@ -583,11 +525,9 @@ class BatchJob:
             return self._finish()
 
     async def _send_round(self, rnd: int) -> None:
-        with self._tx() as db:
-            db.execute(
-                "UPDATE chunks SET state = 'submitted' WHERE round = ? AND state = 'prepared'",
-                (rnd,),
-            )
+        self._db.execute(
+            "UPDATE chunks SET state = 'submitted' WHERE round = ? AND state = 'prepared'", (rnd,)
+        )
         open_lines = self._db.execute(
             "SELECT custom_id, item_seq FROM requests "
             "WHERE round = ? AND state = 'open' ORDER BY custom_id",
@@ -600,7 +540,7 @@ class BatchJob:
         answered = 0
 
         async def send(custom_id: str, seq: int) -> None:
-            nonlocal stopping
+            nonlocal stopping, answered
             async with gate:
                 if stopping:
                     return
@@ -611,7 +551,6 @@ class BatchJob:
                     reply = LineError(str(exc), status_code=exc.status_code)
                 try:
                     self._collect_line(custom_id, reply, rnd)
-                    nonlocal answered
                     answered += 1
                     if answered % every == 0 or answered == len(open_lines):
                         self._report("collected")
@@ -625,5 +564,4 @@ class BatchJob:
         finally:
             for task in tasks:
                 task.cancel()
-        with self._tx() as db:
-            db.execute("UPDATE chunks SET state = 'collected' WHERE round = ?", (rnd,))
+        self._db.execute("UPDATE chunks SET state = 'collected' WHERE round = ?", (rnd,))

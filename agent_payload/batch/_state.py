@@ -113,11 +113,7 @@ _COLUMNS = {  # added to a file written before they existed
 
 class StateFile:
     """The job's SQLite file (WAL mode): opened or created, checked against the job's model and
-    mode, and every read or write the job makes that is not a judgement.
-
-    A file that exists is first checked from its header, without opening it as a database:
-    SQLite's ``application_id`` must be this format's (``APPLICATION_ID``), so another
-    application's database is refused with its bytes unchanged."""
+    mode, and every read or write the job makes that is not a judgement."""
 
     def __init__(self, path: Path, model: str, mode: str) -> None:
         self.path = path
@@ -146,8 +142,9 @@ class StateFile:
             raise
 
     def _check_header(self) -> bool:
-        """True when the file is new (missing or empty); ``BatchStateError`` unless its
-        header says it is a batch state file."""
+        """True when the file is new (missing or empty); ``BatchStateError`` unless its header
+        (read without opening it as a database, so another application's file is left unchanged)
+        has this format's ``application_id``."""
         try:
             with open(self.path, "rb") as handle:
                 header = handle.read(100)
@@ -242,6 +239,7 @@ class StateFile:
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
+        """A transaction of several statements (one statement is one on its own: autocommit)."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -291,9 +289,7 @@ class StateFile:
     # -- items --
 
     def add_items(self, rows: list[tuple[Any, ...]]) -> int:
-        """Insert the new items (``(id, payload, task, model_type, payload_type)`` rows) in
-        one transaction; how many were new. An id stored with anything different is a
-        ``UsageError`` naming the ids and what changed, and nothing is added."""
+        """Insert the new ``(id, payload, task, model_type, payload_type)`` rows (see add_many)."""
         with self.tx() as db:
             new = []
             changed = []
@@ -323,20 +319,12 @@ class StateFile:
             return len(new)
 
     def retry_failed(self) -> int:
-        """Every failed item pending again, its stored replies kept for its usage but not fed
-        to its judge (``retry_base``); how many."""
-        with self.tx() as db:
-            failed = db.execute("SELECT seq FROM items WHERE status = 'failed'").fetchall()
-            for (seq,) in failed:
-                (base,) = db.execute(
-                    "SELECT COALESCE(MAX(attempt), 0) FROM replies WHERE item_seq = ?", (seq,)
-                ).fetchone()
-                db.execute(
-                    "UPDATE items SET status = 'pending', in_round = NULL, retry_base = ?, "
-                    "transport_failures = 0, failure = NULL WHERE seq = ?",
-                    (base, seq),
-                )
-            return len(failed)
+        """Stored replies up to ``retry_base`` count in the usage but are not fed to the judge."""
+        return self.db.execute(
+            "UPDATE items SET status = 'pending', in_round = NULL, transport_failures = 0, "
+            "failure = NULL, retry_base = (SELECT COALESCE(MAX(attempt), 0) FROM replies "
+            "WHERE item_seq = items.seq) WHERE status = 'failed'"
+        ).rowcount
 
     def type_names(self) -> set[str]:
         """The payload types the pending items name."""
@@ -344,6 +332,10 @@ class StateFile:
             "SELECT DISTINCT model_type, payload_type FROM items WHERE status = 'pending'"
         ).fetchall()
         return {name for row in rows for name in row if name}
+
+    def set_item(self, seq: int, **columns: Any) -> None:
+        names = ", ".join(f"{name} = ?" for name in columns)
+        self.db.execute(f"UPDATE items SET {names} WHERE seq = ?", (*columns.values(), seq))
 
     def transport_failure(self, seq: int, message: str, retries: int) -> None:
         """A request of the item got no reply (inside the caller's transaction): pending for
@@ -353,16 +345,11 @@ class StateFile:
         ).fetchone()
         failures += 1
         if failures > retries:
-            self.db.execute(
-                "UPDATE items SET status = 'failed', in_round = NULL, transport_failures = ?, "
-                "error = ?, failure = 'transport' WHERE seq = ?",
-                (failures, f"provider error after {failures} tries: {message}", seq),
-            )
+            error = f"provider error after {failures} tries: {message}"
+            self.set_item(seq, status="failed", failure="transport")
         else:
-            self.db.execute(
-                "UPDATE items SET in_round = NULL, transport_failures = ?, error = ? WHERE seq = ?",
-                (failures, f"provider error (try {failures}, retried): {message}", seq),
-            )
+            error = f"provider error (try {failures}, retried): {message}"
+        self.set_item(seq, in_round=None, transport_failures=failures, error=error)
 
     def lost_reason(self, rnd: int, chunk: int, batch_id: str, unreadable: list[str]) -> str:
         """Why the requests of an ended batch that have no result got none: its unreadable
@@ -381,7 +368,8 @@ class StateFile:
 
     def begin_run(self) -> None:
         """A run that starts anew (the last one finished) makes the items that failed for
-        want of a reply pending again; one that a crash or an error stopped is continued."""
+        want of a reply pending again; one that a crash or an error stopped is continued as it
+        was (so a resumed job ends as an uninterrupted one)."""
         with self.tx() as db:
             if db.execute("SELECT 1 FROM meta WHERE key = 'run_open'").fetchone() is None:
                 db.execute(
@@ -391,28 +379,24 @@ class StateFile:
                 db.execute("INSERT INTO meta VALUES ('run_open', '1')")
 
     def end_run(self) -> None:
-        with self.tx() as db:
-            db.execute("DELETE FROM meta WHERE key = 'run_open'")
+        self.db.execute("DELETE FROM meta WHERE key = 'run_open'")
 
     # -- rounds and chunks --
 
     def set_chunk(self, rnd: int, chunk: int, **columns: Any) -> None:
-        """Set ``columns`` of a chunk, in a transaction of its own."""
         names = ", ".join(f"{name} = ?" for name in columns)
-        with self.tx() as db:
-            db.execute(
-                f"UPDATE chunks SET {names} WHERE round = ? AND chunk = ?",
-                (*columns.values(), rnd, chunk),
-            )
+        self.db.execute(
+            f"UPDATE chunks SET {names} WHERE round = ? AND chunk = ?",
+            (*columns.values(), rnd, chunk),
+        )
 
     def forget_submission(self, rnd: int, chunk: int) -> None:
         """A chunk left ``submitting`` became no batch (the user says so): prepared again."""
-        with self.tx() as db:
-            db.execute(
-                "UPDATE chunks SET state = 'prepared', submitting_at = NULL "
-                "WHERE round = ? AND chunk = ? AND state = 'submitting'",
-                (rnd, chunk),
-            )
+        self.db.execute(
+            "UPDATE chunks SET state = 'prepared', submitting_at = NULL "
+            "WHERE round = ? AND chunk = ? AND state = 'submitting'",
+            (rnd, chunk),
+        )
 
     def chunks(self, rnd: int, *states: str) -> list[tuple[int, str, str | None, float | None]]:
         marks = ",".join("?" * len(states))
@@ -427,7 +411,6 @@ class StateFile:
         return row[0] if row and row[0] is not None else None
 
     def results(self, types: Mapping[str, type]) -> Iterator[BatchItemResult]:
-        """Every item in the order added."""
         last = 0
         while True:
             with self.guard("the items"):
@@ -465,7 +448,6 @@ class StateFile:
         )
 
     def progress(self, phase: Phase, prices: Mapping[str, float] | None) -> BatchProgress:
-        """The counts now."""
         counts = dict(
             self.db.execute("SELECT status, COUNT(*) FROM items GROUP BY status").fetchall()
         )

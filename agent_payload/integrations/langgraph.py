@@ -1,11 +1,5 @@
-"""The payload in LangGraph state (``pip install 'agent-payload[langgraph]'``; guide:
-docs/frameworks.md, how the calls of one message combine: MERGE.md section 9).
-
-The payload is JSON data under a state key, checkpointed with the thread. The tool judges the
-calls of one ``AIMessage`` in order against the payload it saw (a turn record per message); an
-accepted call's ``Command`` writes an edit (``{EDIT: {...}}``) that ``PayloadChannel`` combines
-per step, or refuses with ``InvalidUpdateError``.
-"""
+"""The payload in LangGraph state, checkpointed with the thread, and the tool editing it
+(``pip install 'agent-payload[langgraph]'``; guide and parallel calls: docs/frameworks.md)."""
 
 from __future__ import annotations
 
@@ -149,7 +143,7 @@ class PayloadState(TypedDict):
 @dataclass
 class _Turn:
     """The calls of one ``AIMessage``: a handler over the payload it saw, its calls of this tool
-    in order (id, arguments) and each judged call's answer by id."""
+    in order (id, arguments), each judged call's answer by id."""
 
     message: str
     handler: ChangeRequestToolHandler
@@ -157,7 +151,7 @@ class _Turn:
     calls: list[tuple[str, Any]]
     answers: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    alock: asyncio.Lock | None = None
+    alock: asyncio.Lock = field(default_factory=asyncio.Lock)  # bound to a loop on first wait
 
     def due(self, call_id: str, arguments: Any) -> list[tuple[str, Any]]:
         """The calls to judge now, in the message's order: those before ``call_id`` not judged
@@ -169,9 +163,8 @@ class _Turn:
 
 
 class _Turns:
-    """The tool's turn records (the last ``_TURNS_KEPT``), and the confirmations a guard asked
-    for by the version of the payload they were asked on (the model confirms by sending the
-    same call in its next message)."""
+    """The tool's last ``_TURNS_KEPT`` turn records, and the confirmations a guard asked for by
+    payload version (the model confirms with the same call in its next message)."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # ``get`` makes a turn, whose handler reads _confirming
@@ -256,9 +249,6 @@ class PayloadStateTool(_BaseTool):  # type: ignore[misc]
 
     async def _arun(self, *args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
         turn, call_id, arguments = self._turn(kwargs)
-        with turn.lock:
-            if turn.alock is None:
-                turn.alock = asyncio.Lock()
         async with turn.alock:
             for due_id, due_arguments in turn.due(call_id, arguments):
                 result = await turn.handler.ahandle(due_arguments, base_version=0)
@@ -334,13 +324,10 @@ def change_request_tool(
     description: str | None = None,
     **handler_options: Any,
 ) -> Any:
-    """A LangChain tool for LangGraph's ``ToolNode`` editing the payload held in the graph state
-    under ``state_key``: it returns a ``Command`` updating the payload and answering the call
-    (``status="error"``, nothing applied, for a refused call). ``handler_options`` are
-    ``ChangeRequestToolHandler``'s (``payload_type``, ``marker``, ``guards``, ``validators``,
-    ``permissions``, ``read_scope``); ``marker`` defaults to ``"DELETE"`` (fixed: the tool's
-    description names it).
-    """
+    """A LangChain tool for LangGraph's ``ToolNode`` editing the payload in the graph state
+    under ``state_key``: a ``Command`` updating it and answering the call (``status="error"``,
+    nothing applied, when refused). ``handler_options``: ``ChangeRequestToolHandler``'s
+    (``marker`` defaults to ``"DELETE"``, fixed: the tool's description names it)."""
     caller = "langgraph.change_request_tool"
     if not isinstance(state_key, str) or not state_key or state_key == "messages":
         raise ConfigurationError(

@@ -1,7 +1,5 @@
-"""What the provider adapters share (no SDK imports here): the request switch
-(``ensure_requests_allowed``), the ``Adapter`` base with its sync, async and streamed calls,
-``ResponseShape`` (checked reads of a 200 response) and ``SdkErrors`` (an SDK's exceptions as
-``ProviderError`` / ``ConfigurationError``)."""
+"""What the provider adapters share (no SDK imports here): the request switch, the ``Adapter``
+base, checked reads of a response (``ResponseShape``) and an SDK's exceptions as ours."""
 
 from __future__ import annotations
 
@@ -145,10 +143,8 @@ _STRANGE = "a shape this adapter does not understand"
 
 @dataclass(frozen=True)
 class ResponseShape:
-    """Reads the fields an adapter needs from one parsed 200 response, checking each (the SDKs
-    build their response objects unvalidated): a field that does not fit is a ``ProviderError``
-    (``status_code=200``, not retryable) naming it as in the JSON body
-    (``choices[0].message.content``), what was expected and what was found."""
+    """Checked reads of a parsed 200 response (the SDKs build it unvalidated): a field that does
+    not fit is a ``ProviderError`` naming it as in the body, what was expected and found."""
 
     provider: str
     api: str
@@ -206,8 +202,7 @@ class ResponseShape:
         return value
 
     def tokens(self, obj: object, name: str, at: str = "usage", *, optional: bool = True) -> int:
-        """A token count: an int >= 0 (``0`` when absent and ``optional``); ``at``: where
-        ``obj`` stands in the body."""
+        """A token count: an int >= 0 (``0`` when absent and ``optional``)."""
         where = f"{at}.{name}"
         value = self.field(obj, name, where, int, "a token count (an integer)", optional=optional)
         if value is None:
@@ -218,8 +213,7 @@ class ResponseShape:
 
     @contextlib.contextmanager
     def guarded(self) -> Iterator[None]:
-        """Whatever else the adapter trips over while reading (an ``AttributeError`` ...) becomes
-        the same kind of ``ProviderError``, chained; our own errors pass through."""
+        """Whatever else reading trips over (``AttributeError``...) as such a ``ProviderError``."""
         try:
             yield
         except AgentPayloadError:
@@ -229,13 +223,11 @@ class ResponseShape:
 
 
 class StreamBroken(Exception):
-    """A stream that ended without a whole reply, or said it failed (``SdkErrors.streamed``
-    makes it a retryable ``ProviderError``)."""
+    """A stream that ended without a whole reply, or said it failed."""
 
 
 class StreamProgress:
-    """The characters of a streamed reply received so far; ``add(piece)`` counts a piece and
-    returns what ``on_progress(characters)`` returned (an awaitable from an async hook)."""
+    """The characters of a streamed reply so far; ``add`` returns what ``on_progress`` did."""
 
     def __init__(self, on_progress: Callable[[int], Any] | None) -> None:
         self.characters = 0
@@ -248,26 +240,17 @@ class StreamProgress:
         return None if self._on_progress is None else self._on_progress(self.characters)
 
 
-def _status_message(exc: Any) -> str:
-    return str(exc.message)
-
-
 @dataclass(frozen=True)
 class SdkErrors:
-    """How one SDK's exceptions become ours (``mapped`` goes around every SDK call): its
-    exception classes, checked in ``translate``'s order (``timeout`` is a ``connection`` error
-    in both SDKs), and the words naming it."""
+    """One SDK's exception classes (checked in ``translate``'s order: a timeout is also a
+    connection error) and the words naming it, to make its exceptions ours."""
 
     provider: str
     api: str  # names the API in messages: "OpenAI" ("OpenAI model 'm'")
     client_class: str  # the client to configure, in the timeout hint: "openai.OpenAI"
     expected_server: str  # what base_url should point at, for a response of the wrong shape
-    timeout: type[Exception]
-    connection: type[Exception]
-    status: type[Exception]
-    validation: type[Exception]
+    sdk: Any  # the SDK's module: both name their exception classes alike (APITimeoutError...)
     base: type[Exception]
-    status_detail: Callable[[Any], str] = _status_message
     missing_credentials: str | None = None
     """The hint for a ``TypeError`` naming an "authentication method" (a client without
     credentials); ``None`` when the SDK raises none."""
@@ -285,9 +268,8 @@ class SdkErrors:
 
     @contextlib.contextmanager
     def streamed(self, model: str, progress: StreamProgress) -> Iterator[None]:
-        """Around the reading of a stream that began: whatever breaks it (a cut, a timeout, an
-        error event, ``StreamBroken``) is a retryable ``ProviderError``, since the SDK does not
-        retry a stream that began; our own errors and the caller's pass through."""
+        """Whatever breaks a stream that began is a retryable ``ProviderError`` (the SDK does not
+        retry it); our own errors and the caller's pass through."""
         try:
             yield
         except AgentPayloadError:
@@ -316,19 +298,19 @@ class SdkErrors:
             )
 
         err: Any = exc  # the SDK's classes are parameters: their attributes are not typed here
-        if isinstance(exc, self.timeout):
+        if isinstance(exc, self.sdk.APITimeoutError):
             return failed(
                 f"the request timed out{after}. Raise the client's timeout or max_retries "
                 f"({self.client_class}(timeout=..., max_retries=...)), or try again later.",
                 True,
             )
-        if isinstance(exc, self.connection):
+        if isinstance(exc, self.sdk.APIConnectionError):
             return failed(
                 f"the connection failed{after} ({exc.__cause__ or exc}). Check the client's "
                 "base_url and the network, or try again later.",
                 True,
             )
-        if isinstance(exc, self.status):
+        if isinstance(exc, self.sdk.APIStatusError):  # api_message: Anthropic's text from the body
             status = err.status_code
             retryable = retryable_status(status)
             hint = (
@@ -336,14 +318,14 @@ class SdkErrors:
                 if retryable
                 else "check the model name, the API key and the request options"
             )
-            detail = self.status_detail(exc).rstrip(".")
+            detail = str(getattr(err, "api_message", None) or err.message).rstrip(".")
             return failed(
                 f"HTTP {status}{after if retryable else ''}: {detail}. Expected a 2xx response; "
                 f"{hint}.",
                 retryable,
                 status,
             )
-        if isinstance(exc, self.validation):
+        if isinstance(exc, self.sdk.APIResponseValidationError):
             return failed(
                 f"the response body does not have the expected shape (HTTP {err.status_code}): "
                 f"{err.message}. Is the client's base_url {self.expected_server}?",
@@ -376,9 +358,8 @@ class SdkErrors:
 
 
 class Adapter(ABC):
-    """What the SDK adapters share: the constructor's checks, the request switch and the sync,
-    async and streamed calls; each adapter supplies ``build_params``, ``_read`` (a checked
-    response into a ``ModelReply``), ``_create``, ``_open_stream`` and ``_reader``."""
+    """The SDK adapters' checks and their sync, async and streamed calls, over the abstract
+    methods each adapter supplies."""
 
     provider: str
     _errors: SdkErrors
@@ -452,8 +433,7 @@ class Adapter(ABC):
             return self._read(result, request, shape)
 
     def _not_a_response(self, result: object) -> ProviderError:
-        """The error for a 200 whose body is not a JSON object (the SDK hands back the raw text
-        or the bare JSON value instead of raising), chained to a ``ValueError`` saying so."""
+        """The error for a 200 whose body is not a JSON object (the SDK returns it, not raising)."""
         api, kind = self._errors.api, self._result_kind
         if isinstance(result, str):
             shown = result if len(result) <= 200 else result[:200] + "..."
@@ -486,13 +466,11 @@ class Adapter(ABC):
 
     @abstractmethod
     def _open_stream(self, params: dict[str, Any]) -> Any:
-        """The streamed call: a context manager over the events (an awaitable of an async one,
-        or the async one itself, on an async client)."""
+        """The streamed call: a context manager over the events (maybe awaitable, if async)."""
 
     @abstractmethod
     def _reader(self) -> Any:
-        """A fresh reader of this API's events: ``feed(event)`` returns the characters the event
-        added, ``result()`` the whole reply object (or raises ``StreamBroken``)."""
+        """A fresh reader: ``feed(event)`` -> characters added, ``result()`` -> the reply object."""
 
     def request(self, request: ModelRequest) -> ModelReply:
         self._check(wanted_async=False)

@@ -1,9 +1,7 @@
 """Anthropic adapter: the Messages API (``AnthropicModel``) on the user's own
 ``anthropic.Anthropic`` / ``anthropic.AsyncAnthropic`` client (or a Bedrock / Vertex / Foundry
-client with the same ``messages.create``), which keeps its auth, ``base_url``, timeout and
-retries (this module never retries). ``"json_schema"`` output falls back to a forced tool;
-``temperature`` goes through ``extra_body`` (this SDK version has no such parameter). Output
-modes and streaming: docs/agent.md; the ``cache_control`` breakpoints: docs/outline.md.
+client with the same ``messages.create``), which keeps its auth, timeout and retries.
+Output modes and streaming: docs/agent.md; the ``cache_control`` breakpoints: docs/outline.md.
 """
 
 from __future__ import annotations
@@ -51,24 +49,13 @@ PROVIDER = "anthropic"
 DEFAULT_MAX_TOKENS = 8192
 """``max_tokens`` when neither the adapter nor the request sets one (the API requires it)."""
 
-_ANY_OBJECT: dict[str, Any] = {"type": "object"}
-
-
-def _status_detail(exc: anthropic.APIStatusError) -> str:
-    return exc.api_message or exc.message
-
-
 _ERRORS = SdkErrors(
     provider=PROVIDER,
     api="Anthropic",
     client_class="anthropic.Anthropic",
     expected_server="the Anthropic API",
-    timeout=anthropic.APITimeoutError,
-    connection=anthropic.APIConnectionError,
-    status=anthropic.APIStatusError,
-    validation=anthropic.APIResponseValidationError,
+    sdk=anthropic,
     base=anthropic.AnthropicError,
-    status_detail=_status_detail,
     missing_credentials="Set ANTHROPIC_API_KEY or pass api_key= to anthropic.Anthropic(...).",
 )
 
@@ -111,12 +98,10 @@ def _cached_blocks(message: Message) -> list[dict[str, Any]]:
 
 
 class AnthropicModel(Adapter):
-    """A ``Model`` on the Messages API (``client.messages.create``).
-
-    ``max_tokens`` is sent when the request sets none (the API requires one); strict tool use
-    is never asked for. ``defaults`` are passed to every call (``ModelRequest.extra`` overrides
-    them).
-    """
+    """A ``Model`` on the Messages API (``client.messages.create``); ``"json_schema"`` output is
+    a forced tool, strict tool use is never asked for. ``max_tokens`` is sent when the request
+    sets none (the API requires one); ``defaults`` go to every call (``ModelRequest.extra``
+    overrides them)."""
 
     provider = PROVIDER
     _errors = _ERRORS
@@ -175,7 +160,7 @@ class AnthropicModel(Adapter):
                 else system
             )
         forced = request.output_mode in ("tool", "json_schema")
-        schema = request.schema if request.schema is not None else _ANY_OBJECT
+        schema = request.schema if request.schema is not None else {"type": "object"}
         tools = [(request.tool_name, request.tool_description, schema)] if forced else []
         tools += [(t.name, t.description, t.parameters) for t in request.tools]  # outline's reads
         if tools:
@@ -190,7 +175,7 @@ class AnthropicModel(Adapter):
             params["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
         params.update(self.defaults)
         params.update(request.extra)
-        if request.temperature is not None:
+        if request.temperature is not None:  # this SDK version has no such parameter
             extra_body = dict(params.get("extra_body") or {})
             extra_body.setdefault("temperature", request.temperature)
             params["extra_body"] = extra_body
@@ -301,12 +286,6 @@ def _append_tool_message(out: list[dict[str, Any]], m: Message) -> None:
             arguments = json.loads(call.arguments) if call.arguments else {}
         except ValueError:
             arguments = {}
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": call.id,
-                "name": call.name,
-                "input": arguments if isinstance(arguments, dict) else {},
-            }
-        )
+        block = {"type": "tool_use", "id": call.id, "name": call.name}
+        blocks.append({**block, "input": arguments if isinstance(arguments, dict) else {}})
     out.append({"role": "assistant", "content": blocks})

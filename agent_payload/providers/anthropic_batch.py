@@ -1,8 +1,6 @@
-"""Anthropic's Message Batches API behind ``BatchBackend``. A message batch carries no
-metadata: a job that crashed before recording its batch looks for one created since its attempt
-with exactly its number of requests, and takes it when its results name the job's custom ids
-(which carry the job's tag). A results line that does not parse is that request's error.
-"""
+"""Anthropic's Message Batches API behind ``BatchBackend``. A batch carries no metadata, so
+``find`` takes one created since the attempt with as many requests, whose results name the
+job's custom ids (which carry its tag)."""
 
 from __future__ import annotations
 

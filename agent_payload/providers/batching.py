@@ -1,8 +1,6 @@
-"""The protocol between ``agent_payload.batch`` and a provider's batch API (no SDK here), with
-one backend per SDK (``openai_batch``, ``anthropic_batch``): a batch line is the adapter's own
-request parameters and a result is read by its own ``parse_reply``, so a batch reply is judged
-exactly as a live one. Guide: docs/batch.md.
-"""
+"""The protocol between ``agent_payload.batch`` and a provider's batch API (no SDK here): a
+batch line is the adapter's own request and a result is read by its own ``parse_reply``, so a
+batch reply is judged exactly as a live one. Guide: docs/batch.md."""
 
 from __future__ import annotations
 

@@ -54,17 +54,12 @@ __all__ = ["OpenAIChatModel", "OpenAIResponsesModel", "build_openai_client", "ma
 
 PROVIDER = "openai"
 
-_ANY_OBJECT: dict[str, Any] = {"type": "object"}
-
 _ERRORS = SdkErrors(
     provider=PROVIDER,
     api="OpenAI",
     client_class="openai.OpenAI",
     expected_server="an OpenAI-compatible server",
-    timeout=openai.APITimeoutError,
-    connection=openai.APIConnectionError,
-    status=openai.APIStatusError,
-    validation=openai.APIResponseValidationError,
+    sdk=openai,
     base=openai.OpenAIError,
 )
 
@@ -113,7 +108,7 @@ class _OpenAIModel(Adapter):
             params[self.max_tokens_param] = request.max_tokens
         if request.temperature is not None:
             params["temperature"] = request.temperature
-        schema = dict(request.schema) if request.schema is not None else _ANY_OBJECT
+        schema = dict(request.schema) if request.schema is not None else {"type": "object"}
         forced = request.output_mode == "tool"
         tools = [self._tool(request.tool_name, request.tool_description, schema)] if forced else []
         tools += [self._tool(t.name, t.description, dict(t.parameters)) for t in request.tools]
@@ -226,12 +221,8 @@ class OpenAIChatModel(_OpenAIModel):
         text = shape.text(message, "content", where, optional=True) or ""
         calls: list[Any] = []
         if request.output_mode == "tool" or request.tools:
-            calls = (
-                shape.field(
-                    message, "tool_calls", f"{where}.tool_calls", list, "an array", optional=True
-                )
-                or []
-            )
+            at = f"{where}.tool_calls"
+            calls = shape.field(message, "tool_calls", at, list, "an array", optional=True) or []
         functions = [c for c in calls if isinstance(c, ChatCompletionMessageFunctionToolCall)]
         if request.output_mode == "tool":
             chosen = next((c for c in functions if c.function.name == request.tool_name), None)

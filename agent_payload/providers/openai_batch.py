@@ -96,14 +96,8 @@ class OpenAIBatchBackend:
     ) -> Iterator[tuple[str | None, ModelReply | LineError]]:
         with map_openai_errors(self.model.model_name, self.client):
             batch = self.client.batches.retrieve(batch_id)
-            files = [
-                (name, self.client.files.content(file_id).text)
-                for name, file_id in (
-                    ("output", batch.output_file_id),
-                    ("error", batch.error_file_id),
-                )
-                if file_id
-            ]
+            named = (("output", batch.output_file_id), ("error", batch.error_file_id))
+            files = [(name, self.client.files.content(f).text) for name, f in named if f]
         for name, text in files:
             for number, line in enumerate(text.splitlines(), 1):
                 if line.strip():

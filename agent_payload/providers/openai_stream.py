@@ -1,9 +1,5 @@
-"""The OpenAI APIs' event streams read into the objects the adapters already parse (pure; the
-adapters drive the readers, sync or async): ``feed(event)`` returns the characters the event
-added, ``result()`` the whole ``ChatCompletion`` / ``Response`` or raises ``StreamBroken`` (a
-stream without a ``finish_reason`` or terminal event, an ``error`` or ``response.failed``
-event).
-"""
+"""The OpenAI APIs' event streams read into the ``ChatCompletion`` / ``Response`` the adapters
+already parse (pure readers; the adapters drive them, sync or async)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The event streams ``FakeProviderServer`` answers a ``"stream": true`` request with: a
-settled ``Reply`` as each API's server-sent events, built from the body ``testing.wire`` sends
-without streaming (same ids, text, calls and usage), text and arguments in ``CHUNK_CHARS``
-pieces. Pure functions; the HTTP side is ``testing.server``.
-"""
+"""The server-sent events ``FakeProviderServer`` streams for a settled ``Reply``: the body
+``testing.wire`` builds, in each API's events (pure; the HTTP side is ``testing.server``)."""
 
 from __future__ import annotations
 
@@ -90,26 +87,16 @@ def _responses_events(response: dict[str, Any], request: FakeRequest) -> list[by
     emit("response.in_progress", response=started)
     for n, item in enumerate(response["output"]):
         where = {"item_id": item["id"], "output_index": n}
-        if item["type"] == "function_call":
-            emit(
-                "response.output_item.added",
-                output_index=n,
-                item={**item, "arguments": "", "status": "in_progress"},
-            )
+        calling = item["type"] == "function_call"
+        empty: dict[str, Any] = {"arguments": ""} if calling else {"content": []}
+        added = {**item, **empty, "status": "in_progress"}
+        emit("response.output_item.added", output_index=n, item=added)
+        if calling:
             for piece in _pieces(item["arguments"]):
                 emit("response.function_call_arguments.delta", **where, delta=piece)
-            emit(
-                "response.function_call_arguments.done",
-                **where,
-                name=item["name"],
-                arguments=item["arguments"],
-            )
+            done = {"name": item["name"], "arguments": item["arguments"]}
+            emit("response.function_call_arguments.done", **where, **done)
         else:
-            emit(
-                "response.output_item.added",
-                output_index=n,
-                item={**item, "content": [], "status": "in_progress"},
-            )
             for m, part in enumerate(item["content"]):
                 at = {**where, "content_index": m}
                 key = "refusal" if part["type"] == "refusal" else "text"

@@ -1,9 +1,6 @@
 """The batch APIs of ``FakeProviderServer`` (OpenAI's Files + Batches, Anthropic's Message
-Batches), enough for the real SDKs. Each request line of a batch is answered from the server's
-own script when the batch ends and recorded in ``FakeProviderServer.batch_requests``; the
-server's ``batch_*`` attributes script polls, expiry, failures, mangled result lines and faults
-(docs/batch.md).
-"""
+Batches), enough for the real SDKs: a batch's lines are answered from the server's script when
+it ends (docs/batch.md)."""
 
 from __future__ import annotations
 
@@ -18,19 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_payload.testing.script import Api, Fault
+from agent_payload.testing.script import API_PATHS, Api, Fault
 from agent_payload.testing.wire import BUILDERS, error_body, new_id, resolve_reply
 
 if TYPE_CHECKING:
     from agent_payload.testing.server import FakeProviderServer
 
 __all__ = ["BatchFakes", "Route"]
-
-_ENDPOINT_API: dict[str, Api] = {
-    "/v1/chat/completions": "chat.completions",
-    "/v1/responses": "responses",
-}
-
 
 _COUNTS = ("processing", "succeeded", "errored", "canceled", "expired")  # Anthropic's
 
@@ -48,8 +39,7 @@ class Route:
 
 @dataclass(slots=True)
 class _Batch:
-    """One batch: its number (1, 2, ... in creation order), its JSON, its request lines and,
-    once ended, its results (Anthropic's)."""
+    """One batch: its number (from 1), its JSON, its request lines, Anthropic's results."""
 
     number: int
     data: dict[str, Any]
@@ -276,7 +266,7 @@ class BatchFakes:
                 )
             return
         expired = not cancelled and bool(self._server.batch_expire(batch.number))
-        api = _ENDPOINT_API.get(str(batch.data["endpoint"]), "chat.completions")
+        api = API_PATHS.get(str(batch.data["endpoint"]), "chat.completions")
         out: list[str] = []
         err: list[str] = []
         for line in batch.lines:
@@ -360,12 +350,8 @@ class BatchFakes:
                 result = {"type": "errored", "error": error}
             else:
                 status, body = self._answer_line("messages", entry.get("params"))
-                ok = status == 200
-                result = (
-                    {"type": "succeeded", "message": body}
-                    if ok
-                    else {"type": "errored", "error": body}
-                )
+                kind, key = ("succeeded", "message") if status == 200 else ("errored", "error")
+                result = {"type": kind, key: body}
             counts[result["type"]] += 1
             results.append({"custom_id": entry.get("custom_id"), "result": result})
         with self._lock:

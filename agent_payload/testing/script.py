@@ -43,15 +43,11 @@ class Tokens(TypedDict, total=False):
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """One scripted model answer for ``FakeProviderServer``.
-
-    ``kind="auto"`` (what a bare ``str`` means): the arguments of a tool call when the request
-    forces a tool, the message content otherwise. ``length_limited`` marks the reply as cut by
-    the token limit (in each API's own words). Token counts default to an estimate from the
-    lengths; ``cached_input_tokens`` / ``cache_write_input_tokens`` (the part of the input read
-    from / written to the prompt cache) are counted in ``input_tokens`` and sent in each API's
-    own shape. ``calls``: the tool calls of a reply that makes several (``Reply.tool_calls``).
-    """
+    """One scripted model answer for ``FakeProviderServer``. ``kind="auto"`` (a bare ``str``):
+    a tool call's arguments when the request forces a tool, else the message content.
+    ``length_limited``: cut by the token limit. Token counts default to an estimate from the
+    lengths; ``cached_input_tokens`` / ``cache_write_input_tokens`` are part of ``input_tokens``.
+    ``calls``: the calls of a reply that makes several (``Reply.tool_calls``)."""
 
     text: str = ""
     kind: ReplyKind = "auto"

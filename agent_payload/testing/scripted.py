@@ -30,14 +30,10 @@ def estimate_tokens(text: str) -> int:
 
 
 class ScriptedModel:
-    """A ``Model`` (sync, async and streaming) that answers from a script and records each
-    ``ModelRequest`` in ``requests``; thread-safe.
-
-    ``replies``: a sequence consumed in order (a ``str``, the reply text; a ``ModelReply``,
-    returned as is; an exception, raised) or a function of the ``ModelRequest`` returning a
-    ``str`` or ``ModelReply``. A ``str`` becomes ``ModelReply(text, finish_reason="stop")`` with
-    usage estimated from the lengths. Running out raises ``ScriptExhaustedError``.
-    """
+    """A ``Model`` (sync, async and streaming) answering from a script, each ``ModelRequest``
+    recorded in ``requests``; thread-safe. ``replies``: a sequence (a ``str`` reply text, a
+    ``ModelReply``, an exception to raise) or a function of the request returning one of the
+    first two. Running out raises ``ScriptExhaustedError``."""
 
     def __init__(
         self,

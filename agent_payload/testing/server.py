@@ -50,9 +50,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _RequestHandler)
 
     def serve(self) -> None:
-        """``serve_forever()`` without its polling: the loop waits on the listening socket and
-        a wake-up socket, so ``stop()`` ends it at once (``shutdown()`` waits out a poll
-        interval, ~25 ms per server on average)."""
+        """``serve_forever()`` without its poll interval: ``stop()`` ends it at once."""
         with selectors.DefaultSelector() as selector:
             selector.register(self, selectors.EVENT_READ)
             selector.register(self._wake_r, selectors.EVENT_READ)
@@ -209,8 +207,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self._abort()
 
     def _waited(self, seconds: float) -> bool:
-        """Wait ``seconds``; False (the connection to be closed) when the server woke it first
-        (it is closing or resetting)."""
+        """Wait ``seconds``; False (the connection to be closed) when the server woke it first."""
         if self.server.fake._wake.wait(seconds):
             self.close_connection = True
             return False
@@ -224,9 +221,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.server.abort_sockets.add(self.connection)
 
     def _send_stream(self, events: list[bytes], *, end: bool = True, pace: float = 0.0) -> None:
-        """A 200 ``text/event-stream`` in chunked transfer encoding, one chunk per event
-        (flushed, ``pace`` seconds after the one before), closed by the last chunk unless
-        ``end`` is False."""
+        """A 200 event stream, one chunk per event (``pace`` seconds apart), ended if ``end``."""
         content_type = "text/event-stream; charset=utf-8"
         chunked = {"cache-control": "no-cache", "transfer-encoding": "chunked"}
         self._head(200, {"content-type": content_type, **chunked})
@@ -295,12 +290,9 @@ def _client(sdk: Any, name: str, base_url: str, async_client: bool, kwargs: dict
 
 class FakeProviderServer:
     """A fake OpenAI + Anthropic HTTP server on 127.0.0.1 for the real SDKs (docs/testing.md),
-    serving from construction until ``close()`` (or the ``with`` block's end); thread-safe.
-
-    ``replies``: script items consumed one per HTTP request; then ``handler``, a function of the
-    ``FakeRequest`` returning one. With neither, the answer is an HTTP 500 (not retried) and a
-    ``ScriptExhaustedError`` in ``errors``.
-    """
+    serving until ``close()``; thread-safe. ``replies``: script items, one per HTTP request;
+    then ``handler(FakeRequest)`` returns one. With neither, the answer is an HTTP 500 (not
+    retried) and a ``ScriptExhaustedError`` in ``errors``."""
 
     def __init__(
         self,
@@ -338,8 +330,7 @@ class FakeProviderServer:
 
     def openai_client(self, *, async_client: bool = False, **kwargs: Any) -> Any:
         """An ``openai.OpenAI`` (or ``AsyncOpenAI``) pointed here; ``kwargs`` go to the client
-        (defaults: ``api_key="test"``, ``max_retries=2``, ``timeout=10``, and an HTTP client
-        sharing one SSL context: building a fresh one costs ~0.2 s per client)."""
+        (defaults: ``api_key="test"``, ``max_retries=2``, ``timeout=10``, a shared SSL context)."""
         import openai  # noqa: TID251 (testing helper)
 
         return _client(openai, "OpenAI", self.openai_base_url, async_client, kwargs)
@@ -371,17 +362,14 @@ class FakeProviderServer:
             )
         self.errors: list[BaseException] = []
         """Script errors (exhausted script, a handler that raised, a bad item), in order."""
+        # The batch APIs' knobs (docs/batch.md); batches are numbered from 1, and a fault of
+        # batch_faults["create"] (one per call, also "upload", "retrieve", "results") is sent
+        # after the batch was created.
         self.batch_polls = 0
-        """Batch APIs: retrieves that answer "in progress" before a batch ends."""
         self.batch_expire: Callable[[int], bool] = lambda number: False
-        """Batch APIs: ``batch_expire(n)`` True makes the n-th batch (1-based) expire."""
         self.batch_faults: dict[str, list[Fault]] = {}
-        """Batch APIs: faults per operation (``upload``, ``create``, ``retrieve``, ``results``),
-        one per call; a ``create`` fault is sent after the batch was created."""
         self.batch_fail: Callable[[int], str | None] = lambda number: None
-        """Batch APIs: ``batch_fail(n)`` a message makes the n-th batch fail as a whole."""
         self.batch_result_line: Callable[[str], str] = lambda line: line
-        """Batch APIs: every line of a batch's results passes through it as it is served."""
         self._batches = BatchFakes(self)
         with self._lock:
             self._queue: deque[ScriptItem] = deque(replies)
@@ -408,8 +396,7 @@ class FakeProviderServer:
 
     @property
     def batch_requests(self) -> list[FakeRequest]:
-        """The request lines of every batch that ended, in the order they were answered (each a
-        ``FakeRequest`` of the line's API, with the line's body)."""
+        """The request lines of every batch that ended, as ``FakeRequest``s, in answer order."""
         with self._lock:
             return list(self._batch_requests)
 

@@ -1,6 +1,5 @@
-"""The JSON bodies ``FakeProviderServer`` answers with: a settled ``Reply`` as an OpenAI Chat
-Completions, OpenAI Responses or Anthropic Messages response (``BUILDERS``), and each API's
-error body (``error_body``). Pure functions; the HTTP side is ``testing.server``."""
+"""The JSON bodies ``FakeProviderServer`` answers with, per API: a settled ``Reply`` as a
+response (``BUILDERS``) and the error body. Pure; the HTTP side is ``testing.server``."""
 
 from __future__ import annotations
 
@@ -47,10 +46,8 @@ def _usage_numbers(reply: Reply, request: FakeRequest) -> tuple[int, int]:
     """Input tokens (cache reads and writes included) and output tokens of the reply."""
     input_tokens = reply.input_tokens
     if input_tokens is None:
-        input_tokens = max(
-            estimate_tokens(request.text),
-            reply.cached_input_tokens + reply.cache_write_input_tokens,
-        )
+        cached = reply.cached_input_tokens + reply.cache_write_input_tokens
+        input_tokens = max(estimate_tokens(request.text), cached)
     output_tokens = reply.output_tokens
     return input_tokens, estimate_tokens(reply.text) if output_tokens is None else output_tokens
 
