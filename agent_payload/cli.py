@@ -286,14 +286,12 @@ def _cmd_run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Te
 def _cmd_demo(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     from agent_payload.demo import run_demo  # the fake servers and the replay: demo only
 
-    if args.old_model_name is not None:
-        stderr.write("agent-payload demo: --model is deprecated; use --model-name\n")
     try:
         return run_demo(
             out=stdout,
             provider=args.provider,
             offline=args.offline,
-            model_name=args.model_name or args.old_model_name,
+            model_name=args.model_name,
             color=use_color(stdout, no_color=args.no_color),
         )
     except ProviderError as exc:
@@ -499,7 +497,6 @@ def _add_demo(sub: Any) -> None:
     )
     demo.add_argument("--offline", action="store_true", help="replay offline even with a key")
     demo.add_argument("--model-name", metavar="NAME", help="model name for the real provider")
-    demo.add_argument("--model", dest="old_model_name", help=argparse.SUPPRESS)  # 0.1's name
     demo.add_argument("--no-color", action="store_true", help="no ANSI colour")
     demo.set_defaults(func=_cmd_demo)
 

@@ -455,14 +455,10 @@ def test_demo_live_against_fake_openai_server(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
         run = cli("demo", "--no-color", "--model-name", "gpt-test")
         assert len(server.requests) == 2
-        old = cli("demo", "--no-color", "--model", "gpt-old")  # 0.1's flag: still works
-        assert len(server.requests) == 4
-        assert server.requests[-1].model_name == "gpt-old"
         offline = cli("demo", "--no-color", "--offline")
-        assert len(server.requests) == 4
+        assert len(server.requests) == 2
     assert run.status == EXIT_OK, run.out + run.err
     assert "live: openai:gpt-test" in run.out
-    assert old.status == EXIT_OK and "--model is deprecated; use --model-name" in old.err
     assert "offline replay" not in run.out
     assert "correction sent back" in run.out
     assert offline.status == EXIT_OK
