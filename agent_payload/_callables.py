@@ -57,12 +57,12 @@ def require_sync(where: str, callables: Iterable[tuple[str, object]], fix: str) 
 def validator_problem(exc: BaseException) -> Problem | None:
     """The problem to send back for a validator's exception, or None to let it propagate."""
     if isinstance(exc, ModelReplyError):  # RetryWithFeedback, or another reply error
-        return Problem(kind="custom", message=exc.feedback, path=getattr(exc, "path", None))
+        return Problem(kind="custom", message=exc.feedback, path=getattr(exc, "path", None) or "")
     if isinstance(exc, AgentPayloadError):
         return None
     if isinstance(exc, ValueError | AssertionError):
         text = str(exc).strip() or type(exc).__name__
-        return Problem(kind="custom", message=text, path=getattr(exc, "path", None))
+        return Problem(kind="custom", message=text, path=getattr(exc, "path", None) or "")
     return None
 
 

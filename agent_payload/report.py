@@ -168,20 +168,3 @@ class Problem:
     code: str | None = None
     current: Any = None
     has_current: bool = False
-
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        path: str | None = "",
-        code: str | None = None,
-        current: Any = None,
-        has_current: bool = False,
-    ) -> None:
-        # Written out so that ``path=None`` (0.1) is still accepted: the attribute is a str.
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "message", message)
-        object.__setattr__(self, "path", path or "")
-        object.__setattr__(self, "code", code)
-        object.__setattr__(self, "current", current)
-        object.__setattr__(self, "has_current", has_current)

@@ -181,7 +181,6 @@ def test_every_path_is_a_string() -> None:
     assert RetryWithFeedback("no", path="lines[0].qty").path == "lines[0].qty"
     assert SessionFileError("bad", file="s.json", where="turns[2]").path == "turns[2]"
     assert Problem(kind="custom", message="m").path == ""
-    assert Problem(kind="custom", message="m", path=None).path == ""  # type: ignore[arg-type]
     assert (
         ModelReplyError("x", problems=[Problem(kind="parse", message="m")]).problems[0].path == ""
     )

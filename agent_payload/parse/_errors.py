@@ -23,7 +23,7 @@ def _reply_error(
     message: str,
     model_message: str,
     *,
-    path: str | None = None,
+    path: str = "",
     cause: BaseException | None = None,
     cls: type[ModelReplyError] = ReplySyntaxError,
     kind: str = "parse",
