@@ -205,3 +205,36 @@ def test_an_adapter_given_model_instead_of_model_name_says_which_keyword() -> No
     client = openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9")
     with pytest.raises(ConfigurationError, match=r"model_name='gpt-x'"):
         OpenAIChatModel(client, model="gpt-x")
+
+
+def test_sync_and_async_names_follow_one_convention() -> None:
+    """As the README says: an ``Async`` class has its sync twin's public methods under the same
+    names, and an ``a``-prefixed coroutine method sits beside its sync namesake."""
+    import inspect
+
+    from agent_payload import session, tools
+    from agent_payload.batch import BatchJob
+    from agent_payload.providers.anthropic import AnthropicModel
+    from agent_payload.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+    from agent_payload.store import PayloadStore
+
+    twins = [
+        (PayloadAgent, AsyncPayloadAgent),
+        (session.PayloadSession, session.AsyncPayloadSession),
+    ]
+    for sync, asynchronous in twins:
+        for name, _ in inspect.getmembers(asynchronous, inspect.iscoroutinefunction):
+            if not name.startswith("_"):
+                assert hasattr(sync, name), (asynchronous.__name__, name)
+    both = [tools.ChangeRequestToolHandler, PayloadStore, BatchJob, ScriptedModel]
+    both += [OpenAIChatModel, OpenAIResponsesModel, AnthropicModel]
+    for cls in both:
+        coroutines = [
+            name
+            for name, _ in inspect.getmembers(cls, inspect.iscoroutinefunction)
+            if not name.startswith("_")
+        ]
+        assert coroutines, cls.__name__
+        for name in coroutines:
+            assert name.startswith("a") and hasattr(cls, name[1:]), (cls.__name__, name)
+            assert not inspect.iscoroutinefunction(getattr(cls, name[1:])), (cls.__name__, name)
