@@ -42,6 +42,7 @@ for folder in (ROOT, ROOT / "bench"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+from _timing import save  # noqa: E402
 from merge import make_document  # noqa: E402
 
 from agent_payload import AsyncPayloadAgent  # noqa: E402
@@ -258,8 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + "\n".join(goal))
     lines += ["", *goal]
     if args.write:
-        RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        print(f"written to {RESULTS.relative_to(ROOT)}", file=sys.stderr)
+        save(RESULTS, lines)
     return 0
 
 

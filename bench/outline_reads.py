@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any
+
+from _timing import best_cpu
 
 from agent_payload import outline
 
 DEPTH = 8_000
-
-
-def cpu(fn: Any, repeat: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def main() -> None:
@@ -38,9 +30,15 @@ def main() -> None:
         keys.append(key)
         node = node[key]
     path = ".".join(keys)
-    found = cpu(lambda: outline.answer("read_payload", {"path": path}, payload, 2_000))
-    missing = cpu(lambda: outline.answer("read_payload", {"path": path + ".nope"}, payload, 2_000))
-    dumps = cpu(lambda: json.dumps(payload))
+    found = best_cpu(
+        lambda: outline.answer("read_payload", {"path": path}, payload, 2_000), 5, collect=False
+    )
+    missing = best_cpu(
+        lambda: outline.answer("read_payload", {"path": path + ".nope"}, payload, 2_000),
+        5,
+        collect=False,
+    )
+    dumps = best_cpu(lambda: json.dumps(payload), 5, collect=False)
     goal = 0.1
     print(f"read through an {DEPTH:,}-segment path: {found * 1000:.1f} ms CPU")
     print(f"the same path, missing its last key:   {missing * 1000:.1f} ms CPU")

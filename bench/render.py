@@ -18,12 +18,10 @@ same output (``tests/test_prompts.py::test_rendering_at_c_speed_writes_what_the_
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ for folder in (ROOT, ROOT / "bench"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+from _timing import best_cpu, save  # noqa: E402
 from merge import make_document  # noqa: E402
 
 from agent_payload.prompts import render_payload  # noqa: E402
@@ -56,16 +55,6 @@ def make_items(target_bytes: int, seed: int = 7) -> dict[str, Any]:
         size += len(json.dumps(item, ensure_ascii=False, separators=(",", ":"))) + 1
         items.append(item)
     return {"items": items}
-
-
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 "render_payload": lambda p=payload: render_payload(p),
                 "render_payload(indent=1)": lambda p=payload: render_payload(p, indent=1),
             }
-            times = {name: best_time(fn, 3) for name, fn in methods.items()}
+            times = {name: best_cpu(fn, 3) for name, fn in methods.items()}
             ref = times["json.dumps(indent=1)"]
             for name, seconds in times.items():
                 line = (
@@ -114,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(goal))
     lines += goal
     if args.write:
-        RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        print(f"written to {RESULTS.relative_to(ROOT)}", file=sys.stderr)
+        save(RESULTS, lines)
     return 0
 
 

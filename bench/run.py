@@ -24,7 +24,6 @@ payload checked once per run.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import sys
@@ -40,6 +39,7 @@ for folder in (ROOT, ROOT / "bench"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+from _timing import best_cpu, save  # noqa: E402
 from merge import make_document  # noqa: E402
 
 import agent_payload.typed as typed  # noqa: E402
@@ -51,16 +51,6 @@ from agent_payload.testing import ScriptedModel  # noqa: E402
 from agent_payload.usage import estimate_tokens  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "run.txt"
-
-
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 class Line(BaseModel):
@@ -90,9 +80,9 @@ def one_attempt(lines: list[str], repeats: int) -> list[str]:
 
     estimate_tokens("warm the tokenizer up")
     run(None)()
-    ref = best_time(lambda: json.loads(json.dumps(payload)), repeats)
-    full = best_time(run(None), repeats)
-    auto = best_time(run("auto"), repeats)
+    ref = best_cpu(lambda: json.loads(json.dumps(payload)), repeats)
+    full = best_cpu(run(None), repeats)
+    auto = best_cpu(run("auto"), repeats)
     budget = PayloadAgent(ScriptedModel([reply])).max_payload_tokens
     assert isinstance(budget, int)
     marker = choose_marker(payload, avoid=(task,))
@@ -129,7 +119,7 @@ def one_attempt(lines: list[str], repeats: int) -> list[str]:
         "stages alone:",
     ]
     for name, fn in stages:
-        seconds = best_time(fn, repeats)
+        seconds = best_cpu(fn, repeats)
         out.append(f"  {name:<42}{seconds * 1000:>8.1f}ms{seconds / ref:>15.2f}x")
     worst = max(full, auto) / ref
     out += [
@@ -200,8 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = one_attempt(lines, args.repeats)
     lines = typed_two_attempts(lines)
     if args.write:
-        RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        print(f"written to {RESULTS.relative_to(ROOT)}", file=sys.stderr)
+        save(RESULTS, lines)
     return 0
 
 

@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _timing import best_cpu  # noqa: E402
+
 from agent_payload.merge import rebase_change_request  # noqa: E402
 from agent_payload.store import PayloadStore  # noqa: E402
 
@@ -154,15 +156,6 @@ def _items(count: int) -> dict[str, Any]:
     }
 
 
-def _cpu(fn: Any, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
-
-
 def rebase_cost(quick: bool, out: list[str]) -> None:
     sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
     counts = (1, 10, 100)
@@ -180,7 +173,9 @@ def rebase_cost(quick: bool, out: list[str]) -> None:
                 for j in range(n)
             ]
             late = {"updateElements": {"items": {str(size // 2 + 1): {"qty": -1}}}}
-            seconds = _cpu(lambda a=applied, r=late, d=doc: rebase_change_request(d, a, r))
+            seconds = best_cpu(
+                lambda a=applied, r=late, d=doc: rebase_change_request(d, a, r), collect=False
+            )
             cells.append(f"{seconds * 1000:>11.2f} ms")
         out.append(f"{label:<18}" + "".join(cells))
     out.append("")
