@@ -3,8 +3,6 @@ into the reply they use (line and column; an excerpt with ``⟶`` marking the sp
 
 from __future__ import annotations
 
-import json
-import re
 from typing import NoReturn
 
 from agent_payload.errors import (
@@ -88,10 +86,6 @@ def _too_deep(
         f"replace a whole subtree higher up with replaceElements, or split the edit.{also}",
         cause=cause,
     )
-
-
-def _field_path(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"[{json.dumps(name)}]"
 
 
 def _where(text: str, pos: int) -> str:

@@ -13,11 +13,11 @@ from pydantic import ValidationError
 
 from agent_payload._jsondata import JSON_TYPES, container_positions, kind_word
 from agent_payload._normalise import Reactions, UnknownField, normalise_request, reasoning_text
+from agent_payload._paths import format_payload_path
 from agent_payload.changes import AgentPayloadChangeRequest
 from agent_payload.errors import UnknownFieldError
 from agent_payload.parse._errors import (
     _excerpt,
-    _field_path,
     _reply_error,
     _too_deep,
     _truncated,
@@ -85,7 +85,7 @@ class _Normaliser(Reactions):
                 hint = f"did you mean {unknown.suggestion}?"
             else:
                 hint = "it is not part of the format"
-            path = _field_path(name)
+            path = format_payload_path((name,))
             parts.append(f"{path} ({hint})")
             message = (
                 f"{name!r} is not a field of the change request ({hint}). The only top-level "
