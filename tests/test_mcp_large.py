@@ -215,3 +215,20 @@ def test_undo_keeps_the_replaced_values_and_is_capped(tmp_path: Path) -> None:
     assert not editor.apply({"updateElements": {"lines": {"3": {"qty": 9}}}}).is_error
     assert not editor.undo().is_error and not editor.undo().is_error
     assert path.read_text(encoding="utf-8") == original
+
+
+def test_a_file_that_cannot_be_read_is_not_remembered_as_shown(tmp_path: Path) -> None:
+    """Only a version whose payload was read counts as shown: a file left broken by someone
+    else (not JSON, not UTF-8) takes no room among the versions kept for rebasing."""
+    from agent_payload.mcp._journal import digest
+
+    path = tmp_path / "p.json"
+    path.write_text('{"a": 1}', encoding="utf-8")
+    editor = PayloadFileEditor(path)
+    for broken in (b'{"a": ', b'{"a": "\xff"}'):
+        path.write_bytes(broken)
+        assert editor.read().is_error
+        assert editor.apply({"updateElements": {"a": 2}}).is_error
+        assert digest(broken) not in editor._versions._shown
+    path.write_text('{"a": 1}', encoding="utf-8")
+    assert not editor.apply({"updateElements": {"a": 2}}).is_error

@@ -48,14 +48,16 @@ def read_bytes(path: Path) -> bytes:
 
 
 def load(path: Path, versions: Versions) -> tuple[str, bytes, JsonLayout, Any]:
-    """The file's version and its bytes compressed (remembered as shown), its layout and its
-    JSON; ``FileProblem`` when it cannot be read. The bytes are let go before the JSON is
-    built (a large file's peak memory)."""
+    """The file's version and its bytes compressed (remembered as shown once read), its layout
+    and its JSON; ``FileProblem`` when it cannot be read (nothing remembered). The bytes are
+    let go before the JSON is built (a large file's peak memory)."""
     data = read_bytes(path)
-    version, packed = versions.remember(data)
+    version, packed = versions.pack(data)
     text = _text(path, data)
     del data
-    return version, packed, json_layout(text), _parse(path, text)
+    payload = _parse(path, text)
+    versions.keep(version, packed)
+    return version, packed, json_layout(text), payload
 
 
 def version(path: Path) -> str:

@@ -214,19 +214,29 @@ class Versions:
 
     def remember(self, data: bytes | Tap) -> tuple[str, bytes]:
         """Keep ``data`` as a version shown (within the limits); its version and packed bytes."""
+        version, packed = self.pack(data)
+        self.keep(version, packed)
+        return version, packed
+
+    def pack(self, data: bytes | Tap) -> tuple[str, bytes]:
+        """``data``'s version and its bytes compressed (kept ones reused), not yet kept."""
         version = data.version() if isinstance(data, Tap) else digest(data)
         packed = self._shown.get(version)
-        if packed is not None:
+        if packed is None:
+            packed = data.packed() if isinstance(data, Tap) else zlib.compress(data, 1)
+        return version, packed
+
+    def keep(self, version: str, packed: bytes) -> None:
+        """Keep ``packed`` as the bytes of a version shown, the newest."""
+        if version in self._shown:
             self._shown.move_to_end(version)
-            return version, packed
-        packed = data.packed() if isinstance(data, Tap) else zlib.compress(data, 1)
+            return
         self._shown[version] = packed
         self._shown_size += len(packed)
         while len(self._shown) > VERSIONS_KEPT or (
             self._shown_size > SHOWN_BYTES and len(self._shown) > 1
         ):
             self._shown_size -= len(self._shown.popitem(last=False)[1])
-        return version, packed
 
     def shown(self, version: str) -> bytes | None:
         """The bytes of a version this server showed (None: never, or too long ago)."""
