@@ -11,7 +11,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # lives in the environment, so a fresh venv installs); `make -B install` forces it.
 STAMP := $(shell $(PYTHON) -c "import sys; print(sys.prefix)")/.agent-payload-dev-installed
 
-.PHONY: install check quick thorough lint test wheel-smoke bench typecheck-examples
+.PHONY: install check quick thorough lint test wheel-smoke bench typecheck-examples size
 
 install: $(STAMP)
 
@@ -59,6 +59,10 @@ check: install
 
 wheel-smoke:
 	bash .ci/wheel-smoke
+
+# The package's size (issue 32's measure: lines, docstring share, modules over 650 lines).
+size:
+	$(PYTHON) .ci/size.py
 
 bench:
 	$(PYTHON) bench/merge.py
