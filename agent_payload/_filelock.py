@@ -56,6 +56,9 @@ def acquire(where: Path, *, wait: bool, note: str = "") -> int:
 
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except OSError as exc:
+        if not (isinstance(exc, BlockingIOError) or sys.platform == "win32"):
+            os.close(fd)  # a fault of the lock itself, not another holder
+            raise
         try:
             holder = os.read(fd, 4096).decode("utf-8", "replace").strip()
         except OSError:  # Windows: the holder's locked byte cannot be read
